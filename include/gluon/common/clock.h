@@ -1,0 +1,40 @@
+// Time vocabulary: absolute deadlines as CLOCK_MONOTONIC nanoseconds, timeouts as std::chrono.
+#pragma once
+
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+
+namespace gluon {
+
+/// A timeout; `forever` means "no timeout".
+using duration = std::chrono::nanoseconds;
+inline constexpr duration forever = duration::max();
+
+/// Absolute CLOCK_MONOTONIC time in ns; k_no_deadline means none.
+using deadline_t = int64_t;
+inline constexpr deadline_t k_no_deadline = INT64_MAX;
+
+inline int64_t mono_now_ns() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+/// The deadline `d` from now (saturating; negative durations are "now").
+inline deadline_t deadline_after(duration d) noexcept {
+    if (d == forever) return k_no_deadline;
+    int64_t now = mono_now_ns();
+    int64_t ns = d.count() < 0 ? 0 : d.count();
+    return ns > k_no_deadline - now ? k_no_deadline : now + ns;
+}
+
+/// Converts a std::chrono::steady_clock time point (CLOCK_MONOTONIC on Linux) to a deadline.
+template <typename Clock, typename Dur>
+deadline_t deadline_at(std::chrono::time_point<Clock, Dur> tp) noexcept {
+    auto left = std::chrono::duration_cast<duration>(tp - Clock::now());
+    return deadline_after(left);
+}
+
+}  // namespace gluon

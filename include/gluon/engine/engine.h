@@ -1,0 +1,110 @@
+// The event engine: one per vCPU, completion-shaped. An operation is submitted, completes later
+// (or at once), and its completion callback runs on the engine's thread from inside wait().
+// io_uring implements this natively; epoll emulates it (try the non-blocking syscall, on EAGAIN
+// wait for readiness, retry). The runtime parks fibers on top of this; nothing here knows fibers.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gluon/common/intrusive_list.h"
+#include "gluon/common/result.h"
+
+namespace gluon::engine {
+
+enum class opcode : uint8_t {
+    nop,
+    read,      // fd, buf, len, offset (-1: current position)
+    write,     // fd, buf, len, offset
+    readv,     // fd, iov, iovcnt, offset
+    writev,    // fd, iov, iovcnt, offset
+    recv,      // fd, buf, len, flags
+    send,      // fd, buf, len, flags
+    recvmsg,   // fd, msg, flags
+    sendmsg,   // fd, msg, flags
+    accept,    // fd, addr, addrlen, flags (SOCK_CLOEXEC...); result is the new fd
+    connect,   // fd, addr (const), addrlen value; result 0
+    poll,      // fd, poll_events; result is the revents mask
+    fsync,     // fd, flags (IORING_FSYNC_DATASYNC-style: 1 = data only)
+};
+
+struct io_op;
+using completion_fn = void (*)(io_op* op, long result);
+
+/// One operation. It must stay alive and unmoved until its completion has been delivered.
+struct io_op {
+    opcode code = opcode::nop;
+    int fd = -1;
+    void* buf = nullptr;  // or iovec*, msghdr*, sockaddr*
+    size_t len = 0;       // byte count, iovcnt, or socklen_t value for connect
+    socklen_t* addrlen = nullptr;
+    int64_t offset = -1;
+    int flags = 0;
+    uint32_t poll_events = 0;
+    /// Relative timeout in ns, honoured by engines with native timeouts (0 = none).
+    int64_t timeout_ns = 0;
+    completion_fn on_complete = nullptr;
+    void* user = nullptr;
+    // Engine-private state.
+    list_hook hook;
+    int cancel_errno = 0;  // why the op was cancelled (ECANCELED, ETIMEDOUT); 0 = not cancelled
+    bool engine_busy = false;
+    int64_t deadline_ns = 0;    // absolute CLOCK_MONOTONIC deadline while a timeout is armed
+    int64_t engine_ts[2] = {};  // a __kernel_timespec the kernel reads at submission
+};
+
+enum class kind { io_uring, epoll };
+
+struct options {
+    unsigned queue_depth = 1024;  // io_uring SQ entries
+    bool sqpoll = false;
+};
+
+class engine {
+public:
+    /// Returned by submit() when the operation did not complete inline.
+    static constexpr long pending = LONG_MIN;
+
+    virtual ~engine() = default;
+    virtual kind type() const noexcept = 0;
+    virtual const char* name() const noexcept = 0;
+
+    /// Starts op. Returns its result (>= 0 or -errno) if it completed at once; otherwise
+    /// `pending`, and op->on_complete runs later from wait().
+    virtual long submit(io_op& op) noexcept = 0;
+    /// Asks a pending op to stop. Its completion still arrives: -err if it was stopped, or its
+    /// real result if it had already finished (nothing is lost). err is ECANCELED or ETIMEDOUT.
+    virtual void cancel(io_op& op, int err) noexcept = 0;
+    /// True if io_op::timeout_ns is applied by the engine itself (linked timeouts).
+    virtual bool native_timeouts() const noexcept = 0;
+    /// Flushes queued submissions, waits up to timeout_ns (-1 forever, 0 poll) for completions
+    /// or a notify(), and dispatches every completion available. Returns how many it dispatched.
+    virtual int wait(int64_t timeout_ns) noexcept = 0;
+    /// Thread-safe: makes a concurrent or the next wait() return promptly.
+    virtual void notify() noexcept = 0;
+    /// The fd is about to be closed: drop any per-fd state (epoll registrations).
+    virtual void forget_fd(int fd) noexcept { (void)fd; }
+};
+
+/// Why a given engine was chosen or refused, for the one log line at start-up.
+struct selection {
+    std::unique_ptr<engine> eng;
+    std::string reason;
+};
+
+/// Creates the engine of `k` (an error says why it is unavailable).
+result<std::unique_ptr<engine>> create(kind k, const options& opts = {});
+/// Probes the kernel and GLUON_ENGINE: io_uring first, epoll as the fallback.
+result<selection> select(const options& opts = {});
+/// Parses "io_uring" / "epoll".
+bool parse_kind(const char* s, kind& k) noexcept;
+const char* kind_name(kind k) noexcept;
+/// True if engines of kind k can be created on this machine (probed once, cached).
+bool available(kind k) noexcept;
+
+}  // namespace gluon::engine

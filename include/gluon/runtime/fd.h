@@ -1,0 +1,57 @@
+// Blocking-style operations on plain file descriptors that park only the calling fiber. They run
+// on the vCPU's engine (io_uring natively, epoll by readiness) and are what the file, network
+// and POSIX layers are built on. Every call takes an optional timeout (ETIMEDOUT) and returns
+// ECANCELED when the fiber is interrupted. Called outside a vCPU they fail with EPERM.
+//
+// The epoll engine makes an fd O_NONBLOCK on first use; close fds used here with fd::close so
+// the engine forgets them.
+#pragma once
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/engine/engine.h"
+
+namespace gluon {
+
+/// Submits op to the calling vCPU's engine and parks until it completes, the deadline passes
+/// (-ETIMEDOUT) or the fiber is interrupted (-ECANCELED). Returns the op's result or -errno.
+long run_op(engine::io_op& op, deadline_t deadline = k_no_deadline) noexcept;
+
+namespace fd {
+
+/// May be short. 0 means end of file.
+result<size_t> read_some(int fd, void* buf, size_t n, duration timeout = forever) noexcept;
+result<size_t> write_some(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
+result<size_t> pread(int fd, void* buf, size_t n, int64_t off, duration timeout = forever) noexcept;
+result<size_t> pwrite(int fd, const void* buf, size_t n, int64_t off, duration timeout = forever) noexcept;
+result<size_t> readv(int fd, const iovec* iov, int iovcnt, duration timeout = forever) noexcept;
+result<size_t> writev(int fd, const iovec* iov, int iovcnt, duration timeout = forever) noexcept;
+result<size_t> recv_some(int fd, void* buf, size_t n, int flags = 0, duration timeout = forever) noexcept;
+result<size_t> send_some(int fd, const void* buf, size_t n, int flags = 0, duration timeout = forever) noexcept;
+result<size_t> recvmsg(int fd, msghdr* msg, int flags = 0, duration timeout = forever) noexcept;
+result<size_t> sendmsg(int fd, const msghdr* msg, int flags = 0, duration timeout = forever) noexcept;
+/// Returns the accepted fd (SOCK_CLOEXEC by default).
+result<int> accept(int fd, sockaddr* addr = nullptr, socklen_t* addrlen = nullptr,
+                   int flags = SOCK_CLOEXEC, duration timeout = forever) noexcept;
+result<void> connect(int fd, const sockaddr* addr, socklen_t addrlen, duration timeout = forever) noexcept;
+/// Waits until fd has any of `events` (POLLIN, POLLOUT, ...); returns the revents mask.
+result<short> poll(int fd, short events, duration timeout = forever) noexcept;
+result<void> fsync(int fd, bool datasync = false) noexcept;
+/// Fails every operation still waiting on fd with EBADF, then closes it.
+result<void> close(int fd) noexcept;
+
+/// Loops until all n bytes are written; a timeout applies to the whole call.
+/// Errors: those of write_some; on error, nothing is known about how much was written.
+result<void> write_all(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
+/// Loops until n bytes are read. Errors: those of read_some, and EPIPE for EOF before n bytes.
+result<void> read_exactly(int fd, void* buf, size_t n, duration timeout = forever) noexcept;
+
+}  // namespace fd
+}  // namespace gluon

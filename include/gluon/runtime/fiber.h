@@ -1,0 +1,111 @@
+// Fibers: stackful coroutines scheduled on the vCPU that created them. Blocking calls made in a
+// fiber park only the fiber.
+//
+// Interruption: fiber::interrupt() makes the fiber's current blocking call (or, if it is not
+// blocked, its next one) return ECANCELED. If the call in progress completes before the
+// cancellation takes effect, it returns its real result and the interrupt stays pending for the
+// next blocking call, so no completed I/O is ever lost.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <new>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon {
+
+struct fiber_options {
+    /// Usable stack bytes; 0 = the default (256 KiB, or GLUON_STACK_SIZE in KiB).
+    size_t stack_size = 0;
+    /// Debug name (truncated to 31 bytes), shown by the gdb script and crash reports.
+    const char* name = nullptr;
+};
+
+namespace detail {
+struct fiber_impl;
+/// Allocates a fiber (not yet runnable) with `storage_size` bytes for its callable.
+result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_size, void** storage);
+/// Makes an allocated fiber runnable; `invoke(storage)` runs, then destroys, the callable.
+void fiber_start(fiber_impl* f, void (*invoke)(void*)) noexcept;
+void fiber_release(fiber_impl* f) noexcept;
+uint64_t fiber_id(const fiber_impl* f) noexcept;
+}  // namespace detail
+
+class fiber {
+public:
+    fiber() noexcept = default;
+    fiber(fiber&& o) noexcept : f_(std::exchange(o.f_, nullptr)) {}
+    fiber& operator=(fiber&& o) noexcept;
+    fiber(const fiber&) = delete;
+    fiber& operator=(const fiber&) = delete;
+    /// A joinable fiber that is destroyed is detached (it keeps running).
+    ~fiber();
+
+    bool joinable() const noexcept { return f_ != nullptr; }
+    /// Waits for the fiber to finish. Errors: EINVAL (not joinable: joined or detached
+    /// already), EDEADLK (joining itself), EPERM (not called from a vCPU or thread).
+    result<void> join();
+    /// Like join() but gives up at the timeout with ETIMEDOUT (the fiber stays joinable).
+    result<void> join_for(duration timeout);
+    /// Lets the fiber run on by itself. Errors: EINVAL (not joinable).
+    result<void> detach();
+    /// See the header comment. Errors: EINVAL (not joinable).
+    result<void> interrupt();
+    uint64_t id() const noexcept { return f_ ? detail::fiber_id(f_) : 0; }
+
+    explicit fiber(detail::fiber_impl* f) noexcept : f_(f) {}
+
+private:
+    detail::fiber_impl* f_ = nullptr;
+};
+
+/// Starts fn(args...) in a new fiber on the calling vCPU. The callable and its arguments are
+/// stored on the new fiber's stack: no heap allocation. Errors: EPERM (not on a vCPU),
+/// ENOMEM (no stack), E2BIG (callable larger than a quarter of the stack).
+template <typename F, typename... Args>
+result<fiber> spawn(const fiber_options& opts, F&& fn, Args&&... args) {
+    using state = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
+    void* storage = nullptr;
+    auto f = detail::fiber_allocate(opts, sizeof(state), &storage);
+    if (!f) return unexpected(f.error());
+    new (storage) state(std::forward<F>(fn), std::forward<Args>(args)...);
+    detail::fiber_start(*f, [](void* p) {
+        auto* s = static_cast<state*>(p);
+        std::apply([](auto& fn_, auto&... a) { std::invoke(std::move(fn_), std::move(a)...); }, *s);
+        s->~state();
+    });
+    return fiber(*f);
+}
+
+template <typename F, typename... Args>
+    requires std::is_invocable_v<std::decay_t<F>, std::decay_t<Args>...>
+result<fiber> spawn(F&& fn, Args&&... args) {
+    return spawn(fiber_options{}, std::forward<F>(fn), std::forward<Args>(args)...);
+}
+
+namespace this_fiber {
+/// Lets other ready fibers run. Outside a fiber, yields the OS thread.
+void yield() noexcept;
+/// Sleeps; returns ECANCELED if interrupted (EPERM outside a vCPU... see below).
+/// Outside a vCPU the OS thread sleeps instead.
+result<void> sleep_for(duration d) noexcept;
+result<void> sleep_until(deadline_t deadline) noexcept;
+/// Unique id of the calling fiber (thread-derived id outside a vCPU).
+uint64_t id() noexcept;
+/// Names the calling fiber (truncated to 31 bytes).
+void set_name(const char* name) noexcept;
+const char* name() noexcept;
+/// True if an interrupt is pending for the calling fiber (does not consume it).
+bool interrupt_pending() noexcept;
+/// Moves the calling fiber to another vCPU; returns once it runs there. Errors: EINVAL.
+result<void> migrate_to(vcpu_handle target) noexcept;
+}  // namespace this_fiber
+
+}  // namespace gluon

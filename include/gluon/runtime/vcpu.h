@@ -1,0 +1,60 @@
+// vCPU lifecycle: gluon::init() turns the calling OS thread into a vCPU (a scheduler, an event
+// engine, timers and a stack cache); gluon::fini() tears it down.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "gluon/common/result.h"
+#include "gluon/engine/engine.h"
+
+namespace gluon {
+
+struct init_options {
+    /// Force an engine; by default io_uring is probed and epoll is the fallback
+    /// (GLUON_ENGINE=epoll|io_uring overrides this too).
+    std::optional<engine::kind> engine;
+    unsigned queue_depth = 1024;
+    /// How many free stacks this vCPU keeps committed for reuse.
+    size_t stack_cache = 256;
+    /// Log the one line that says which engine was chosen and why.
+    bool log_engine = true;
+};
+
+/// Makes the calling thread a vCPU. Errors: EEXIST (already one), or the engine's setup error.
+result<void> init(const init_options& opts = {});
+
+/// Tears down the calling thread's vCPU. Fibers still alive are interrupted (their blocking
+/// calls return ECANCELED) and run to completion first. Errors: EPERM (not a vCPU), EDEADLK
+/// (called from a fiber other than the one that called init).
+result<void> fini();
+
+/// True if the calling thread is a vCPU.
+bool is_vcpu() noexcept;
+
+/// The engine of the calling vCPU (nullptr if not a vCPU). For modules built on the engine.
+engine::engine* current_engine() noexcept;
+
+/// Index of the calling vCPU in creation order of this process (-1 if not a vCPU).
+int current_vcpu_index() noexcept;
+
+namespace detail {
+struct vcpu;
+vcpu* current_vcpu() noexcept;
+}  // namespace detail
+
+/// An opaque handle to a vCPU, for migration and cross-vCPU work.
+class vcpu_handle {
+public:
+    vcpu_handle() = default;
+    explicit vcpu_handle(detail::vcpu* v) : v_(v) {}
+    static vcpu_handle current() noexcept { return vcpu_handle(detail::current_vcpu()); }
+    detail::vcpu* get() const noexcept { return v_; }
+    explicit operator bool() const noexcept { return v_ != nullptr; }
+    bool operator==(const vcpu_handle&) const = default;
+
+private:
+    detail::vcpu* v_ = nullptr;
+};
+
+}  // namespace gluon

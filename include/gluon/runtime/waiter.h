@@ -1,0 +1,50 @@
+// The parking primitive that every sync primitive is built from. A waiter lives on the stack of
+// the fiber (or plain OS thread) that waits; the primitive links it into its own intrusive list
+// under its own spinlock. Waking, timing out and interrupting race safely: whoever unlinks the
+// waiter (under the spinlock) owns the wake-up.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/intrusive_list.h"
+#include "gluon/common/spinlock.h"
+
+namespace gluon {
+
+namespace detail {
+struct fiber_impl;
+}
+
+struct waiter {
+    list_hook hook;
+    detail::fiber_impl* fiber = nullptr;  // nullptr: an OS thread, woken through `word`
+    std::atomic<uint32_t> word{0};
+    long result = 0;
+    void* data = nullptr;  // for the primitive (a channel's value slot, a reader flag, ...)
+
+    /// Prepares a waiter for the calling fiber or thread.
+    waiter() noexcept;
+};
+
+using waiter_list = intrusive_list<waiter, &waiter::hook>;
+
+/// Called with the primitive's lock held after a cancelled waiter was unlinked (for primitives
+/// whose state depends on the waiters, e.g. a shared_mutex with a writer queued).
+using after_cancel_fn = void (*)(void* primitive);
+
+/// Parks the caller until wake(w, r) or the deadline (-ETIMEDOUT) or an interrupt
+/// (-ECANCELED). `lk` must be held and `w` linked on entry; lk is released before parking and is
+/// not held on return. Returns r, or the error.
+long park(spinlock& lk, waiter& w, deadline_t deadline, after_cancel_fn after_cancel = nullptr,
+          void* primitive = nullptr) noexcept;
+
+/// Wakes a waiter that the caller has unlinked (under the primitive's lock); any thread.
+void wake(waiter& w, long result) noexcept;
+
+/// Returns -ECANCELED and consumes the calling fiber's pending interrupt, if any; else 0.
+/// Blocking calls check this first.
+long take_interrupt() noexcept;
+
+}  // namespace gluon

@@ -1,0 +1,31 @@
+#include "gluon/common/misuse.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "gluon/common/log.h"
+
+namespace gluon::detail {
+
+namespace {
+bool abort_on_misuse() {
+#ifdef NDEBUG
+    const char* env = std::getenv("GLUON_MISUSE_ABORT");
+    return env && env[0] == '1';
+#else
+    const char* env = std::getenv("GLUON_MISUSE_ABORT");
+    return !(env && env[0] == '0');
+#endif
+}
+}  // namespace
+
+void report_misuse(std::string_view what) noexcept {
+    static const bool do_abort = abort_on_misuse();
+    if (do_abort) {
+        GLUON_ERROR("gluon: API misuse: {}", what);
+        std::abort();
+    }
+    GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: API misuse: {}", what);
+}
+
+}  // namespace gluon::detail

@@ -1,0 +1,77 @@
+#include "gluon/engine/engine.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "epoll/epoll_engine.h"
+#include "io_uring/io_uring_engine.h"
+
+namespace gluon::engine {
+
+bool parse_kind(const char* s, kind& k) noexcept {
+    if (!s) return false;
+    if (std::strcmp(s, "io_uring") == 0 || std::strcmp(s, "iouring") == 0) {
+        k = kind::io_uring;
+        return true;
+    }
+    if (std::strcmp(s, "epoll") == 0) {
+        k = kind::epoll;
+        return true;
+    }
+    return false;
+}
+
+const char* kind_name(kind k) noexcept { return k == kind::io_uring ? "io_uring" : "epoll"; }
+
+result<std::unique_ptr<engine>> create(kind k, const options& opts) {
+    if (k == kind::epoll) return epoll_engine::create(opts);
+    return io_uring_engine::create(opts);
+}
+
+namespace {
+// 0 allowed, 1 unprivileged users refused, 2 disabled for everyone.
+int io_uring_disabled_sysctl() {
+    FILE* f = std::fopen("/proc/sys/kernel/io_uring_disabled", "r");
+    if (!f) return 0;
+    int v = 0;
+    if (std::fscanf(f, "%d", &v) != 1) v = 0;
+    std::fclose(f);
+    return v;
+}
+}  // namespace
+
+bool available(kind k) noexcept {
+    if (k == kind::epoll) return true;
+    static const bool ok = [] { return create(kind::io_uring).has_value(); }();
+    return ok;
+}
+
+result<selection> select(const options& opts) {
+    if (const char* env = std::getenv("GLUON_ENGINE"); env && *env) {
+        kind k;
+        if (!parse_kind(env, k)) return errno_error(EINVAL);
+        auto e = create(k, opts);
+        if (!e) return e.error() ? unexpected(e.error()) : errno_error(EINVAL);
+        return selection{std::move(*e), std::string("forced by GLUON_ENGINE=") + env};
+    }
+    auto ring = create(kind::io_uring, opts);
+    if (ring) return selection{std::move(*ring), "io_uring available"};
+    std::string why;
+    int sysctl = io_uring_disabled_sysctl();
+    if (sysctl == 2)
+        why = "io_uring disabled by kernel.io_uring_disabled=2";
+    else if (ring.error() == std::errc::operation_not_permitted)
+        why = "io_uring not permitted (seccomp or kernel.io_uring_disabled=" + std::to_string(sysctl) + ")";
+    else if (ring.error() == std::errc::function_not_supported)
+        why = "kernel has no io_uring";
+    else if (ring.error() == std::errc::not_enough_memory)
+        why = "io_uring short of locked memory (RLIMIT_MEMLOCK)";
+    else
+        why = "io_uring setup failed: " + ring.error().message();
+    auto ep = create(kind::epoll, opts);
+    if (!ep) return unexpected(ep.error());
+    return selection{std::move(*ep), why + "; falling back to epoll"};
+}
+
+}  // namespace gluon::engine

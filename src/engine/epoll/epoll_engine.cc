@@ -1,0 +1,151 @@
+#include "epoll_engine.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+
+#include "../exec.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::engine {
+namespace {
+constexpr uint64_t k_notify_tag = ~uint64_t{0};
+constexpr uint32_t k_in_events = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI;
+constexpr uint32_t k_out_events = EPOLLOUT | EPOLLHUP | EPOLLERR;
+}  // namespace
+
+result<std::unique_ptr<engine>> epoll_engine::create(const options&) {
+    int epfd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) return errno_error(errno);
+    int evfd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (evfd < 0) {
+        int e = errno;
+        ::close(epfd);
+        return errno_error(e);
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = k_notify_tag;
+    if (::epoll_ctl(epfd, EPOLL_CTL_ADD, evfd, &ev) < 0) {
+        int e = errno;
+        ::close(evfd);
+        ::close(epfd);
+        return errno_error(e);
+    }
+    return std::unique_ptr<engine>(new epoll_engine(epfd, evfd));
+}
+
+epoll_engine::~epoll_engine() {
+    for (auto* st : fds_) delete st;
+    ::close(evfd_);
+    ::close(epfd_);
+}
+
+epoll_engine::fd_state* epoll_engine::state_for(int fd) noexcept {
+    if (fd < 0) return nullptr;
+    auto idx = static_cast<size_t>(fd);
+    if (idx >= fds_.size()) fds_.resize(idx + 64, nullptr);
+    if (!fds_[idx]) fds_[idx] = new (std::nothrow) fd_state;
+    return fds_[idx];
+}
+
+long epoll_engine::register_fd(int fd, fd_state& st) noexcept {
+    if (long r = sys::set_nonblocking(fd); r < 0) return r;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
+    ev.data.u64 = static_cast<uint64_t>(fd);
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        // EPERM: a regular file or directory, which is always ready; the caller's syscall
+        // then simply completes (blocking briefly, as the kernel does for such files).
+        if (errno == EPERM) return 0;
+        if (errno != EEXIST) return -errno;
+    }
+    st.registered = true;
+    return 0;
+}
+
+long epoll_engine::submit(io_op& op) noexcept {
+    op.engine_busy = false;
+    op.cancel_errno = 0;
+    fd_state* st = state_for(op.fd);
+    if (!st) return op.fd < 0 ? -EBADF : -ENOMEM;
+    if (!st->registered) {
+        if (long r = register_fd(op.fd, *st); r < 0) return r;
+    }
+    long r = detail::exec_now(op);
+    if (r != -EAGAIN) return r;
+    if (op.code == opcode::poll && (op.poll_events & POLLIN) && (op.poll_events & POLLOUT))
+        st->pollers.push_back(op);
+    else if (detail::waits_for_input(op))
+        st->readers.push_back(op);
+    else
+        st->writers.push_back(op);
+    return pending;
+}
+
+void epoll_engine::cancel(io_op& op, int err) noexcept {
+    if (!op.hook.linked()) return;  // already completed
+    // The op is on exactly one of its fd's three lists; unlinking needs no knowledge of which.
+    op_list::unlink(op);
+    op.cancel_errno = err;
+    op.on_complete(&op, -err);
+}
+
+int epoll_engine::retry(op_list& list) noexcept {
+    int n = 0;
+    while (io_op* op = list.front()) {
+        long r = detail::exec_now(*op);
+        if (r == -EAGAIN) break;  // still not ready: later ops on this fd would not be either
+        list.pop_front();
+        op->on_complete(op, r);
+        ++n;
+    }
+    return n;
+}
+
+int epoll_engine::wait(int64_t timeout_ns) noexcept {
+    epoll_event evs[256];
+    timespec ts{};
+    timespec* tsp = nullptr;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1'000'000'000;
+        ts.tv_nsec = timeout_ns % 1'000'000'000;
+        tsp = &ts;
+    }
+    int n = ::epoll_pwait2(epfd_, evs, 256, tsp, nullptr);
+    if (n < 0) return 0;  // EINTR: the caller simply loops
+    int done = 0;
+    for (int i = 0; i < n; ++i) {
+        uint64_t tag = evs[i].data.u64;
+        if (tag == k_notify_tag) {
+            uint64_t v;
+            (void)!::read(evfd_, &v, sizeof v);
+            continue;
+        }
+        auto fd = static_cast<size_t>(tag);
+        fd_state* st = fd < fds_.size() ? fds_[fd] : nullptr;
+        if (!st) continue;
+        uint32_t e = evs[i].events;
+        if (e & k_in_events) done += retry(st->readers);
+        if (e & k_out_events) done += retry(st->writers);
+        done += retry(st->pollers);
+    }
+    return done;
+}
+
+void epoll_engine::notify() noexcept {
+    uint64_t one = 1;
+    (void)!::write(evfd_, &one, sizeof one);
+}
+
+void epoll_engine::forget_fd(int fd) noexcept {
+    if (fd < 0 || static_cast<size_t>(fd) >= fds_.size() || !fds_[fd]) return;
+    fd_state* st = fds_[fd];
+    // Ops still waiting on a closing fd would never complete: finish them with EBADF.
+    for (op_list* l : {&st->readers, &st->writers, &st->pollers})
+        while (io_op* op = l->pop_front()) op->on_complete(op, -EBADF);
+    if (st->registered) ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    st->registered = false;
+}
+
+}  // namespace gluon::engine

@@ -1,0 +1,45 @@
+// epoll engine: emulates completions with readiness. An op is tried at once with a non-blocking
+// syscall; on EAGAIN it waits on its fd's list until epoll reports readiness, then it is retried.
+// fds are registered once, edge-triggered, for both directions, and made O_NONBLOCK on first use.
+#pragma once
+
+#include <vector>
+
+#include "gluon/engine/engine.h"
+
+namespace gluon::engine {
+
+class epoll_engine final : public engine {
+public:
+    static result<std::unique_ptr<engine>> create(const options& opts);
+    ~epoll_engine() override;
+
+    kind type() const noexcept override { return kind::epoll; }
+    const char* name() const noexcept override { return "epoll"; }
+    long submit(io_op& op) noexcept override;
+    void cancel(io_op& op, int err) noexcept override;
+    bool native_timeouts() const noexcept override { return false; }
+    int wait(int64_t timeout_ns) noexcept override;
+    void notify() noexcept override;
+    void forget_fd(int fd) noexcept override;
+
+private:
+    using op_list = intrusive_list<io_op, &io_op::hook>;
+    struct fd_state {
+        bool registered = false;
+        op_list readers;
+        op_list writers;
+        op_list pollers;
+    };
+
+    epoll_engine(int epfd, int evfd) : epfd_(epfd), evfd_(evfd) {}
+    fd_state* state_for(int fd) noexcept;
+    long register_fd(int fd, fd_state& st) noexcept;
+    int retry(op_list& list) noexcept;
+
+    int epfd_;
+    int evfd_;
+    std::vector<fd_state*> fds_;  // indexed by fd; allocated on first use
+};
+
+}  // namespace gluon::engine

@@ -1,0 +1,249 @@
+#include "io_uring_engine.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+
+#include "gluon/sys/ops.h"
+
+namespace gluon::engine {
+namespace {
+
+// user_data tags that are not io_op pointers (pointers are 8-aligned, these are not).
+constexpr uint64_t k_ignore_tag = 1;
+constexpr uint64_t k_notify_tag = 3;
+// An io_op pointer with this bit set is the op's readiness poll (non-blocking fd on EAGAIN).
+constexpr uint64_t k_poll_bit = 4;
+
+int64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+bool is_socket_like(opcode c) {
+    switch (c) {
+        case opcode::read:
+        case opcode::write:
+        case opcode::readv:
+        case opcode::writev:
+        case opcode::recv:
+        case opcode::send:
+        case opcode::recvmsg:
+        case opcode::sendmsg:
+        case opcode::accept:
+        case opcode::connect: return true;
+        default: return false;
+    }
+}
+
+// -ECANCELED from the kernel means either cancel() (say why) or the linked timeout.
+long cancelled_result(const io_op& op, long r) {
+    if (r != -ECANCELED) return r;
+    if (op.cancel_errno) return -op.cancel_errno;
+    return op.deadline_ns != 0 ? -ETIMEDOUT : r;
+}
+
+short wanted_events(const io_op& op) {
+    switch (op.code) {
+        case opcode::read:
+        case opcode::readv:
+        case opcode::recv:
+        case opcode::recvmsg:
+        case opcode::accept: return POLLIN;
+        default: return POLLOUT;
+    }
+}
+
+}  // namespace
+
+result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
+    std::unique_ptr<io_uring_engine> e(new io_uring_engine);
+    io_uring_params p{};
+    // Most capable first; each fallback drops what an older kernel rejects with EINVAL.
+    const unsigned base = opts.sqpoll ? IORING_SETUP_SQPOLL : 0;
+    const unsigned attempts[] = {
+        base | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+        base | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+        base,
+    };
+    int r = -EINVAL;
+    for (unsigned flags : attempts) {
+        if (opts.sqpoll && (flags & IORING_SETUP_DEFER_TASKRUN)) continue;  // incompatible
+        p = {};
+        p.flags = flags | IORING_SETUP_CLAMP;
+        p.cq_entries = opts.queue_depth * 4;
+        p.flags |= IORING_SETUP_CQSIZE;
+        r = io_uring_queue_init_params(opts.queue_depth, &e->ring_, &p);
+        if (r != -EINVAL) break;
+    }
+    if (r < 0) return errno_error(-r);
+    // Saves the fd lookup on every io_uring_enter; optional.
+    (void)io_uring_register_ring_fd(&e->ring_);
+    e->evfd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (e->evfd_ < 0) return errno_error(errno);
+    e->arm_notify();
+    return std::unique_ptr<engine>(std::move(e));
+}
+
+io_uring_engine::~io_uring_engine() {
+    if (ring_.ring_fd > 0) io_uring_queue_exit(&ring_);
+    if (evfd_ >= 0) ::close(evfd_);
+}
+
+io_uring_sqe* io_uring_engine::get_sqe() noexcept {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    while (!sqe) {
+        // SQ ring full: hand what we have to the kernel and try again.
+        io_uring_submit(&ring_);
+        sqe = io_uring_get_sqe(&ring_);
+    }
+    return sqe;
+}
+
+void io_uring_engine::arm_notify() noexcept {
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_read(sqe, evfd_, &ev_buf_, sizeof ev_buf_, 0);
+    io_uring_sqe_set_data64(sqe, k_notify_tag);
+}
+
+void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
+    // Offsets of -1 mean "current file position", which io_uring spells the same way.
+    const auto off = static_cast<__u64>(op.offset);
+    switch (op.code) {
+        case opcode::nop: io_uring_prep_nop(sqe); break;
+        case opcode::read: io_uring_prep_read(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), off); break;
+        case opcode::write: io_uring_prep_write(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), off); break;
+        case opcode::readv:
+            io_uring_prep_readv(sqe, op.fd, static_cast<iovec*>(op.buf), static_cast<unsigned>(op.len), off);
+            break;
+        case opcode::writev:
+            io_uring_prep_writev(sqe, op.fd, static_cast<iovec*>(op.buf), static_cast<unsigned>(op.len), off);
+            break;
+        case opcode::recv: io_uring_prep_recv(sqe, op.fd, op.buf, op.len, op.flags); break;
+        case opcode::send: io_uring_prep_send(sqe, op.fd, op.buf, op.len, op.flags | MSG_NOSIGNAL); break;
+        case opcode::recvmsg: io_uring_prep_recvmsg(sqe, op.fd, static_cast<msghdr*>(op.buf), op.flags); break;
+        case opcode::sendmsg:
+            io_uring_prep_sendmsg(sqe, op.fd, static_cast<msghdr*>(op.buf), op.flags | MSG_NOSIGNAL);
+            break;
+        case opcode::accept:
+            io_uring_prep_accept(sqe, op.fd, static_cast<sockaddr*>(op.buf), op.addrlen, op.flags);
+            break;
+        case opcode::connect:
+            io_uring_prep_connect(sqe, op.fd, static_cast<sockaddr*>(op.buf), static_cast<socklen_t>(op.len));
+            break;
+        case opcode::poll: io_uring_prep_poll_add(sqe, op.fd, op.poll_events); break;
+        case opcode::fsync: io_uring_prep_fsync(sqe, op.fd, (op.flags & 1) ? IORING_FSYNC_DATASYNC : 0); break;
+    }
+    io_uring_sqe_set_data(sqe, &op);
+}
+
+void io_uring_engine::link_timeout(io_op& op) noexcept {
+    // The timespec lives in the op: the kernel reads it when the batch is submitted, later.
+    int64_t left = op.deadline_ns - now_ns();
+    if (left < 1) left = 1;
+    op.engine_ts[0] = left / 1'000'000'000;
+    op.engine_ts[1] = left % 1'000'000'000;
+    io_uring_sqe* t = get_sqe();
+    io_uring_prep_link_timeout(t, reinterpret_cast<__kernel_timespec*>(op.engine_ts), 0);
+    io_uring_sqe_set_data64(t, k_ignore_tag);
+}
+
+// Prepares op (or its readiness poll, when poll_tag) with its linked timeout, if any.
+void io_uring_engine::queue(io_op& op, bool poll_phase) noexcept {
+    const bool timed = op.deadline_ns != 0;
+    if (timed && io_uring_sq_space_left(&ring_) < 2) io_uring_submit(&ring_);  // keep the pair adjacent
+    io_uring_sqe* sqe = get_sqe();
+    if (poll_phase) {
+        io_uring_prep_poll_add(sqe, op.fd, static_cast<unsigned>(wanted_events(op)));
+        io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(&op) | k_poll_bit);
+    } else {
+        prep(sqe, op);
+    }
+    if (timed) {
+        sqe->flags |= IOSQE_IO_LINK;
+        link_timeout(op);
+    }
+}
+
+long io_uring_engine::submit(io_op& op) noexcept {
+    op.cancel_errno = 0;
+    op.engine_busy = false;
+    op.deadline_ns = op.timeout_ns > 0 ? now_ns() + op.timeout_ns : 0;
+    queue(op, false);
+    return pending;
+}
+
+void io_uring_engine::cancel(io_op& op, int err) noexcept {
+    if (op.cancel_errno) return;
+    op.cancel_errno = err;
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_cancel64(sqe, reinterpret_cast<uint64_t>(&op), 0);
+    io_uring_sqe_set_data64(sqe, k_ignore_tag);
+    // Also cancels the op's readiness poll if it is in that phase.
+    io_uring_sqe* sqe2 = get_sqe();
+    io_uring_prep_cancel64(sqe2, reinterpret_cast<uint64_t>(&op) | k_poll_bit, 0);
+    io_uring_sqe_set_data64(sqe2, k_ignore_tag);
+}
+
+void io_uring_engine::on_cqe(uint64_t tag, int res) noexcept {
+    if (tag == k_ignore_tag) return;
+    if (tag == k_notify_tag) {
+        notify_pending_.store(false, std::memory_order_relaxed);
+        arm_notify();
+        return;
+    }
+    if (tag & k_poll_bit) {
+        auto* op = reinterpret_cast<io_op*>(tag & ~k_poll_bit);
+        if (res < 0 || op->cancel_errno) {
+            op->on_complete(op, cancelled_result(*op, res < 0 ? res : -ECANCELED));
+            return;
+        }
+        if (op->engine_busy) {  // a non-blocking connect finished: its outcome is SO_ERROR
+            op->on_complete(op, sys::socket_error(op->fd));
+            return;
+        }
+        queue(*op, false);  // ready now: run the op itself again
+        return;
+    }
+    auto* op = reinterpret_cast<io_op*>(tag);
+    long r = cancelled_result(*op, res);
+    if ((r == -EAGAIN || r == -EINPROGRESS) && is_socket_like(op->code) && !op->cancel_errno) {
+        // The fd is O_NONBLOCK, so the kernel would not wait for us: wait for readiness, then
+        // run the op again (a connect under way is finished by the poll: see below).
+        if (op->code == opcode::connect) op->engine_busy = true;
+        queue(*op, true);
+        return;
+    }
+    op->on_complete(op, r);
+}
+
+int io_uring_engine::wait(int64_t timeout_ns) noexcept {
+    io_uring_cqe* cqe = nullptr;
+    if (timeout_ns == 0) {
+        io_uring_submit_and_get_events(&ring_);
+    } else if (timeout_ns < 0) {
+        io_uring_submit_and_wait(&ring_, 1);
+    } else {
+        __kernel_timespec ts{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
+        io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    }
+    int n = 0;
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+        on_cqe(cqe->user_data, cqe->res);
+        ++seen;
+    }
+    io_uring_cq_advance(&ring_, seen);
+    n += static_cast<int>(seen);
+    return n;
+}
+
+void io_uring_engine::notify() noexcept {
+    if (notify_pending_.exchange(true, std::memory_order_acq_rel)) return;
+    uint64_t one = 1;
+    (void)!::write(evfd_, &one, sizeof one);
+}
+
+}  // namespace gluon::engine

@@ -1,0 +1,173 @@
+#include "gluon/runtime/fd.h"
+
+#include "gluon/common/misuse.h"
+#include "gluon/sys/ops.h"
+#include "scheduler.h"
+
+namespace gluon {
+using namespace detail;
+
+long run_op(engine::io_op& op, deadline_t deadline) noexcept {
+    vcpu* v = t_vcpu;
+    if (!v) {
+        report_misuse("a blocking gluon call on a thread that is not a vCPU (call gluon::init)");
+        return -EPERM;
+    }
+    if (long r = take_interrupt()) return r;
+    fiber_impl* f = v->current;
+    engine::engine* eng = v->eng.get();
+    op.user = f;
+    op.on_complete = [](engine::io_op* o, long r) { resume(static_cast<fiber_impl*>(o->user), r); };
+    op.timeout_ns = 0;
+    deadline_t park_deadline = deadline;
+    if (deadline != k_no_deadline && eng->native_timeouts()) {
+        int64_t left = deadline - mono_now_ns();
+        op.timeout_ns = left > 0 ? left : 1;
+        park_deadline = k_no_deadline;
+    }
+    long r = eng->submit(op);
+    if (r != engine::engine::pending) return r;
+    return park_current(
+        v, park_deadline,
+        [](fiber_impl* fb, int err) {
+            fb->owner->eng->cancel(*static_cast<engine::io_op*>(fb->cancel_ctx), err);
+        },
+        &op);
+}
+
+namespace fd {
+namespace {
+
+deadline_t dl(duration t) { return deadline_after(t); }
+
+result<size_t> sized(long r) {
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return static_cast<size_t>(r);
+}
+
+result<size_t> rw(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int flags,
+                  duration t) {
+    engine::io_op op;
+    op.code = code;
+    op.fd = fd;
+    op.buf = buf;
+    op.len = n;
+    op.offset = off;
+    op.flags = flags;
+    return sized(run_op(op, dl(t)));
+}
+
+}  // namespace
+
+result<size_t> read_some(int fd, void* buf, size_t n, duration t) noexcept {
+    return rw(engine::opcode::read, fd, buf, n, -1, 0, t);
+}
+result<size_t> write_some(int fd, const void* buf, size_t n, duration t) noexcept {
+    return rw(engine::opcode::write, fd, const_cast<void*>(buf), n, -1, 0, t);
+}
+result<size_t> pread(int fd, void* buf, size_t n, int64_t off, duration t) noexcept {
+    return rw(engine::opcode::read, fd, buf, n, off, 0, t);
+}
+result<size_t> pwrite(int fd, const void* buf, size_t n, int64_t off, duration t) noexcept {
+    return rw(engine::opcode::write, fd, const_cast<void*>(buf), n, off, 0, t);
+}
+result<size_t> readv(int fd, const iovec* iov, int cnt, duration t) noexcept {
+    return rw(engine::opcode::readv, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), -1, 0, t);
+}
+result<size_t> writev(int fd, const iovec* iov, int cnt, duration t) noexcept {
+    return rw(engine::opcode::writev, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), -1, 0, t);
+}
+result<size_t> recv_some(int fd, void* buf, size_t n, int flags, duration t) noexcept {
+    return rw(engine::opcode::recv, fd, buf, n, -1, flags, t);
+}
+result<size_t> send_some(int fd, const void* buf, size_t n, int flags, duration t) noexcept {
+    return rw(engine::opcode::send, fd, const_cast<void*>(buf), n, -1, flags, t);
+}
+result<size_t> recvmsg(int fd, msghdr* msg, int flags, duration t) noexcept {
+    return rw(engine::opcode::recvmsg, fd, msg, 0, -1, flags, t);
+}
+result<size_t> sendmsg(int fd, const msghdr* msg, int flags, duration t) noexcept {
+    return rw(engine::opcode::sendmsg, fd, const_cast<msghdr*>(msg), 0, -1, flags, t);
+}
+
+result<int> accept(int fd, sockaddr* addr, socklen_t* addrlen, int flags, duration t) noexcept {
+    engine::io_op op;
+    op.code = engine::opcode::accept;
+    op.fd = fd;
+    op.buf = addr;
+    op.addrlen = addrlen;
+    op.flags = flags;
+    long r = run_op(op, dl(t));
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return static_cast<int>(r);
+}
+
+result<void> connect(int fd, const sockaddr* addr, socklen_t len, duration t) noexcept {
+    engine::io_op op;
+    op.code = engine::opcode::connect;
+    op.fd = fd;
+    op.buf = const_cast<sockaddr*>(addr);
+    op.len = len;
+    return void_from_syscall(run_op(op, dl(t)));
+}
+
+result<short> poll(int fd, short events, duration t) noexcept {
+    engine::io_op op;
+    op.code = engine::opcode::poll;
+    op.fd = fd;
+    op.poll_events = static_cast<uint16_t>(events);
+    long r = run_op(op, dl(t));
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return static_cast<short>(r);
+}
+
+result<void> fsync(int fd, bool datasync) noexcept {
+    engine::io_op op;
+    op.code = engine::opcode::fsync;
+    op.fd = fd;
+    op.flags = datasync ? 1 : 0;
+    return void_from_syscall(run_op(op));
+}
+
+result<void> close(int fd) noexcept {
+    if (vcpu* v = t_vcpu) v->eng->forget_fd(fd);
+    return void_from_syscall(sys::close(fd));
+}
+
+result<void> write_all(int fd, const void* buf, size_t n, duration t) noexcept {
+    const deadline_t d = dl(t);
+    auto* p = static_cast<const char*>(buf);
+    while (n > 0) {
+        engine::io_op op;
+        op.code = engine::opcode::write;
+        op.fd = fd;
+        op.buf = const_cast<char*>(p);
+        op.len = n;
+        long r = run_op(op, d);
+        if (r < 0) return errno_error(static_cast<int>(-r));
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return {};
+}
+
+result<void> read_exactly(int fd, void* buf, size_t n, duration t) noexcept {
+    const deadline_t d = dl(t);
+    auto* p = static_cast<char*>(buf);
+    while (n > 0) {
+        engine::io_op op;
+        op.code = engine::opcode::read;
+        op.fd = fd;
+        op.buf = p;
+        op.len = n;
+        long r = run_op(op, d);
+        if (r < 0) return errno_error(static_cast<int>(-r));
+        if (r == 0) return errno_error(EPIPE);
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return {};
+}
+
+}  // namespace fd
+}  // namespace gluon

@@ -1,0 +1,283 @@
+// Fiber creation, exit, join/detach/interrupt and the this_fiber functions.
+#include "gluon/runtime/fiber.h"
+
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "fiber_local_impl.h"
+#include "gluon/common/misuse.h"
+#include "scheduler.h"
+
+namespace gluon::detail {
+namespace {
+
+std::atomic<uint64_t> g_next_id{1};
+
+void release_dead(vcpu* v, fiber_impl* f) noexcept;
+
+[[noreturn]] void fiber_exit(fiber_impl* f) noexcept {
+    fls_destroy(f);
+    vcpu* v = f->owner;
+    waiter_list joiners;
+    f->join_lock.lock();
+    f->finished = true;
+    joiners.splice_back(f->joiners);
+    f->join_lock.unlock();
+    while (waiter* w = joiners.pop_front()) wake(*w, 0);
+    v->all.erase(*f);
+    fiber_left(v);
+    f->state = fiber_state::done;
+    v->post_fn = release_dead;
+    v->post_arg = f;
+    fiber_impl* next = next_ready(v);
+    switch_to(v, f, next);
+    __builtin_unreachable();
+}
+
+void fiber_main(void* arg) noexcept {
+    auto* f = static_cast<fiber_impl*>(arg);
+    vcpu* v = f->owner;
+#ifdef GLUON_ASAN
+    sanitizer_after_switch(f, v->asan_from);
+#endif
+    run_post_switch(v);
+    f->invoke(f->storage);
+    fiber_exit(f);
+}
+
+void release_dead(vcpu*, fiber_impl* f) noexcept {
+#ifdef GLUON_TSAN
+    __tsan_destroy_fiber(f->tsan_fiber);
+#endif
+    fiber_release(f);
+}
+
+}  // namespace
+
+result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_size, void** storage) {
+    vcpu* v = t_vcpu;
+    if (!v) {
+        report_misuse("spawning a fiber on a thread that is not a vCPU (call gluon::init first)");
+        return errno_error(EPERM);
+    }
+    size_t usable = opts.stack_size ? std::max<size_t>(opts.stack_size, 16 * 1024) : default_stack_size();
+    if (storage_size > usable / 4) return errno_error(E2BIG);
+    auto st = v->stacks.get(usable);
+    if (!st) return unexpected(st.error());
+    // Layout at the top of the stack: [fiber_impl][callable]; the stack proper starts below.
+    char* top = st->top();
+    auto* f = new (top - ((sizeof(fiber_impl) + 63) & ~size_t{63})) fiber_impl;
+    char* store = reinterpret_cast<char*>(f) - ((storage_size + 63) & ~size_t{63});
+    f->stack = *st;
+    f->owner = v;
+    f->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+    f->storage = store;
+    if (opts.name) strncpy(f->name, opts.name, sizeof f->name - 1);
+#ifdef GLUON_ASAN
+    f->asan_bottom = st->lo + k_guard_size;
+    f->asan_size = static_cast<size_t>(store - static_cast<char*>(const_cast<void*>(f->asan_bottom)));
+#endif
+#ifdef GLUON_TSAN
+    f->tsan_fiber = __tsan_create_fiber(0);
+#endif
+    make_context(&f->ctx, store, reinterpret_cast<void (*)(void*)>(&fiber_main), f);
+    *storage = store;
+    return f;
+}
+
+void fiber_start(fiber_impl* f, void (*invoke)(void*)) noexcept {
+    vcpu* v = f->owner;
+    f->invoke = invoke;
+    v->all.push_back(*f);
+    ++v->nfibers;
+    f->state = fiber_state::ready;
+    v->runq.push_back(*f);
+}
+
+void fiber_release(fiber_impl* f) noexcept {
+    if (f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    stack_mem s = f->stack;
+    f->~fiber_impl();
+    if (vcpu* v = t_vcpu)
+        v->stacks.put(s);
+    else
+        stack_free(s);
+}
+
+uint64_t fiber_id(const fiber_impl* f) noexcept { return f->id; }
+
+}  // namespace gluon::detail
+
+namespace gluon {
+using namespace detail;
+
+fiber& fiber::operator=(fiber&& o) noexcept {
+    if (this != &o) {
+        if (f_) fiber_release(f_);
+        f_ = std::exchange(o.f_, nullptr);
+    }
+    return *this;
+}
+
+fiber::~fiber() {
+    if (f_) fiber_release(f_);
+}
+
+result<void> fiber::join() { return join_for(forever); }
+
+result<void> fiber::join_for(duration timeout) {
+    if (!f_) {
+        report_misuse("join on a fiber that is not joinable (joined or detached already)");
+        return errno_error(EINVAL);
+    }
+    if (t_vcpu && t_vcpu->current == f_) {
+        report_misuse("a fiber joining itself");
+        return errno_error(EDEADLK);
+    }
+    f_->join_lock.lock();
+    if (!f_->finished) {
+        waiter w;
+        f_->joiners.push_back(w);
+        long r = park(f_->join_lock, w, deadline_after(timeout));
+        if (r < 0) return errno_error(static_cast<int>(-r));
+    } else {
+        f_->join_lock.unlock();
+    }
+    fiber_release(std::exchange(f_, nullptr));
+    return {};
+}
+
+result<void> fiber::detach() {
+    if (!f_) {
+        report_misuse("detach on a fiber that is not joinable");
+        return errno_error(EINVAL);
+    }
+    fiber_release(std::exchange(f_, nullptr));
+    return {};
+}
+
+result<void> fiber::interrupt() {
+    if (!f_) return errno_error(EINVAL);
+    fiber_impl* f = f_;
+    if (f->interrupt_pending.exchange(true, std::memory_order_acq_rel)) return {};
+    if (f->owner == t_vcpu) {
+        deliver_interrupt(f);
+        return {};
+    }
+    if (f->interrupt_queued.exchange(true, std::memory_order_acq_rel)) return {};
+    f->refs.fetch_add(1, std::memory_order_relaxed);  // keeps f alive until delivered
+    f->interrupt_node.run = [](vcpu* v, remote_node* n) {
+        auto* f = reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(n) -
+                                                offsetof(fiber_impl, interrupt_node));
+        f->interrupt_queued.store(false, std::memory_order_release);
+        if (f->owner != v && f->state != fiber_state::done) {
+            // It migrated meanwhile: follow it.
+            f->interrupt_queued.store(true, std::memory_order_relaxed);
+            post_remote(f->owner, n);
+            return;
+        }
+        deliver_interrupt(f);
+        fiber_release(f);
+    };
+    post_remote(f->owner, &f->interrupt_node);
+    return {};
+}
+
+namespace this_fiber {
+
+void yield() noexcept {
+    vcpu* v = t_vcpu;
+    if (!v) {
+        sched_yield();
+        return;
+    }
+    fiber_impl* cur = v->current;
+    if (v->runq.empty()) {
+        // Nobody else is ready: stay, but let the event loop in now and then.
+        if ((++v->tick & 63) != 0) return;
+        poll(v, false);
+        if (v->runq.empty()) return;
+    }
+    cur->state = fiber_state::ready;
+    v->runq.push_back(*cur);
+    reschedule(v);
+}
+
+result<void> sleep_until(deadline_t deadline) noexcept {
+    vcpu* v = t_vcpu;
+    if (!v) {
+        timespec ts{deadline / 1'000'000'000, deadline % 1'000'000'000};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+        }
+        return {};
+    }
+    if (long r = take_interrupt()) return errno_error(static_cast<int>(-r));
+    if (deadline <= mono_now_ns()) {
+        yield();
+        return {};
+    }
+    long r = park_current(v, deadline, [](fiber_impl* f, int err) { resume(f, -err); }, nullptr);
+    if (r == -ETIMEDOUT || r == 0) return {};
+    return errno_error(static_cast<int>(-r));
+}
+
+result<void> sleep_for(duration d) noexcept { return sleep_until(deadline_after(d)); }
+
+uint64_t id() noexcept {
+    if (vcpu* v = t_vcpu) return v->current->id;
+    static std::atomic<uint64_t> next{1ull << 62};
+    thread_local uint64_t tid = next.fetch_add(1);
+    return tid;
+}
+
+void set_name(const char* name) noexcept {
+    if (vcpu* v = t_vcpu) {
+        strncpy(v->current->name, name ? name : "", sizeof v->current->name - 1);
+    }
+}
+
+const char* name() noexcept { return t_vcpu ? t_vcpu->current->name : ""; }
+
+bool interrupt_pending() noexcept {
+    return t_vcpu && t_vcpu->current->interrupt_pending.load(std::memory_order_relaxed);
+}
+
+result<void> migrate_to(vcpu_handle target) noexcept {
+    vcpu* v = t_vcpu;
+    vcpu* to = target.get();
+    if (!v || !to) return errno_error(EINVAL);
+    fiber_impl* f = v->current;
+    if (to == v) return {};
+    if (f->is_main) {
+        report_misuse("migrating a vCPU's main fiber");
+        return errno_error(EINVAL);
+    }
+    v->all.erase(*f);
+    fiber_left(v);
+    f->state = fiber_state::waiting;
+    f->owner = to;
+    // Hand f to the target only once we are off its stack.
+    v->post_fn = [](vcpu*, fiber_impl* f) {
+        f->migrate_node.run = [](vcpu* nv, remote_node* n) {
+            auto* f = reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(n) -
+                                                    offsetof(fiber_impl, migrate_node));
+            nv->all.push_back(*f);
+            ++nv->nfibers;
+            f->state = fiber_state::ready;
+            nv->runq.push_back(*f);
+        };
+        post_remote(f->owner, &f->migrate_node);
+    };
+    v->post_arg = f;
+    fiber_impl* next = next_ready(v);
+    switch_to(v, f, next);
+    return {};
+}
+
+}  // namespace this_fiber
+}  // namespace gluon

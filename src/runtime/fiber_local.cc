@@ -1,0 +1,78 @@
+#include "gluon/runtime/fiber_local.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "fiber_local_impl.h"
+#include "scheduler.h"
+
+namespace gluon::detail {
+namespace {
+
+struct key_registry {
+    std::mutex mu;
+    std::vector<void (*)(void*)> dtors;
+};
+key_registry& registry() {
+    static auto* r = new key_registry;
+    return *r;
+}
+void (*dtor_of(size_t key))(void*) {
+    auto& r = registry();
+    std::lock_guard lk(r.mu);
+    return key < r.dtors.size() ? r.dtors[key] : nullptr;
+}
+
+void destroy_slots(void** slots, size_t n) noexcept {
+    for (size_t k = 0; k < n; ++k)
+        if (slots[k])
+            if (auto d = dtor_of(k)) d(std::exchange(slots[k], nullptr));
+    std::free(slots);
+}
+
+// Slots of a plain thread (or a vCPU's main fiber, which is the thread itself).
+struct thread_slots {
+    void** slots = nullptr;
+    size_t size = 0;
+    ~thread_slots() { destroy_slots(slots, size); }
+};
+thread_local thread_slots t_slots;
+
+void*& slot_in(void**& slots, size_t& size, size_t key) noexcept {
+    if (key >= size) {
+        size_t n = std::max<size_t>(8, (key + 1) * 2);
+        auto* grown = static_cast<void**>(std::realloc(slots, n * sizeof(void*)));
+        if (!grown) std::abort();  // out of memory for a handful of pointers
+        std::memset(grown + size, 0, (n - size) * sizeof(void*));
+        slots = grown;
+        size = n;
+    }
+    return slots[key];
+}
+
+}  // namespace
+
+size_t fls_new_key(void (*dtor)(void*)) noexcept {
+    auto& r = registry();
+    std::lock_guard lk(r.mu);
+    r.dtors.push_back(dtor);
+    return r.dtors.size() - 1;
+}
+
+void*& fls_slot(size_t key) noexcept {
+    vcpu* v = t_vcpu;
+    if (!v || v->current->is_main) return slot_in(t_slots.slots, t_slots.size, key);
+    fiber_impl* f = v->current;
+    return slot_in(f->fls, f->fls_size, key);
+}
+
+void fls_destroy(fiber_impl* f) noexcept {
+    if (!f->fls) return;
+    destroy_slots(f->fls, f->fls_size);
+    f->fls = nullptr;
+    f->fls_size = 0;
+}
+
+}  // namespace gluon::detail

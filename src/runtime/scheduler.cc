@@ -1,0 +1,102 @@
+#include "scheduler.h"
+
+namespace gluon::detail {
+
+thread_local vcpu* t_vcpu = nullptr;
+
+namespace {
+
+void drain_remote(vcpu* v) noexcept {
+    remote_node* n = v->remote.take_all();
+    while (n) {
+        remote_node* next = n->next;
+        n->run(v, n);
+        n = next;
+    }
+}
+
+void on_park_timeout(timer_node* t) noexcept {
+    auto* f = reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(t) - offsetof(fiber_impl, timer));
+    if (f->cancel) f->cancel(f, ETIMEDOUT);
+}
+
+void make_ready(fiber_impl* f) noexcept {
+    f->state = fiber_state::ready;
+    f->owner->runq.push_back(*f);
+}
+
+}  // namespace
+
+void poll(vcpu* v, bool may_block) noexcept {
+    drain_remote(v);
+    if (!v->timers.empty()) v->timers.fire_expired(mono_now_ns());
+    int64_t timeout = 0;
+    bool slept = false;
+    if (may_block && v->runq.empty()) {
+        timeout = -1;
+        if (!v->timers.empty()) {
+            int64_t left = v->timers.next_deadline() - mono_now_ns();
+            timeout = left > 0 ? left : 0;
+        }
+        if (timeout != 0) {
+            // Dekker handshake with post_remote(): publish "sleeping", then look once more.
+            v->sleeping.store(true, std::memory_order_seq_cst);
+            slept = true;
+            if (!v->remote.empty()) timeout = 0;
+        }
+    }
+    v->eng->wait(timeout);
+    if (slept) {
+        v->sleeping.store(false, std::memory_order_relaxed);
+        drain_remote(v);
+        if (!v->timers.empty()) v->timers.fire_expired(mono_now_ns());
+    }
+}
+
+void post_remote(vcpu* target, remote_node* n) noexcept {
+    target->remote.push(n);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (target->sleeping.load(std::memory_order_relaxed) &&
+        target->sleeping.exchange(false, std::memory_order_acq_rel))
+        target->eng->notify();
+}
+
+void resume(fiber_impl* f, long result) noexcept {
+    f->wait_result = result;
+    if (f->owner == t_vcpu) {
+        make_ready(f);
+        return;
+    }
+    f->resume_node.run = [](vcpu*, remote_node* n) {
+        make_ready(reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(n) -
+                                                 offsetof(fiber_impl, resume_node)));
+    };
+    post_remote(f->owner, &f->resume_node);
+}
+
+long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl*, int), void* ctx) noexcept {
+    fiber_impl* f = v->current;
+    f->cancel = cancel;
+    f->cancel_ctx = ctx;
+    f->state = fiber_state::waiting;
+    if (deadline != k_no_deadline) {
+        f->timer.deadline = deadline;
+        f->timer.fire = on_park_timeout;
+        v->timers.insert(&f->timer);
+    }
+    reschedule(v);
+    v = f->owner;
+    if (f->timer.armed()) v->timers.remove(&f->timer);
+    f->cancel = nullptr;
+    long r = f->wait_result;
+    if (r == -ECANCELED) f->interrupt_pending.store(false, std::memory_order_relaxed);
+    return r;
+}
+
+void deliver_interrupt(fiber_impl* f) noexcept {
+    if (f->state == fiber_state::waiting && f->cancel &&
+        f->interrupt_pending.load(std::memory_order_relaxed))
+        f->cancel(f, ECANCELED);
+}
+
+}  // namespace gluon::detail

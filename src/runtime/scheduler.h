@@ -1,0 +1,191 @@
+// The per-vCPU scheduler: fiber and vCPU records and the switch path. Private to the runtime.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+
+#include "context.h"
+#include "gluon/common/intrusive_list.h"
+#include "gluon/common/spinlock.h"
+#include "gluon/engine/engine.h"
+#include "gluon/runtime/waiter.h"
+#include "remote_queue.h"
+#include "sanitizer.h"
+#include "stack.h"
+#include "timer_heap.h"
+
+namespace gluon::detail {
+
+enum class fiber_state : uint8_t { ready, running, waiting, done };
+
+struct vcpu;
+
+struct fiber_impl {
+    cpu_context ctx;  // first member: the gdb script reads it at offset 0
+    vcpu* owner = nullptr;
+    list_hook run_hook;
+    list_hook all_hook;
+    fiber_state state = fiber_state::ready;
+    bool is_main = false;
+
+    // Parking. `cancel` aborts the current wait (timeout or interrupt); owner thread only.
+    long wait_result = 0;
+    void (*cancel)(fiber_impl* f, int err) = nullptr;
+    void* cancel_ctx = nullptr;
+    timer_node timer;
+    std::atomic<bool> interrupt_pending{false};
+    std::atomic<bool> interrupt_queued{false};
+    remote_node resume_node;
+    remote_node interrupt_node;
+    remote_node migrate_node;
+
+    // Lifecycle: one reference for running, one for the handle.
+    std::atomic<int> refs{2};
+    spinlock join_lock;
+    bool finished = false;
+    waiter_list joiners;
+    void (*invoke)(void*) = nullptr;
+    void* storage = nullptr;
+    stack_mem stack;
+
+    uint64_t id = 0;
+    char name[32] = {};
+    void** fls = nullptr;
+    size_t fls_size = 0;
+
+#ifdef GLUON_ASAN
+    const void* asan_bottom = nullptr;
+    size_t asan_size = 0;
+    void* asan_fake_stack = nullptr;
+#endif
+#ifdef GLUON_TSAN
+    void* tsan_fiber = nullptr;
+#endif
+};
+
+using run_queue = intrusive_list<fiber_impl, &fiber_impl::run_hook>;
+using fiber_list = intrusive_list<fiber_impl, &fiber_impl::all_hook>;
+
+struct vcpu {
+    fiber_impl* current = nullptr;
+    fiber_impl main;
+    run_queue runq;
+    remote_queue remote;
+    std::atomic<bool> sleeping{false};
+    timer_heap timers;
+    std::unique_ptr<engine::engine> eng;
+    stack_cache stacks;
+    fiber_list all;
+    size_t nfibers = 0;  // excluding main
+    uint32_t tick = 0;
+    // Work to do right after the next switch lands (on the new fiber's stack).
+    void (*post_fn)(vcpu* v, fiber_impl* f) = nullptr;
+    fiber_impl* post_arg = nullptr;
+    bool fini_waiting = false;
+    int index = -1;
+    pid_t tid = 0;
+    vcpu* next_registered = nullptr;
+    void* altstack = nullptr;
+#ifdef GLUON_ASAN
+    fiber_impl* asan_from = nullptr;  // who switched last, to learn the main stack's bounds
+#endif
+
+    explicit vcpu(size_t stack_cache_size) : stacks(stack_cache_size) {}
+};
+
+extern thread_local vcpu* t_vcpu;
+
+/// Polls the engine, remote queue and timers. Blocks if may_block and nothing is ready.
+void poll(vcpu* v, bool may_block) noexcept;
+
+inline void run_post_switch(vcpu* v) noexcept {
+    if (v->post_fn) {
+        auto fn = v->post_fn;
+        v->post_fn = nullptr;
+        fn(v, v->post_arg);
+    }
+}
+
+inline void sanitizer_before_switch([[maybe_unused]] fiber_impl* from,
+                                    [[maybe_unused]] fiber_impl* to) noexcept {
+#ifdef GLUON_ASAN
+    __sanitizer_start_switch_fiber(from->state == fiber_state::done ? nullptr : &from->asan_fake_stack,
+                                   to->asan_bottom, to->asan_size);
+#endif
+#ifdef GLUON_TSAN
+    __tsan_switch_to_fiber(to->tsan_fiber, 0);
+#endif
+}
+
+/// Called by the fiber that has just been switched back in (`self`); `from` is who left.
+inline void sanitizer_after_switch([[maybe_unused]] fiber_impl* self,
+                                   [[maybe_unused]] fiber_impl* from) noexcept {
+#ifdef GLUON_ASAN
+    const void* bottom = nullptr;
+    size_t size = 0;
+    __sanitizer_finish_switch_fiber(self->asan_fake_stack, &bottom, &size);
+    if (from && from->is_main && !from->asan_bottom) {
+        from->asan_bottom = bottom;
+        from->asan_size = size;
+    }
+#endif
+}
+
+/// Switches from the running fiber `from` to `to` on vCPU v. Returns when `from` runs again,
+/// possibly on another vCPU (after migration): read from->owner, not v, afterwards.
+inline void switch_to(vcpu* v, fiber_impl* from, fiber_impl* to) noexcept {
+    v->current = to;
+    to->state = fiber_state::running;
+    sanitizer_before_switch(from, to);
+#ifdef GLUON_ASAN
+    v->asan_from = from;
+#endif
+    switch_context(&from->ctx, &to->ctx);
+    vcpu* now = from->owner;
+#ifdef GLUON_ASAN
+    sanitizer_after_switch(from, now->asan_from);
+#endif
+    run_post_switch(now);
+}
+
+/// The next fiber to run; runs the event loop inline (on the caller's stack) while none is
+/// ready. Every 64 picks it also polls without blocking so I/O is never starved by busy fibers.
+inline fiber_impl* next_ready(vcpu* v) noexcept {
+    if ((++v->tick & 63) == 0) poll(v, false);
+    while (v->runq.empty()) poll(v, true);
+    return v->runq.pop_front();
+}
+
+/// The current fiber gives up the CPU; the caller has set its state (and queued it if ready).
+inline void reschedule(vcpu* v) noexcept {
+    fiber_impl* cur = v->current;
+    fiber_impl* next = next_ready(v);
+    if (next != cur)
+        switch_to(v, cur, next);
+    else
+        cur->state = fiber_state::running;
+}
+
+/// Makes f ready to run (any thread). The fiber must be parked and not already being resumed.
+void resume(fiber_impl* f, long result) noexcept;
+
+/// Parks the current fiber until resume(); `cancel` is invoked (on this vCPU) on deadline or
+/// interrupt and must make the fiber resume. Returns the resume result.
+long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl*, int), void* ctx) noexcept;
+
+/// Pushes work to another vCPU and wakes it if it sleeps.
+void post_remote(vcpu* target, remote_node* n) noexcept;
+
+void deliver_interrupt(fiber_impl* f) noexcept;
+
+/// A fiber left this vCPU (ended or migrated): wake fini() when it was the last.
+inline void fiber_left(vcpu* v) noexcept {
+    if (--v->nfibers == 0 && v->fini_waiting) {
+        v->fini_waiting = false;
+        resume(&v->main, 0);
+    }
+}
+
+}  // namespace gluon::detail

@@ -1,0 +1,149 @@
+#include "stack.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define GLUON_HAVE_VALGRIND 1
+#endif
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+
+namespace gluon::detail {
+namespace {
+
+constexpr size_t k_page = 4096;
+constexpr size_t k_slab_stacks = 64;
+
+size_t round_page(size_t n) { return (n + k_page - 1) & ~(k_page - 1); }
+
+// -1 unknown, 0 no, 1 yes
+std::atomic<int> g_guard_madvise{-1};
+
+int install_guard(char* lo) {
+    if (g_guard_madvise.load(std::memory_order_relaxed) != 0) {
+        if (::madvise(lo, k_guard_size, MADV_GUARD_INSTALL) == 0) {
+            g_guard_madvise.store(1, std::memory_order_relaxed);
+            return 0;
+        }
+        g_guard_madvise.store(0, std::memory_order_relaxed);
+    }
+    return ::mprotect(lo, k_guard_size, PROT_NONE) == 0 ? 0 : -errno;
+}
+
+// Process-wide free list of default-size stacks (decommitted) and the slab they come from.
+struct global_stacks {
+    std::mutex mu;
+    std::vector<stack_mem> free;
+};
+global_stacks& globals() {
+    static auto* g = new global_stacks;  // never destroyed: stacks may be freed at exit
+    return *g;
+}
+
+int map_slab(size_t stack_bytes, std::vector<stack_mem>& out) {
+    size_t total = stack_bytes * k_slab_stacks;
+    void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return -errno;
+    auto* base = static_cast<char*>(p);
+    for (size_t i = 0; i < k_slab_stacks; ++i) {
+        char* lo = base + i * stack_bytes;
+        if (int r = install_guard(lo); r < 0) {
+            ::munmap(base, total);
+            return r;
+        }
+        out.push_back({lo, stack_bytes});
+    }
+    return 0;
+}
+
+void register_stack([[maybe_unused]] stack_mem& s) {
+#ifdef GLUON_HAVE_VALGRIND
+    if (RUNNING_ON_VALGRIND) VALGRIND_STACK_REGISTER(s.lo + k_guard_size, s.top());
+#endif
+}
+
+}  // namespace
+
+size_t default_stack_size() {
+    static const size_t size = [] {
+        size_t kib = 256;
+        if (const char* env = std::getenv("GLUON_STACK_SIZE")) {
+            long v = std::strtol(env, nullptr, 10);
+            if (v >= 16 && v <= 1024 * 1024) kib = static_cast<size_t>(v);
+        }
+        return kib * 1024;
+    }();
+    return size;
+}
+
+size_t stack_round(size_t usable) { return round_page(usable) + k_guard_size; }
+
+result<stack_mem> stack_alloc(size_t usable) {
+    size_t bytes = stack_round(usable);
+    if (bytes == stack_round(default_stack_size())) {
+        auto& g = globals();
+        std::lock_guard lk(g.mu);
+        if (g.free.empty()) {
+            if (int r = map_slab(bytes, g.free); r < 0) return errno_error(-r);
+        }
+        stack_mem s = g.free.back();
+        g.free.pop_back();
+        register_stack(s);
+        return s;
+    }
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return errno_error(errno);
+    stack_mem s{static_cast<char*>(p), bytes};
+    if (int r = install_guard(s.lo); r < 0) {
+        ::munmap(p, bytes);
+        return errno_error(-r);
+    }
+    register_stack(s);
+    return s;
+}
+
+void stack_free(stack_mem s) {
+    if (s.empty()) return;
+    if (s.size == stack_round(default_stack_size())) {
+        // Give the memory back but keep the address range (and its guard) for reuse.
+        ::madvise(s.lo + k_guard_size, s.size - k_guard_size, MADV_DONTNEED);
+        auto& g = globals();
+        std::lock_guard lk(g.mu);
+        g.free.push_back(s);
+        return;
+    }
+    ::munmap(s.lo, s.size);
+}
+
+stack_cache::~stack_cache() {
+    for (auto& s : free_) stack_free(s);
+}
+
+result<stack_mem> stack_cache::get(size_t usable) {
+    if (!free_.empty() && stack_round(usable) == free_.back().size) {
+        stack_mem s = free_.back();
+        free_.pop_back();
+        return s;
+    }
+    return stack_alloc(usable);
+}
+
+void stack_cache::put(stack_mem s) {
+    if (free_.size() < max_ && s.size == stack_round(default_stack_size())) {
+        free_.push_back(s);
+        return;
+    }
+    stack_free(s);
+}
+
+}  // namespace gluon::detail

@@ -1,0 +1,189 @@
+// gluon::init / gluon::fini, the process-wide vCPU registry (read by tools/gluon-gdb.py) and the
+// stack-overflow reporter.
+#include "gluon/runtime/vcpu.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "gluon/common/log.h"
+#include "gluon/common/misuse.h"
+#include "scheduler.h"
+
+// The registry has C linkage and plain names so that debuggers find it without symbols for
+// every template: tools/gluon-gdb.py walks gluon_vcpu_list.
+extern "C" {
+gluon::detail::vcpu* gluon_vcpu_list = nullptr;
+}
+
+namespace gluon {
+using namespace detail;
+
+namespace {
+
+std::mutex g_registry_mu;
+int g_next_index = 0;
+struct sigaction g_prev_segv;
+std::once_flag g_segv_once;
+constexpr size_t k_altstack_size = 64 * 1024;
+
+void register_vcpu(vcpu* v) {
+    std::lock_guard lk(g_registry_mu);
+    v->index = g_next_index++;
+    v->next_registered = gluon_vcpu_list;
+    gluon_vcpu_list = v;
+}
+
+void unregister_vcpu(vcpu* v) {
+    std::lock_guard lk(g_registry_mu);
+    for (vcpu** p = &gluon_vcpu_list; *p; p = &(*p)->next_registered)
+        if (*p == v) {
+            *p = v->next_registered;
+            return;
+        }
+}
+
+// Async-signal-safe report of a fiber stack overflow, then the default action (core dump).
+void on_segv(int sig, siginfo_t* info, void* uctx) {
+    vcpu* v = t_vcpu;
+    fiber_impl* f = v ? v->current : nullptr;
+    if (f && !f->is_main && in_guard(f->stack, info->si_addr)) {
+        char buf[160];
+        int n = snprintf(buf, sizeof buf,
+                         "gluon: stack overflow in fiber '%s' (id %llu, stack %zu KiB): "
+                         "the guard page was hit\n",
+                         f->name[0] ? f->name : "(unnamed)", static_cast<unsigned long long>(f->id),
+                         (f->stack.size - k_guard_size) / 1024);
+        (void)!write(2, buf, static_cast<size_t>(n));
+        signal(SIGSEGV, SIG_DFL);
+        return;  // re-executes the faulting access, now with the default action
+    }
+    if (g_prev_segv.sa_flags & SA_SIGINFO) {
+        if (g_prev_segv.sa_sigaction) return g_prev_segv.sa_sigaction(sig, info, uctx);
+    } else if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN) {
+        return g_prev_segv.sa_handler(sig);
+    }
+    signal(SIGSEGV, SIG_DFL);
+}
+
+void install_segv_handler() {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_prev_segv);
+}
+
+void setup_altstack(vcpu* v) {
+    void* p = mmap(nullptr, k_altstack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    stack_t ss{};
+    ss.ss_sp = p;
+    ss.ss_size = k_altstack_size;
+    stack_t old{};
+    if (sigaltstack(&ss, &old) < 0 || (old.ss_sp && !(old.ss_flags & SS_DISABLE))) {
+        // Keep a stack someone else installed (e.g. a sanitizer runtime).
+        if (old.ss_sp && !(old.ss_flags & SS_DISABLE)) sigaltstack(&old, nullptr);
+        munmap(p, k_altstack_size);
+        return;
+    }
+    v->altstack = p;
+}
+
+void teardown_altstack(vcpu* v) {
+    if (!v->altstack) return;
+    stack_t ss{};
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
+    munmap(v->altstack, k_altstack_size);
+    v->altstack = nullptr;
+}
+
+}  // namespace
+
+namespace detail {
+vcpu* current_vcpu() noexcept { return t_vcpu; }
+}  // namespace detail
+
+result<void> init(const init_options& opts) {
+    if (t_vcpu) return errno_error(EEXIST);
+    engine::options eo;
+    eo.queue_depth = opts.queue_depth;
+    std::unique_ptr<engine::engine> eng;
+    std::string why;
+    if (opts.engine && !std::getenv("GLUON_ENGINE")) {
+        auto e = engine::create(*opts.engine, eo);
+        if (!e) return unexpected(e.error());
+        eng = std::move(*e);
+        why = "requested by init_options";
+    } else {
+        auto sel = engine::select(eo);
+        if (!sel) return unexpected(sel.error());
+        eng = std::move(sel->eng);
+        why = std::move(sel->reason);
+    }
+    auto* v = new vcpu(opts.stack_cache);
+    v->eng = std::move(eng);
+    v->tid = static_cast<pid_t>(syscall(SYS_gettid));
+    v->main.is_main = true;
+    v->main.owner = v;
+    v->main.state = fiber_state::running;
+    v->main.id = static_cast<uint64_t>(v->tid) | (1ull << 63);
+    strncpy(v->main.name, "main", sizeof v->main.name - 1);
+#ifdef GLUON_TSAN
+    v->main.tsan_fiber = __tsan_get_current_fiber();
+#endif
+    v->current = &v->main;
+    std::call_once(g_segv_once, install_segv_handler);
+    setup_altstack(v);
+    register_vcpu(v);
+    t_vcpu = v;
+    if (opts.log_engine) GLUON_INFO("gluon: vCPU {} uses the {} engine ({})", v->index, v->eng->name(), why);
+    return {};
+}
+
+result<void> fini() {
+    vcpu* v = t_vcpu;
+    if (!v) {
+        report_misuse("gluon::fini on a thread that is not a vCPU");
+        return errno_error(EPERM);
+    }
+    if (v->current != &v->main) {
+        report_misuse("gluon::fini called from a fiber other than the vCPU's main fiber");
+        return errno_error(EDEADLK);
+    }
+    // Interrupt every fiber still alive and let them run to completion.
+    while (v->nfibers > 0) {
+        v->all.for_each([](fiber_impl& f) {
+            if (f.interrupt_pending.exchange(true)) return;
+            deliver_interrupt(&f);
+        });
+        v->fini_waiting = true;
+        // Re-interrupt every 100 ms: a fiber may start another blocking call while unwinding.
+        park_current(v, deadline_after(std::chrono::milliseconds(100)),
+                     [](fiber_impl* f, int err) {
+                         f->owner->fini_waiting = false;
+                         resume(f, -err);
+                     },
+                     nullptr);
+    }
+    // Let remote work already posted to us (resumes of fibers gone, interrupts) drain.
+    poll(v, false);
+    unregister_vcpu(v);
+    teardown_altstack(v);
+    t_vcpu = nullptr;
+    delete v;
+    return {};
+}
+
+bool is_vcpu() noexcept { return t_vcpu != nullptr; }
+engine::engine* current_engine() noexcept { return t_vcpu ? t_vcpu->eng.get() : nullptr; }
+int current_vcpu_index() noexcept { return t_vcpu ? t_vcpu->index : -1; }
+
+}  // namespace gluon

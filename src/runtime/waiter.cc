@@ -1,0 +1,117 @@
+// park()/wake() for fibers and for plain OS threads (futex), with timeout and interrupt.
+#include "gluon/runtime/waiter.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "scheduler.h"
+
+namespace gluon {
+using namespace detail;
+
+namespace {
+
+struct park_ctx {
+    spinlock* lk;
+    waiter* w;
+    after_cancel_fn after;
+    void* prim;
+};
+
+// Timeout or interrupt of a parked fiber: whoever unlinks the waiter owns the wake-up.
+void cancel_parked(fiber_impl* f, int err) noexcept {
+    auto* c = static_cast<park_ctx*>(f->cancel_ctx);
+    c->lk->lock();
+    if (!c->w->hook.linked()) {  // a wake-up is already on its way
+        c->lk->unlock();
+        return;
+    }
+    waiter_list::unlink(*c->w);
+    if (c->after) c->after(c->prim);
+    c->lk->unlock();
+    wake(*c->w, -err);
+}
+
+long futex_wait(std::atomic<uint32_t>* word, const timespec* abs_mono) noexcept {
+    long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word),
+                     FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0u, abs_mono, nullptr,
+                     FUTEX_BITSET_MATCH_ANY);
+    return r < 0 ? -errno : r;
+}
+
+long park_thread(spinlock& lk, waiter& w, deadline_t deadline, after_cancel_fn after,
+                 void* prim) noexcept {
+    lk.unlock();
+    timespec ts{};
+    const timespec* tsp = nullptr;
+    if (deadline != k_no_deadline) {
+        ts = {deadline / 1'000'000'000, deadline % 1'000'000'000};
+        tsp = &ts;
+    }
+    while (w.word.load(std::memory_order_acquire) == 0) {
+        long r = futex_wait(&w.word, tsp);
+        if (r == -ETIMEDOUT) {
+            lk.lock();
+            if (w.hook.linked()) {
+                waiter_list::unlink(w);
+                if (after) after(prim);
+                lk.unlock();
+                return -ETIMEDOUT;
+            }
+            lk.unlock();
+            tsp = nullptr;  // the wake-up is on its way: wait for it
+        }
+    }
+    return w.result;
+}
+
+}  // namespace
+
+waiter::waiter() noexcept {
+    if (vcpu* v = t_vcpu) fiber = v->current;
+}
+
+long park(spinlock& lk, waiter& w, deadline_t deadline, after_cancel_fn after_cancel,
+          void* primitive) noexcept {
+    if (!w.fiber) return park_thread(lk, w, deadline, after_cancel, primitive);
+    vcpu* v = t_vcpu;
+    park_ctx ctx{&lk, &w, after_cancel, primitive};
+    // Whatever interrupt is pending is delivered as soon as we are parked.
+    fiber_impl* f = v->current;
+    f->cancel = cancel_parked;
+    f->cancel_ctx = &ctx;
+    if (f->interrupt_pending.load(std::memory_order_relaxed)) {
+        waiter_list::unlink(w);
+        if (after_cancel) after_cancel(primitive);
+        lk.unlock();
+        f->interrupt_pending.store(false, std::memory_order_relaxed);
+        f->cancel = nullptr;
+        return -ECANCELED;
+    }
+    lk.unlock();
+    return park_current(v, deadline, cancel_parked, &ctx);
+}
+
+void wake(waiter& w, long result) noexcept {
+    w.result = result;
+    if (w.fiber) {
+        resume(w.fiber, result);
+        return;
+    }
+    w.word.store(1, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w.word), FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1,
+            nullptr, nullptr, 0);
+}
+
+long take_interrupt() noexcept {
+    vcpu* v = t_vcpu;
+    if (!v) return 0;
+    fiber_impl* f = v->current;
+    if (f->interrupt_pending.load(std::memory_order_relaxed) &&
+        f->interrupt_pending.exchange(false, std::memory_order_acq_rel))
+        return -ECANCELED;
+    return 0;
+}
+
+}  // namespace gluon

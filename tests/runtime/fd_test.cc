@@ -1,0 +1,132 @@
+#include "gluon/runtime/fd.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "gluon/runtime/fiber.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class fd_test : public test::engine_test {
+protected:
+    void SetUp() override {
+        test::engine_test::SetUp();
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv_), 0);
+    }
+    void TearDown() override {
+        if (sv_[0] >= 0) (void)fd::close(sv_[0]);
+        if (sv_[1] >= 0) (void)fd::close(sv_[1]);
+        test::engine_test::TearDown();
+    }
+    int sv_[2] = {-1, -1};
+};
+GLUON_ENGINE_TEST_SUITE(fd_test);
+
+TEST_P(fd_test, recv_parks_until_data_arrives) {
+    char buf[16] = {};
+    size_t got = 0;
+    auto reader = spawn([&] { got = fd::recv_some(sv_[0], buf, sizeof buf).value_or(0); });
+    this_fiber::yield();
+    EXPECT_EQ(got, 0u);
+    ASSERT_TRUE(fd::write_all(sv_[1], "hello", 5));
+    ASSERT_TRUE(reader->join());
+    EXPECT_EQ(got, 5u);
+    EXPECT_EQ(std::string(buf, 5), "hello");
+}
+
+TEST_P(fd_test, recv_times_out) {
+    char buf[4];
+    auto t0 = mono_now_ns();
+    auto r = fd::recv_some(sv_[0], buf, sizeof buf, 0, 20ms);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+    EXPECT_GE(mono_now_ns() - t0, 19'000'000);
+    // The socket still works afterwards and nothing was consumed.
+    ASSERT_TRUE(fd::write_all(sv_[1], "x", 1));
+    auto r2 = fd::recv_some(sv_[0], buf, sizeof buf, 0, 1s);
+    ASSERT_TRUE(r2);
+    EXPECT_EQ(*r2, 1u);
+}
+
+TEST_P(fd_test, interrupt_cancels_blocked_read) {
+    std::error_code got;
+    char buf[4];
+    auto reader = spawn([&] { got = fd::read_some(sv_[0], buf, sizeof buf).error(); });
+    this_fiber::yield();
+    ASSERT_TRUE(reader->interrupt());
+    ASSERT_TRUE(reader->join());
+    EXPECT_EQ(got, std::errc::operation_canceled);
+}
+
+TEST_P(fd_test, large_transfer_round_trips_exactly) {
+    std::string out(1 << 20, '\0');
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 7 + 3);
+    std::string in(out.size(), '\0');
+    auto writer = spawn([&] { ASSERT_TRUE(fd::write_all(sv_[1], out.data(), out.size())); });
+    ASSERT_TRUE(fd::read_exactly(sv_[0], in.data(), in.size()));
+    ASSERT_TRUE(writer->join());
+    EXPECT_EQ(in, out);
+}
+
+TEST_P(fd_test, eof_is_zero_and_read_exactly_reports_epipe) {
+    ASSERT_TRUE(fd::write_all(sv_[1], "ab", 2));
+    ASSERT_TRUE(fd::close(sv_[1]));
+    sv_[1] = -1;
+    char buf[8];
+    EXPECT_EQ(fd::read_exactly(sv_[0], buf, 4).error(), std::errc::broken_pipe);
+    EXPECT_EQ(fd::read_some(sv_[0], buf, 4).value_or(99), 0u);
+}
+
+TEST_P(fd_test, poll_reports_readability) {
+    auto w = spawn([&] { (void)this_fiber::sleep_for(2ms); (void)fd::write_all(sv_[1], "z", 1); });
+    auto r = fd::poll(sv_[0], POLLIN, 1s);
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(*r & POLLIN);
+    ASSERT_TRUE(w->join());
+}
+
+TEST_P(fd_test, many_fibers_ping_pong_over_pairs) {
+    constexpr int n = 50;
+    int pairs[n][2];
+    for (auto& p : pairs) ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+    int ok = 0;
+    std::vector<fiber> fs;
+    for (auto& p : pairs) {
+        fs.push_back(*spawn([&ok, a = p[0]] {
+            char c;
+            for (int i = 0; i < 20; ++i) {
+                if (!fd::read_exactly(a, &c, 1) || !fd::write_all(a, &c, 1)) return;
+            }
+            ++ok;
+        }));
+        fs.push_back(*spawn([b = p[1]] {
+            char c = 'q';
+            for (int i = 0; i < 20; ++i) {
+                if (!fd::write_all(b, &c, 1) || !fd::read_exactly(b, &c, 1)) return;
+            }
+        }));
+    }
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(ok, n);
+    for (auto& p : pairs) {
+        (void)fd::close(p[0]);
+        (void)fd::close(p[1]);
+    }
+}
+
+TEST(fd_misuse, blocking_call_outside_vcpu_is_eperm) {
+    ::setenv("GLUON_MISUSE_ABORT", "0", 1);
+    char c;
+    EXPECT_EQ(fd::read_some(0, &c, 1).error(), std::errc::operation_not_permitted);
+    ::unsetenv("GLUON_MISUSE_ABORT");
+}
+
+}  // namespace
+}  // namespace gluon

@@ -1,0 +1,178 @@
+#include "gluon/runtime/fiber.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gluon/runtime/fiber_local.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class fiber_test : public test::engine_test {};
+GLUON_ENGINE_TEST_SUITE(fiber_test);
+
+TEST_P(fiber_test, runs_with_arguments_and_joins) {
+    int out = 0;
+    std::string s;
+    auto f = spawn([&](int a, std::string b) { out = a; s = b; }, 42, std::string("hi"));
+    ASSERT_TRUE(f.has_value());
+    EXPECT_TRUE(f->joinable());
+    ASSERT_TRUE(f->join().has_value());
+    EXPECT_EQ(out, 42);
+    EXPECT_EQ(s, "hi");
+    EXPECT_FALSE(f->joinable());
+}
+
+TEST_P(fiber_test, yield_interleaves_in_fifo_order) {
+    std::vector<int> trace;
+    auto a = spawn([&] { for (int i = 0; i < 3; ++i) { trace.push_back(1); this_fiber::yield(); } });
+    auto b = spawn([&] { for (int i = 0; i < 3; ++i) { trace.push_back(2); this_fiber::yield(); } });
+    ASSERT_TRUE(a->join() && b->join());
+    EXPECT_EQ(trace, (std::vector<int>{1, 2, 1, 2, 1, 2}));
+}
+
+TEST_P(fiber_test, join_twice_is_einval) {
+    ::setenv("GLUON_MISUSE_ABORT", "0", 1);
+    auto f = spawn([] {});
+    ASSERT_TRUE(f->join());
+    auto r = f->join();
+    EXPECT_EQ(r.error(), std::errc::invalid_argument);
+    ::unsetenv("GLUON_MISUSE_ABORT");
+}
+
+TEST_P(fiber_test, sleep_orders_by_deadline) {
+    std::vector<int> order;
+    auto slow = spawn([&] { ASSERT_TRUE(this_fiber::sleep_for(30ms)); order.push_back(2); });
+    auto fast = spawn([&] { ASSERT_TRUE(this_fiber::sleep_for(5ms)); order.push_back(1); });
+    auto t0 = mono_now_ns();
+    ASSERT_TRUE(slow->join() && fast->join());
+    EXPECT_GE(mono_now_ns() - t0, 30'000'000);
+    EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+TEST_P(fiber_test, interrupt_cancels_sleep_with_ecanceled) {
+    std::error_code got;
+    auto f = spawn([&] { got = this_fiber::sleep_for(10s).error(); });
+    this_fiber::yield();  // let it park
+    ASSERT_TRUE(f->interrupt());
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(got, std::errc::operation_canceled);
+}
+
+TEST_P(fiber_test, interrupt_before_blocking_is_pending) {
+    std::error_code first, second;
+    bool pending_seen = false;
+    auto f = spawn([&] {
+        this_fiber::yield();
+        pending_seen = this_fiber::interrupt_pending();
+        first = this_fiber::sleep_for(10s).error();
+        second = this_fiber::sleep_for(1ms).error();
+    });
+    ASSERT_TRUE(f->interrupt());  // not started yet: stays pending
+    ASSERT_TRUE(f->join());
+    EXPECT_TRUE(pending_seen);
+    EXPECT_EQ(first, std::errc::operation_canceled);
+    EXPECT_FALSE(second);  // consumed by the first call
+}
+
+TEST_P(fiber_test, join_for_times_out_and_stays_joinable) {
+    auto f = spawn([] { (void)this_fiber::sleep_for(50ms); });
+    EXPECT_EQ(f->join_for(1ms).error(), std::errc::timed_out);
+    EXPECT_TRUE(f->joinable());
+    EXPECT_TRUE(f->join());
+}
+
+TEST_P(fiber_test, detached_fibers_run_to_completion) {
+    int done = 0;
+    for (int i = 0; i < 100; ++i) {
+        auto f = spawn([&] { this_fiber::yield(); ++done; });
+        ASSERT_TRUE(f->detach());
+    }
+    while (done < 100) this_fiber::yield();
+    EXPECT_EQ(done, 100);
+}
+
+TEST_P(fiber_test, destroying_a_handle_detaches) {
+    bool ran = false;
+    { auto f = spawn([&] { ran = true; }); }
+    this_fiber::yield();
+    EXPECT_TRUE(ran);
+}
+
+TEST_P(fiber_test, names_and_ids) {
+    fiber_options o;
+    o.name = "worker";
+    std::string name;
+    uint64_t id = 0;
+    auto f = spawn(o, [&] { name = this_fiber::name(); id = this_fiber::id(); });
+    uint64_t fid = f->id();
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(name, "worker");
+    EXPECT_EQ(id, fid);
+    EXPECT_NE(id, this_fiber::id());
+}
+
+TEST_P(fiber_test, fiber_local_is_per_fiber_and_destroyed) {
+    static int destroyed = 0;
+    struct counted {
+        int v = 0;
+        ~counted() { ++destroyed; }
+    };
+    fiber_local<counted> fl;
+    destroyed = 0;
+    fl->v = 7;
+    int seen_a = -1, seen_b = -1;
+    auto a = spawn([&] { seen_a = fl->v; fl->v = 1; this_fiber::yield(); seen_a = fl->v; });
+    auto b = spawn([&] { seen_b = fl->v; fl->v = 2; this_fiber::yield(); seen_b = fl->v; });
+    ASSERT_TRUE(a->join() && b->join());
+    EXPECT_EQ(seen_a, 1);
+    EXPECT_EQ(seen_b, 2);
+    EXPECT_EQ(fl->v, 7);
+    EXPECT_EQ(destroyed, 2);
+}
+
+TEST_P(fiber_test, custom_stack_size_and_deep_recursion) {
+    fiber_options o;
+    o.stack_size = 1 << 20;
+    int depth = 0;
+    auto f = spawn(o, [&] {
+        auto rec = [](auto& self, int n) -> int {
+            volatile char pad[512];
+            pad[0] = static_cast<char>(n);
+            return n == 0 ? pad[0] : 1 + self(self, n - 1);
+        };
+        depth = rec(rec, 1000);  // ~600 KiB of frames
+    });
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(depth, 1000);
+}
+
+TEST_P(fiber_test, fini_interrupts_remaining_fibers) {
+    std::error_code got;
+    auto f = spawn([&] { got = this_fiber::sleep_for(1h).error(); });
+    ASSERT_TRUE(f->detach());
+    this_fiber::yield();
+    ASSERT_TRUE(fini());
+    EXPECT_EQ(got, std::errc::operation_canceled);
+}
+
+TEST(fiber_misuse, spawn_outside_vcpu_is_eperm) {
+    ::setenv("GLUON_MISUSE_ABORT", "0", 1);
+    auto f = spawn([] {});
+    EXPECT_EQ(f.error(), std::errc::operation_not_permitted);
+    ::unsetenv("GLUON_MISUSE_ABORT");
+}
+
+TEST(fiber_misuse, init_twice_is_eexist) {
+    ASSERT_TRUE(init({.log_engine = false}));
+    EXPECT_EQ(init({.log_engine = false}).error(), std::errc::file_exists);
+    ASSERT_TRUE(fini());
+}
+
+}  // namespace
+}  // namespace gluon

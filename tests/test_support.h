@@ -1,0 +1,40 @@
+// Shared test fixture: runs a test once per event engine this machine has, on a fresh vCPU.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gluon/engine/engine.h"
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon::test {
+
+inline std::vector<engine::kind> all_engines() { return {engine::kind::io_uring, engine::kind::epoll}; }
+
+class engine_test : public ::testing::TestWithParam<engine::kind> {
+protected:
+    void SetUp() override {
+        if (!engine::available(GetParam())) GTEST_SKIP() << engine::kind_name(GetParam()) << " not available";
+        init_options o;
+        o.engine = GetParam();
+        o.log_engine = false;
+        ASSERT_TRUE(init(o).has_value());
+    }
+    void TearDown() override {
+        if (is_vcpu()) {
+            ASSERT_TRUE(fini().has_value());
+        }
+    }
+};
+
+inline std::string engine_param_name(const ::testing::TestParamInfo<engine::kind>& info) {
+    return engine::kind_name(info.param);
+}
+
+}  // namespace gluon::test
+
+#define GLUON_ENGINE_TEST_SUITE(suite)                                                    \
+    INSTANTIATE_TEST_SUITE_P(engines, suite, ::testing::ValuesIn(::gluon::test::all_engines()), \
+                             ::gluon::test::engine_param_name)
