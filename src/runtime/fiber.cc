@@ -143,7 +143,7 @@ result<void> fiber::join_for(duration timeout) {
     if (!f_->finished) {
         waiter w;
         f_->joiners.push_back(w);
-        long r = park(f_->join_lock, w, deadline_after(timeout));
+        long r = park(f_->join_lock, w, {.deadline = deadline_after(timeout)});
         if (r < 0) return errno_error(static_cast<int>(-r));
     } else {
         f_->join_lock.unlock();
@@ -274,7 +274,9 @@ result<void> migrate_to(vcpu_handle target) noexcept {
         post_remote(f->owner, &f->migrate_node);
     };
     v->post_arg = f;
-    fiber_impl* next = next_ready(v);
+    // Not next_ready(): it could run the event loop on f's stack, which is about to belong
+    // to the target vCPU.
+    fiber_impl* next = v->runq.empty() ? v->idle : v->runq.pop_front();
     switch_to(v, f, next);
     return {};
 }

@@ -1,5 +1,7 @@
 #include "scheduler.h"
 
+#include <cstring>
+
 namespace gluon::detail {
 
 thread_local vcpu* t_vcpu = nullptr;
@@ -97,6 +99,52 @@ void deliver_interrupt(fiber_impl* f) noexcept {
     if (f->state == fiber_state::waiting && f->cancel &&
         f->interrupt_pending.load(std::memory_order_relaxed))
         f->cancel(f, ECANCELED);
+}
+
+namespace {
+constexpr size_t k_idle_stack = 64 * 1024;
+
+void idle_main(void* arg) noexcept {
+    auto* self = static_cast<fiber_impl*>(arg);
+    vcpu* v = self->owner;
+#ifdef GLUON_ASAN
+    sanitizer_after_switch(self, v->asan_from);
+#endif
+    run_post_switch(v);
+    for (;;) switch_to(v, self, next_ready(v));
+}
+}  // namespace
+
+result<void> make_idle_fiber(vcpu* v) noexcept {
+    auto st = stack_alloc(k_idle_stack);
+    if (!st) return unexpected(st.error());
+    auto* f = new (st->top() - ((sizeof(fiber_impl) + 63) & ~size_t{63})) fiber_impl;
+    f->stack = *st;
+    f->owner = v;
+    f->is_main = true;  // not a user fiber: never migrates, never counted
+    strncpy(f->name, "idle", sizeof f->name - 1);
+#ifdef GLUON_ASAN
+    f->asan_bottom = st->lo + k_guard_size;
+    f->asan_size = static_cast<size_t>(reinterpret_cast<char*>(f) - (st->lo + k_guard_size));
+#endif
+#ifdef GLUON_TSAN
+    f->tsan_fiber = __tsan_create_fiber(0);
+#endif
+    make_context(&f->ctx, f, idle_main, f);
+    v->idle = f;
+    return {};
+}
+
+void destroy_idle_fiber(vcpu* v) noexcept {
+    fiber_impl* f = v->idle;
+    if (!f) return;
+#ifdef GLUON_TSAN
+    __tsan_destroy_fiber(f->tsan_fiber);
+#endif
+    stack_mem s = f->stack;
+    f->~fiber_impl();
+    stack_free(s);
+    v->idle = nullptr;
 }
 
 }  // namespace gluon::detail

@@ -71,6 +71,9 @@ using fiber_list = intrusive_list<fiber_impl, &fiber_impl::all_hook>;
 struct vcpu {
     fiber_impl* current = nullptr;
     fiber_impl main;
+    // Runs the event loop when the current fiber cannot host it on its own stack (it is
+    // being handed to another vCPU). Created by init.
+    fiber_impl* idle = nullptr;
     run_queue runq;
     remote_queue remote;
     std::atomic<bool> sleeping{false};
@@ -167,6 +170,10 @@ inline void reschedule(vcpu* v) noexcept {
     else
         cur->state = fiber_state::running;
 }
+
+/// Creates v->idle (a fiber with a small stack that loops on next_ready).
+result<void> make_idle_fiber(vcpu* v) noexcept;
+void destroy_idle_fiber(vcpu* v) noexcept;
 
 /// Makes f ready to run (any thread). The fiber must be parked and not already being resumed.
 void resume(fiber_impl* f, long result) noexcept;

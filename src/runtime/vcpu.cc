@@ -140,6 +140,10 @@ result<void> init(const init_options& opts) {
     v->main.tsan_fiber = __tsan_get_current_fiber();
 #endif
     v->current = &v->main;
+    if (auto r = make_idle_fiber(v); !r) {
+        delete v;
+        return r;
+    }
     std::call_once(g_segv_once, install_segv_handler);
     setup_altstack(v);
     register_vcpu(v);
@@ -177,6 +181,7 @@ result<void> fini() {
     poll(v, false);
     unregister_vcpu(v);
     teardown_altstack(v);
+    destroy_idle_fiber(v);
     t_vcpu = nullptr;
     delete v;
     return {};

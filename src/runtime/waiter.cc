@@ -15,20 +15,20 @@ namespace {
 struct park_ctx {
     spinlock* lk;
     waiter* w;
-    after_cancel_fn after;
-    void* prim;
+    const park_options* opts;
 };
 
 // Timeout or interrupt of a parked fiber: whoever unlinks the waiter owns the wake-up.
 void cancel_parked(fiber_impl* f, int err) noexcept {
     auto* c = static_cast<park_ctx*>(f->cancel_ctx);
+    if (err == ECANCELED && !c->opts->interruptible) return;
     c->lk->lock();
     if (!c->w->hook.linked()) {  // a wake-up is already on its way
         c->lk->unlock();
         return;
     }
     waiter_list::unlink(*c->w);
-    if (c->after) c->after(c->prim);
+    if (c->opts->after_cancel) c->opts->after_cancel(c->opts->primitive);
     c->lk->unlock();
     wake(*c->w, -err);
 }
@@ -40,9 +40,9 @@ long futex_wait(std::atomic<uint32_t>* word, const timespec* abs_mono) noexcept 
     return r < 0 ? -errno : r;
 }
 
-long park_thread(spinlock& lk, waiter& w, deadline_t deadline, after_cancel_fn after,
-                 void* prim) noexcept {
+long park_thread(spinlock& lk, waiter& w, const park_options& o) noexcept {
     lk.unlock();
+    const deadline_t deadline = o.deadline;
     timespec ts{};
     const timespec* tsp = nullptr;
     if (deadline != k_no_deadline) {
@@ -55,7 +55,7 @@ long park_thread(spinlock& lk, waiter& w, deadline_t deadline, after_cancel_fn a
             lk.lock();
             if (w.hook.linked()) {
                 waiter_list::unlink(w);
-                if (after) after(prim);
+                if (o.after_cancel) o.after_cancel(o.primitive);
                 lk.unlock();
                 return -ETIMEDOUT;
             }
@@ -72,25 +72,21 @@ waiter::waiter() noexcept {
     if (vcpu* v = t_vcpu) fiber = v->current;
 }
 
-long park(spinlock& lk, waiter& w, deadline_t deadline, after_cancel_fn after_cancel,
-          void* primitive) noexcept {
-    if (!w.fiber) return park_thread(lk, w, deadline, after_cancel, primitive);
+long park(spinlock& lk, waiter& w, const park_options& opts) noexcept {
+    if (!w.fiber) return park_thread(lk, w, opts);
     vcpu* v = t_vcpu;
-    park_ctx ctx{&lk, &w, after_cancel, primitive};
-    // Whatever interrupt is pending is delivered as soon as we are parked.
     fiber_impl* f = v->current;
-    f->cancel = cancel_parked;
-    f->cancel_ctx = &ctx;
-    if (f->interrupt_pending.load(std::memory_order_relaxed)) {
+    if (opts.interruptible && f->interrupt_pending.load(std::memory_order_relaxed)) {
         waiter_list::unlink(w);
-        if (after_cancel) after_cancel(primitive);
+        if (opts.after_cancel) opts.after_cancel(opts.primitive);
         lk.unlock();
         f->interrupt_pending.store(false, std::memory_order_relaxed);
-        f->cancel = nullptr;
         return -ECANCELED;
     }
+    park_ctx ctx{&lk, &w, &opts};
     lk.unlock();
-    return park_current(v, deadline, cancel_parked, &ctx);
+    long r = park_current(v, opts.deadline, cancel_parked, &ctx);
+    return r;
 }
 
 void wake(waiter& w, long result) noexcept {

@@ -34,11 +34,18 @@ using waiter_list = intrusive_list<waiter, &waiter::hook>;
 /// whose state depends on the waiters, e.g. a shared_mutex with a writer queued).
 using after_cancel_fn = void (*)(void* primitive);
 
+struct park_options {
+    deadline_t deadline = k_no_deadline;
+    /// If false, an interrupt does not end this wait (it stays pending for the next call).
+    bool interruptible = true;
+    after_cancel_fn after_cancel = nullptr;
+    void* primitive = nullptr;
+};
+
 /// Parks the caller until wake(w, r) or the deadline (-ETIMEDOUT) or an interrupt
 /// (-ECANCELED). `lk` must be held and `w` linked on entry; lk is released before parking and is
 /// not held on return. Returns r, or the error.
-long park(spinlock& lk, waiter& w, deadline_t deadline, after_cancel_fn after_cancel = nullptr,
-          void* primitive = nullptr) noexcept;
+long park(spinlock& lk, waiter& w, const park_options& opts = {}) noexcept;
 
 /// Wakes a waiter that the caller has unlinked (under the primitive's lock); any thread.
 void wake(waiter& w, long result) noexcept;

@@ -1,0 +1,90 @@
+// A runtime: N vCPUs, each an OS thread (optionally pinned to a core) running its own scheduler
+// and engine. Work reaches a vCPU only through explicit posts; vCPUs share nothing else.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "gluon/common/result.h"
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon {
+
+struct runtime_options {
+    unsigned vcpus = 0;  // 0 = one per online CPU
+    bool pin = true;     // pin vCPU i to CPU (i % online CPUs)
+    init_options vcpu;
+};
+
+class runtime {
+public:
+    /// Starts the vCPUs; returns once all are up. Errors: the first vCPU's init error.
+    static result<std::unique_ptr<runtime>> start(const runtime_options& opts = {});
+    /// Stops every vCPU (their fibers are interrupted and finish) and joins the threads.
+    ~runtime();
+    runtime(const runtime&) = delete;
+    runtime& operator=(const runtime&) = delete;
+
+    unsigned size() const noexcept { return static_cast<unsigned>(vcpus_.size()); }
+    vcpu_handle vcpu(unsigned i) const noexcept;
+
+    /// Runs fn in a new fiber on vCPU i, without waiting. Errors: EINVAL (no such vCPU),
+    /// ESHUTDOWN (stopping). Any thread or fiber may post.
+    result<void> post(unsigned i, std::function<void()> fn);
+    /// Runs fn in a new fiber on vCPU i and parks the caller (fiber or thread) until it ends.
+    result<void> run(unsigned i, std::function<void()> fn);
+    /// run() that carries fn's return value back.
+    template <typename F, typename R = std::invoke_result_t<F>>
+        requires(!std::is_void_v<R>)
+    result<R> call(unsigned i, F&& fn) {
+        std::optional<R> out;
+        auto r = run(i, [&] { out.emplace(fn()); });
+        if (!r) return unexpected(r.error());
+        return std::move(*out);
+    }
+
+    struct vcpu_slot;
+
+private:
+    runtime() = default;
+    std::vector<std::unique_ptr<vcpu_slot>> vcpus_;
+};
+
+/// Runs closures on the vCPUs of a runtime it owns, round-robin.
+class work_pool {
+public:
+    /// Errors: those of runtime::start.
+    static result<std::unique_ptr<work_pool>> create(unsigned vcpus, bool pin = false);
+    /// Fire and forget.
+    result<void> async(std::function<void()> fn);
+    /// Runs fn on the next vCPU and waits for it.
+    result<void> call(std::function<void()> fn);
+    unsigned size() const noexcept { return rt_->size(); }
+    runtime& rt() noexcept { return *rt_; }
+
+private:
+    explicit work_pool(std::unique_ptr<runtime> rt) : rt_(std::move(rt)) {}
+    unsigned next() noexcept { return next_.fetch_add(1, std::memory_order_relaxed) % rt_->size(); }
+    std::unique_ptr<runtime> rt_;
+    std::atomic<unsigned> next_{0};
+};
+
+/// Runs fn on a small pool of plain OS threads (for calls that cannot be made asynchronous:
+/// getaddrinfo, some filesystem calls) and parks the calling fiber until it returns. Outside a
+/// vCPU fn simply runs inline. fn must not use fiber APIs.
+void offload(const std::function<void()>& fn);
+template <typename F, typename R = std::invoke_result_t<F>>
+    requires(!std::is_void_v<R>)
+R offload_call(F&& fn) {
+    std::optional<R> out;
+    offload([&] { out.emplace(fn()); });
+    return std::move(*out);
+}
+
+}  // namespace gluon

@@ -1,0 +1,152 @@
+// channel<T>: a typed FIFO between fibers (and threads, across vCPUs). capacity 0 is unbuffered:
+// a send completes only when a receiver takes the value (rendezvous). close() wakes everyone:
+// sends then fail with EPIPE, receives drain what is buffered and then fail with EPIPE.
+// A channel can be iterated with range-for, which ends when it is closed and drained.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/runtime/waiter.h"
+#include "gluon/sync/wait_list.h"
+
+namespace gluon {
+
+template <typename T>
+class channel {
+public:
+    explicit channel(size_t capacity = 0) : cap_(capacity), buf_(capacity) {}
+    channel(const channel&) = delete;
+    channel& operator=(const channel&) = delete;
+    ~channel() { close(); }
+
+    /// Errors: EPIPE (closed), ETIMEDOUT, ECANCELED (interrupted).
+    result<void> send(T v, duration timeout = forever) { return send_impl(v, deadline_after(timeout)); }
+    /// Errors: EPIPE (closed and drained), ETIMEDOUT, ECANCELED.
+    result<T> recv(duration timeout = forever) { return recv_impl(deadline_after(timeout)); }
+    /// Never blocks. Errors: EAGAIN (would block), EPIPE.
+    result<void> try_send(T v) { return send_impl(v, 0); }
+    result<T> try_recv() { return recv_impl(0); }
+
+    void close() noexcept {
+        waiter_list all;
+        lk_.lock();
+        closed_ = true;
+        detail::take_all(senders_, all);
+        detail::take_all(receivers_, all);
+        lk_.unlock();
+        detail::wake_all(all, -EPIPE);
+    }
+    bool closed() const noexcept {
+        lk_.lock();
+        bool c = closed_;
+        lk_.unlock();
+        return c;
+    }
+
+    class iterator {
+    public:
+        explicit iterator(channel* c) : c_(c) { advance(); }
+        iterator() = default;
+        T& operator*() { return *cur_; }
+        iterator& operator++() {
+            advance();
+            return *this;
+        }
+        bool operator==(const iterator& o) const { return c_ == o.c_; }
+
+    private:
+        void advance() {
+            auto r = c_->recv();
+            if (r)
+                cur_.emplace(std::move(*r));
+            else
+                c_ = nullptr;
+        }
+        channel* c_ = nullptr;
+        std::optional<T> cur_;
+    };
+    iterator begin() { return iterator(this); }
+    iterator end() { return iterator(); }
+
+private:
+    // deadline 0 means "do not wait" (try_*).
+    result<void> send_impl(T& v, deadline_t deadline) {
+        lk_.lock();
+        if (closed_) {
+            lk_.unlock();
+            return errno_error(EPIPE);
+        }
+        if (waiter* r = receivers_.pop_front()) {  // a receiver waits: hand it over
+            static_cast<std::optional<T>*>(r->data)->emplace(std::move(v));
+            lk_.unlock();
+            wake(*r, 0);
+            return {};
+        }
+        if (count_ < cap_) {
+            buf_[(head_ + count_) % cap_].emplace(std::move(v));
+            ++count_;
+            lk_.unlock();
+            return {};
+        }
+        if (deadline == 0) {
+            lk_.unlock();
+            return errno_error(EAGAIN);
+        }
+        waiter w;
+        w.data = &v;  // a receiver moves the value out of our frame, then wakes us
+        long r = detail::wait_in(lk_, senders_, w, {.deadline = deadline});
+        if (r < 0) return errno_error(static_cast<int>(-r));
+        return {};
+    }
+
+    result<T> recv_impl(deadline_t deadline) {
+        lk_.lock();
+        if (count_ > 0) {
+            T v = std::move(*buf_[head_]);
+            buf_[head_].reset();
+            head_ = (head_ + 1) % cap_;
+            --count_;
+            // Room now: move a blocked sender's value into the buffer and release it.
+            waiter* s = senders_.pop_front();
+            if (s) {
+                buf_[(head_ + count_) % cap_].emplace(std::move(*static_cast<T*>(s->data)));
+                ++count_;
+            }
+            lk_.unlock();
+            if (s) wake(*s, 0);
+            return v;
+        }
+        if (waiter* s = senders_.pop_front()) {  // unbuffered: take straight from a sender
+            T v = std::move(*static_cast<T*>(s->data));
+            lk_.unlock();
+            wake(*s, 0);
+            return v;
+        }
+        if (closed_ || deadline == 0) {
+            lk_.unlock();
+            return errno_error(closed_ ? EPIPE : EAGAIN);
+        }
+        std::optional<T> slot;
+        waiter w;
+        w.data = &slot;
+        long r = detail::wait_in(lk_, receivers_, w, {.deadline = deadline});
+        if (r < 0) return errno_error(static_cast<int>(-r));
+        return std::move(*slot);
+    }
+
+    mutable spinlock lk_;
+    const size_t cap_;
+    std::vector<std::optional<T>> buf_;
+    size_t head_ = 0;
+    size_t count_ = 0;
+    bool closed_ = false;
+    waiter_list senders_;
+    waiter_list receivers_;
+};
+
+}  // namespace gluon

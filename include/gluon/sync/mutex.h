@@ -1,0 +1,85 @@
+// Fiber mutexes. Safe across vCPUs and plain threads; contention parks only the fiber.
+// The lock is handed directly to the next waiter on unlock (FIFO, no starvation).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/runtime/waiter.h"
+
+namespace gluon {
+
+class mutex {
+public:
+    mutex() = default;
+    mutex(const mutex&) = delete;
+    mutex& operator=(const mutex&) = delete;
+    /// Destroying a locked mutex is misuse (debug: abort with a message).
+    ~mutex();
+
+    /// Not interruptible (an interrupt stays pending), as std::mutex::lock.
+    void lock() noexcept {
+        uint32_t expected = 0;
+        if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) (void)lock_slow(k_no_deadline, false);
+        owner_ = current_owner_token();
+    }
+    bool try_lock() noexcept {
+        uint32_t expected = 0;
+        if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return false;
+        owner_ = current_owner_token();
+        return true;
+    }
+    /// Waits until the deadline. Errors: ETIMEDOUT; ECANCELED if interruptible and interrupted.
+    result<void> lock_until(deadline_t deadline, bool interruptible = true) noexcept;
+    result<void> lock_for(duration d, bool interruptible = true) noexcept {
+        return lock_until(deadline_after(d), interruptible);
+    }
+    template <typename Rep, typename Period>
+    bool try_lock_for(const std::chrono::duration<Rep, Period>& d) noexcept {
+        return lock_until(deadline_after(std::chrono::duration_cast<duration>(d)), false).has_value();
+    }
+    template <typename Clock, typename Dur>
+    bool try_lock_until(const std::chrono::time_point<Clock, Dur>& tp) noexcept {
+        return lock_until(deadline_at(tp), false).has_value();
+    }
+    /// Unlocking a mutex the caller does not hold is misuse.
+    void unlock() noexcept;
+
+    /// A token for the calling fiber or thread (for ownership checks).
+    static uintptr_t current_owner_token() noexcept;
+
+private:
+    long lock_slow(deadline_t deadline, bool interruptible) noexcept;
+
+    // 0 unlocked, 1 locked, 2 locked with (possible) waiters
+    std::atomic<uint32_t> state_{0};
+    uintptr_t owner_ = 0;
+    spinlock lk_;
+    waiter_list waiters_;
+};
+
+/// std::timed_mutex-shaped: gluon::mutex already has the timed operations.
+using timed_mutex = mutex;
+
+class recursive_mutex {
+public:
+    void lock() noexcept;
+    bool try_lock() noexcept;
+    result<void> lock_for(duration d, bool interruptible = true) noexcept;
+    template <typename Rep, typename Period>
+    bool try_lock_for(const std::chrono::duration<Rep, Period>& d) noexcept {
+        return lock_for(std::chrono::duration_cast<duration>(d), false).has_value();
+    }
+    void unlock() noexcept;
+
+private:
+    mutex m_;
+    std::atomic<uintptr_t> owner_{0};
+    unsigned depth_ = 0;
+};
+
+using recursive_timed_mutex = recursive_mutex;
+
+}  // namespace gluon

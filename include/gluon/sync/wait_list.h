@@ -1,0 +1,22 @@
+// Helpers shared by the sync primitives: a spinlock-protected list of waiters.
+#pragma once
+
+#include "gluon/runtime/waiter.h"
+
+namespace gluon::detail {
+
+/// Links a waiter for the caller and parks it; `lk` is held on entry and released.
+inline long wait_in(spinlock& lk, waiter_list& q, waiter& w, const park_options& o = {}) noexcept {
+    q.push_back(w);
+    return park(lk, w, o);
+}
+
+/// Unlinks every waiter of q (lk held) so they can be woken after lk is released.
+inline void take_all(waiter_list& q, waiter_list& out) noexcept { out.splice_back(q); }
+
+/// Wakes every waiter of a list taken with take_all.
+inline void wake_all(waiter_list& l, long result) noexcept {
+    while (waiter* w = l.pop_front()) wake(*w, result);
+}
+
+}  // namespace gluon::detail

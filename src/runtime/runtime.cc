@@ -1,0 +1,248 @@
+#include "gluon/runtime/runtime.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/waiter.h"
+#include "scheduler.h"
+
+namespace gluon {
+using namespace detail;
+
+namespace {
+
+// A closure posted to a vCPU; runs in a fresh fiber there.
+struct posted : remote_node {
+    std::function<void()> fn;
+    // Completion for run(): the poster parks on `done_w` until the fiber ends.
+    spinlock* lk = nullptr;
+    waiter* done_w = nullptr;
+};
+
+void finish(posted* p) {
+    if (p->lk) {
+        p->lk->lock();
+        waiter* w = p->done_w;
+        waiter_list::unlink(*w);
+        p->lk->unlock();
+        wake(*w, 0);
+    }
+    delete p;
+}
+
+void run_posted(vcpu*, remote_node* n) {
+    auto* p = static_cast<posted*>(n);
+    auto f = spawn([p] {
+        p->fn();
+        finish(p);
+    });
+    if (!f) {
+        finish(p);  // out of stacks: the closure is dropped, the waiter released
+        return;
+    }
+    (void)f->detach();
+}
+
+}  // namespace
+
+struct runtime::vcpu_slot {
+    std::thread thread;
+    detail::vcpu* v = nullptr;
+    // The vCPU's main fiber parks on `stop_w` until the runtime stops.
+    spinlock lk;
+    waiter_list stop_q;
+    bool stopping = false;
+    std::mutex up_mu;
+    std::condition_variable up_cv;
+    bool up = false;
+    std::error_code err;
+};
+
+result<std::unique_ptr<runtime>> runtime::start(const runtime_options& opts) {
+    unsigned n = opts.vcpus ? opts.vcpus : std::max(1u, std::thread::hardware_concurrency());
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    std::unique_ptr<runtime> rt(new runtime);
+    for (unsigned i = 0; i < n; ++i) {
+        auto slot = std::make_unique<vcpu_slot>();
+        vcpu_slot* s = slot.get();
+        init_options io = opts.vcpu;
+        s->thread = std::thread([s, io, i, pin = opts.pin, cpus] {
+            if (pin && cpus > 0) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(static_cast<int>(i % static_cast<unsigned>(cpus)), &set);
+                pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+            }
+            auto r = init(io);
+            {
+                std::lock_guard lk(s->up_mu);
+                s->err = r.error();
+                s->v = r ? current_vcpu() : nullptr;
+                s->up = true;
+            }
+            s->up_cv.notify_all();
+            if (!r) return;
+            s->lk.lock();
+            if (!s->stopping) {
+                waiter w;
+                s->stop_q.push_back(w);
+                (void)park(s->lk, w, {.interruptible = false});
+            } else {
+                s->lk.unlock();
+            }
+            (void)fini();
+        });
+        {
+            std::unique_lock lk(s->up_mu);
+            s->up_cv.wait(lk, [s] { return s->up; });
+        }
+        rt->vcpus_.push_back(std::move(slot));
+        if (s->err) return unexpected(s->err);  // ~runtime stops the ones started
+    }
+    return rt;
+}
+
+runtime::~runtime() {
+    for (auto& s : vcpus_) {
+        waiter_list q;
+        s->lk.lock();
+        s->stopping = true;
+        q.splice_back(s->stop_q);
+        s->lk.unlock();
+        while (waiter* w = q.pop_front()) wake(*w, 0);
+    }
+    for (auto& s : vcpus_)
+        if (s->thread.joinable()) s->thread.join();
+}
+
+vcpu_handle runtime::vcpu(unsigned i) const noexcept {
+    return i < vcpus_.size() ? vcpu_handle(vcpus_[i]->v) : vcpu_handle();
+}
+
+result<void> runtime::post(unsigned i, std::function<void()> fn) {
+    if (i >= vcpus_.size() || !vcpus_[i]->v) return errno_error(EINVAL);
+    auto* p = new posted;
+    p->fn = std::move(fn);
+    p->run = run_posted;
+    post_remote(vcpus_[i]->v, p);
+    return {};
+}
+
+result<void> runtime::run(unsigned i, std::function<void()> fn) {
+    if (i >= vcpus_.size() || !vcpus_[i]->v) return errno_error(EINVAL);
+    spinlock lk;
+    waiter w;
+    auto* p = new posted;
+    p->fn = std::move(fn);
+    p->run = run_posted;
+    p->lk = &lk;
+    p->done_w = &w;
+    lk.lock();
+    waiter_list q;  // holds w so that finish() can unlink it
+    q.push_back(w);
+    post_remote(vcpus_[i]->v, p);
+    long r = park(lk, w, {.interruptible = false});
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return {};
+}
+
+result<std::unique_ptr<work_pool>> work_pool::create(unsigned vcpus, bool pin) {
+    runtime_options o;
+    o.vcpus = vcpus;
+    o.pin = pin;
+    o.vcpu.log_engine = false;
+    auto rt = runtime::start(o);
+    if (!rt) return unexpected(rt.error());
+    return std::unique_ptr<work_pool>(new work_pool(std::move(*rt)));
+}
+
+result<void> work_pool::async(std::function<void()> fn) { return rt_->post(next(), std::move(fn)); }
+result<void> work_pool::call(std::function<void()> fn) { return rt_->run(next(), std::move(fn)); }
+
+// ---- offload ---------------------------------------------------------------------------------
+
+namespace {
+
+struct offload_job {
+    const std::function<void()>* fn;
+    spinlock lk;
+    waiter_list q;
+    waiter* w;
+};
+
+class offload_pool {
+public:
+    explicit offload_pool(unsigned n) {
+        for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
+    }
+    ~offload_pool() {
+        {
+            std::lock_guard lk(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        for (auto& t : threads_) t.join();
+    }
+    void push(offload_job* j) {
+        {
+            std::lock_guard lk(mu_);
+            jobs_.push_back(j);
+        }
+        cv_.notify_one();
+    }
+
+private:
+    void loop() {
+        for (;;) {
+            offload_job* j;
+            {
+                std::unique_lock lk(mu_);
+                cv_.wait(lk, [this] { return stop_ || !jobs_.empty(); });
+                if (jobs_.empty()) return;
+                j = jobs_.front();
+                jobs_.pop_front();
+            }
+            (*j->fn)();
+            j->lk.lock();
+            waiter_list::unlink(*j->w);
+            waiter* w = j->w;
+            j->lk.unlock();
+            wake(*w, 0);
+        }
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<offload_job*> jobs_;
+    bool stop_ = false;
+    std::vector<std::thread> threads_;
+};
+
+offload_pool& pool() {
+    static offload_pool p(4);
+    return p;
+}
+
+}  // namespace
+
+void offload(const std::function<void()>& fn) {
+    if (!t_vcpu) {
+        fn();
+        return;
+    }
+    offload_job j;
+    waiter w;
+    j.fn = &fn;
+    j.w = &w;
+    j.lk.lock();
+    j.q.push_back(w);
+    pool().push(&j);
+    (void)park(j.lk, w, {.interruptible = false});
+}
+
+}  // namespace gluon

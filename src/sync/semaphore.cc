@@ -1,0 +1,117 @@
+#include "gluon/sync/semaphore.h"
+
+#include "gluon/sync/wait_list.h"
+
+namespace gluon {
+namespace {
+result<void> to_result(long r) {
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return {};
+}
+}  // namespace
+
+void counting_semaphore::release(int64_t n) noexcept {
+    waiter_list woken;
+    lk_.lock();
+    count_ += n;
+    // A woken waiter owns its permit already (taken here), so none can be stolen meanwhile.
+    while (count_ > 0 && !waiters_.empty()) {
+        woken.push_back(*waiters_.pop_front());
+        --count_;
+    }
+    lk_.unlock();
+    detail::wake_all(woken, 0);
+}
+
+result<void> counting_semaphore::acquire(duration timeout) noexcept {
+    lk_.lock();
+    if (count_ > 0) {
+        --count_;
+        lk_.unlock();
+        return {};
+    }
+    waiter w;
+    return to_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
+}
+
+bool counting_semaphore::try_acquire() noexcept {
+    lk_.lock();
+    bool ok = count_ > 0;
+    if (ok) --count_;
+    lk_.unlock();
+    return ok;
+}
+
+int64_t counting_semaphore::available() const noexcept {
+    lk_.lock();
+    int64_t c = count_;
+    lk_.unlock();
+    return c;
+}
+
+void latch::count_down(int64_t n) noexcept {
+    waiter_list woken;
+    lk_.lock();
+    count_ -= n;
+    if (count_ <= 0) detail::take_all(waiters_, woken);
+    lk_.unlock();
+    detail::wake_all(woken, 0);
+}
+
+bool latch::try_wait() const noexcept {
+    lk_.lock();
+    bool done = count_ <= 0;
+    lk_.unlock();
+    return done;
+}
+
+result<void> latch::wait(duration timeout) noexcept {
+    lk_.lock();
+    if (count_ <= 0) {
+        lk_.unlock();
+        return {};
+    }
+    waiter w;
+    return to_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
+}
+
+void wait_group::add(int64_t n) noexcept {
+    if (n < 0) return count_down(-n);
+    lk_.lock();
+    count_ += n;
+    lk_.unlock();
+}
+
+void event::set() noexcept {
+    waiter_list woken;
+    lk_.lock();
+    set_ = true;
+    detail::take_all(waiters_, woken);
+    lk_.unlock();
+    detail::wake_all(woken, 0);
+}
+
+void event::reset() noexcept {
+    lk_.lock();
+    set_ = false;
+    lk_.unlock();
+}
+
+bool event::is_set() const noexcept {
+    lk_.lock();
+    bool s = set_;
+    lk_.unlock();
+    return s;
+}
+
+result<void> event::wait(duration timeout) noexcept {
+    lk_.lock();
+    if (set_) {
+        lk_.unlock();
+        return {};
+    }
+    waiter w;
+    return to_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
+}
+
+}  // namespace gluon

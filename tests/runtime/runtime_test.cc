@@ -1,0 +1,144 @@
+#include "gluon/runtime/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+runtime_options opts(unsigned n, engine::kind k) {
+    runtime_options o;
+    o.vcpus = n;
+    o.pin = false;
+    o.vcpu.engine = k;
+    o.vcpu.log_engine = false;
+    return o;
+}
+
+class runtime_test : public ::testing::TestWithParam<engine::kind> {
+protected:
+    void SetUp() override {
+        if (!engine::available(GetParam())) GTEST_SKIP();
+        auto r = runtime::start(opts(2, GetParam()));
+        ASSERT_TRUE(r);
+        rt_ = std::move(*r);
+    }
+    std::unique_ptr<runtime> rt_;
+};
+GLUON_ENGINE_TEST_SUITE(runtime_test);
+
+TEST_P(runtime_test, run_and_call_execute_on_the_named_vcpu) {
+    for (unsigned i = 0; i < rt_->size(); ++i) {
+        auto idx = rt_->call(i, [] { return current_vcpu_index(); });
+        ASSERT_TRUE(idx);
+        EXPECT_EQ(vcpu_handle::current(), vcpu_handle());  // the test thread is no vCPU
+        auto same = rt_->call(i, [&] { return vcpu_handle::current() == rt_->vcpu(i); });
+        EXPECT_TRUE(*same);
+    }
+    EXPECT_EQ(rt_->post(99, [] {}).error(), std::errc::invalid_argument);
+}
+
+TEST_P(runtime_test, channel_ping_pong_across_vcpus) {
+    channel<int> ping, pong;
+    latch done(2);
+    ASSERT_TRUE(rt_->post(0, [&] {
+        for (int i = 0; i < 1000; ++i) {
+            ASSERT_TRUE(ping.send(i));
+            ASSERT_EQ(*pong.recv(), i);
+        }
+        done.count_down();
+    }));
+    ASSERT_TRUE(rt_->post(1, [&] {
+        for (int i = 0; i < 1000; ++i) ASSERT_TRUE(pong.send(*ping.recv()));
+        done.count_down();
+    }));
+    ASSERT_TRUE(done.wait(30s));
+}
+
+TEST_P(runtime_test, fiber_migrates_between_vcpus) {
+    auto r = rt_->call(0, [&] {
+        int before = current_vcpu_index();
+        EXPECT_TRUE(this_fiber::migrate_to(rt_->vcpu(1)));
+        int after = current_vcpu_index();
+        EXPECT_TRUE(this_fiber::sleep_for(1ms));  // blocking works on the new vCPU
+        EXPECT_TRUE(this_fiber::migrate_to(rt_->vcpu(0)));
+        return std::make_pair(before, after);
+    });
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->first, r->second);
+}
+
+TEST_P(runtime_test, cross_vcpu_interrupt_and_join) {
+    std::atomic<fiber*> target{nullptr};
+    fiber f;
+    std::error_code got;
+    ASSERT_TRUE(rt_->run(0, [&] {
+        f = *spawn([&] { got = this_fiber::sleep_for(1h).error(); });
+    }));
+    ASSERT_TRUE(rt_->run(1, [&] {
+        this_fiber::yield();
+        EXPECT_TRUE(f.interrupt());
+        EXPECT_TRUE(f.join());
+    }));
+    EXPECT_EQ(got, std::errc::operation_canceled);
+}
+
+TEST_P(runtime_test, mutex_contended_from_both_vcpus) {
+    mutex m;
+    long counter = 0;
+    latch done(8);
+    for (int i = 0; i < 8; ++i)
+        ASSERT_TRUE(rt_->post(i % 2, [&] {
+            for (int k = 0; k < 2000; ++k) {
+                std::lock_guard g(m);
+                ++counter;
+                if (k % 64 == 0) this_fiber::yield();
+            }
+            done.count_down();
+        }));
+    ASSERT_TRUE(done.wait(60s));
+    EXPECT_EQ(counter, 16000);
+}
+
+TEST(work_pool, async_and_call) {
+    auto pool = work_pool::create(2);
+    ASSERT_TRUE(pool);
+    std::atomic<int> n{0};
+    wait_group wg;
+    wg.add(10);
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE((*pool)->async([&] { ++n; wg.done(); }));
+    ASSERT_TRUE(wg.wait(30s));
+    ASSERT_TRUE((*pool)->call([&] { n += 100; }));
+    EXPECT_EQ(n.load(), 110);
+}
+
+TEST(offload, runs_blocking_call_without_blocking_the_vcpu) {
+    ASSERT_TRUE(init({.log_engine = false}));
+    int ticks = 0;
+    bool stop = false;
+    auto ticker = spawn([&] {
+        while (!stop) {
+            ++ticks;
+            (void)this_fiber::sleep_for(1ms);
+        }
+    });
+    int v = offload_call([] {
+        ::usleep(50'000);  // a blocking call: only the offload thread sleeps
+        return 7;
+    });
+    stop = true;
+    ASSERT_TRUE(ticker->join());
+    EXPECT_EQ(v, 7);
+    EXPECT_GE(ticks, 5);
+    ASSERT_TRUE(fini());
+}
+
+}  // namespace
+}  // namespace gluon

@@ -1,0 +1,259 @@
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class sync_test : public test::engine_test {};
+GLUON_ENGINE_TEST_SUITE(sync_test);
+
+TEST_P(sync_test, mutex_serialises_fibers_that_yield_inside) {
+    mutex m;
+    int counter = 0, inside = 0, max_inside = 0;
+    std::vector<fiber> fs;
+    for (int i = 0; i < 8; ++i)
+        fs.push_back(*spawn([&] {
+            for (int k = 0; k < 100; ++k) {
+                std::lock_guard g(m);
+                max_inside = std::max(max_inside, ++inside);
+                this_fiber::yield();
+                ++counter;
+                --inside;
+            }
+        }));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(counter, 800);
+    EXPECT_EQ(max_inside, 1);
+}
+
+TEST_P(sync_test, mutex_lock_for_times_out_and_try_lock) {
+    mutex m;
+    m.lock();
+    std::error_code got;
+    bool tried = true;
+    auto f = spawn([&] {
+        tried = m.try_lock();
+        got = m.lock_for(10ms).error();
+    });
+    ASSERT_TRUE(f->join());
+    EXPECT_FALSE(tried);
+    EXPECT_EQ(got, std::errc::timed_out);
+    m.unlock();
+    EXPECT_TRUE(m.try_lock());
+    m.unlock();
+}
+
+TEST_P(sync_test, mutex_wait_is_interruptible_only_when_asked) {
+    mutex m;
+    m.lock();
+    std::error_code got;
+    auto f = spawn([&] { got = m.lock_for(forever, true).error(); });
+    this_fiber::yield();
+    ASSERT_TRUE(f->interrupt());
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(got, std::errc::operation_canceled);
+    // Plain lock() ignores the interrupt and still gets the mutex.
+    bool locked = false;
+    auto g = spawn([&] {
+        m.lock();
+        locked = true;
+        m.unlock();
+    });
+    this_fiber::yield();
+    ASSERT_TRUE(g->interrupt());
+    this_fiber::yield();
+    EXPECT_FALSE(locked);
+    m.unlock();
+    ASSERT_TRUE(g->join());
+    EXPECT_TRUE(locked);
+}
+
+TEST_P(sync_test, recursive_mutex_nests) {
+    recursive_mutex m;
+    m.lock();
+    m.lock();
+    bool other = true;
+    auto f = spawn([&] { other = m.try_lock(); });
+    ASSERT_TRUE(f->join());
+    EXPECT_FALSE(other);
+    m.unlock();
+    m.unlock();
+    auto g = spawn([&] { other = m.try_lock(); if (other) m.unlock(); });
+    ASSERT_TRUE(g->join());
+    EXPECT_TRUE(other);
+}
+
+TEST_P(sync_test, condition_variable_with_unique_lock) {
+    mutex m;
+    condition_variable cv;
+    int stage = 0;
+    auto f = spawn([&] {
+        std::unique_lock lk(m);
+        cv.wait(lk, [&] { return stage == 1; });
+        stage = 2;
+        cv.notify_all();
+    });
+    {
+        std::unique_lock lk(m);
+        stage = 1;
+        cv.notify_one();
+        cv.wait(lk, [&] { return stage == 2; });
+    }
+    ASSERT_TRUE(f->join());
+    std::unique_lock lk(m);
+    EXPECT_EQ(cv.wait_for(lk, 5ms), std::cv_status::timeout);
+    EXPECT_FALSE(cv.wait_for(lk, 5ms, [] { return false; }));
+}
+
+TEST_P(sync_test, semaphore_limits_concurrency) {
+    counting_semaphore sem(2);
+    int inside = 0, max_inside = 0;
+    std::vector<fiber> fs;
+    for (int i = 0; i < 6; ++i)
+        fs.push_back(*spawn([&] {
+            ASSERT_TRUE(sem.acquire());
+            max_inside = std::max(max_inside, ++inside);
+            (void)this_fiber::sleep_for(1ms);
+            --inside;
+            sem.release();
+        }));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(max_inside, 2);
+    EXPECT_EQ(sem.available(), 2);
+    counting_semaphore empty(0);
+    EXPECT_EQ(empty.acquire(2ms).error(), std::errc::timed_out);
+}
+
+TEST_P(sync_test, latch_event_and_wait_group) {
+    latch l(3);
+    wait_group wg;
+    event ev;
+    int done = 0;
+    std::vector<fiber> fs;
+    wg.add(3);
+    for (int i = 0; i < 3; ++i)
+        fs.push_back(*spawn([&] {
+            ASSERT_TRUE(ev.wait());
+            ++done;
+            l.count_down();
+            wg.done();
+        }));
+    this_fiber::yield();
+    EXPECT_FALSE(l.try_wait());
+    EXPECT_EQ(ev.wait(1ms).error(), std::errc::timed_out);
+    ev.set();
+    ASSERT_TRUE(l.wait());
+    ASSERT_TRUE(wg.wait());
+    EXPECT_EQ(done, 3);
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+}
+
+TEST_P(sync_test, shared_mutex_readers_share_writers_exclude) {
+    shared_mutex m;
+    int readers = 0, max_readers = 0;
+    bool writer_inside = false, overlap = false;
+    std::vector<fiber> fs;
+    for (int i = 0; i < 4; ++i)
+        fs.push_back(*spawn([&] {
+            std::shared_lock lk(m);
+            if (writer_inside) overlap = true;
+            max_readers = std::max(max_readers, ++readers);
+            this_fiber::yield();
+            --readers;
+        }));
+    fs.push_back(*spawn([&] {
+        std::unique_lock lk(m);
+        writer_inside = true;
+        if (readers) overlap = true;
+        this_fiber::yield();
+        writer_inside = false;
+    }));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_GE(max_readers, 2);
+    EXPECT_FALSE(overlap);
+}
+
+TEST_P(sync_test, unbuffered_channel_is_a_rendezvous) {
+    channel<int> ch;
+    std::vector<int> got;
+    bool sent = false;
+    auto f = spawn([&] {
+        ASSERT_TRUE(ch.send(1));
+        sent = true;
+        ASSERT_TRUE(ch.send(2));
+        ch.close();
+    });
+    this_fiber::yield();
+    EXPECT_FALSE(sent);  // nobody received yet
+    for (int v : ch) got.push_back(v);
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(got, (std::vector<int>{1, 2}));
+    EXPECT_EQ(ch.send(3).error(), std::errc::broken_pipe);
+}
+
+TEST_P(sync_test, buffered_channel_try_and_timeouts) {
+    channel<std::string> ch(2);
+    EXPECT_TRUE(ch.try_send("a"));
+    EXPECT_TRUE(ch.try_send("b"));
+    EXPECT_EQ(ch.try_send("c").error(), std::errc::resource_unavailable_try_again);
+    EXPECT_EQ(ch.send("c", 2ms).error(), std::errc::timed_out);
+    EXPECT_EQ(*ch.recv(), "a");
+    ch.close();
+    EXPECT_EQ(*ch.recv(), "b");  // drained after close
+    EXPECT_EQ(ch.recv().error(), std::errc::broken_pipe);
+    channel<int> empty(1);
+    EXPECT_EQ(empty.try_recv().error(), std::errc::resource_unavailable_try_again);
+    EXPECT_EQ(empty.recv(2ms).error(), std::errc::timed_out);
+}
+
+TEST_P(sync_test, blocked_sender_hands_value_through_full_buffer) {
+    channel<int> ch(1);
+    auto f = spawn([&] {
+        for (int i = 0; i < 100; ++i) ASSERT_TRUE(ch.send(i));
+        ch.close();
+    });
+    int expect = 0;
+    for (int v : ch) EXPECT_EQ(v, expect++);
+    EXPECT_EQ(expect, 100);
+    ASSERT_TRUE(f->join());
+}
+
+// Plain OS threads (not vCPUs) and fibers share one channel and one mutex.
+TEST_P(sync_test, threads_and_fibers_interoperate) {
+    channel<int> ch(4);
+    mutex m;
+    long sum = 0;
+    std::thread producer([&] {
+        for (int i = 1; i <= 1000; ++i) ASSERT_TRUE(ch.send(i));
+        ch.close();
+    });
+    std::thread locker([&] {
+        for (int i = 0; i < 1000; ++i) {
+            std::lock_guard g(m);
+            ++sum;
+        }
+    });
+    auto f = spawn([&] {
+        for (int v : ch) {
+            std::lock_guard g(m);
+            sum += v;
+        }
+    });
+    ASSERT_TRUE(f->join());
+    producer.join();
+    locker.join();
+    EXPECT_EQ(sum, 1000 + 500500);
+}
+
+}  // namespace
+}  // namespace gluon
