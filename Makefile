@@ -1,0 +1,45 @@
+# gluon: the two commands a newcomer needs are `make demo` and `make test`.
+JOBS ?= $(shell nproc)
+CMAKE_COMMON := -G Ninja
+
+.PHONY: all build release demo test test-dev test-asan bench clean
+
+all: build
+
+build:
+	@scripts/deps.sh build
+	cmake --preset dev >/dev/null
+	cmake --build --preset dev -j $(JOBS)
+
+release:
+	@scripts/deps.sh build
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+
+## demo: a gluon echo server and its load generator, side by side with a plain epoll server.
+demo: release
+	@scripts/deps.sh bench
+	bench/run demo
+
+## test: the whole suite in a normal build, then in the ASan+UBSan build.
+test: test-dev test-asan
+
+test-dev:
+	@scripts/deps.sh test
+	cmake --preset dev >/dev/null
+	cmake --build --preset dev -j $(JOBS)
+	ctest --preset dev
+	bench/run runtime --quick
+
+test-asan:
+	@scripts/deps.sh test
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan
+
+bench: release
+	@scripts/deps.sh bench
+	bench/run all
+
+clean:
+	rm -rf build

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gluon needs to build, test and benchmark; installs only what is
+# missing. Usage: scripts/deps.sh [build|test|bench]
+set -euo pipefail
+
+profile=${1:-build}
+pkgs=(cmake ninja-build g++ pkg-config liburing-dev libfmt-dev libgtest-dev libgmock-dev)
+case "$profile" in
+  build) ;;
+  test) pkgs+=(gdb valgrind) ;;
+  bench) pkgs+=(libboost-context-dev) ;;
+  *) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "gluon: missing packages: ${missing[*]}" >&2
+  echo "gluon: run as root, or: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "gluon: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
