@@ -199,8 +199,7 @@ void yield() noexcept {
     fiber_impl* cur = v->current;
     if (v->runq.empty()) {
         // Nobody else is ready: stay, but let the event loop in now and then.
-        if ((++v->tick & 63) != 0) return;
-        poll(v, false);
+        maybe_poll(v);
         if (v->runq.empty()) return;
     }
     cur->state = fiber_state::ready;

@@ -48,6 +48,7 @@ void poll(vcpu* v, bool may_block) noexcept {
         }
     }
     v->eng->wait(timeout);
+    v->last_poll_ns = mono_now_ns();
     if (slept) {
         v->sleeping.store(false, std::memory_order_relaxed);
         drain_remote(v);
