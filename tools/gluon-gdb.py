@@ -1,0 +1,221 @@
+# gdb commands for gluon fibers, on live processes and core files. Load with
+#   (gdb) source tools/gluon-gdb.py
+#   gluon fibers (or: info gluon-fibers)  every fiber of every vCPU; '*' marks the current ones
+#   gluon bt FIBER-ID [BT-OPTIONS]        backtrace of one fiber; BT-OPTIONS go to `bt` (full, 5...)
+# Needs the runtime's debug info. Data: the registry gluon_vcpu_list (src/runtime/vcpu.cc); each
+# vcpu has `main`, `current` and the list `all` of its spawned fibers (scheduler.h). A fiber's
+# saved context `ctx` {sp, ip, bp} (context.h) is valid while it is not its vCPU's current fiber;
+# the current fiber runs (or its vCPU idles in the event loop) on the thread's live stack.
+import itertools
+import types
+
+import gdb
+from gdb.unwinder import Unwinder, register_unwinder
+
+STATES = ("ready", "running", "waiting", "done")
+
+
+def _vcpus():
+    out, v = [], gdb.parse_and_eval("gluon_vcpu_list")
+    while int(v) and len(out) < 100000:
+        out.append(v.dereference())
+        v = v["next_registered"]
+    return sorted(out, key=lambda v: int(v["index"]))
+
+
+def _fibers(v):
+    """Yields the fiber_impl* of vCPU v: its main fiber, then its spawned fibers."""
+    impl = gdb.lookup_type("gluon::detail::fiber_impl")
+    hook_offset = next(f.bitpos for f in impl.fields() if f.name == "all_hook") // 8
+    yield v["main"].address
+    head = v["all"]["head_"].address
+    h = head["next"]
+    for _ in range(1000000):
+        if int(h) == int(head):
+            return
+        if not int(h):
+            break
+        yield gdb.Value(int(h) - hook_offset).cast(impl.pointer())
+        h = h["next"]
+    raise gdb.MemoryError("the fiber list of vCPU %d is broken" % int(v["index"]))
+
+
+def _name(f):
+    raw = bytes(gdb.selected_inferior().read_memory(f["name"].address, f["name"].type.sizeof))
+    return raw.split(b"\0")[0].decode(errors="replace") or "(unnamed)"
+
+
+def _thread(v):
+    tid = int(v["tid"])
+    return next((t for t in gdb.selected_inferior().threads() if t.ptid[1] == tid), None)
+
+
+def _saved(f):
+    return tuple(int(f["ctx"][r]) for r in ("sp", "ip", "bp"))
+
+
+def _regs(*names):
+    frame = gdb.newest_frame()
+    return tuple(int(frame.read_register(r)) for r in names)
+
+
+class _KeepSelection:
+    """Restores the selected thread and frame on exit."""
+
+    def __enter__(self):
+        self.thread, self.frame = gdb.selected_thread(), None
+        try:
+            self.frame = gdb.selected_frame()
+        except gdb.error:
+            pass
+
+    def __exit__(self, *exc):
+        if self.thread is not None and self.thread.is_valid():
+            self.thread.switch()
+            try:
+                self.frame.select()
+            except (AttributeError, gdb.error):  # gone: the newest frame stays selected
+                pass
+
+
+def list_fibers(arg, from_tty):
+    vcpus = _vcpus()
+    if not vcpus:
+        print("gluon: no vCPU (gluon_vcpu_list is empty)")
+        return
+    print("  %-4s %-20s %-16s %-8s %-18s %-18s" % ("vCPU", "fiber-id", "name", "state", "sp", "ip"))
+    with _KeepSelection():
+        for v in vcpus:
+            current, thread = int(v["current"]), _thread(v)
+            try:
+                for f in _fibers(v):
+                    state = int(f["state"])
+                    state = STATES[state] if 0 <= state < len(STATES) else str(state)
+                    sp, ip, _ = _saved(f)
+                    note = ""
+                    if int(f) == current:  # the saved context is stale: show the thread's
+                        note = "  <- current"
+                        if thread is not None:
+                            thread.switch()
+                            sp, ip = _regs("rsp", "rip")
+                            note += ", thread %d (LWP %d)" % (thread.num, thread.ptid[1])
+                        if state != "running":
+                            note += ", vCPU idle in its event loop"
+                    print("%s %-4d %-20d %-16s %-8s 0x%016x 0x%016x%s" % (
+                        "*" if note else " ", int(v["index"]), int(f["id"]), _name(f), state,
+                        sp, ip, note))
+            except gdb.MemoryError as e:
+                print("  vCPU %d: cannot read its fibers: %s" % (int(v["index"]), e))
+
+
+class _FiberUnwinder(Unwinder):
+    """When enabled with `target` = ((sp, pc), ctx), the frame with that sp and pc (the thread's
+    innermost real frame) returns into the saved context ctx = (sp, ip, bp)."""
+
+    def __init__(self):
+        super().__init__("gluon-fiber")
+        self.enabled, self.target = False, None
+
+    def __call__(self, pending):
+        at, ctx = self.target
+        sp, pc = pending.read_register("rsp"), pending.read_register("rip")
+        if (int(sp), int(pc)) != at:
+            return None
+        info = pending.create_unwind_info(types.SimpleNamespace(sp=sp, pc=pc))
+        for reg, val in zip(("rsp", "rip", "rbp"), ctx):
+            info.add_saved_register(reg, gdb.Value(val).cast(pending.read_register(reg).type))
+        return info
+
+
+class _SkipToFiber:
+    """Frame filter: when enabled, `bt` starts at the first frame whose pc is `ip`."""
+
+    def __init__(self):
+        self.name, self.priority, self.enabled, self.ip = "gluon-fiber", 100, False, None
+        gdb.frame_filters[self.name] = self
+
+    def filter(self, frames):
+        return itertools.dropwhile(lambda d: d.inferior_frame().pc() != self.ip, frames)
+
+
+_unwinder, _filter = _FiberUnwinder(), _SkipToFiber()
+register_unwinder(None, _unwinder, replace=True)
+
+
+def _bt_registers(ctx, bt):
+    """Runs `bt` with the selected thread's registers pointed at ctx, then restores them.
+    Returns False if the registers are read-only (core files)."""
+    saved = _regs("rsp", "rip", "rbp")
+    try:
+        gdb.execute("set $rsp = %d" % ctx[0], to_string=True)
+    except gdb.error:  # "You can't do that without a process to debug."
+        return False
+    try:
+        gdb.execute("set $rip = %d" % ctx[1], to_string=True)
+        gdb.execute("set $rbp = %d" % ctx[2], to_string=True)
+        gdb.execute(bt)
+    finally:
+        for reg, val in zip(("rsp", "rip", "rbp"), saved):
+            gdb.execute("set $%s = %d" % (reg, val), to_string=True)
+    return True
+
+
+def _bt_unwinder(ctx, bt):
+    """Runs `bt` with the thread's innermost frame unwinding into ctx; shows the frames from
+    ctx on (they keep the numbers they have below the thread's own innermost frames)."""
+    _unwinder.target, _filter.ip = (_regs("rsp", "rip"), ctx), ctx[1]
+    _unwinder.enabled = _filter.enabled = True  # off otherwise: plain `bt` stays gdb's own
+    gdb.invalidate_cached_frames()
+    try:
+        out = gdb.execute(bt, to_string=True)
+    finally:
+        _unwinder.enabled = _filter.enabled = False
+        gdb.invalidate_cached_frames()
+    if not out:
+        raise gdb.GdbError("gluon bt: cannot unwind from the fiber's saved context")
+    print("(read-only registers, e.g. a core file: the fiber's frames keep their numbers below "
+          "the thread's own innermost frames)")
+    print(out, end="")
+
+
+def fiber_bt(arg, from_tty):
+    argv = gdb.string_to_argv(arg)
+    try:
+        want = int(argv[0], 0)
+    except (IndexError, ValueError):
+        raise gdb.GdbError("usage: gluon bt FIBER-ID [BT-OPTIONS] (ids: gluon fibers)")
+    bt = " ".join(["bt"] + argv[1:])
+    found = next(((v, f) for v in _vcpus() for f in _fibers(v) if int(f["id"]) == want), None)
+    if found is None:
+        raise gdb.GdbError("gluon bt: no fiber with id %d" % want)
+    v, f = found
+    thread = _thread(v)
+    if thread is None:
+        raise gdb.GdbError("gluon bt: no thread for vCPU %d" % int(v["index"]))
+    with _KeepSelection():
+        thread.switch()
+        gdb.newest_frame().select()  # registers are written in the selected frame
+        if int(f) == int(v["current"]):
+            gdb.execute(bt)
+            return
+        ctx = _saved(f)
+        if ctx[1] == int(gdb.parse_and_eval("(long)&gluon_context_trampoline")):
+            print("fiber %d has not started yet (it starts in gluon_context_trampoline)" % want)
+        elif not _bt_registers(ctx, bt):
+            _bt_unwinder(ctx, bt)
+
+
+class _Command(gdb.Command):
+    def __init__(self, name, fn, doc, prefix=False, cls=gdb.COMMAND_STACK):
+        self.__doc__, self.fn = doc, fn
+        super().__init__(name, cls, prefix=prefix)
+
+    def invoke(self, arg, from_tty):
+        self.fn(arg, from_tty)
+
+
+_Command("gluon", lambda arg, tty: gdb.execute("help gluon"), "gluon fiber commands.", True)
+_Command("gluon fibers", list_fibers, "List every fiber of every gluon vCPU ('*': current).")
+_Command("gluon bt", fiber_bt, "gluon bt FIBER-ID [BT-OPTIONS]: backtrace of a gluon fiber.")
+_Command("info gluon-fibers", list_fibers, "List every fiber of every gluon vCPU.",
+         cls=gdb.COMMAND_STATUS)
