@@ -1,0 +1,3 @@
+module gluon-bench/go-runtime
+
+go 1.26
