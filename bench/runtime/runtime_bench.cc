@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
         o.vcpu.log_engine = false;
         auto rt = runtime::start(o);
         if (!rt) fail("runtime start failed");
-        bench("chan_cross", 100'000, [&](long n) { return chan_pingpong(n, rt->get()); });
+        bench("chan_cross", 20'000, [&](long n) { return chan_pingpong(n, rt->get()); });
     }
     return 0;
 }

@@ -1,0 +1,69 @@
+#include "gluon/std.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+namespace conc = std_compat;
+using namespace std::chrono_literals;
+
+class std_compat_test : public test::engine_test {};
+GLUON_ENGINE_TEST_SUITE(std_compat_test);
+
+TEST_P(std_compat_test, thread_join_ids_and_errors) {
+    int x = 0;
+    conc::thread t([&](int v) { x = v; }, 5);
+    EXPECT_TRUE(t.joinable());
+    EXPECT_NE(t.get_id(), conc::this_thread::get_id());
+    t.join();
+    EXPECT_EQ(x, 5);
+    EXPECT_FALSE(t.joinable());
+    EXPECT_THROW(t.join(), std::system_error);
+    conc::thread d([] {});
+    d.detach();
+    EXPECT_FALSE(d.joinable());
+}
+
+TEST_P(std_compat_test, sleep_for_sleeps_the_full_time) {
+    auto t0 = mono_now_ns();
+    conc::this_thread::sleep_for(5ms);
+    EXPECT_GE(mono_now_ns() - t0, 5'000'000);
+}
+
+TEST_P(std_compat_test, mutex_and_condition_variable_std_shaped) {
+    conc::mutex m;
+    conc::condition_variable cv;
+    bool ready = false;
+    conc::thread t([&] {
+        std::lock_guard g(m);
+        ready = true;
+        cv.notify_one();
+    });
+    {
+        std::unique_lock lk(m);
+        EXPECT_TRUE(cv.wait_for(lk, 5s, [&] { return ready; }));
+    }
+    t.join();
+    conc::timed_mutex tm;
+    EXPECT_TRUE(tm.try_lock_for(1ms));
+    tm.unlock();
+}
+
+TEST(std_compat_misuse, thread_outside_vcpu_throws_eperm) {
+    ::setenv("GLUON_MISUSE_ABORT", "0", 1);
+    try {
+        conc::thread t([] {});
+        FAIL() << "no exception";
+    } catch (const std::system_error& e) {
+        EXPECT_EQ(e.code(), std::errc::operation_not_permitted);
+    }
+    ::unsetenv("GLUON_MISUSE_ABORT");
+}
+
+}  // namespace
+}  // namespace gluon
