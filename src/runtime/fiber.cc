@@ -41,11 +41,7 @@ void release_dead(vcpu* v, fiber_impl* f) noexcept;
 
 void fiber_main(void* arg) noexcept {
     auto* f = static_cast<fiber_impl*>(arg);
-    vcpu* v = f->owner;
-#ifdef GLUON_ASAN
-    sanitizer_after_switch(f, v->asan_from);
-#endif
-    run_post_switch(v);
+    on_first_entry(f);
     f->invoke(f->storage);
     fiber_exit(f);
 }

@@ -108,10 +108,7 @@ constexpr size_t k_idle_stack = 64 * 1024;
 void idle_main(void* arg) noexcept {
     auto* self = static_cast<fiber_impl*>(arg);
     vcpu* v = self->owner;
-#ifdef GLUON_ASAN
-    sanitizer_after_switch(self, v->asan_from);
-#endif
-    run_post_switch(v);
+    on_first_entry(self);
     for (;;) switch_to(v, self, next_ready(v));
 }
 }  // namespace

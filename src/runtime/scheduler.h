@@ -162,6 +162,15 @@ inline void maybe_poll(vcpu* v) noexcept {
     if ((++v->tick & 63) == 0 && mono_now_ns() - v->last_poll_ns > k_poll_interval_ns) poll(v, false);
 }
 
+/// First thing a new context (fiber or idle) does: finish the switch that started it.
+inline void on_first_entry(fiber_impl* self) noexcept {
+    vcpu* v = self->owner;
+#ifdef GLUON_ASAN
+    sanitizer_after_switch(self, v->asan_from);
+#endif
+    run_post_switch(v);
+}
+
 /// The next fiber to run; runs the event loop inline (on the caller's stack) while none is ready.
 inline fiber_impl* next_ready(vcpu* v) noexcept {
     maybe_poll(v);

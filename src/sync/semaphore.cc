@@ -3,13 +3,6 @@
 #include "gluon/sync/wait_list.h"
 
 namespace gluon {
-namespace {
-result<void> to_result(long r) {
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return {};
-}
-}  // namespace
-
 void counting_semaphore::release(int64_t n) noexcept {
     waiter_list woken;
     lk_.lock();
@@ -31,7 +24,7 @@ result<void> counting_semaphore::acquire(duration timeout) noexcept {
         return {};
     }
     waiter w;
-    return to_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
+    return detail::park_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
 }
 
 bool counting_semaphore::try_acquire() noexcept {
@@ -72,7 +65,7 @@ result<void> latch::wait(duration timeout) noexcept {
         return {};
     }
     waiter w;
-    return to_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
+    return detail::park_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
 }
 
 void wait_group::add(int64_t n) noexcept {
@@ -111,7 +104,7 @@ result<void> event::wait(duration timeout) noexcept {
         return {};
     }
     waiter w;
-    return to_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
+    return detail::park_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
 }
 
 }  // namespace gluon

@@ -4,13 +4,6 @@
 #include "gluon/sync/wait_list.h"
 
 namespace gluon {
-namespace {
-result<void> to_result(long r) {
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return {};
-}
-}  // namespace
-
 // Wakes every queued reader (lk_ held). They own their read lock when they wake.
 void shared_mutex::admit_readers_locked() noexcept {
     waiter_list woken;
@@ -41,7 +34,7 @@ result<void> shared_mutex::lock_until(deadline_t deadline, bool interruptible) n
         return {};
     }
     waiter w;
-    return to_result(detail::wait_in(lk_, writers_q_, w,
+    return detail::park_result(detail::wait_in(lk_, writers_q_, w,
                                      {.deadline = deadline,
                                       .interruptible = interruptible,
                                       .after_cancel = after_cancel,
@@ -82,7 +75,7 @@ result<void> shared_mutex::lock_shared_until(deadline_t deadline, bool interrupt
         return {};
     }
     waiter w;
-    return to_result(
+    return detail::park_result(
         detail::wait_in(lk_, readers_q_, w, {.deadline = deadline, .interruptible = interruptible}));
 }
 

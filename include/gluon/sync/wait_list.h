@@ -1,6 +1,7 @@
 // Helpers shared by the sync primitives: a spinlock-protected list of waiters.
 #pragma once
 
+#include "gluon/common/result.h"
 #include "gluon/runtime/waiter.h"
 
 namespace gluon::detail {
@@ -17,6 +18,12 @@ inline void take_all(waiter_list& q, waiter_list& out) noexcept { out.splice_bac
 /// Wakes every waiter of a list taken with take_all.
 inline void wake_all(waiter_list& l, long result) noexcept {
     while (waiter* w = l.pop_front()) wake(*w, result);
+}
+
+/// A park() outcome as a result: 0 is success, -errno an error.
+inline result<void> park_result(long r) noexcept {
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return {};
 }
 
 }  // namespace gluon::detail
