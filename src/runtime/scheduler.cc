@@ -57,11 +57,15 @@ void poll(vcpu* v, bool may_block) noexcept {
 }
 
 void post_remote(vcpu* target, remote_node* n) noexcept {
+    // Counted so that fini() cannot free the engine while we are about to notify it: the
+    // target may run the node and finish its last fiber before this function returns.
+    target->posters.fetch_add(1, std::memory_order_acq_rel);
     target->remote.push(n);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (target->sleeping.load(std::memory_order_relaxed) &&
         target->sleeping.exchange(false, std::memory_order_acq_rel))
         target->eng->notify();
+    target->posters.fetch_sub(1, std::memory_order_release);
 }
 
 void resume(fiber_impl* f, long result) noexcept {

@@ -77,6 +77,8 @@ struct vcpu {
     run_queue runq;
     remote_queue remote;
     std::atomic<bool> sleeping{false};
+    // Threads inside post_remote() on this vCPU; fini waits for zero before freeing the engine.
+    std::atomic<int> posters{0};
     timer_heap timers;
     std::unique_ptr<engine::engine> eng;
     stack_cache stacks;

@@ -177,7 +177,10 @@ result<void> fini() {
                      },
                      nullptr);
     }
-    // Let remote work already posted to us (resumes of fibers gone, interrupts) drain.
+    // Let remote work already posted to us (resumes of fibers gone, interrupts) drain, and
+    // wait for wakers still inside post_remote() (they touch our engine after the push).
+    poll(v, false);
+    while (v->posters.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
     poll(v, false);
     unregister_vcpu(v);
     teardown_altstack(v);
