@@ -1,6 +1,7 @@
 #include "gluon/common/log.h"
 
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,18 +22,10 @@ const char* level_name(level lvl) {
 }
 
 void stderr_sink(level, std::string_view line, void*) {
-    // One write(2) per line so lines from different threads do not interleave.
-    fmt::memory_buffer buf;
-    buf.append(line);
-    buf.push_back('\n');
-    const char* p = buf.data();
-    size_t n = buf.size();
-    while (n > 0) {
-        ssize_t w = ::write(2, p, n);
-        if (w <= 0) return;
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
+    // One writev(2) per line so lines from different threads do not interleave.
+    char nl = '\n';
+    iovec iov[2] = {{const_cast<char*>(line.data()), line.size()}, {&nl, 1}};
+    (void)!::writev(2, iov, 2);
 }
 
 int initial_level() {

@@ -18,11 +18,10 @@ long run_op(engine::io_op& op, deadline_t deadline) noexcept {
     engine::engine* eng = v->eng.get();
     op.user = f;
     op.on_complete = [](engine::io_op* o, long r) { resume(static_cast<fiber_impl*>(o->user), r); };
-    op.timeout_ns = 0;
+    op.deadline_ns = 0;
     deadline_t park_deadline = deadline;
     if (deadline != k_no_deadline && eng->native_timeouts()) {
-        int64_t left = deadline - mono_now_ns();
-        op.timeout_ns = left > 0 ? left : 1;
+        op.deadline_ns = deadline;
         park_deadline = k_no_deadline;
     }
     long r = eng->submit(op);
@@ -45,8 +44,8 @@ result<size_t> sized(long r) {
     return static_cast<size_t>(r);
 }
 
-result<size_t> rw(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int flags,
-                  duration t) {
+long rw_once(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int flags,
+             deadline_t d) {
     engine::io_op op;
     op.code = code;
     op.fd = fd;
@@ -54,7 +53,26 @@ result<size_t> rw(engine::opcode code, int fd, void* buf, size_t n, int64_t off,
     op.len = n;
     op.offset = off;
     op.flags = flags;
-    return sized(run_op(op, dl(t)));
+    return run_op(op, d);
+}
+
+result<size_t> rw(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int flags,
+                  duration t) {
+    return sized(rw_once(code, fd, buf, n, off, flags, dl(t)));
+}
+
+// Loops a read or write until n bytes moved; one deadline for the whole call. EOF is EPIPE.
+result<void> transfer_all(engine::opcode code, int fd, void* buf, size_t n, duration t) {
+    const deadline_t d = dl(t);
+    auto* p = static_cast<char*>(buf);
+    while (n > 0) {
+        long r = rw_once(code, fd, p, n, -1, 0, d);
+        if (r < 0) return errno_error(static_cast<int>(-r));
+        if (r == 0) return errno_error(EPIPE);
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return {};
 }
 
 }  // namespace
@@ -135,38 +153,11 @@ result<void> close(int fd) noexcept {
 }
 
 result<void> write_all(int fd, const void* buf, size_t n, duration t) noexcept {
-    const deadline_t d = dl(t);
-    auto* p = static_cast<const char*>(buf);
-    while (n > 0) {
-        engine::io_op op;
-        op.code = engine::opcode::write;
-        op.fd = fd;
-        op.buf = const_cast<char*>(p);
-        op.len = n;
-        long r = run_op(op, d);
-        if (r < 0) return errno_error(static_cast<int>(-r));
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-    return {};
+    return transfer_all(engine::opcode::write, fd, const_cast<void*>(buf), n, t);
 }
 
 result<void> read_exactly(int fd, void* buf, size_t n, duration t) noexcept {
-    const deadline_t d = dl(t);
-    auto* p = static_cast<char*>(buf);
-    while (n > 0) {
-        engine::io_op op;
-        op.code = engine::opcode::read;
-        op.fd = fd;
-        op.buf = p;
-        op.len = n;
-        long r = run_op(op, d);
-        if (r < 0) return errno_error(static_cast<int>(-r));
-        if (r == 0) return errno_error(EPIPE);
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-    return {};
+    return transfer_all(engine::opcode::read, fd, buf, n, t);
 }
 
 }  // namespace fd

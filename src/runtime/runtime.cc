@@ -10,6 +10,7 @@
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/waiter.h"
+#include "oneshot.h"
 #include "scheduler.h"
 
 namespace gluon {
@@ -20,19 +21,11 @@ namespace {
 // A closure posted to a vCPU; runs in a fresh fiber there.
 struct posted : remote_node {
     std::function<void()> fn;
-    // Completion for run(): the poster parks on `done_w` until the fiber ends.
-    spinlock* lk = nullptr;
-    waiter* done_w = nullptr;
+    oneshot* done = nullptr;  // run(): the poster waits on it until the fiber ends
 };
 
 void finish(posted* p) {
-    if (p->lk) {
-        p->lk->lock();
-        waiter* w = p->done_w;
-        waiter_list::unlink(*w);
-        p->lk->unlock();
-        wake(*w, 0);
-    }
+    if (p->done) p->done->signal();
     delete p;
 }
 
@@ -136,19 +129,13 @@ result<void> runtime::post(unsigned i, std::function<void()> fn) {
 
 result<void> runtime::run(unsigned i, std::function<void()> fn) {
     if (i >= vcpus_.size() || !vcpus_[i]->v) return errno_error(EINVAL);
-    spinlock lk;
-    waiter w;
+    oneshot done;
     auto* p = new posted;
     p->fn = std::move(fn);
     p->run = run_posted;
-    p->lk = &lk;
-    p->done_w = &w;
-    lk.lock();
-    waiter_list q;  // holds w so that finish() can unlink it
-    q.push_back(w);
+    p->done = &done;
     post_remote(vcpus_[i]->v, p);
-    long r = park(lk, w, {.interruptible = false});
-    if (r < 0) return errno_error(static_cast<int>(-r));
+    done.wait();
     return {};
 }
 
@@ -171,9 +158,7 @@ namespace {
 
 struct offload_job {
     const std::function<void()>* fn;
-    spinlock lk;
-    waiter_list q;
-    waiter* w;
+    oneshot* done;
 };
 
 class offload_pool {
@@ -209,11 +194,7 @@ private:
                 jobs_.pop_front();
             }
             (*j->fn)();
-            j->lk.lock();
-            waiter_list::unlink(*j->w);
-            waiter* w = j->w;
-            j->lk.unlock();
-            wake(*w, 0);
+            j->done->signal();
         }
     }
     std::mutex mu_;
@@ -235,14 +216,10 @@ void offload(const std::function<void()>& fn) {
         fn();
         return;
     }
-    offload_job j;
-    waiter w;
-    j.fn = &fn;
-    j.w = &w;
-    j.lk.lock();
-    j.q.push_back(w);
+    oneshot done;
+    offload_job j{&fn, &done};
     pool().push(&j);
-    (void)park(j.lk, w, {.interruptible = false});
+    done.wait();
 }
 
 }  // namespace gluon

@@ -46,15 +46,15 @@ struct io_op {
     int64_t offset = -1;
     int flags = 0;
     uint32_t poll_events = 0;
-    /// Relative timeout in ns, honoured by engines with native timeouts (0 = none).
-    int64_t timeout_ns = 0;
+    /// Absolute CLOCK_MONOTONIC deadline in ns (0 = none), honoured by engines with native
+    /// timeouts; the others leave timeouts to the caller.
+    int64_t deadline_ns = 0;
     completion_fn on_complete = nullptr;
     void* user = nullptr;
     // Engine-private state.
     list_hook hook;
     int cancel_errno = 0;  // why the op was cancelled (ECANCELED, ETIMEDOUT); 0 = not cancelled
     bool engine_busy = false;
-    int64_t deadline_ns = 0;    // absolute CLOCK_MONOTONIC deadline while a timeout is armed
     int64_t engine_ts[2] = {};  // a __kernel_timespec the kernel reads at submission
 };
 
@@ -80,7 +80,7 @@ public:
     /// Asks a pending op to stop. Its completion still arrives: -err if it was stopped, or its
     /// real result if it had already finished (nothing is lost). err is ECANCELED or ETIMEDOUT.
     virtual void cancel(io_op& op, int err) noexcept = 0;
-    /// True if io_op::timeout_ns is applied by the engine itself (linked timeouts).
+    /// True if io_op::deadline_ns is applied by the engine itself (linked timeouts).
     virtual bool native_timeouts() const noexcept = 0;
     /// Flushes queued submissions, waits up to timeout_ns (-1 forever, 0 poll) for completions
     /// or a notify(), and dispatches every completion available. Returns how many it dispatched.

@@ -169,7 +169,6 @@ void io_uring_engine::queue(io_op& op, bool poll_phase) noexcept {
 long io_uring_engine::submit(io_op& op) noexcept {
     op.cancel_errno = 0;
     op.engine_busy = false;
-    op.deadline_ns = op.timeout_ns > 0 ? now_ns() + op.timeout_ns : 0;
     queue(op, false);
     return pending;
 }
