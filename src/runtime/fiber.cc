@@ -16,8 +16,6 @@
 namespace gluon::detail {
 namespace {
 
-std::atomic<uint64_t> g_next_id{1};
-
 void release_dead(vcpu* v, fiber_impl* f) noexcept;
 
 [[noreturn]] void fiber_exit(fiber_impl* f) noexcept {
@@ -71,7 +69,8 @@ result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_siz
     char* store = reinterpret_cast<char*>(f) - ((storage_size + 63) & ~size_t{63});
     f->stack = *st;
     f->owner = v;
-    f->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+    // Unique per process without an atomic: vCPU indexes are never reused.
+    f->id = (static_cast<uint64_t>(v->index + 1) << 40) | ++v->next_fiber_id;
     f->storage = store;
     if (opts.name) strncpy(f->name, opts.name, sizeof f->name - 1);
 #ifdef GLUON_ASAN
@@ -96,7 +95,10 @@ void fiber_start(fiber_impl* f, void (*invoke)(void*)) noexcept {
 }
 
 void fiber_release(fiber_impl* f) noexcept {
-    if (f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    // Sole owner (the common join case): no read-modify-write needed.
+    if (f->refs.load(std::memory_order_acquire) != 1 &&
+        f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
+        return;
     stack_mem s = f->stack;
     f->~fiber_impl();
     if (vcpu* v = t_vcpu)
@@ -198,9 +200,12 @@ void yield() noexcept {
         maybe_poll(v);
         if (v->runq.empty()) return;
     }
+    maybe_poll(v);
     cur->state = fiber_state::ready;
     v->runq.push_back(*cur);
-    reschedule(v);
+    fiber_impl* next = v->runq.pop_front();
+    if (next != cur) switch_to(v, cur, next);
+    else cur->state = fiber_state::running;
 }
 
 result<void> sleep_until(deadline_t deadline) noexcept {

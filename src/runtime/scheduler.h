@@ -25,7 +25,7 @@ struct vcpu;
 struct fiber_impl {
     cpu_context ctx;  // first member: the gdb script reads it at offset 0
     vcpu* owner = nullptr;
-    list_hook run_hook;
+    fiber_impl* run_next = nullptr;  // run queue link
     list_hook all_hook;
     fiber_state state = fiber_state::ready;
     bool is_main = false;
@@ -65,7 +65,29 @@ struct fiber_impl {
 #endif
 };
 
-using run_queue = intrusive_list<fiber_impl, &fiber_impl::run_hook>;
+/// FIFO of ready fibers: singly linked, two stores to push, one to pop (the switch path
+/// touches it on every yield, so it is leaner than the doubly-linked intrusive_list).
+class run_queue {
+public:
+    bool empty() const noexcept { return head_ == nullptr; }
+    void push_back(fiber_impl& f) noexcept {
+        f.run_next = nullptr;
+        if (head_)
+            tail_->run_next = &f;
+        else
+            head_ = &f;
+        tail_ = &f;
+    }
+    fiber_impl* pop_front() noexcept {
+        fiber_impl* f = head_;
+        if (f) head_ = f->run_next;
+        return f;
+    }
+
+private:
+    fiber_impl* head_ = nullptr;
+    fiber_impl* tail_ = nullptr;
+};
 using fiber_list = intrusive_list<fiber_impl, &fiber_impl::all_hook>;
 
 struct vcpu {
@@ -86,6 +108,7 @@ struct vcpu {
     size_t nfibers = 0;  // excluding main
     uint32_t tick = 0;
     int64_t last_poll_ns = 0;
+    int64_t idle_spin_ns = 0;
     // Work to do right after the next switch lands (on the new fiber's stack).
     void (*post_fn)(vcpu* v, fiber_impl* f) = nullptr;
     fiber_impl* post_arg = nullptr;
@@ -93,6 +116,7 @@ struct vcpu {
     int index = -1;
     pid_t tid = 0;
     vcpu* next_registered = nullptr;
+    uint64_t next_fiber_id = 0;
     void* altstack = nullptr;
 #ifdef GLUON_ASAN
     fiber_impl* asan_from = nullptr;  // who switched last, to learn the main stack's bounds
@@ -101,7 +125,8 @@ struct vcpu {
     explicit vcpu(size_t stack_cache_size) : stacks(stack_cache_size) {}
 };
 
-extern thread_local vcpu* t_vcpu;
+// constinit: no dynamic initialisation, so accesses need no TLS-init wrapper call.
+extern thread_local constinit vcpu* t_vcpu;
 
 /// Polls the engine, remote queue and timers. Blocks if may_block and nothing is ready.
 void poll(vcpu* v, bool may_block) noexcept;

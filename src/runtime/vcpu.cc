@@ -131,6 +131,9 @@ result<void> init(const init_options& opts) {
     auto* v = new vcpu(opts.stack_cache);
     v->eng = std::move(eng);
     v->tid = static_cast<pid_t>(syscall(SYS_gettid));
+    unsigned spin_us = opts.idle_spin_us;
+    if (const char* env = std::getenv("GLUON_IDLE_SPIN_US")) spin_us = static_cast<unsigned>(std::atoi(env));
+    v->idle_spin_ns = static_cast<int64_t>(spin_us) * 1000;
     v->main.is_main = true;
     v->main.owner = v;
     v->main.state = fiber_state::running;

@@ -85,6 +85,10 @@ public:
     /// Flushes queued submissions, waits up to timeout_ns (-1 forever, 0 poll) for completions
     /// or a notify(), and dispatches every completion available. Returns how many it dispatched.
     virtual int wait(int64_t timeout_ns) noexcept = 0;
+    /// A cheap (no syscall) hint that wait(0) would find completions. Only meaningful when
+    /// pending_hint_is_exact(); otherwise the caller must poll with wait(0) to know.
+    virtual bool has_pending() noexcept { return false; }
+    virtual bool pending_hint_is_exact() const noexcept { return false; }
     /// Thread-safe: makes a concurrent or the next wait() return promptly.
     virtual void notify() noexcept = 0;
     /// The fd is about to be closed: drop any per-fd state (epoll registrations).

@@ -17,6 +17,10 @@ struct init_options {
     unsigned queue_depth = 1024;
     /// How many free stacks this vCPU keeps committed for reuse.
     size_t stack_cache = 256;
+    /// Before sleeping, an idle vCPU spins this long watching for cross-vCPU wake-ups and
+    /// completions (GLUON_IDLE_SPIN_US overrides it; 0 disables). Trades a little idle CPU for
+    /// cross-vCPU latency; see ADR 0005.
+    unsigned idle_spin_us = 50;
     /// Log the one line that says which engine was chosen and why.
     bool log_engine = true;
 };

@@ -63,6 +63,8 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
     // Most capable first; each fallback drops what an older kernel rejects with EINVAL.
     const unsigned base = opts.sqpoll ? IORING_SETUP_SQPOLL : 0;
     const unsigned attempts[] = {
+        base | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+            IORING_SETUP_TASKRUN_FLAG,
         base | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
         base | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
         base,
@@ -78,6 +80,7 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
         if (r != -EINVAL) break;
     }
     if (r < 0) return errno_error(-r);
+    e->taskrun_flag_ = (e->ring_.flags & IORING_SETUP_TASKRUN_FLAG) != 0;
     // Saves the fd lookup on every io_uring_enter; optional.
     (void)io_uring_register_ring_fd(&e->ring_);
     e->evfd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -237,6 +240,13 @@ int io_uring_engine::wait(int64_t timeout_ns) noexcept {
     io_uring_cq_advance(&ring_, seen);
     n += static_cast<int>(seen);
     return n;
+}
+
+bool io_uring_engine::has_pending() noexcept {
+    // Completions already in the CQ ring, or deferred ones the kernel will post on our next
+    // io_uring_enter (it raises IORING_SQ_TASKRUN for those).
+    return io_uring_cq_ready(&ring_) > 0 ||
+           (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW));
 }
 
 void io_uring_engine::notify() noexcept {

@@ -24,6 +24,8 @@ public:
     bool native_timeouts() const noexcept override { return true; }
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
+    bool has_pending() noexcept override;
+    bool pending_hint_is_exact() const noexcept override { return taskrun_flag_; }
 
     /// Setup flags that were accepted by the kernel (for diagnostics and tests).
     unsigned setup_flags() const noexcept { return ring_.flags; }
@@ -41,6 +43,7 @@ private:
     int evfd_ = -1;
     uint64_t ev_buf_ = 0;
     std::atomic<bool> notify_pending_{false};
+    bool taskrun_flag_ = false;  // the kernel flags deferred completions in the SQ ring
 };
 
 }  // namespace gluon::engine
