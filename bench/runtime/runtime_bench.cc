@@ -6,6 +6,8 @@
 //   chan_local       ns per message: ping-pong over two unbuffered channels, one vCPU
 //   chan_cross       the same with the two fibers on two vCPUs (two cores)
 //   mutex_contended  ns per lock/unlock: 4 fibers, a yield inside every 16th critical section
+//   scale            N fibers (100,000; --fibers N) each blocked in sleep: ns to create one, and
+//                    resident bytes per fiber (lines carry a third field naming the metric)
 //
 // Every workload checks its own result and exits 1 on a mismatch. --quick runs 1/5 of the work.
 #include <cstdio>
@@ -23,6 +25,7 @@ using namespace gluon;
 namespace {
 
 long g_scale = 5;  // 5 = full, 1 = quick
+long g_fibers = 100'000;
 
 [[noreturn]] void fail(const char* what) {
     std::fprintf(stderr, "runtime_bench: %s\n", what);
@@ -116,6 +119,41 @@ long mutex_bench(long n) {
     return 4 * per;
 }
 
+long rss_bytes() {
+    FILE* f = std::fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (!f || std::fscanf(f, "%ld %ld", &pages, &resident) != 2) fail("cannot read /proc/self/statm");
+    std::fclose(f);
+    return resident * 4096;
+}
+
+// All fibers sleep until one common deadline, so they are all alive and blocked at once.
+void scale_bench(long n) {
+    std::vector<fiber> fs;
+    fs.reserve(static_cast<size_t>(n));
+    long woke = 0;
+    const long rss0 = rss_bytes();
+    const deadline_t wake_at = deadline_after(std::chrono::hours(1));
+    const int64_t t0 = mono_now_ns();
+    for (long i = 0; i < n; ++i) {
+        auto f = spawn([&] {
+            if (this_fiber::sleep_until(wake_at).error() == std::errc::operation_canceled) ++woke;
+        });
+        if (!f) fail("scale: spawn failed (vm.max_map_count? memory?)");
+        fs.push_back(std::move(*f));
+    }
+    this_fiber::yield();  // every new fiber runs up to its sleep before main runs again
+    const int64_t created = mono_now_ns() - t0;
+    const long rss1 = rss_bytes();
+    std::printf("scale_create_%ld %.1f ns_per_op\n", n, static_cast<double>(created) / static_cast<double>(n));
+    std::printf("scale_rss_per_fiber_%ld %.0f bytes\n", n, static_cast<double>(rss1 - rss0) / static_cast<double>(n));
+    std::fflush(stdout);
+    for (auto& f : fs) (void)f.interrupt();
+    for (auto& f : fs)
+        if (!f.join()) fail("scale: join failed");
+    if (woke != n) fail("scale: not every fiber was blocked in its sleep");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,8 +163,10 @@ int main(int argc, char** argv) {
             g_scale = 1;
         else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
+        else if (std::strcmp(argv[i], "--fibers") == 0 && i + 1 < argc)
+            g_fibers = std::atol(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: runtime_bench [--quick] [--only WORKLOAD]\n");
+            std::fprintf(stderr, "usage: runtime_bench [--quick] [--only WORKLOAD] [--fibers N]\n");
             return 2;
         }
     }
@@ -136,6 +176,7 @@ int main(int argc, char** argv) {
     if (want("create_join")) bench("create_join", 5'000'000, create_join_bench);
     if (want("chan_local")) bench("chan_local", 5'000'000, [](long n) { return chan_pingpong(n, nullptr); });
     if (want("mutex_contended")) bench("mutex_contended", 10'000'000, mutex_bench);
+    if (want("scale")) scale_bench(g_fibers);
     (void)fini();
     if (want("chan_cross")) {
         runtime_options o;
