@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON := -G Ninja
 
-.PHONY: all build release demo test test-dev test-asan bench clean
+.PHONY: all build release demo test test-dev test-asan test-tsan bench clean
 
 all: build
 
@@ -21,8 +21,8 @@ demo: release
 	@scripts/deps.sh bench
 	bench/run demo
 
-## test: the whole suite in a normal build, then in the ASan+UBSan build.
-test: test-dev test-asan
+## test: the whole suite in a normal build, then under ASan+UBSan, then under TSan.
+test: test-dev test-asan test-tsan
 
 test-dev:
 	@scripts/deps.sh test
@@ -36,6 +36,12 @@ test-asan:
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan
+
+test-tsan:
+	@scripts/deps.sh test
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan
 
 bench: release
 	@scripts/deps.sh bench

@@ -32,7 +32,7 @@ public:
     }
 
 private:
-    spinlock lk_;
+    prim_lock lk_{prim_lock::shared};  // signalled from other threads by design
     waiter_list q_;
     waiter w_;
     bool done_ = false;

@@ -48,7 +48,7 @@ struct runtime::vcpu_slot {
     std::thread thread;
     detail::vcpu* v = nullptr;
     // The vCPU's main fiber parks on `stop_w` until the runtime stops.
-    spinlock lk;
+    prim_lock lk{prim_lock::shared};  // the runtime stops from another thread
     waiter_list stop_q;
     bool stopping = false;
     std::mutex up_mu;

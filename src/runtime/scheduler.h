@@ -43,7 +43,7 @@ struct fiber_impl {
 
     // Lifecycle: one reference for running, one for the handle.
     std::atomic<int> refs{2};
-    spinlock join_lock;
+    prim_lock join_lock;  // biased to the vCPU that first joins or exits
     bool finished = false;
     waiter_list joiners;
     void (*invoke)(void*) = nullptr;
@@ -230,6 +230,9 @@ long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl*, int)
 void post_remote(vcpu* target, remote_node* n) noexcept;
 
 void deliver_interrupt(fiber_impl* f) noexcept;
+
+/// Posts n to the live vCPU whose t_vcpu_tag is `tag`; false if there is none (anymore).
+bool post_to_vcpu_tag(uint32_t tag, remote_node* n) noexcept;
 
 /// A fiber left this vCPU (ended or migrated): wake fini() when it was the last.
 inline void fiber_left(vcpu* v) noexcept {

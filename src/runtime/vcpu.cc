@@ -40,6 +40,24 @@ void register_vcpu(vcpu* v) {
     gluon_vcpu_list = v;
 }
 
+}  // namespace
+
+namespace detail {
+bool post_to_vcpu_tag(uint32_t tag, remote_node* n) noexcept {
+    // Holding the registry lock keeps the target from unregistering until the node is queued;
+    // fini unregisters before its last drain, so a queued node always runs.
+    std::lock_guard lk(g_registry_mu);
+    for (vcpu* v = gluon_vcpu_list; v; v = v->next_registered)
+        if (static_cast<uint32_t>(v->index) + 1 == tag) {
+            post_remote(v, n);
+            return true;
+        }
+    return false;
+}
+}  // namespace detail
+
+namespace {
+
 void unregister_vcpu(vcpu* v) {
     std::lock_guard lk(g_registry_mu);
     for (vcpu** p = &gluon_vcpu_list; *p; p = &(*p)->next_registered)
@@ -151,6 +169,7 @@ result<void> init(const init_options& opts) {
     setup_altstack(v);
     register_vcpu(v);
     t_vcpu = v;
+    t_vcpu_tag = static_cast<uint32_t>(v->index) + 1;
     if (opts.log_engine) GLUON_INFO("gluon: vCPU {} uses the {} engine ({})", v->index, v->eng->name(), why);
     return {};
 }
@@ -182,13 +201,14 @@ result<void> fini() {
     }
     // Let remote work already posted to us (resumes of fibers gone, interrupts) drain, and
     // wait for wakers still inside post_remote() (they touch our engine after the push).
+    unregister_vcpu(v);  // first: no new revocation can find us after this
     poll(v, false);
     while (v->posters.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
     poll(v, false);
-    unregister_vcpu(v);
     teardown_altstack(v);
     destroy_idle_fiber(v);
     t_vcpu = nullptr;
+    t_vcpu_tag = 0;
     delete v;
     return {};
 }

@@ -13,7 +13,7 @@ using namespace detail;
 namespace {
 
 struct park_ctx {
-    spinlock* lk;
+    prim_lock* lk;
     waiter* w;
     const park_options* opts;
 };
@@ -40,7 +40,7 @@ long futex_wait(std::atomic<uint32_t>* word, const timespec* abs_mono) noexcept 
     return r < 0 ? -errno : r;
 }
 
-long park_thread(spinlock& lk, waiter& w, const park_options& o) noexcept {
+long park_thread(prim_lock& lk, waiter& w, const park_options& o) noexcept {
     lk.unlock();
     const deadline_t deadline = o.deadline;
     timespec ts{};
@@ -72,7 +72,7 @@ waiter::waiter() noexcept {
     if (vcpu* v = t_vcpu) fiber = v->current;
 }
 
-long park(spinlock& lk, waiter& w, const park_options& opts) noexcept {
+long park(prim_lock& lk, waiter& w, const park_options& opts) noexcept {
     if (!w.fiber) return park_thread(lk, w, opts);
     vcpu* v = t_vcpu;
     fiber_impl* f = v->current;

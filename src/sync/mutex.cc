@@ -12,53 +12,51 @@ uintptr_t mutex::current_owner_token() noexcept {
 }
 
 mutex::~mutex() {
-    if (state_.load(std::memory_order_relaxed) != 0) detail::report_misuse("destroying a locked gluon::mutex");
+    if (locked_) detail::report_misuse("destroying a locked gluon::mutex");
 }
 
-long mutex::lock_slow(deadline_t deadline, bool interruptible) noexcept {
+bool mutex::try_lock() noexcept {
     lk_.lock();
-    for (;;) {
-        uint32_t s = state_.load(std::memory_order_relaxed);
-        if (s == 0) {
-            if (state_.compare_exchange_weak(s, 1, std::memory_order_acquire)) {
-                lk_.unlock();
-                return 0;
-            }
-            continue;
-        }
-        if (s == 2 || state_.compare_exchange_weak(s, 2, std::memory_order_relaxed)) break;
+    const bool ok = !locked_;
+    if (ok) {
+        locked_ = true;
+        owner_ = current_owner_token();
     }
-    waiter w;
-    // On success the lock was handed to us by unlock(): state_ already says locked.
-    return detail::wait_in(lk_, waiters_, w, {.deadline = deadline, .interruptible = interruptible});
+    lk_.unlock();
+    return ok;
 }
 
 result<void> mutex::lock_until(deadline_t deadline, bool interruptible) noexcept {
-    if (try_lock()) return {};
-    if (long r = lock_slow(deadline, interruptible); r < 0) return errno_error(static_cast<int>(-r));
+    lk_.lock();
+    if (!locked_) {
+        locked_ = true;
+        owner_ = current_owner_token();
+        lk_.unlock();
+        return {};
+    }
+    waiter w;
+    long r = detail::wait_in(lk_, waiters_, w, {.deadline = deadline, .interruptible = interruptible});
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    // unlock() handed the mutex to us: it is still locked, now on our behalf.
+    lk_.lock();
     owner_ = current_owner_token();
+    lk_.unlock();
     return {};
 }
 
 void mutex::unlock() noexcept {
-    if (owner_ != current_owner_token()) {
-        detail::report_misuse("unlocking a gluon::mutex that the caller does not hold");
-        if (state_.load(std::memory_order_relaxed) == 0) return;
-    }
-    owner_ = 0;
-    uint32_t expected = 1;
-    if (state_.compare_exchange_strong(expected, 0, std::memory_order_release)) return;
+    const uintptr_t me = current_owner_token();
     lk_.lock();
-    waiter* w = waiters_.pop_front();
-    if (!w) {
-        state_.store(0, std::memory_order_release);
+    if (!locked_ || owner_ != me) {
         lk_.unlock();
+        detail::report_misuse("unlocking a gluon::mutex that the caller does not hold");
         return;
     }
-    // Hand-off: the mutex stays locked and now belongs to w.
-    if (waiters_.empty()) state_.store(1, std::memory_order_relaxed);
+    waiter* w = waiters_.pop_front();
+    owner_ = 0;
+    if (!w) locked_ = false;  // else: hand-off, the mutex stays locked for w
     lk_.unlock();
-    wake(*w, 0);
+    if (w) wake(*w, 0);
 }
 
 void recursive_mutex::lock() noexcept {

@@ -1,7 +1,7 @@
 // The parking primitive that every sync primitive is built from. A waiter lives on the stack of
 // the fiber (or plain OS thread) that waits; the primitive links it into its own intrusive list
-// under its own spinlock. Waking, timing out and interrupting race safely: whoever unlinks the
-// waiter (under the spinlock) owns the wake-up.
+// under its own prim_lock. Waking, timing out and interrupting race safely: whoever unlinks the
+// waiter (under the lock) owns the wake-up.
 #pragma once
 
 #include <atomic>
@@ -9,7 +9,7 @@
 
 #include "gluon/common/clock.h"
 #include "gluon/common/intrusive_list.h"
-#include "gluon/common/spinlock.h"
+#include "gluon/runtime/prim_lock.h"
 
 namespace gluon {
 
@@ -45,7 +45,7 @@ struct park_options {
 /// Parks the caller until wake(w, r) or the deadline (-ETIMEDOUT) or an interrupt
 /// (-ECANCELED). `lk` must be held and `w` linked on entry; lk is released before parking and is
 /// not held on return. Returns r, or the error.
-long park(spinlock& lk, waiter& w, const park_options& opts = {}) noexcept;
+long park(prim_lock& lk, waiter& w, const park_options& opts = {}) noexcept;
 
 /// Wakes a waiter that the caller has unlinked (under the primitive's lock); any thread.
 void wake(waiter& w, long result) noexcept;

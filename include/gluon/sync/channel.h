@@ -139,7 +139,7 @@ private:
         return std::move(*slot);
     }
 
-    mutable spinlock lk_;
+    mutable prim_lock lk_;
     const size_t cap_;
     std::vector<std::optional<T>> buf_;
     size_t head_ = 0;

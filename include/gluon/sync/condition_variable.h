@@ -71,7 +71,7 @@ private:
         return r;
     }
 
-    spinlock lk_;
+    prim_lock lk_;
     waiter_list waiters_;
 };
 

@@ -20,17 +20,8 @@ public:
     ~mutex();
 
     /// Not interruptible (an interrupt stays pending), as std::mutex::lock.
-    void lock() noexcept {
-        uint32_t expected = 0;
-        if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) (void)lock_slow(k_no_deadline, false);
-        owner_ = current_owner_token();
-    }
-    bool try_lock() noexcept {
-        uint32_t expected = 0;
-        if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return false;
-        owner_ = current_owner_token();
-        return true;
-    }
+    void lock() noexcept { (void)lock_until(k_no_deadline, false); }
+    bool try_lock() noexcept;
     /// Waits until the deadline. Errors: ETIMEDOUT; ECANCELED if interruptible and interrupted.
     result<void> lock_until(deadline_t deadline, bool interruptible = true) noexcept;
     result<void> lock_for(duration d, bool interruptible = true) noexcept {
@@ -51,12 +42,11 @@ public:
     static uintptr_t current_owner_token() noexcept;
 
 private:
-    long lock_slow(deadline_t deadline, bool interruptible) noexcept;
-
-    // 0 unlocked, 1 locked, 2 locked with (possible) waiters
-    std::atomic<uint32_t> state_{0};
+    // All state is guarded by lk_, which costs no atomic operation while the mutex is used
+    // from one vCPU only (prim_lock's bias).
+    prim_lock lk_;
+    bool locked_ = false;
     uintptr_t owner_ = 0;
-    spinlock lk_;
     waiter_list waiters_;
 };
 

@@ -24,7 +24,7 @@ public:
     int64_t available() const noexcept;
 
 private:
-    mutable spinlock lk_;
+    mutable prim_lock lk_;
     int64_t count_;
     waiter_list waiters_;
 };
@@ -45,7 +45,7 @@ public:
     }
 
 protected:
-    mutable spinlock lk_;
+    mutable prim_lock lk_;
     int64_t count_;
     waiter_list waiters_;
 };
@@ -73,7 +73,7 @@ public:
     result<void> wait(duration timeout = forever) noexcept;
 
 private:
-    mutable spinlock lk_;
+    mutable prim_lock lk_;
     bool set_;
     waiter_list waiters_;
 };

@@ -39,7 +39,7 @@ private:
     static void after_cancel(void* self) noexcept;
     void admit_readers_locked() noexcept;
 
-    spinlock lk_;
+    prim_lock lk_;
     int64_t readers_ = 0;
     bool writer_ = false;
     waiter_list writers_q_;

@@ -1,4 +1,4 @@
-// Helpers shared by the sync primitives: a spinlock-protected list of waiters.
+// Helpers shared by the sync primitives: a prim_lock-protected list of waiters.
 #pragma once
 
 #include "gluon/common/result.h"
@@ -7,7 +7,7 @@
 namespace gluon::detail {
 
 /// Links a waiter for the caller and parks it; `lk` is held on entry and released.
-inline long wait_in(spinlock& lk, waiter_list& q, waiter& w, const park_options& o = {}) noexcept {
+inline long wait_in(prim_lock& lk, waiter_list& q, waiter& w, const park_options& o = {}) noexcept {
     q.push_back(w);
     return park(lk, w, o);
 }
