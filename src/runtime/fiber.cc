@@ -69,6 +69,7 @@ result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_siz
     char* store = reinterpret_cast<char*>(f) - ((storage_size + 63) & ~size_t{63});
     f->stack = *st;
     f->owner = v;
+    f->join_lock.claim_unpublished();
     // Unique per process without an atomic: vCPU indexes are never reused.
     f->id = (static_cast<uint64_t>(v->index + 1) << 40) | ++v->next_fiber_id;
     f->storage = store;
@@ -95,10 +96,10 @@ void fiber_start(fiber_impl* f, void (*invoke)(void*)) noexcept {
 }
 
 void fiber_release(fiber_impl* f) noexcept {
-    // Sole owner (the common join case): no read-modify-write needed.
-    if (f->refs.load(std::memory_order_acquire) != 1 &&
-        f->refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
-        return;
+    f->join_lock.lock();
+    const bool last = --f->refs == 0;
+    f->join_lock.unlock();
+    if (!last) return;
     stack_mem s = f->stack;
     f->~fiber_impl();
     if (vcpu* v = t_vcpu)
@@ -168,7 +169,9 @@ result<void> fiber::interrupt() {
         return {};
     }
     if (f->interrupt_queued.exchange(true, std::memory_order_acq_rel)) return {};
-    f->refs.fetch_add(1, std::memory_order_relaxed);  // keeps f alive until delivered
+    f->join_lock.lock();
+    ++f->refs;  // keeps f alive until delivered
+    f->join_lock.unlock();
     f->interrupt_node.run = [](vcpu* v, remote_node* n) {
         auto* f = reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(n) -
                                                 offsetof(fiber_impl, interrupt_node));

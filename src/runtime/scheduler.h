@@ -41,9 +41,11 @@ struct fiber_impl {
     remote_node interrupt_node;
     remote_node migrate_node;
 
-    // Lifecycle: one reference for running, one for the handle.
-    std::atomic<int> refs{2};
-    prim_lock join_lock;  // biased to the vCPU that first joins or exits
+    // Lifecycle, guarded by join_lock (biased to the owner vCPU from birth, so a fiber created,
+    // joined and ended on one vCPU costs no atomic): one reference for running, one for the
+    // handle, one per interrupt in flight.
+    int refs = 2;
+    prim_lock join_lock;
     bool finished = false;
     waiter_list joiners;
     void (*invoke)(void*) = nullptr;

@@ -42,6 +42,10 @@ public:
         // waits until the owner is between fiber switches, and we hold the lock in between.
         if (mode_.load(std::memory_order_relaxed) == k_shared) lk_.unlock();
     }
+    /// Biases a lock nobody can see yet to the calling vCPU (saves the claiming CAS).
+    void claim_unpublished() noexcept {
+        mode_.store(detail::t_vcpu_tag, std::memory_order_relaxed);
+    }
     /// True once the bias has been revoked (for tests and diagnostics).
     bool is_shared() const noexcept { return mode_.load(std::memory_order_acquire) == k_shared; }
 
