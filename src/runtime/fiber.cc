@@ -16,8 +16,6 @@
 namespace gluon::detail {
 namespace {
 
-void release_dead(vcpu* v, fiber_impl* f) noexcept;
-
 [[noreturn]] void fiber_exit(fiber_impl* f) noexcept {
     fls_destroy(f);
     vcpu* v = f->owner;
@@ -30,10 +28,10 @@ void release_dead(vcpu* v, fiber_impl* f) noexcept;
     v->all.erase(*f);
     fiber_left(v);
     f->state = fiber_state::done;
-    v->post_fn = release_dead;
-    v->post_arg = f;
-    fiber_impl* next = next_ready(v);
-    switch_to(v, f, next);
+    f->run_next = v->zombies;
+    v->zombies = f;
+    // Not next_ready(): it could run the event loop (and reap zombies) on this very stack.
+    switch_to(v, f, next_or_idle(v));
     __builtin_unreachable();
 }
 
@@ -42,13 +40,6 @@ void fiber_main(void* arg) noexcept {
     on_first_entry(f);
     f->invoke(f->storage);
     fiber_exit(f);
-}
-
-void release_dead(vcpu*, fiber_impl* f) noexcept {
-#ifdef GLUON_TSAN
-    __tsan_destroy_fiber(f->tsan_fiber);
-#endif
-    fiber_release(f);
 }
 
 }  // namespace
@@ -61,6 +52,7 @@ result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_siz
     }
     size_t usable = opts.stack_size ? std::max<size_t>(opts.stack_size, 16 * 1024) : default_stack_size();
     if (storage_size > usable / 4) return errno_error(E2BIG);
+    if (v->zombies) reap_zombies(v);  // a just-ended fiber's stack is the hottest one
     auto st = v->stacks.get(usable);
     if (!st) return unexpected(st.error());
     // Layout at the top of the stack: [fiber_impl][callable]; the stack proper starts below.
@@ -265,21 +257,18 @@ result<void> migrate_to(vcpu_handle target) noexcept {
     f->state = fiber_state::waiting;
     f->owner = to;
     // Hand f to the target only once we are off its stack.
-    v->post_fn = [](vcpu*, fiber_impl* f) {
-        f->migrate_node.run = [](vcpu* nv, remote_node* n) {
-            auto* f = reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(n) -
-                                                    offsetof(fiber_impl, migrate_node));
-            nv->all.push_back(*f);
-            ++nv->nfibers;
-            f->state = fiber_state::ready;
-            nv->runq.push_back(*f);
-        };
-        post_remote(f->owner, &f->migrate_node);
+    f->migrate_node.run = [](vcpu* nv, remote_node* n) {
+        auto* f = reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(n) -
+                                                offsetof(fiber_impl, migrate_node));
+        nv->all.push_back(*f);
+        ++nv->nfibers;
+        f->state = fiber_state::ready;
+        nv->runq.push_back(*f);
     };
-    v->post_arg = f;
-    // Not next_ready(): it could run the event loop on f's stack, which is about to belong
-    // to the target vCPU.
-    fiber_impl* next = v->runq.empty() ? v->idle : v->runq.pop_front();
+    // The idle fiber posts f to the target once we are off f's stack: no other fiber may run
+    // (or run the event loop) on it after this point.
+    v->migrating = f;
+    fiber_impl* next = v->idle;
     switch_to(v, f, next);
     return {};
 }

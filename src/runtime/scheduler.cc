@@ -1,5 +1,7 @@
 #include "scheduler.h"
 
+#include "gluon/runtime/fiber.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -52,7 +54,18 @@ bool spin_for_work(vcpu* v, int64_t budget) noexcept {
     }
 }
 
+void reap_zombies(vcpu* v) noexcept {
+    while (fiber_impl* z = v->zombies) {
+        v->zombies = z->run_next;
+#ifdef GLUON_TSAN
+        __tsan_destroy_fiber(z->tsan_fiber);
+#endif
+        fiber_release(z);
+    }
+}
+
 void poll(vcpu* v, bool may_block) noexcept {
+    if (v->zombies) reap_zombies(v);
     drain_remote(v);
     if (!v->timers.empty()) v->timers.fire_expired(mono_now_ns());
     int64_t timeout = 0;
@@ -146,7 +159,13 @@ void idle_main(void* arg) noexcept {
     auto* self = static_cast<fiber_impl*>(arg);
     vcpu* v = self->owner;
     on_first_entry(self);
-    for (;;) switch_to(v, self, next_ready(v));
+    for (;;) {
+        if (fiber_impl* f = v->migrating) {  // we are off its stack now: hand it over
+            v->migrating = nullptr;
+            post_remote(f->owner, &f->migrate_node);
+        }
+        switch_to(v, self, next_ready(v));
+    }
 }
 }  // namespace
 

@@ -111,9 +111,10 @@ struct vcpu {
     uint32_t tick = 0;
     int64_t last_poll_ns = 0;
     int64_t idle_spin_ns = 0;
-    // Work to do right after the next switch lands (on the new fiber's stack).
-    void (*post_fn)(vcpu* v, fiber_impl* f) = nullptr;
-    fiber_impl* post_arg = nullptr;
+    // Fibers that ended; their stacks are released by reap_zombies(), never on their own stack.
+    fiber_impl* zombies = nullptr;
+    // A fiber that switched to the idle fiber to be handed to another vCPU (see migrate_to).
+    fiber_impl* migrating = nullptr;
     bool fini_waiting = false;
     int index = -1;
     pid_t tid = 0;
@@ -133,13 +134,9 @@ extern thread_local constinit vcpu* t_vcpu;
 /// Polls the engine, remote queue and timers. Blocks if may_block and nothing is ready.
 void poll(vcpu* v, bool may_block) noexcept;
 
-inline void run_post_switch(vcpu* v) noexcept {
-    if (v->post_fn) {
-        auto fn = v->post_fn;
-        v->post_fn = nullptr;
-        fn(v, v->post_arg);
-    }
-}
+/// Releases the stacks of ended fibers. Must not run on a zombie's stack: fiber_exit switches
+/// to another fiber (or the idle fiber) before anything can call this.
+void reap_zombies(vcpu* v) noexcept;
 
 inline void sanitizer_before_switch([[maybe_unused]] fiber_impl* from,
                                     [[maybe_unused]] fiber_impl* to) noexcept {
@@ -167,7 +164,10 @@ inline void sanitizer_after_switch([[maybe_unused]] fiber_impl* self,
 }
 
 /// Switches from the running fiber `from` to `to` on vCPU v. Returns when `from` runs again,
-/// possibly on another vCPU (after migration): read from->owner, not v, afterwards.
+/// possibly on another vCPU (after migration): read from->owner, not v, afterwards. Nothing is
+/// done after the switch lands (every register is reloaded from the stack there, so any work
+/// would be a chain of dependent loads on the hottest path): work that must follow a switch
+/// (freeing a dead fiber's stack, handing a fiber to another vCPU) is done by others later.
 inline void switch_to(vcpu* v, fiber_impl* from, fiber_impl* to) noexcept {
     v->current = to;
     to->state = fiber_state::running;
@@ -176,11 +176,9 @@ inline void switch_to(vcpu* v, fiber_impl* from, fiber_impl* to) noexcept {
     v->asan_from = from;
 #endif
     switch_context(&from->ctx, &to->ctx);
-    vcpu* now = from->owner;
 #ifdef GLUON_ASAN
-    sanitizer_after_switch(from, now->asan_from);
+    sanitizer_after_switch(from, from->owner->asan_from);
 #endif
-    run_post_switch(now);
 }
 
 /// Busy fibers must not starve I/O: every 64 picks, if the engine has not been polled for
@@ -192,12 +190,17 @@ inline void maybe_poll(vcpu* v) noexcept {
 }
 
 /// First thing a new context (fiber or idle) does: finish the switch that started it.
-inline void on_first_entry(fiber_impl* self) noexcept {
-    vcpu* v = self->owner;
+inline void on_first_entry([[maybe_unused]] fiber_impl* self) noexcept {
 #ifdef GLUON_ASAN
-    sanitizer_after_switch(self, v->asan_from);
+    sanitizer_after_switch(self, self->owner->asan_from);
 #endif
-    run_post_switch(v);
+}
+
+/// Where a fiber that must not run the event loop on its own stack goes: the next ready fiber,
+/// or the idle fiber.
+inline fiber_impl* next_or_idle(vcpu* v) noexcept {
+    fiber_impl* next = v->runq.pop_front();
+    return next ? next : v->idle;
 }
 
 /// The next fiber to run; runs the event loop inline (on the caller's stack) while none is ready.
