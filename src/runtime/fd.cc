@@ -8,13 +8,13 @@ namespace gluon {
 using namespace detail;
 
 long run_op(engine::io_op& op, deadline_t deadline) noexcept {
-    vcpu* v = t_vcpu;
+    vcpu* v = cur_vcpu();
     if (!v) {
         report_misuse("a blocking gluon call on a thread that is not a vCPU (call gluon::init)");
         return -EPERM;
     }
     if (long r = take_interrupt()) return r;
-    fiber_impl* f = v->current;
+    fiber_impl* f = running(v);
     engine::engine* eng = v->eng.get();
     op.user = f;
     op.on_complete = [](engine::io_op* o, long r) { resume(static_cast<fiber_impl*>(o->user), r); };
@@ -148,7 +148,7 @@ result<void> fsync(int fd, bool datasync) noexcept {
 }
 
 result<void> close(int fd) noexcept {
-    if (vcpu* v = t_vcpu) v->eng->forget_fd(fd);
+    if (vcpu* v = cur_vcpu()) v->eng->forget_fd(fd);
     return void_from_syscall(sys::close(fd));
 }
 

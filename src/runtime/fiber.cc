@@ -45,7 +45,7 @@ void fiber_main(void* arg) noexcept {
 }  // namespace
 
 result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_size, void** storage) {
-    vcpu* v = t_vcpu;
+    vcpu* v = cur_vcpu();
     if (!v) {
         report_misuse("spawning a fiber on a thread that is not a vCPU (call gluon::init first)");
         return errno_error(EPERM);
@@ -94,7 +94,7 @@ void fiber_release(fiber_impl* f) noexcept {
     if (!last) return;
     stack_mem s = f->stack;
     f->~fiber_impl();
-    if (vcpu* v = t_vcpu)
+    if (vcpu* v = cur_vcpu())
         v->stacks.put(s);
     else
         stack_free(s);
@@ -126,7 +126,7 @@ result<void> fiber::join_for(duration timeout) {
         report_misuse("join on a fiber that is not joinable (joined or detached already)");
         return errno_error(EINVAL);
     }
-    if (t_vcpu && t_vcpu->current == f_) {
+    if (cur_vcpu() && cur_vcpu()->current == f_) {
         report_misuse("a fiber joining itself");
         return errno_error(EDEADLK);
     }
@@ -156,7 +156,7 @@ result<void> fiber::interrupt() {
     if (!f_) return errno_error(EINVAL);
     fiber_impl* f = f_;
     if (f->interrupt_pending.exchange(true, std::memory_order_acq_rel)) return {};
-    if (f->owner == t_vcpu) {
+    if (f->owner == cur_vcpu()) {
         deliver_interrupt(f);
         return {};
     }
@@ -183,13 +183,15 @@ result<void> fiber::interrupt() {
 
 namespace this_fiber {
 
-void yield() noexcept {
-    vcpu* v = t_vcpu;
+}  // namespace this_fiber
+
+void detail::yield_slow() noexcept {
+    vcpu* v = cur_vcpu();
     if (!v) {
         sched_yield();
         return;
     }
-    fiber_impl* cur = v->current;
+    fiber_impl* cur = running(v);
     if (v->runq.empty()) {
         // Nobody else is ready: stay, but let the event loop in now and then.
         maybe_poll(v);
@@ -198,13 +200,15 @@ void yield() noexcept {
     maybe_poll(v);
     cur->state = fiber_state::ready;
     v->runq.push_back(*cur);
-    fiber_impl* next = v->runq.pop_front();
+    fiber_impl* next = impl(v->runq.pop_front());
     if (next != cur) switch_to(v, cur, next);
     else cur->state = fiber_state::running;
 }
 
+namespace this_fiber {
+
 result<void> sleep_until(deadline_t deadline) noexcept {
-    vcpu* v = t_vcpu;
+    vcpu* v = cur_vcpu();
     if (!v) {
         timespec ts{deadline / 1'000'000'000, deadline % 1'000'000'000};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
@@ -224,29 +228,29 @@ result<void> sleep_until(deadline_t deadline) noexcept {
 result<void> sleep_for(duration d) noexcept { return sleep_until(deadline_after(d)); }
 
 uint64_t id() noexcept {
-    if (vcpu* v = t_vcpu) return v->current->id;
+    if (vcpu* v = cur_vcpu()) return running(v)->id;
     static std::atomic<uint64_t> next{1ull << 62};
     thread_local uint64_t tid = next.fetch_add(1);
     return tid;
 }
 
 void set_name(const char* name) noexcept {
-    if (vcpu* v = t_vcpu) {
-        strncpy(v->current->name, name ? name : "", sizeof v->current->name - 1);
+    if (vcpu* v = cur_vcpu()) {
+        strncpy(running(v)->name, name ? name : "", sizeof running(v)->name - 1);
     }
 }
 
-const char* name() noexcept { return t_vcpu ? t_vcpu->current->name : ""; }
+const char* name() noexcept { return cur_vcpu() ? running(cur_vcpu())->name : ""; }
 
 bool interrupt_pending() noexcept {
-    return t_vcpu && t_vcpu->current->interrupt_pending.load(std::memory_order_relaxed);
+    return cur_vcpu() && running(cur_vcpu())->interrupt_pending.load(std::memory_order_relaxed);
 }
 
 result<void> migrate_to(vcpu_handle target) noexcept {
-    vcpu* v = t_vcpu;
+    vcpu* v = cur_vcpu();
     vcpu* to = target.get();
     if (!v || !to) return errno_error(EINVAL);
-    fiber_impl* f = v->current;
+    fiber_impl* f = running(v);
     if (to == v) return {};
     if (f->is_main) {
         report_misuse("migrating a vCPU's main fiber");

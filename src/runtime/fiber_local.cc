@@ -62,9 +62,9 @@ size_t fls_new_key(void (*dtor)(void*)) noexcept {
 }
 
 void*& fls_slot(size_t key) noexcept {
-    vcpu* v = t_vcpu;
-    if (!v || v->current->is_main) return slot_in(t_slots.slots, t_slots.size, key);
-    fiber_impl* f = v->current;
+    vcpu* v = cur_vcpu();
+    if (!v || running(v)->is_main) return slot_in(t_slots.slots, t_slots.size, key);
+    fiber_impl* f = running(v);
     return slot_in(f->fls, f->fls_size, key);
 }
 

@@ -212,7 +212,7 @@ offload_pool& pool() {
 }  // namespace
 
 void offload(const std::function<void()>& fn) {
-    if (!t_vcpu) {
+    if (!cur_vcpu()) {
         fn();
         return;
     }

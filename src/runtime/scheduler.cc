@@ -7,7 +7,7 @@
 
 namespace gluon::detail {
 
-thread_local constinit vcpu* t_vcpu = nullptr;
+thread_local constinit vcpu_hot* t_hot = nullptr;
 
 namespace {
 
@@ -56,7 +56,7 @@ bool spin_for_work(vcpu* v, int64_t budget) noexcept {
 
 void reap_zombies(vcpu* v) noexcept {
     while (fiber_impl* z = v->zombies) {
-        v->zombies = z->run_next;
+        v->zombies = impl(z->run_next);
 #ifdef GLUON_TSAN
         __tsan_destroy_fiber(z->tsan_fiber);
 #endif
@@ -116,7 +116,7 @@ void post_remote(vcpu* target, remote_node* n) noexcept {
 
 void resume(fiber_impl* f, long result) noexcept {
     f->wait_result = result;
-    if (f->owner == t_vcpu) {
+    if (f->owner == cur_vcpu()) {
         make_ready(f);
         return;
     }
@@ -128,7 +128,7 @@ void resume(fiber_impl* f, long result) noexcept {
 }
 
 long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl*, int), void* ctx) noexcept {
-    fiber_impl* f = v->current;
+    fiber_impl* f = running(v);
     f->cancel = cancel;
     f->cancel_ctx = ctx;
     f->state = fiber_state::waiting;

@@ -18,16 +18,11 @@
 
 namespace gluon::detail {
 
-enum class fiber_state : uint8_t { ready, running, waiting, done };
-
 struct vcpu;
 
-struct fiber_impl {
-    cpu_context ctx;  // first member: the gdb script reads it at offset 0
+struct fiber_impl : fiber_hot {
     vcpu* owner = nullptr;
-    fiber_impl* run_next = nullptr;  // run queue link
     list_hook all_hook;
-    fiber_state state = fiber_state::ready;
     bool is_main = false;
 
     // Parking. `cancel` aborts the current wait (timeout or interrupt); owner thread only.
@@ -67,38 +62,13 @@ struct fiber_impl {
 #endif
 };
 
-/// FIFO of ready fibers: singly linked, two stores to push, one to pop (the switch path
-/// touches it on every yield, so it is leaner than the doubly-linked intrusive_list).
-class run_queue {
-public:
-    bool empty() const noexcept { return head_ == nullptr; }
-    void push_back(fiber_impl& f) noexcept {
-        f.run_next = nullptr;
-        if (head_)
-            tail_->run_next = &f;
-        else
-            head_ = &f;
-        tail_ = &f;
-    }
-    fiber_impl* pop_front() noexcept {
-        fiber_impl* f = head_;
-        if (f) head_ = f->run_next;
-        return f;
-    }
-
-private:
-    fiber_impl* head_ = nullptr;
-    fiber_impl* tail_ = nullptr;
-};
 using fiber_list = intrusive_list<fiber_impl, &fiber_impl::all_hook>;
 
-struct vcpu {
-    fiber_impl* current = nullptr;
+struct vcpu : vcpu_hot {
     fiber_impl main;
     // Runs the event loop when the current fiber cannot host it on its own stack (it is
     // being handed to another vCPU). Created by init.
     fiber_impl* idle = nullptr;
-    run_queue runq;
     remote_queue remote;
     std::atomic<bool> sleeping{false};
     // Threads inside post_remote() on this vCPU; fini waits for zero before freeing the engine.
@@ -108,7 +78,6 @@ struct vcpu {
     stack_cache stacks;
     fiber_list all;
     size_t nfibers = 0;  // excluding main
-    uint32_t tick = 0;
     int64_t last_poll_ns = 0;
     int64_t idle_spin_ns = 0;
     // Fibers that ended; their stacks are released by reap_zombies(), never on their own stack.
@@ -128,8 +97,10 @@ struct vcpu {
     explicit vcpu(size_t stack_cache_size) : stacks(stack_cache_size) {}
 };
 
-// constinit: no dynamic initialisation, so accesses need no TLS-init wrapper call.
-extern thread_local constinit vcpu* t_vcpu;
+inline fiber_impl* impl(fiber_hot* f) noexcept { return static_cast<fiber_impl*>(f); }
+inline vcpu* cur_vcpu() noexcept { return static_cast<vcpu*>(t_hot); }
+/// The running fiber of v.
+inline fiber_impl* running(vcpu* v) noexcept { return impl(v->current); }
 
 /// Polls the engine, remote queue and timers. Blocks if may_block and nothing is ready.
 void poll(vcpu* v, bool may_block) noexcept;
@@ -199,7 +170,7 @@ inline void on_first_entry([[maybe_unused]] fiber_impl* self) noexcept {
 /// Where a fiber that must not run the event loop on its own stack goes: the next ready fiber,
 /// or the idle fiber.
 inline fiber_impl* next_or_idle(vcpu* v) noexcept {
-    fiber_impl* next = v->runq.pop_front();
+    fiber_impl* next = impl(v->runq.pop_front());
     return next ? next : v->idle;
 }
 
@@ -207,12 +178,12 @@ inline fiber_impl* next_or_idle(vcpu* v) noexcept {
 inline fiber_impl* next_ready(vcpu* v) noexcept {
     maybe_poll(v);
     while (v->runq.empty()) poll(v, true);
-    return v->runq.pop_front();
+    return impl(v->runq.pop_front());
 }
 
 /// The current fiber gives up the CPU; the caller has set its state (and queued it if ready).
 inline void reschedule(vcpu* v) noexcept {
-    fiber_impl* cur = v->current;
+    fiber_impl* cur = running(v);
     fiber_impl* next = next_ready(v);
     if (next != cur)
         switch_to(v, cur, next);

@@ -69,8 +69,8 @@ void unregister_vcpu(vcpu* v) {
 
 // Async-signal-safe report of a fiber stack overflow, then the default action (core dump).
 void on_segv(int sig, siginfo_t* info, void* uctx) {
-    vcpu* v = t_vcpu;
-    fiber_impl* f = v ? v->current : nullptr;
+    vcpu* v = cur_vcpu();
+    fiber_impl* f = v ? running(v) : nullptr;
     if (f && !f->is_main && in_guard(f->stack, info->si_addr)) {
         char buf[160];
         int n = snprintf(buf, sizeof buf,
@@ -126,11 +126,11 @@ void teardown_altstack(vcpu* v) {
 }  // namespace
 
 namespace detail {
-vcpu* current_vcpu() noexcept { return t_vcpu; }
+vcpu* current_vcpu() noexcept { return cur_vcpu(); }
 }  // namespace detail
 
 result<void> init(const init_options& opts) {
-    if (t_vcpu) return errno_error(EEXIST);
+    if (cur_vcpu()) return errno_error(EEXIST);
     engine::options eo;
     eo.queue_depth = opts.queue_depth;
     std::unique_ptr<engine::engine> eng;
@@ -168,19 +168,19 @@ result<void> init(const init_options& opts) {
     std::call_once(g_segv_once, install_segv_handler);
     setup_altstack(v);
     register_vcpu(v);
-    t_vcpu = v;
+    t_hot = v;
     t_vcpu_tag = static_cast<uint32_t>(v->index) + 1;
     if (opts.log_engine) GLUON_INFO("gluon: vCPU {} uses the {} engine ({})", v->index, v->eng->name(), why);
     return {};
 }
 
 result<void> fini() {
-    vcpu* v = t_vcpu;
+    vcpu* v = cur_vcpu();
     if (!v) {
         report_misuse("gluon::fini on a thread that is not a vCPU");
         return errno_error(EPERM);
     }
-    if (v->current != &v->main) {
+    if (running(v) != &v->main) {
         report_misuse("gluon::fini called from a fiber other than the vCPU's main fiber");
         return errno_error(EDEADLK);
     }
@@ -207,14 +207,14 @@ result<void> fini() {
     poll(v, false);
     teardown_altstack(v);
     destroy_idle_fiber(v);
-    t_vcpu = nullptr;
+    t_hot = nullptr;
     t_vcpu_tag = 0;
     delete v;
     return {};
 }
 
-bool is_vcpu() noexcept { return t_vcpu != nullptr; }
-engine::engine* current_engine() noexcept { return t_vcpu ? t_vcpu->eng.get() : nullptr; }
-int current_vcpu_index() noexcept { return t_vcpu ? t_vcpu->index : -1; }
+bool is_vcpu() noexcept { return cur_vcpu() != nullptr; }
+engine::engine* current_engine() noexcept { return cur_vcpu() ? cur_vcpu()->eng.get() : nullptr; }
+int current_vcpu_index() noexcept { return cur_vcpu() ? cur_vcpu()->index : -1; }
 
 }  // namespace gluon

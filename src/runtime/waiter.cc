@@ -69,13 +69,13 @@ long park_thread(prim_lock& lk, waiter& w, const park_options& o) noexcept {
 }  // namespace
 
 waiter::waiter() noexcept {
-    if (vcpu* v = t_vcpu) fiber = v->current;
+    if (vcpu* v = cur_vcpu()) fiber = running(v);
 }
 
 long park(prim_lock& lk, waiter& w, const park_options& opts) noexcept {
     if (!w.fiber) return park_thread(lk, w, opts);
-    vcpu* v = t_vcpu;
-    fiber_impl* f = v->current;
+    vcpu* v = cur_vcpu();
+    fiber_impl* f = running(v);
     if (opts.interruptible && f->interrupt_pending.load(std::memory_order_relaxed)) {
         waiter_list::unlink(w);
         if (opts.after_cancel) opts.after_cancel(opts.primitive);
@@ -101,9 +101,9 @@ void wake(waiter& w, long result) noexcept {
 }
 
 long take_interrupt() noexcept {
-    vcpu* v = t_vcpu;
+    vcpu* v = cur_vcpu();
     if (!v) return 0;
-    fiber_impl* f = v->current;
+    fiber_impl* f = running(v);
     if (f->interrupt_pending.load(std::memory_order_relaxed) &&
         f->interrupt_pending.exchange(false, std::memory_order_acq_rel))
         return -ECANCELED;

@@ -20,7 +20,7 @@ if ! command -v gdb >/dev/null 2>&1; then
     echo "SKIP: gdb is not installed"
     exit 77
 fi
-if ! gdb -batch -nx -ex "ptype struct gluon::detail::fiber_impl" "$prog" 2>&1 | grep -q "cpu_context ctx"; then
+if ! gdb -batch -nx -ex "ptype struct gluon::detail::fiber_hot" "$prog" 2>&1 | grep -q "cpu_context ctx"; then
     echo "SKIP: no debug info for the gluon runtime in $prog (build with -g: Debug, RelWithDebInfo)"
     exit 77
 fi

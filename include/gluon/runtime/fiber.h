@@ -17,6 +17,7 @@
 
 #include "gluon/common/clock.h"
 #include "gluon/common/result.h"
+#include "gluon/runtime/detail/hot.h"
 #include "gluon/runtime/vcpu.h"
 
 namespace gluon {
@@ -91,8 +92,9 @@ result<fiber> spawn(F&& fn, Args&&... args) {
 }
 
 namespace this_fiber {
-/// Lets other ready fibers run. Outside a fiber, yields the OS thread.
-void yield() noexcept;
+/// Lets other ready fibers run. Outside a fiber, yields the OS thread. Inlined: see
+/// gluon/runtime/detail/hot.h.
+inline void yield() noexcept { detail::yield(); }
 /// Sleeps; returns ECANCELED if interrupted (EPERM outside a vCPU... see below).
 /// Outside a vCPU the OS thread sleeps instead.
 result<void> sleep_for(duration d) noexcept;

@@ -1,0 +1,127 @@
+// The hot path of the scheduler, public only so that this_fiber::yield() can be inlined into the
+// caller: an out-of-line yield has to save all six callee-saved registers on every call, which
+// is most of a switch's cost. Not API: everything here may change without notice.
+//
+// The context switch is an inline asm statement that saves only rsp, rbp and the resume
+// address; every other general-purpose and vector register is in the clobber list, so the
+// compiler spills exactly what is live at the call site (often nothing, once inlined into a
+// loop). Resuming goes through an indirect `jmp`, not `ret`: a `ret` to another stack than the
+// matching `call` always mispredicts. Nothing is pushed, so the red zone is safe. MXCSR and the
+// x87 control word are not switched (ADR 0002).
+#pragma once
+
+#include <cstdint>
+
+#if !defined(__x86_64__)
+#error "gluon's context switch is implemented for x86-64 only"
+#endif
+
+namespace gluon::detail {
+
+
+struct cpu_context {
+    void* sp = nullptr;
+    void* ip = nullptr;
+    void* bp = nullptr;
+};
+
+#if defined(__AVX512F__)
+#define GLUON_AVX512_CLOBBERS                                                                   \
+    , "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", \
+        "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k1", "k2", "k3", "k4", "k5", "k6",  \
+        "k7"
+#else
+#define GLUON_AVX512_CLOBBERS
+#endif
+
+/// Saves the current execution state into *from and continues at *to. Returns when some other
+/// context switches back to *from.
+__attribute__((always_inline)) inline void switch_context(cpu_context* from, cpu_context* to) {
+    asm volatile(
+        "leaq 1f(%%rip), %%rax\n\t"
+        "movq %%rax, 8(%%rdi)\n\t"
+        "movq %%rsp, 0(%%rdi)\n\t"
+        "movq %%rbp, 16(%%rdi)\n\t"
+        "movq 0(%%rsi), %%rsp\n\t"
+        "movq 16(%%rsi), %%rbp\n\t"
+        "jmpq *8(%%rsi)\n\t"
+        "1:\n\t"
+        : "+D"(from), "+S"(to)
+        :
+        : "rax", "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+          "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "st", "st(1)", "st(2)",
+          "st(3)", "st(4)", "st(5)", "st(6)", "st(7)" GLUON_AVX512_CLOBBERS);
+}
+
+
+enum class fiber_state : uint8_t { ready, running, waiting, done };
+
+/// The part of a fiber the switch path touches (the first base of the runtime's fiber record).
+struct fiber_hot {
+    cpu_context ctx;  // first: the gdb script reads it at offset 0
+    fiber_hot* run_next = nullptr;
+    fiber_state state = fiber_state::ready;
+};
+
+/// FIFO of ready fibers: singly linked, two stores to push, one to pop.
+class run_queue {
+public:
+    bool empty() const noexcept { return head_ == nullptr; }
+    void push_back(fiber_hot& f) noexcept {
+        f.run_next = nullptr;
+        if (head_)
+            tail_->run_next = &f;
+        else
+            head_ = &f;
+        tail_ = &f;
+    }
+    fiber_hot* pop_front() noexcept {
+        fiber_hot* f = head_;
+        if (f) head_ = f->run_next;
+        return f;
+    }
+
+private:
+    fiber_hot* head_ = nullptr;
+    fiber_hot* tail_ = nullptr;
+};
+
+/// The part of a vCPU the switch path touches (the first base of the runtime's vCPU record).
+struct vcpu_hot {
+    fiber_hot* current = nullptr;
+    run_queue runq;
+    uint32_t tick = 0;
+};
+
+/// The calling thread's vCPU, or nullptr. constinit: no TLS-init wrapper on access.
+extern thread_local constinit vcpu_hot* t_hot;
+
+/// this_fiber::yield() for every case the inline path does not take.
+void yield_slow() noexcept;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GLUON_INLINE_YIELD 0  // the sanitizers' fiber annotations live in the slow path
+#else
+#define GLUON_INLINE_YIELD 1
+#endif
+
+inline void yield() noexcept {
+#if GLUON_INLINE_YIELD
+    vcpu_hot* v = t_hot;
+    // Every 64th yield takes the slow path, which lets the event loop in when it is due.
+    if (v && !v->runq.empty() && (++v->tick & 63) != 0) {
+        fiber_hot* cur = v->current;
+        cur->state = fiber_state::ready;
+        v->runq.push_back(*cur);
+        fiber_hot* next = v->runq.pop_front();
+        v->current = next;
+        next->state = fiber_state::running;
+        switch_context(&cur->ctx, &next->ctx);
+        return;
+    }
+#endif
+    yield_slow();
+}
+
+}  // namespace gluon::detail
