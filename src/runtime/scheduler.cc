@@ -114,12 +114,7 @@ void post_remote(vcpu* target, remote_node* n) noexcept {
     target->posters.fetch_sub(1, std::memory_order_release);
 }
 
-void resume(fiber_impl* f, long result) noexcept {
-    f->wait_result = result;
-    if (f->owner == cur_vcpu()) {
-        make_ready(f);
-        return;
-    }
+void resume_remote(fiber_impl* f) noexcept {
     f->resume_node.run = [](vcpu*, remote_node* n) {
         make_ready(reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(n) -
                                                  offsetof(fiber_impl, resume_node)));
@@ -127,23 +122,10 @@ void resume(fiber_impl* f, long result) noexcept {
     post_remote(f->owner, &f->resume_node);
 }
 
-long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl*, int), void* ctx) noexcept {
-    fiber_impl* f = running(v);
-    f->cancel = cancel;
-    f->cancel_ctx = ctx;
-    f->state = fiber_state::waiting;
-    if (deadline != k_no_deadline) {
-        f->timer.deadline = deadline;
-        f->timer.fire = on_park_timeout;
-        v->timers.insert(&f->timer);
-    }
-    reschedule(v);
-    v = f->owner;
-    if (f->timer.armed()) v->timers.remove(&f->timer);
-    f->cancel = nullptr;
-    long r = f->wait_result;
-    if (r == -ECANCELED) f->interrupt_pending.store(false, std::memory_order_relaxed);
-    return r;
+void arm_park_timer(vcpu* v, fiber_impl* f, deadline_t deadline) noexcept {
+    f->timer.deadline = deadline;
+    f->timer.fire = on_park_timeout;
+    v->timers.insert(&f->timer);
 }
 
 void deliver_interrupt(fiber_impl* f) noexcept {

@@ -195,12 +195,40 @@ inline void reschedule(vcpu* v) noexcept {
 result<void> make_idle_fiber(vcpu* v) noexcept;
 void destroy_idle_fiber(vcpu* v) noexcept;
 
+void resume_remote(fiber_impl* f) noexcept;
+
 /// Makes f ready to run (any thread). The fiber must be parked and not already being resumed.
-void resume(fiber_impl* f, long result) noexcept;
+inline void resume(fiber_impl* f, long result) noexcept {
+    f->wait_result = result;
+    vcpu* v = f->owner;
+    if (v == cur_vcpu()) {
+        f->state = fiber_state::ready;
+        v->runq.push_back(*f);
+        return;
+    }
+    resume_remote(f);
+}
+
+void arm_park_timer(vcpu* v, fiber_impl* f, deadline_t deadline) noexcept;
 
 /// Parks the current fiber until resume(); `cancel` is invoked (on this vCPU) on deadline or
-/// interrupt and must make the fiber resume. Returns the resume result.
-long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl*, int), void* ctx) noexcept;
+/// interrupt and must make the fiber resume. Returns the resume result. Inline: it is on the
+/// path of every blocking call, and inlined its switch saves registers only once.
+inline long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl*, int),
+                         void* ctx) noexcept {
+    fiber_impl* f = running(v);
+    f->cancel = cancel;
+    f->cancel_ctx = ctx;
+    f->state = fiber_state::waiting;
+    if (deadline != k_no_deadline) arm_park_timer(v, f, deadline);
+    reschedule(v);
+    v = f->owner;
+    if (f->timer.armed()) v->timers.remove(&f->timer);
+    f->cancel = nullptr;
+    long r = f->wait_result;
+    if (r == -ECANCELED) f->interrupt_pending.store(false, std::memory_order_relaxed);
+    return r;
+}
 
 /// Pushes work to another vCPU and wakes it if it sleeps.
 void post_remote(vcpu* target, remote_node* n) noexcept;

@@ -68,9 +68,6 @@ long park_thread(prim_lock& lk, waiter& w, const park_options& o) noexcept {
 
 }  // namespace
 
-waiter::waiter() noexcept {
-    if (vcpu* v = cur_vcpu()) fiber = running(v);
-}
 
 long park(prim_lock& lk, waiter& w, const park_options& opts) noexcept {
     if (!w.fiber) return park_thread(lk, w, opts);
@@ -92,7 +89,7 @@ long park(prim_lock& lk, waiter& w, const park_options& opts) noexcept {
 void wake(waiter& w, long result) noexcept {
     w.result = result;
     if (w.fiber) {
-        resume(w.fiber, result);
+        resume(impl(w.fiber), result);
         return;
     }
     w.word.store(1, std::memory_order_release);

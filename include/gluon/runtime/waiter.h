@@ -9,23 +9,20 @@
 
 #include "gluon/common/clock.h"
 #include "gluon/common/intrusive_list.h"
+#include "gluon/runtime/detail/hot.h"
 #include "gluon/runtime/prim_lock.h"
 
 namespace gluon {
 
-namespace detail {
-struct fiber_impl;
-}
-
 struct waiter {
     list_hook hook;
-    detail::fiber_impl* fiber = nullptr;  // nullptr: an OS thread, woken through `word`
+    detail::fiber_hot* fiber;  // the waiting fiber; nullptr: an OS thread, woken through `word`
     std::atomic<uint32_t> word{0};
     long result = 0;
     void* data = nullptr;  // for the primitive (a channel's value slot, a reader flag, ...)
 
     /// Prepares a waiter for the calling fiber or thread.
-    waiter() noexcept;
+    waiter() noexcept : fiber(detail::t_hot ? detail::t_hot->current : nullptr) {}
 };
 
 using waiter_list = intrusive_list<waiter, &waiter::hook>;
