@@ -65,9 +65,18 @@ int map_slab(size_t stack_bytes, std::vector<stack_mem>& out) {
     return 0;
 }
 
+// Tells valgrind that this memory is a stack, so switching onto it is not reported as a wild
+// stack pointer change; undone in stack_free.
 void register_stack([[maybe_unused]] stack_mem& s) {
 #ifdef GLUON_HAVE_VALGRIND
-    if (RUNNING_ON_VALGRIND) VALGRIND_STACK_REGISTER(s.lo + k_guard_size, s.top());
+    if (RUNNING_ON_VALGRIND) s.vg_id = VALGRIND_STACK_REGISTER(s.lo + k_guard_size, s.top());
+#endif
+}
+
+void deregister_stack([[maybe_unused]] stack_mem& s) {
+#ifdef GLUON_HAVE_VALGRIND
+    if (s.vg_id) VALGRIND_STACK_DEREGISTER(s.vg_id);
+    s.vg_id = 0;
 #endif
 }
 
@@ -114,6 +123,7 @@ result<stack_mem> stack_alloc(size_t usable) {
 
 void stack_free(stack_mem s) {
     if (s.empty()) return;
+    deregister_stack(s);
     if (s.size == stack_round(default_stack_size())) {
         // Give the memory back but keep the address range (and its guard) for reuse.
         ::madvise(s.lo + k_guard_size, s.size - k_guard_size, MADV_DONTNEED);

@@ -17,6 +17,7 @@ namespace gluon::detail {
 struct stack_mem {
     char* lo = nullptr;  // lowest address, start of the guard page
     size_t size = 0;     // total bytes including the guard page
+    unsigned vg_id = 0;  // valgrind's stack id while registered
     char* top() const { return lo + size; }
     bool empty() const { return lo == nullptr; }
 };

@@ -1,0 +1,3 @@
+module gluon-bench/go-echo
+
+go 1.26
