@@ -1,51 +1,46 @@
 #include "gluon/runtime/prim_lock.h"
 
-#include "oneshot.h"
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "scheduler.h"
 
 namespace gluon {
 namespace detail {
 thread_local constinit uint32_t t_vcpu_tag = 0;
+thread_local constinit std::atomic<int> t_biased_depth{0};
+
+bool biasing_available() noexcept {
+    static const bool ok = [] {
+        return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    }();
+    return ok;
+}
 }  // namespace detail
 
 using namespace detail;
 
-void prim_lock::lock_slow(uint32_t tag) noexcept {
+void prim_lock::lock_slow() noexcept {
     uint32_t mode = mode_.load(std::memory_order_acquire);
-    if (mode == 0 && tag != 0) {
-        if (mode_.compare_exchange_strong(mode, tag, std::memory_order_acq_rel)) return;  // claimed
-        if (mode == tag) return;
-    }
-    if (mode != k_shared) revoke(mode);
-    lk_.lock();
-}
-
-void prim_lock::revoke(uint32_t owner) noexcept {
-    while (owner != k_shared) {
-        if (owner == 0) {  // unclaimed: nobody can be inside
-            if (mode_.compare_exchange_strong(owner, k_shared, std::memory_order_acq_rel)) return;
+    while (mode != k_shared) {
+        if (mode == k_revoking) {  // someone else is revoking: wait for them to finish
+            __builtin_ia32_pause();
+            mode = mode_.load(std::memory_order_acquire);
             continue;
         }
-        struct revocation : remote_node {
-            prim_lock* self;
-            oneshot* done;
-        };
-        oneshot done;
-        revocation r;
-        r.self = this;
-        r.done = &done;
-        r.run = [](vcpu*, remote_node* n) {
-            auto* rv = static_cast<revocation*>(n);
-            rv->self->mode_.store(k_shared, std::memory_order_release);
-            rv->done->signal();
-        };
-        if (post_to_vcpu_tag(owner, &r)) {
-            done.wait();
-            return;
+        // mode is 0 (unclaimed) or another vCPU's tag: revoke it ourselves.
+        if (!mode_.compare_exchange_weak(mode, k_revoking, std::memory_order_acq_rel)) continue;
+        if (mode != 0) {
+            // After this barrier, the owner either has its "inside" count visible to us, or
+            // sees k_revoking when it re-reads the mode and does not enter.
+            syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+            wait_biased_sections_of(mode);
         }
-        // The owner vCPU is gone, so nothing of it can be inside: take the lock over.
-        if (mode_.compare_exchange_strong(owner, k_shared, std::memory_order_acq_rel)) return;
+        mode_.store(k_shared, std::memory_order_release);
+        mode = k_shared;
     }
+    lk_.lock();
 }
 
 }  // namespace gluon

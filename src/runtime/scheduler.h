@@ -80,6 +80,7 @@ struct vcpu : vcpu_hot {
     size_t nfibers = 0;  // excluding main
     int64_t last_poll_ns = 0;
     int64_t idle_spin_ns = 0;
+    const std::atomic<int>* biased_depth = nullptr;  // the vCPU thread's t_biased_depth
     // Fibers that ended; their stacks are released by reap_zombies(), never on their own stack.
     fiber_impl* zombies = nullptr;
     // A fiber that switched to the idle fiber to be handed to another vCPU (see migrate_to).
@@ -235,8 +236,11 @@ void post_remote(vcpu* target, remote_node* n) noexcept;
 
 void deliver_interrupt(fiber_impl* f) noexcept;
 
-/// Posts n to the live vCPU whose t_vcpu_tag is `tag`; false if there is none (anymore).
-bool post_to_vcpu_tag(uint32_t tag, remote_node* n) noexcept;
+/// Waits until the vCPU whose t_vcpu_tag is `tag` (if it still exists) is outside every biased
+/// prim_lock section.
+void wait_biased_sections_of(uint32_t tag) noexcept;
+/// True if membarrier(2) lets prim_locks be biased (checked once per process).
+bool biasing_available() noexcept;
 
 /// A fiber left this vCPU (ended or migrated): wake fini() when it was the last.
 inline void fiber_left(vcpu* v) noexcept {

@@ -43,16 +43,15 @@ void register_vcpu(vcpu* v) {
 }  // namespace
 
 namespace detail {
-bool post_to_vcpu_tag(uint32_t tag, remote_node* n) noexcept {
-    // Holding the registry lock keeps the target from unregistering until the node is queued;
-    // fini unregisters before its last drain, so a queued node always runs.
+void wait_biased_sections_of(uint32_t tag) noexcept {
+    // The registry lock keeps the vCPU (and its thread) alive while we read its counter. A
+    // biased section is a few instructions, never spans a fiber switch, so this is short.
     std::lock_guard lk(g_registry_mu);
     for (vcpu* v = gluon_vcpu_list; v; v = v->next_registered)
         if (static_cast<uint32_t>(v->index) + 1 == tag) {
-            post_remote(v, n);
-            return true;
+            while (v->biased_depth->load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
+            return;
         }
-    return false;
 }
 }  // namespace detail
 
@@ -169,7 +168,8 @@ result<void> init(const init_options& opts) {
     setup_altstack(v);
     register_vcpu(v);
     t_hot = v;
-    t_vcpu_tag = static_cast<uint32_t>(v->index) + 1;
+    v->biased_depth = &t_biased_depth;
+    t_vcpu_tag = biasing_available() ? static_cast<uint32_t>(v->index) + 1 : 0;
     if (opts.log_engine) GLUON_INFO("gluon: vCPU {} uses the {} engine ({})", v->index, v->eng->name(), why);
     return {};
 }
@@ -201,7 +201,7 @@ result<void> fini() {
     }
     // Let remote work already posted to us (resumes of fibers gone, interrupts) drain, and
     // wait for wakers still inside post_remote() (they touch our engine after the push).
-    unregister_vcpu(v);  // first: no new revocation can find us after this
+    unregister_vcpu(v);
     poll(v, false);
     while (v->posters.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
     poll(v, false);

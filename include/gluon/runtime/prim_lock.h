@@ -3,10 +3,13 @@
 // Atomic read-modify-writes cost 8-11 ns each on the machines we measure on, and a primitive
 // used by the fibers of one vCPU only needs none: fibers of a vCPU never run at the same time,
 // and an operation on a primitive never switches fibers in its middle. So the lock is *biased*:
-// the first vCPU that takes it owns it and locks with one plain load. When any other vCPU or
-// plain thread takes it, the bias is revoked for good: the revoker asks the owning vCPU (through
-// its inbox) to drop it, which that vCPU does between two fiber switches, when no operation on
-// the primitive can be half done; from then on it is an ordinary spinlock. (ADR 0006)
+// the first vCPU that takes it owns it and then locks it with plain loads and stores. The first
+// time another vCPU or a plain thread takes it, the bias is revoked for good, without the
+// owner's help (it may be blocked in a system call): an asymmetric Dekker handshake. The owner
+// announces "inside a biased section" in a per-thread counter and then re-reads the lock's mode;
+// the revoker marks the mode "revoking", issues membarrier(2) (a full barrier on every thread of
+// the process), then waits for the owner's counter to read zero. After that the lock is an
+// ordinary spinlock. (ADR 0006)
 #pragma once
 
 #include <atomic>
@@ -17,8 +20,21 @@
 namespace gluon {
 
 namespace detail {
-/// Index + 1 of the calling thread's vCPU; 0 on a plain thread. Set by init/fini.
+/// Index + 1 of the calling thread's vCPU; 0 on a plain thread, or when biasing is unavailable
+/// (no membarrier). Set by init/fini.
 extern thread_local constinit uint32_t t_vcpu_tag;
+/// Biased sections the calling vCPU thread is inside; written only by its own thread (plain
+/// load + store: no read-modify-write), read by revokers.
+extern thread_local constinit std::atomic<int> t_biased_depth;
+
+inline void biased_enter() noexcept {
+    t_biased_depth.store(t_biased_depth.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // compiler-only: membarrier does the rest
+}
+inline void biased_leave() noexcept {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t_biased_depth.store(t_biased_depth.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+}
 }  // namespace detail
 
 class prim_lock {
@@ -34,27 +50,39 @@ public:
 
     void lock() noexcept {
         const uint32_t tag = detail::t_vcpu_tag;
-        if (tag != 0 && mode_.load(std::memory_order_relaxed) == tag) return;
-        lock_slow(tag);
+        if (tag != 0) {
+            detail::biased_enter();
+            const uint32_t m = mode_.load(std::memory_order_relaxed);
+            if (m == tag) return;
+            if (m == 0 && claim(tag)) return;
+            detail::biased_leave();
+        }
+        lock_slow();
     }
     void unlock() noexcept {
-        // The mode cannot change between our lock() and unlock(): revocation by another thread
-        // waits until the owner is between fiber switches, and we hold the lock in between.
-        if (mode_.load(std::memory_order_relaxed) == k_shared) lk_.unlock();
+        // Taken biased or as a spinlock? Only a shared lock can have been taken as a spinlock:
+        // while it is "revoking", nobody takes the spinlock, and once it is shared, no biased
+        // section of it is left (the revoker waited for them).
+        if (mode_.load(std::memory_order_relaxed) == k_shared)
+            lk_.unlock();
+        else
+            detail::biased_leave();
     }
     /// Biases a lock nobody can see yet to the calling vCPU (saves the claiming CAS).
-    void claim_unpublished() noexcept {
-        mode_.store(detail::t_vcpu_tag, std::memory_order_relaxed);
-    }
+    void claim_unpublished() noexcept { mode_.store(detail::t_vcpu_tag, std::memory_order_relaxed); }
     /// True once the bias has been revoked (for tests and diagnostics).
     bool is_shared() const noexcept { return mode_.load(std::memory_order_acquire) == k_shared; }
 
 private:
     static constexpr uint32_t k_shared = ~uint32_t{0};
-    void lock_slow(uint32_t tag) noexcept;
-    void revoke(uint32_t owner) noexcept;
+    static constexpr uint32_t k_revoking = ~uint32_t{0} - 1;
+    bool claim(uint32_t tag) noexcept {
+        uint32_t expected = 0;
+        return mode_.compare_exchange_strong(expected, tag, std::memory_order_acq_rel);
+    }
+    void lock_slow() noexcept;
 
-    std::atomic<uint32_t> mode_{0};  // 0 unclaimed, k_shared, or the owning vCPU's tag
+    std::atomic<uint32_t> mode_{0};  // 0 unclaimed, an owner's tag, k_revoking or k_shared
     spinlock lk_;
 };
 
