@@ -1,0 +1,94 @@
+// Misuse gives a clear message and aborts (debug default), and a fiber's stack overflow hits its
+// guard page and names the fiber; engine selection honours GLUON_ENGINE.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "gluon/runtime/fd.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync/mutex.h"
+
+namespace gluon {
+namespace {
+
+class misuse_death : public ::testing::Test {
+protected:
+    void SetUp() override {
+        GTEST_FLAG_SET(death_test_style, "threadsafe");
+        ::setenv("GLUON_MISUSE_ABORT", "1", 1);
+    }
+    void TearDown() override { ::unsetenv("GLUON_MISUSE_ABORT"); }
+};
+
+TEST_F(misuse_death, join_twice_aborts_with_a_message) {
+    EXPECT_DEATH(
+        {
+            (void)init({.log_engine = false});
+            auto f = spawn([] {});
+            (void)f->join();
+            (void)f->join();
+        },
+        "API misuse: join on a fiber that is not joinable");
+}
+
+TEST_F(misuse_death, blocking_outside_a_vcpu_aborts_with_a_message) {
+    EXPECT_DEATH(
+        {
+            char c;
+            (void)fd::read_some(0, &c, 1);
+        },
+        "API misuse: a blocking gluon call on a thread that is not a vCPU");
+}
+
+TEST_F(misuse_death, destroying_a_locked_mutex_aborts_with_a_message) {
+    EXPECT_DEATH(
+        {
+            auto* m = new mutex;
+            m->lock();
+            delete m;
+        },
+        "API misuse: destroying a locked gluon::mutex");
+}
+
+#if !defined(__SANITIZE_ADDRESS__)  // ASan reports the overflow itself
+__attribute__((noinline)) int recurse_forever(int n) {
+    volatile char pad[1024];
+    pad[0] = static_cast<char>(n);
+    return recurse_forever(n + 1) + pad[0];
+}
+
+TEST(stack_overflow, hits_the_guard_page_and_names_the_fiber) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(
+        {
+            (void)init({.log_engine = false});
+            fiber_options o;
+            o.name = "deep-diver";
+            o.stack_size = 64 * 1024;
+            auto f = spawn(o, [] { (void)recurse_forever(0); });
+            (void)f->join();
+        },
+        "stack overflow in fiber 'deep-diver'");
+}
+#endif
+
+TEST(engine_selection, gluon_engine_env_forces_the_engine) {
+    for (const char* name : {"epoll", "io_uring"}) {
+        engine::kind k;
+        ASSERT_TRUE(engine::parse_kind(name, k));
+        if (!engine::available(k)) continue;
+        ::setenv("GLUON_ENGINE", name, 1);
+        ASSERT_TRUE(init({.engine = k == engine::kind::epoll ? engine::kind::io_uring : engine::kind::epoll,
+                          .log_engine = false}));
+        EXPECT_EQ(current_engine()->type(), k) << name;
+        ASSERT_TRUE(fini());
+    }
+    ::unsetenv("GLUON_ENGINE");
+    init_options bad;
+    ::setenv("GLUON_ENGINE", "carrier-pigeon", 1);
+    EXPECT_EQ(init(bad).error(), std::errc::invalid_argument);
+    ::unsetenv("GLUON_ENGINE");
+}
+
+}  // namespace
+}  // namespace gluon
