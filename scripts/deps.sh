@@ -8,7 +8,7 @@ pkgs=(cmake ninja-build g++ pkg-config liburing-dev libfmt-dev libgtest-dev libg
 case "$profile" in
   build) ;;
   test) pkgs+=(gdb valgrind) ;;
-  bench) pkgs+=(libboost-context-dev) ;;
+  bench) pkgs+=(libboost-context-dev libasio-dev) ;;
   *) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
 esac
 
