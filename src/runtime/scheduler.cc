@@ -13,6 +13,7 @@ namespace {
 
 void drain_remote(vcpu* v) noexcept {
     remote_node* n = v->remote.take_all();
+    if (n) v->last_remote_ns = v->last_poll_ns;  // approximate "now": good enough for the spin
     while (n) {
         remote_node* next = n->next;
         n->run(v, n);
@@ -35,6 +36,8 @@ void make_ready(fiber_impl* f) noexcept {
 // Before a vCPU goes to sleep it spins for a short while (idle_spin_ns), watching its inbox and
 // its engine: a wake-up from another core then costs a cache-line transfer instead of a kernel
 // wake-up, which on virtual machines takes tens of microseconds. Returns true if work arrived.
+constexpr int64_t k_spin_window_ns = 10'000'000;
+
 bool spin_for_work(vcpu* v, int64_t budget) noexcept {
     const bool exact = v->eng->pending_hint_is_exact();
     const int64_t start = mono_now_ns();
@@ -76,7 +79,10 @@ void poll(vcpu* v, bool may_block) noexcept {
             int64_t left = v->timers.next_deadline() - mono_now_ns();
             timeout = left > 0 ? left : 0;
         }
-        if (timeout != 0 && v->idle_spin_ns > 0) {
+        // Spin only while other threads have been waking us lately: a vCPU fed by the kernel
+        // alone (a network server) would burn CPU spinning for nothing.
+        if (timeout != 0 && v->idle_spin_ns > 0 &&
+            v->last_poll_ns - v->last_remote_ns < k_spin_window_ns) {
             v->eng->wait(0);  // submit what is queued and reap what is there before spinning
             drain_remote(v);
             if (v->runq.empty()) {

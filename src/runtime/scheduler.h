@@ -80,6 +80,7 @@ struct vcpu : vcpu_hot {
     size_t nfibers = 0;  // excluding main
     int64_t last_poll_ns = 0;
     int64_t idle_spin_ns = 0;
+    int64_t last_remote_ns = INT64_MIN / 2;  // when other threads last posted to us
     const std::atomic<int>* biased_depth = nullptr;  // the vCPU thread's t_biased_depth
     // Fibers that ended; their stacks are released by reap_zombies(), never on their own stack.
     fiber_impl* zombies = nullptr;
