@@ -1,20 +1,16 @@
-// A TCP echo server on gluon: one fiber per connection, written as plain blocking code.
+// A TCP echo server on gluon: one fiber per connection (net::server), plain blocking code.
 //
 //   echo_server [--port N] [--engine io_uring|epoll]
 //
 // Prints "listening <port>" once ready (N = 0 picks a free port). SIGINT/SIGTERM stop it.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "gluon/net/server.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 
@@ -22,35 +18,13 @@ using namespace gluon;
 
 namespace {
 
-void serve(int conn) {
-    int one = 1;
-    ::setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+void echo(net::stream& s) {
     char buf[64 * 1024];
     for (;;) {
-        auto n = fd::recv_some(conn, buf, sizeof buf);
-        if (!n || *n == 0) break;  // error or peer closed
-        if (!fd::write_all(conn, buf, *n)) break;
+        auto n = s.recv_some(buf, sizeof buf);
+        if (!n || *n == 0) return;  // error or peer closed
+        if (!s.send_all(buf, *n)) return;
     }
-    (void)fd::close(conn);
-}
-
-int listen_on(int port) {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || ::listen(s, 4096) < 0) {
-        std::perror("echo_server: bind/listen");
-        std::exit(1);
-    }
-    socklen_t len = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    std::printf("listening %d\n", ntohs(a.sin_port));
-    std::fflush(stdout);
-    return s;
 }
 
 }  // namespace
@@ -85,26 +59,17 @@ int main(int argc, char** argv) {
     sigprocmask(SIG_BLOCK, &set, nullptr);
     int sfd = ::signalfd(-1, &set, SFD_CLOEXEC);
 
-    int ls = listen_on(port);
-    auto acceptor = spawn([ls] {
-        for (;;) {
-            auto c = fd::accept(ls);
-            if (!c) {
-                if (c.error() == std::errc::operation_canceled) return;
-                (void)this_fiber::sleep_for(std::chrono::milliseconds(1));  // EMFILE & co: back off
-                continue;
-            }
-            if (auto f = spawn(serve, *c); f)
-                (void)f->detach();
-            else
-                (void)fd::close(*c);
-        }
-    });
+    auto srv = net::server::start(net::address::ipv4_loopback(static_cast<uint16_t>(port)), echo);
+    if (!srv) {
+        std::fprintf(stderr, "echo_server: listen: %s\n", srv.error().message().c_str());
+        return 1;
+    }
+    std::printf("listening %d\n", (*srv)->local_address().port());
+    std::fflush(stdout);
     signalfd_siginfo si;
     (void)fd::read_exactly(sfd, &si, sizeof si);
-    (void)acceptor->interrupt();
-    (void)acceptor->join();
-    (void)fd::close(ls);
-    (void)fini();  // interrupts the connection fibers and lets them finish
+    (*srv)->stop(std::chrono::seconds(1));
+    srv->reset();
+    (void)fini();
     return 0;
 }

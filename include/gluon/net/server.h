@@ -1,0 +1,54 @@
+// A stream server: an accept loop on the calling vCPU that runs a handler per connection in its
+// own fiber, with a graceful stop. Running out of fds (EMFILE/ENFILE) neither spins the CPU nor
+// kills the listener: the loop backs off and logs (rate-limited).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/net/socket.h"
+
+namespace gluon::net {
+
+class server {
+public:
+    using handler = std::function<void(stream&)>;
+    /// Listens on addr and starts accepting in a fiber on the calling vCPU. The handler runs
+    /// in a new fiber per connection; the connection is closed when it returns.
+    /// Errors: those of listener::listen, EPERM outside a vCPU.
+    static result<std::unique_ptr<server>> start(const address& addr, handler h,
+                                                 const listen_options& opts = {});
+    /// Stops if still running (with no grace period).
+    ~server();
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    const address& local_address() const noexcept { return local_; }
+    /// Connections whose handler is still running.
+    size_t active() const noexcept { return active_; }
+    uint64_t accepted() const noexcept { return accepted_; }
+    /// Stops accepting (the listener is closed), lets running handlers finish for up to
+    /// `grace`, then interrupts the rest (their blocking calls return ECANCELED) and waits for
+    /// them. Call from the server's vCPU.
+    void stop(duration grace = forever) noexcept;
+
+    struct conn;
+
+private:
+    server() = default;
+    void accept_loop();
+
+    listener listener_;
+    address local_;
+    handler handler_;
+    size_t active_ = 0;
+    uint64_t accepted_ = 0;
+    bool stopping_ = false;
+    struct state;
+    std::unique_ptr<state> st_;
+};
+
+}  // namespace gluon::net

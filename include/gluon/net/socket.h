@@ -1,0 +1,109 @@
+// Stream and datagram sockets (TCP, Unix) whose calls park only the calling fiber. Every
+// blocking call takes an optional timeout (ETIMEDOUT) and returns ECANCELED when the fiber is
+// interrupted. Names say whether a transfer may be short: *_some may be short; recv_exactly and
+// send_all loop until done, end of stream (EPIPE for recv_exactly) or an error.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <span>
+#include <utility>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/net/address.h"
+
+namespace gluon::net {
+
+/// An owned socket fd; closed (through the engine, see gluon::fd::close) on destruction.
+class socket_fd {
+public:
+    socket_fd() noexcept = default;
+    explicit socket_fd(int fd) noexcept : fd_(fd) {}
+    socket_fd(socket_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    socket_fd& operator=(socket_fd&& o) noexcept;
+    socket_fd(const socket_fd&) = delete;
+    socket_fd& operator=(const socket_fd&) = delete;
+    ~socket_fd() { close(); }
+
+    int get() const noexcept { return fd_; }
+    int release() noexcept { return std::exchange(fd_, -1); }
+    bool valid() const noexcept { return fd_ >= 0; }
+    /// Errors of close(2) (the fd is gone either way).
+    result<void> close() noexcept;
+
+    result<address> local_address() const;
+    result<address> peer_address() const;
+    /// setsockopt with an int value. Errors: those of setsockopt(2).
+    result<void> set_option(int level, int name, int value) noexcept;
+    result<int> get_option(int level, int name) const noexcept;
+
+protected:
+    int fd_ = -1;
+};
+
+class stream : public socket_fd {
+public:
+    using socket_fd::socket_fd;
+    /// Connects to addr (TCP or Unix). Errors: ECONNREFUSED, ETIMEDOUT, ENETUNREACH, ...
+    static result<stream> connect(const address& addr, duration timeout = forever);
+    /// A connected pair of Unix stream sockets.
+    static result<std::pair<stream, stream>> pair();
+
+    result<size_t> recv_some(void* buf, size_t n, duration timeout = forever) noexcept;
+    result<size_t> send_some(const void* buf, size_t n, duration timeout = forever) noexcept;
+    /// Errors: EPIPE if the peer closed before n bytes came.
+    result<void> recv_exactly(void* buf, size_t n, duration timeout = forever) noexcept;
+    result<void> send_all(const void* buf, size_t n, duration timeout = forever) noexcept;
+    result<size_t> readv(const iovec* iov, int n, duration timeout = forever) noexcept;
+    result<size_t> writev(const iovec* iov, int n, duration timeout = forever) noexcept;
+    /// SHUT_RD, SHUT_WR or SHUT_RDWR.
+    result<void> shutdown(int how) noexcept;
+
+    result<void> set_nodelay(bool on = true) noexcept;
+    result<void> set_keepalive(bool on = true) noexcept;
+    result<void> set_buffer_sizes(int recv_bytes, int send_bytes) noexcept;
+    /// linger on close for `seconds` (0: reset the connection on close).
+    result<void> set_linger(bool on, int seconds) noexcept;
+
+    /// Unix sockets: sends data (at least one byte) with the given fds attached.
+    result<size_t> send_fds(const void* buf, size_t n, std::span<const int> fds,
+                            duration timeout = forever) noexcept;
+    /// Unix sockets: receives data and up to fds.size() passed fds (CLOEXEC); returns
+    /// {bytes, fd count}. Extra fds beyond the span are closed (MSG_CTRUNC is reported as EMSGSIZE).
+    result<std::pair<size_t, size_t>> recv_fds(void* buf, size_t n, std::span<int> fds,
+                                               duration timeout = forever) noexcept;
+};
+
+struct listen_options {
+    int backlog = 4096;
+    bool reuse_address = true;
+    bool reuse_port = false;
+};
+
+class listener : public socket_fd {
+public:
+    using socket_fd::socket_fd;
+    /// Binds and listens (TCP, or Unix: an existing socket file at the path is not removed).
+    static result<listener> listen(const address& addr, const listen_options& opts = {});
+    /// Errors: EMFILE/ENFILE (out of fds: back off and retry), ECANCELED, ETIMEDOUT.
+    result<stream> accept(duration timeout = forever) noexcept;
+    result<stream> accept(address& peer, duration timeout = forever) noexcept;
+};
+
+/// UDP and Unix datagram sockets.
+class datagram : public socket_fd {
+public:
+    using socket_fd::socket_fd;
+    /// A socket bound to addr (port 0: any free port).
+    static result<datagram> bind(const address& addr);
+    /// An unbound socket of the given family (AF_INET, AF_INET6, AF_UNIX).
+    static result<datagram> open(int family);
+    result<size_t> send_to(const void* buf, size_t n, const address& to, duration timeout = forever) noexcept;
+    /// Returns the datagram's size (truncated to n if larger: MSG_TRUNC is not an error).
+    result<size_t> recv_from(void* buf, size_t n, address& from, duration timeout = forever) noexcept;
+};
+
+}  // namespace gluon::net

@@ -1,0 +1,123 @@
+#include "gluon/net/address.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/un.h>
+
+#include <charconv>
+#include <cstring>
+
+namespace gluon::net {
+namespace {
+
+result<uint16_t> parse_port(std::string_view s) {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size() || s.empty() || v > 65535) return errno_error(EINVAL);
+    return static_cast<uint16_t>(v);
+}
+
+result<address> unix_impl(std::string_view name, bool abstract) {
+    sockaddr_un un{};
+    un.sun_family = AF_UNIX;
+    const size_t room = sizeof un.sun_path - 1;  // a leading (abstract) or trailing NUL
+    if (name.empty()) return errno_error(EINVAL);
+    if (name.size() > room) return errno_error(ENAMETOOLONG);
+    std::memcpy(un.sun_path + (abstract ? 1 : 0), name.data(), name.size());
+    auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() + 1);
+    return address::from(reinterpret_cast<sockaddr*>(&un), len);
+}
+
+}  // namespace
+
+address address::from(const sockaddr* sa, socklen_t len) noexcept {
+    address a;
+    if (len > sizeof a.storage_) len = sizeof a.storage_;
+    std::memcpy(&a.storage_, sa, len);
+    a.len_ = len;
+    return a;
+}
+
+address address::ipv4_loopback(uint16_t port) noexcept {
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_port = htons(port);
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return from(reinterpret_cast<sockaddr*>(&in), sizeof in);
+}
+
+address address::ipv6_loopback(uint16_t port) noexcept {
+    sockaddr_in6 in6{};
+    in6.sin6_family = AF_INET6;
+    in6.sin6_port = htons(port);
+    in6.sin6_addr = in6addr_loopback;
+    return from(reinterpret_cast<sockaddr*>(&in6), sizeof in6);
+}
+
+result<address> address::unix_path(std::string_view path) { return unix_impl(path, false); }
+result<address> address::unix_abstract(std::string_view name) { return unix_impl(name, true); }
+
+result<address> address::parse(std::string_view text) {
+    if (text.starts_with("unix:")) {
+        std::string_view rest = text.substr(5);
+        if (rest.starts_with("@")) return unix_abstract(rest.substr(1));
+        return unix_path(rest);
+    }
+    std::string host;
+    std::string_view port;
+    if (text.starts_with("[")) {
+        size_t close = text.find("]:");
+        if (close == std::string_view::npos) return errno_error(EINVAL);
+        host = std::string(text.substr(1, close - 1));
+        port = text.substr(close + 2);
+        auto p = parse_port(port);
+        if (!p) return unexpected(p.error());
+        sockaddr_in6 in6{};
+        in6.sin6_family = AF_INET6;
+        in6.sin6_port = htons(*p);
+        if (inet_pton(AF_INET6, host.c_str(), &in6.sin6_addr) != 1) return errno_error(EINVAL);
+        return from(reinterpret_cast<sockaddr*>(&in6), sizeof in6);
+    }
+    size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return errno_error(EINVAL);
+    host = std::string(text.substr(0, colon));
+    auto p = parse_port(text.substr(colon + 1));
+    if (!p) return unexpected(p.error());
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_port = htons(*p);
+    if (inet_pton(AF_INET, host.c_str(), &in.sin_addr) != 1) return errno_error(EINVAL);
+    return from(reinterpret_cast<sockaddr*>(&in), sizeof in);
+}
+
+uint16_t address::port() const noexcept {
+    if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_port);
+    if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_port);
+    return 0;
+}
+
+std::string address::to_string() const {
+    char buf[INET6_ADDRSTRLEN] = {};
+    switch (family()) {
+        case AF_INET: {
+            auto* in = reinterpret_cast<const sockaddr_in*>(&storage_);
+            inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
+            return std::string(buf) + ":" + std::to_string(port());
+        }
+        case AF_INET6: {
+            auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage_);
+            inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
+            return "[" + std::string(buf) + "]:" + std::to_string(port());
+        }
+        case AF_UNIX: {
+            auto* un = reinterpret_cast<const sockaddr_un*>(&storage_);
+            size_t n = len_ > offsetof(sockaddr_un, sun_path) ? len_ - offsetof(sockaddr_un, sun_path) : 0;
+            if (n == 0) return "unix:";
+            if (un->sun_path[0] == '\0') return "unix:@" + std::string(un->sun_path + 1, n - 1);
+            return "unix:" + std::string(un->sun_path, strnlen(un->sun_path, n));
+        }
+        default: return "(unspecified)";
+    }
+}
+
+}  // namespace gluon::net

@@ -1,0 +1,99 @@
+#include "gluon/net/server.h"
+
+#include <chrono>
+
+#include "gluon/common/intrusive_list.h"
+#include "gluon/common/log.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
+
+namespace gluon::net {
+
+struct server::conn {
+    fiber f;
+    list_hook hook;
+};
+
+struct server::state {
+    fiber acceptor;
+    intrusive_list<conn, &conn::hook> conns;
+    event all_done{true};  // set while no handler runs
+};
+
+result<std::unique_ptr<server>> server::start(const address& addr, handler h, const listen_options& opts) {
+    if (!is_vcpu()) return errno_error(EPERM);
+    auto l = listener::listen(addr, opts);
+    if (!l) return unexpected(l.error());
+    std::unique_ptr<server> s(new server);
+    auto local = l->local_address();
+    if (!local) return unexpected(local.error());
+    s->local_ = *local;
+    s->listener_ = std::move(*l);
+    s->handler_ = std::move(h);
+    s->st_ = std::make_unique<state>();
+    auto f = spawn(fiber_options{.name = "accept"}, [srv = s.get()] { srv->accept_loop(); });
+    if (!f) return unexpected(f.error());
+    s->st_->acceptor = std::move(*f);
+    return s;
+}
+
+server::~server() { stop(duration::zero()); }
+
+void server::accept_loop() {
+    while (!stopping_) {
+        auto c = listener_.accept();
+        if (!c) {
+            const auto e = c.error();
+            if (e == std::errc::operation_canceled || stopping_) return;
+            if (e == std::errc::too_many_files_open || e == std::errc::too_many_files_open_in_system ||
+                e == std::errc::not_enough_memory || e == std::errc::no_buffer_space) {
+                GLUON_LOG_RATE_LIMITED(warn, std::chrono::seconds(1),
+                                       "gluon: accept on {}: {}; backing off", local_.to_string(), e.message());
+                (void)this_fiber::sleep_for(std::chrono::milliseconds(10));
+                continue;
+            }
+            if (e == std::errc::connection_aborted || e == std::errc::protocol_error) continue;
+            GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: accept on {}: {}",
+                                   local_.to_string(), e.message());
+            (void)this_fiber::sleep_for(std::chrono::milliseconds(10));
+            continue;
+        }
+        ++accepted_;
+        auto* k = new conn;
+        st_->conns.push_back(*k);
+        if (active_++ == 0) st_->all_done.reset();
+        auto f = spawn([this, k, s = std::move(*c)]() mutable {
+            handler_(s);
+            (void)s.close();
+            st_->conns.erase(*k);
+            delete k;  // detaches our own handle
+            if (--active_ == 0) st_->all_done.set();
+        });
+        if (f) {
+            k->f = std::move(*f);
+        } else {  // no stack: drop this connection, keep serving the others
+            st_->conns.erase(*k);
+            delete k;
+            if (--active_ == 0) st_->all_done.set();
+            GLUON_LOG_RATE_LIMITED(warn, std::chrono::seconds(1), "gluon: no fiber for a connection: {}",
+                                   f.error().message());
+        }
+    }
+}
+
+void server::stop(duration grace) noexcept {
+    if (!st_) return;
+    if (!stopping_) {
+        stopping_ = true;
+        if (st_->acceptor.joinable()) {
+            (void)st_->acceptor.interrupt();
+            (void)st_->acceptor.join();
+        }
+        (void)listener_.close();
+    }
+    if (st_->all_done.wait(grace)) return;
+    st_->conns.for_each([](conn& k) { (void)k.f.interrupt(); });
+    (void)st_->all_done.wait();
+}
+
+}  // namespace gluon::net

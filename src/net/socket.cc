@@ -1,0 +1,230 @@
+#include "gluon/net/socket.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "gluon/runtime/fd.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::net {
+namespace {
+
+result<int> new_socket(int family, int type) {
+    int fd = ::socket(family, type | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno_error(errno);
+    return fd;
+}
+
+result<address> sock_name(int fd, bool peer) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int r = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len)
+                 : ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    if (r < 0) return errno_error(errno);
+    return address::from(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+}  // namespace
+
+socket_fd& socket_fd::operator=(socket_fd&& o) noexcept {
+    if (this != &o) {
+        close();
+        fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+}
+
+result<void> socket_fd::close() noexcept {
+    if (fd_ < 0) return {};
+    return fd::close(std::exchange(fd_, -1));
+}
+
+result<address> socket_fd::local_address() const { return sock_name(fd_, false); }
+result<address> socket_fd::peer_address() const { return sock_name(fd_, true); }
+
+result<void> socket_fd::set_option(int level, int name, int value) noexcept {
+    return void_from_syscall(sys::ret(::setsockopt(fd_, level, name, &value, sizeof value)));
+}
+
+result<int> socket_fd::get_option(int level, int name) const noexcept {
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (::getsockopt(fd_, level, name, &v, &len) < 0) return errno_error(errno);
+    return v;
+}
+
+// ---- stream -----------------------------------------------------------------------------
+
+result<stream> stream::connect(const address& addr, duration timeout) {
+    auto fd = new_socket(addr.family(), SOCK_STREAM);
+    if (!fd) return unexpected(fd.error());
+    stream s(*fd);
+    if (auto r = fd::connect(s.get(), addr.data(), addr.size(), timeout); !r) return unexpected(r.error());
+    if (addr.family() != AF_UNIX) (void)s.set_nodelay(true);
+    return s;
+}
+
+result<std::pair<stream, stream>> stream::pair() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return errno_error(errno);
+    return std::pair<stream, stream>(stream(sv[0]), stream(sv[1]));
+}
+
+result<size_t> stream::recv_some(void* buf, size_t n, duration t) noexcept {
+    return fd::recv_some(fd_, buf, n, 0, t);
+}
+result<size_t> stream::send_some(const void* buf, size_t n, duration t) noexcept {
+    return fd::send_some(fd_, buf, n, 0, t);
+}
+result<void> stream::recv_exactly(void* buf, size_t n, duration t) noexcept {
+    return fd::read_exactly(fd_, buf, n, t);
+}
+result<void> stream::send_all(const void* buf, size_t n, duration t) noexcept {
+    return fd::write_all(fd_, buf, n, t);
+}
+result<size_t> stream::readv(const iovec* iov, int n, duration t) noexcept { return fd::readv(fd_, iov, n, t); }
+result<size_t> stream::writev(const iovec* iov, int n, duration t) noexcept { return fd::writev(fd_, iov, n, t); }
+
+result<void> stream::shutdown(int how) noexcept { return void_from_syscall(sys::ret(::shutdown(fd_, how))); }
+result<void> stream::set_nodelay(bool on) noexcept { return set_option(IPPROTO_TCP, TCP_NODELAY, on); }
+result<void> stream::set_keepalive(bool on) noexcept { return set_option(SOL_SOCKET, SO_KEEPALIVE, on); }
+
+result<void> stream::set_buffer_sizes(int recv_bytes, int send_bytes) noexcept {
+    if (recv_bytes > 0)
+        if (auto r = set_option(SOL_SOCKET, SO_RCVBUF, recv_bytes); !r) return r;
+    if (send_bytes > 0) return set_option(SOL_SOCKET, SO_SNDBUF, send_bytes);
+    return {};
+}
+
+result<void> stream::set_linger(bool on, int seconds) noexcept {
+    linger l{on ? 1 : 0, seconds};
+    return void_from_syscall(sys::ret(::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l)));
+}
+
+result<size_t> stream::send_fds(const void* buf, size_t n, std::span<const int> fds, duration t) noexcept {
+    if (n == 0 || fds.size() > 253) return errno_error(EINVAL);
+    iovec iov{const_cast<void*>(buf), n};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(253 * sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (!fds.empty()) {
+        msg.msg_control = ctl;
+        msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+        std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
+    }
+    return fd::sendmsg(fd_, &msg, 0, t);
+}
+
+result<std::pair<size_t, size_t>> stream::recv_fds(void* buf, size_t n, std::span<int> fds,
+                                                   duration t) noexcept {
+    iovec iov{buf, n};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(253 * sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl;
+    msg.msg_controllen = sizeof ctl;
+    auto r = fd::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC, t);
+    if (!r) return unexpected(r.error());
+    size_t got = 0;
+    bool overflow = (msg.msg_flags & MSG_CTRUNC) != 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; ++i) {
+            int passed;
+            std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+            if (got < fds.size())
+                fds[got++] = passed;
+            else {
+                ::close(passed);  // no room: never leak an fd we were given
+                overflow = true;
+            }
+        }
+    }
+    if (overflow) {
+        for (size_t i = 0; i < got; ++i) ::close(fds[i]);
+        return errno_error(EMSGSIZE);
+    }
+    return std::pair<size_t, size_t>(*r, got);
+}
+
+// ---- listener ---------------------------------------------------------------------------
+
+result<listener> listener::listen(const address& addr, const listen_options& opts) {
+    auto fd = new_socket(addr.family(), SOCK_STREAM);
+    if (!fd) return unexpected(fd.error());
+    listener l(*fd);
+    if (addr.family() != AF_UNIX) {
+        if (opts.reuse_address) (void)l.set_option(SOL_SOCKET, SO_REUSEADDR, 1);
+        if (opts.reuse_port)
+            if (auto r = l.set_option(SOL_SOCKET, SO_REUSEPORT, 1); !r) return unexpected(r.error());
+    }
+    if (::bind(l.get(), addr.data(), addr.size()) < 0) return errno_error(errno);
+    if (::listen(l.get(), opts.backlog) < 0) return errno_error(errno);
+    return l;
+}
+
+result<stream> listener::accept(duration t) noexcept {
+    auto c = fd::accept(fd_, nullptr, nullptr, SOCK_CLOEXEC, t);
+    if (!c) return unexpected(c.error());
+    return stream(*c);
+}
+
+result<stream> listener::accept(address& peer, duration t) noexcept {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    auto c = fd::accept(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC, t);
+    if (!c) return unexpected(c.error());
+    peer = address::from(reinterpret_cast<sockaddr*>(&ss), len);
+    return stream(*c);
+}
+
+// ---- datagram ---------------------------------------------------------------------------
+
+result<datagram> datagram::open(int family) {
+    auto fd = new_socket(family, SOCK_DGRAM);
+    if (!fd) return unexpected(fd.error());
+    return datagram(*fd);
+}
+
+result<datagram> datagram::bind(const address& addr) {
+    auto d = open(addr.family());
+    if (!d) return d;
+    if (::bind(d->get(), addr.data(), addr.size()) < 0) return errno_error(errno);
+    return d;
+}
+
+result<size_t> datagram::send_to(const void* buf, size_t n, const address& to, duration t) noexcept {
+    iovec iov{const_cast<void*>(buf), n};
+    msghdr msg{};
+    msg.msg_name = const_cast<sockaddr*>(to.data());
+    msg.msg_namelen = to.size();
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    return fd::sendmsg(fd_, &msg, 0, t);
+}
+
+result<size_t> datagram::recv_from(void* buf, size_t n, address& from, duration t) noexcept {
+    sockaddr_storage ss{};
+    iovec iov{buf, n};
+    msghdr msg{};
+    msg.msg_name = &ss;
+    msg.msg_namelen = sizeof ss;
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    auto r = fd::recvmsg(fd_, &msg, 0, t);
+    if (!r) return r;
+    from = address::from(reinterpret_cast<sockaddr*>(&ss), msg.msg_namelen);
+    return r;
+}
+
+}  // namespace gluon::net
