@@ -9,7 +9,7 @@
 namespace gluon {
 namespace detail {
 thread_local constinit uint32_t t_vcpu_tag = 0;
-thread_local constinit std::atomic<int> t_biased_depth{0};
+thread_local constinit biased_sections t_biased;
 
 bool biasing_available() noexcept {
     static const bool ok = [] {
@@ -35,7 +35,7 @@ void prim_lock::lock_slow() noexcept {
             // After this barrier, the owner either has its "inside" count visible to us, or
             // sees k_revoking when it re-reads the mode and does not enter.
             syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-            wait_biased_sections_of(mode);
+            wait_biased_sections_of(mode, this);
         }
         mode_.store(k_shared, std::memory_order_release);
         mode = k_shared;

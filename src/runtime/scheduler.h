@@ -81,7 +81,7 @@ struct vcpu : vcpu_hot {
     int64_t last_poll_ns = 0;
     int64_t idle_spin_ns = 0;
     int64_t last_remote_ns = INT64_MIN / 2;  // when other threads last posted to us
-    const std::atomic<int>* biased_depth = nullptr;  // the vCPU thread's t_biased_depth
+    const biased_sections* biased = nullptr;  // the vCPU thread's t_biased
     // Fibers that ended; their stacks are released by reap_zombies(), never on their own stack.
     fiber_impl* zombies = nullptr;
     // A fiber that switched to the idle fiber to be handed to another vCPU (see migrate_to).
@@ -237,9 +237,9 @@ void post_remote(vcpu* target, remote_node* n) noexcept;
 
 void deliver_interrupt(fiber_impl* f) noexcept;
 
-/// Waits until the vCPU whose t_vcpu_tag is `tag` (if it still exists) is outside every biased
-/// prim_lock section.
-void wait_biased_sections_of(uint32_t tag) noexcept;
+/// Waits until the vCPU whose t_vcpu_tag is `tag` (if it still exists) is outside lk's biased
+/// section.
+void wait_biased_sections_of(uint32_t tag, const void* lk) noexcept;
 /// True if membarrier(2) lets prim_locks be biased (checked once per process).
 bool biasing_available() noexcept;
 

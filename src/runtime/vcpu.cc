@@ -43,14 +43,20 @@ void register_vcpu(vcpu* v) {
 }  // namespace
 
 namespace detail {
-void wait_biased_sections_of(uint32_t tag) noexcept {
+void wait_biased_sections_of(uint32_t tag, const void* lock) noexcept {
     // The registry lock keeps the vCPU (and its thread) alive while we read its counter. A
     // biased section is a few instructions, never spans a fiber switch, so this is short.
     std::lock_guard lk(g_registry_mu);
     for (vcpu* v = gluon_vcpu_list; v; v = v->next_registered)
         if (static_cast<uint32_t>(v->index) + 1 == tag) {
-            while (v->biased_depth->load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
-            return;
+            const biased_sections* b = v->biased;
+            for (;;) {
+                bool inside = false;
+                const int d = b->depth.load(std::memory_order_acquire);
+                for (int i = 0; i < d; ++i) inside |= b->held[i].load(std::memory_order_acquire) == lock;
+                if (!inside) return;
+                __builtin_ia32_pause();
+            }
         }
 }
 }  // namespace detail
@@ -168,7 +174,7 @@ result<void> init(const init_options& opts) {
     setup_altstack(v);
     register_vcpu(v);
     t_hot = v;
-    v->biased_depth = &t_biased_depth;
+    v->biased = &t_biased;
     t_vcpu_tag = biasing_available() ? static_cast<uint32_t>(v->index) + 1 : 0;
     if (opts.log_engine) GLUON_INFO("gluon: vCPU {} uses the {} engine ({})", v->index, v->eng->name(), why);
     return {};

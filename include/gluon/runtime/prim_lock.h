@@ -9,7 +9,10 @@
 // announces "inside a biased section" in a per-thread counter and then re-reads the lock's mode;
 // the revoker marks the mode "revoking", issues membarrier(2) (a full barrier on every thread of
 // the process), then waits for the owner's counter to read zero. After that the lock is an
-// ordinary spinlock. (ADR 0006)
+// ordinary spinlock. The owner records *which* locks it is inside (a short per-thread stack),
+// and a revoker waits only until the owner is outside the lock being revoked: two vCPUs that
+// each revoke a lock of the other while inside one of their own do not wait for each other.
+// (ADR 0006)
 #pragma once
 
 #include <atomic>
@@ -23,17 +26,29 @@ namespace detail {
 /// Index + 1 of the calling thread's vCPU; 0 on a plain thread, or when biasing is unavailable
 /// (no membarrier). Set by init/fini.
 extern thread_local constinit uint32_t t_vcpu_tag;
-/// Biased sections the calling vCPU thread is inside; written only by its own thread (plain
-/// load + store: no read-modify-write), read by revokers.
-extern thread_local constinit std::atomic<int> t_biased_depth;
+/// The biased locks the calling vCPU thread is inside, innermost last; written only by its own
+/// thread (plain stores: no read-modify-write), read by revokers.
+inline constexpr int k_max_biased_depth = 8;
+struct biased_sections {
+    std::atomic<int> depth{0};
+    std::atomic<const void*> held[k_max_biased_depth] = {};
+};
+extern thread_local constinit biased_sections t_biased;
 
-inline void biased_enter() noexcept {
-    t_biased_depth.store(t_biased_depth.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+/// Records entry into lk's biased section; false if the stack is full (take the slow path).
+inline bool biased_enter(const void* lk) noexcept {
+    const int d = t_biased.depth.load(std::memory_order_relaxed);
+    if (d == k_max_biased_depth) return false;
+    t_biased.held[d].store(lk, std::memory_order_relaxed);
+    t_biased.depth.store(d + 1, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // compiler-only: membarrier does the rest
+    return true;
 }
 inline void biased_leave() noexcept {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    t_biased_depth.store(t_biased_depth.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+    const int d = t_biased.depth.load(std::memory_order_relaxed) - 1;
+    t_biased.held[d].store(nullptr, std::memory_order_release);
+    t_biased.depth.store(d, std::memory_order_release);
 }
 }  // namespace detail
 
@@ -50,8 +65,7 @@ public:
 
     void lock() noexcept {
         const uint32_t tag = detail::t_vcpu_tag;
-        if (tag != 0) {
-            detail::biased_enter();
+        if (tag != 0 && detail::biased_enter(this)) {
             const uint32_t m = mode_.load(std::memory_order_relaxed);
             if (m == tag) return;
             if (m == 0 && claim(tag)) return;
