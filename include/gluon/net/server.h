@@ -27,6 +27,8 @@ public:
     server& operator=(const server&) = delete;
 
     const address& local_address() const noexcept { return local_; }
+    /// The listening socket (for socket options such as a reuseport steering program).
+    int listen_fd() const noexcept { return listener_.get(); }
     /// Connections whose handler is still running.
     size_t active() const noexcept { return active_; }
     uint64_t accepted() const noexcept { return accepted_; }

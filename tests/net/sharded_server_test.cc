@@ -1,0 +1,73 @@
+// The sharded listener's locality: a connection made from a thread pinned to CPU k is accepted
+// and served by the vCPU pinned to CPU k, every time.
+#include "gluon/net/sharded_server.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gluon/engine/engine.h"
+
+namespace gluon::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+class sharded_test : public ::testing::TestWithParam<engine::kind> {};
+INSTANTIATE_TEST_SUITE_P(engines, sharded_test, ::testing::Values(engine::kind::io_uring, engine::kind::epoll),
+                         [](const auto& i) { return std::string(engine::kind_name(i.param)); });
+
+TEST_P(sharded_test, connections_are_served_on_the_cpu_that_received_them) {
+    if (!engine::available(GetParam())) GTEST_SKIP();
+    if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two CPUs";
+    runtime_options o;
+    o.vcpus = 2;
+    o.pin = true;
+    o.vcpu.engine = GetParam();
+    o.vcpu.log_engine = false;
+    auto rt = runtime::start(o);
+    ASSERT_TRUE(rt);
+    std::atomic<int> local{0}, remote{0};
+    auto srv = sharded_server::start(**rt, address::ipv4_loopback(0), [&](stream& s) {
+        char want;
+        if (!s.recv_exactly(&want, 1, 5s)) return;
+        const char got = static_cast<char>('0' + sched_getcpu());
+        (got == want ? local : remote)++;
+        (void)s.send_all(&got, 1);
+    });
+    ASSERT_TRUE(srv) << srv.error().message();
+    constexpr int per_cpu = 25;
+    for (int cpu = 0; cpu < 2; ++cpu) {
+        std::thread client([&, cpu] {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu, &set);
+            ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof set, &set), 0);
+            const address& where = (*srv)->local_address();
+            for (int i = 0; i < per_cpu; ++i) {  // a plain pinned thread with plain syscalls
+                int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                ASSERT_EQ(::connect(c, where.data(), where.size()), 0);
+                const char me = static_cast<char>('0' + cpu);
+                char reply = 0;
+                ASSERT_EQ(::send(c, &me, 1, MSG_NOSIGNAL), 1);
+                ASSERT_EQ(::recv(c, &reply, 1, MSG_WAITALL), 1);
+                EXPECT_EQ(reply, me);
+                ::close(c);
+            }
+        });
+        client.join();
+    }
+    EXPECT_EQ(local.load(), 2 * per_cpu);
+    EXPECT_EQ(remote.load(), 0);
+    EXPECT_EQ((*srv)->accepted(0), static_cast<uint64_t>(per_cpu));
+    EXPECT_EQ((*srv)->accepted(1), static_cast<uint64_t>(per_cpu));
+    (*srv)->stop(1s);
+}
+
+}  // namespace
+}  // namespace gluon::net
