@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gluon/engine/engine.h"
+#include "gluon/runtime/runtime.h"
 #include "gluon/runtime/vcpu.h"
 
 namespace gluon::test {
@@ -28,6 +30,16 @@ protected:
         }
     }
 };
+
+/// Options for a test runtime of n quiet vCPUs (unpinned unless asked).
+inline runtime_options test_runtime(unsigned n, std::optional<engine::kind> k = {}, bool pin = false) {
+    runtime_options o;
+    o.vcpus = n;
+    o.pin = pin;
+    o.vcpu.engine = k;
+    o.vcpu.log_engine = false;
+    return o;
+}
 
 inline std::string engine_param_name(const ::testing::TestParamInfo<engine::kind>& info) {
     return engine::kind_name(info.param);

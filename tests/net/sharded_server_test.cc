@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "gluon/engine/engine.h"
+#include "test_support.h"
 
 namespace gluon::net {
 namespace {
@@ -25,12 +26,7 @@ INSTANTIATE_TEST_SUITE_P(engines, sharded_test, ::testing::Values(engine::kind::
 TEST_P(sharded_test, connections_are_served_on_the_cpu_that_received_them) {
     if (!engine::available(GetParam())) GTEST_SKIP();
     if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two CPUs";
-    runtime_options o;
-    o.vcpus = 2;
-    o.pin = true;
-    o.vcpu.engine = GetParam();
-    o.vcpu.log_engine = false;
-    auto rt = runtime::start(o);
+    auto rt = runtime::start(test::test_runtime(2, GetParam(), /*pin=*/true));
     ASSERT_TRUE(rt);
     std::atomic<int> local{0}, remote{0};
     auto srv = sharded_server::start(**rt, address::ipv4_loopback(0), [&](stream& s) {

@@ -7,6 +7,7 @@
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
 #include "gluon/sync.h"
+#include "test_support.h"
 
 namespace gluon {
 namespace {
@@ -25,11 +26,7 @@ TEST(prim_lock, stays_biased_on_one_vcpu) {
 }
 
 TEST(prim_lock, plain_thread_revokes_a_live_vcpus_bias) {
-    runtime_options o;
-    o.vcpus = 1;
-    o.pin = false;
-    o.vcpu.log_engine = false;
-    auto rt = runtime::start(o);
+    auto rt = runtime::start(test::test_runtime(1));
     ASSERT_TRUE(rt);
     mutex m;
     long counter = 0;
@@ -74,11 +71,7 @@ TEST(prim_lock, bias_of_a_finished_vcpu_is_taken_over) {
 }
 
 TEST(prim_lock, channel_moves_from_one_vcpu_to_another) {
-    runtime_options o;
-    o.vcpus = 2;
-    o.pin = false;
-    o.vcpu.log_engine = false;
-    auto rt = runtime::start(o);
+    auto rt = runtime::start(test::test_runtime(2));
     ASSERT_TRUE(rt);
     channel<int> ch(1);
     ASSERT_TRUE((*rt)->run(0, [&] { ASSERT_TRUE(ch.send(7)); }));

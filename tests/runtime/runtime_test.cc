@@ -13,20 +13,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-runtime_options opts(unsigned n, engine::kind k) {
-    runtime_options o;
-    o.vcpus = n;
-    o.pin = false;
-    o.vcpu.engine = k;
-    o.vcpu.log_engine = false;
-    return o;
-}
-
 class runtime_test : public ::testing::TestWithParam<engine::kind> {
 protected:
     void SetUp() override {
         if (!engine::available(GetParam())) GTEST_SKIP();
-        auto r = runtime::start(opts(2, GetParam()));
+        auto r = runtime::start(test::test_runtime(2, GetParam()));
         ASSERT_TRUE(r);
         rt_ = std::move(*r);
     }

@@ -9,6 +9,7 @@
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
 #include "gluon/sync.h"
+#include "test_support.h"
 
 namespace gluon {
 namespace {
@@ -16,11 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(sync_stress, eight_vcpus_hammer_every_primitive) {
-    runtime_options o;
-    o.vcpus = 8;
-    o.pin = false;
-    o.vcpu.log_engine = false;
-    auto rt = runtime::start(o);
+    auto rt = runtime::start(test::test_runtime(8));
     ASSERT_TRUE(rt);
     mutex m;
     shared_mutex sm;
