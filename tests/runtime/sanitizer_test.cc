@@ -17,7 +17,7 @@ namespace {
 class sanitizer_test : public test::engine_test {};
 GLUON_ENGINE_TEST_SUITE(sanitizer_test);
 
-__attribute__((noinline)) int overflow_stack_buffer(int i) {
+[[maybe_unused]] __attribute__((noinline)) int overflow_stack_buffer(int i) {
     char buf[16] = {};
     char* volatile p = buf;  // through a pointer: UBSan's bounds check cannot see it, ASan must
     p[i] = 1;                // i == 16: one past the end
