@@ -30,6 +30,7 @@ result<std::unique_ptr<server>> server::start(const address& addr, handler h, co
     s->local_ = *local;
     s->listener_ = std::move(*l);
     s->handler_ = std::move(h);
+    s->nodelay_ = opts.nodelay && addr.family() != AF_UNIX;
     s->st_ = std::make_unique<state>();
     auto f = spawn(fiber_options{.name = "accept"}, [srv = s.get()] { srv->accept_loop(); });
     if (!f) return unexpected(f.error());
@@ -59,6 +60,7 @@ void server::accept_loop() {
             continue;
         }
         ++accepted_;
+        if (nodelay_) (void)c->set_nodelay(true);
         auto* k = new conn;
         st_->conns.push_back(*k);
         if (active_++ == 0) st_->all_done.reset();

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -73,6 +75,20 @@ TEST_P(net_test, unix_path_echo) {
 }
 TEST_P(net_test, unix_abstract_echo) {
     echo_round_trip(*address::unix_abstract("gluon-net-test-" + std::to_string(::getpid())));
+}
+
+TEST_P(net_test, server_turns_nagle_off_on_accepted_tcp_connections) {
+    int nodelay = -1;
+    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+        nodelay = s.get_option(IPPROTO_TCP, TCP_NODELAY).value_or(-2);
+    });
+    ASSERT_TRUE(srv);
+    auto c = stream::connect((*srv)->local_address(), 2s);
+    ASSERT_TRUE(c);
+    char b;
+    EXPECT_EQ(c->recv_some(&b, 1, 2s).value_or(9), 0u);  // the handler returned: EOF
+    EXPECT_EQ(nodelay, 1);
+    (*srv)->stop(1s);
 }
 
 TEST_P(net_test, connect_refused_is_a_clear_error) {

@@ -48,6 +48,7 @@ private:
     handler handler_;
     size_t active_ = 0;
     uint64_t accepted_ = 0;
+    bool nodelay_ = true;
     bool stopping_ = false;
     struct state;
     std::unique_ptr<state> st_;

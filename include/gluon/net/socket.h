@@ -81,6 +81,8 @@ struct listen_options {
     int backlog = 4096;
     bool reuse_address = true;
     bool reuse_port = false;
+    /// TCP_NODELAY on accepted TCP connections (Nagle off: request/response traffic).
+    bool nodelay = true;
 };
 
 class listener : public socket_fd {
