@@ -80,10 +80,10 @@ result<size_t> stream::send_some(const void* buf, size_t n, duration t) noexcept
     return fd::send_some(fd_, buf, n, 0, t);
 }
 result<void> stream::recv_exactly(void* buf, size_t n, duration t) noexcept {
-    return fd::read_exactly(fd_, buf, n, t);
+    return fd::recv_exactly(fd_, buf, n, t);
 }
 result<void> stream::send_all(const void* buf, size_t n, duration t) noexcept {
-    return fd::write_all(fd_, buf, n, t);
+    return fd::send_all(fd_, buf, n, t);
 }
 result<size_t> stream::readv(const iovec* iov, int n, duration t) noexcept { return fd::readv(fd_, iov, n, t); }
 result<size_t> stream::writev(const iovec* iov, int n, duration t) noexcept { return fd::writev(fd_, iov, n, t); }

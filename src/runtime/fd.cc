@@ -160,5 +160,13 @@ result<void> read_exactly(int fd, void* buf, size_t n, duration t) noexcept {
     return transfer_all(engine::opcode::read, fd, buf, n, t);
 }
 
+result<void> send_all(int fd, const void* buf, size_t n, duration t) noexcept {
+    return transfer_all(engine::opcode::send, fd, const_cast<void*>(buf), n, t);
+}
+
+result<void> recv_exactly(int fd, void* buf, size_t n, duration t) noexcept {
+    return transfer_all(engine::opcode::recv, fd, buf, n, t);
+}
+
 }  // namespace fd
 }  // namespace gluon

@@ -122,6 +122,15 @@ TEST_P(net_test, half_close_and_peer_reset) {
     EXPECT_EQ(r.error(), std::errc::connection_reset);
 }
 
+TEST_P(net_test, sending_to_a_closed_peer_is_epipe_not_sigpipe) {
+    auto [a, b] = *stream::pair();
+    ASSERT_TRUE(b.close());
+    std::string big(1 << 20, 'x');
+    auto r = a.send_all(big.data(), big.size(), 2s);  // SIGPIPE's default action would kill us
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error() == std::errc::broken_pipe || r.error() == std::errc::connection_reset);
+}
+
 TEST_P(net_test, recv_timeout_and_interrupt) {
     auto [a, b] = *stream::pair();
     char c;

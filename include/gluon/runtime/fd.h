@@ -52,6 +52,9 @@ result<void> close(int fd) noexcept;
 result<void> write_all(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
 /// Loops until n bytes are read. Errors: those of read_some, and EPIPE for EOF before n bytes.
 result<void> read_exactly(int fd, void* buf, size_t n, duration timeout = forever) noexcept;
+/// write_all / read_exactly for sockets, with send(2)/recv(2) semantics (MSG_NOSIGNAL).
+result<void> send_all(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
+result<void> recv_exactly(int fd, void* buf, size_t n, duration timeout = forever) noexcept;
 
 }  // namespace fd
 }  // namespace gluon
