@@ -41,9 +41,43 @@ long exec_now(io_op& op) noexcept {
             return r == 0 ? -EAGAIN : r;
         }
         case opcode::fsync: return sys::fsync(op.fd, op.flags & 1);
+        case opcode::openat:
+            return sys::openat(op.fd, static_cast<const char*>(op.buf), op.flags, static_cast<unsigned>(op.len));
+        case opcode::close: return sys::close(op.fd);
+        case opcode::statx:
+            return sys::statx(op.fd, static_cast<const char*>(op.buf), op.flags,
+                              static_cast<unsigned>(op.len), static_cast<struct statx*>(op.buf2));
+        case opcode::unlinkat: return sys::unlinkat(op.fd, static_cast<const char*>(op.buf), op.flags);
+        case opcode::renameat:
+            return sys::renameat(op.fd, static_cast<const char*>(op.buf), op.fd2,
+                                 static_cast<const char*>(op.buf2), static_cast<unsigned>(op.flags));
+        case opcode::mkdirat:
+            return sys::mkdirat(op.fd, static_cast<const char*>(op.buf), static_cast<unsigned>(op.len));
+        case opcode::fallocate:
+            return sys::fallocate(op.fd, op.flags, op.offset, static_cast<int64_t>(op.len));
+        case opcode::ftruncate: return sys::ftruncate(op.fd, op.offset);
+        // Registered buffers are plain memory: outside io_uring they are ordinary reads/writes.
+        case opcode::read_fixed: return sys::read(op.fd, op.buf, op.len, op.offset);
+        case opcode::write_fixed: return sys::write(op.fd, op.buf, op.len, op.offset);
     }
     return -EINVAL;
 }
+
+}  // namespace gluon::engine::detail
+
+namespace gluon::engine {
+
+long execute_blocking(io_op& op) noexcept {
+    if (op.fixed_file) return -EOPNOTSUPP;
+    return detail::exec_now(op);
+}
+
+result<void> engine::register_buffers(const iovec*, unsigned) noexcept { return errno_error(EOPNOTSUPP); }
+result<void> engine::register_files(const int*, unsigned) noexcept { return errno_error(EOPNOTSUPP); }
+
+}  // namespace gluon::engine
+
+namespace gluon::engine::detail {
 
 bool waits_for_input(const io_op& op) noexcept {
     switch (op.code) {

@@ -31,7 +31,7 @@ result<address> sock_name(int fd, bool peer) {
 
 socket_fd& socket_fd::operator=(socket_fd&& o) noexcept {
     if (this != &o) {
-        close();
+        (void)close();
         fd_ = std::exchange(o.fd_, -1);
     }
     return *this;

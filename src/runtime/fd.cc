@@ -7,15 +7,16 @@
 namespace gluon {
 using namespace detail;
 
-long run_op(engine::io_op& op, deadline_t deadline) noexcept {
-    vcpu* v = cur_vcpu();
-    if (!v) {
-        report_misuse("a blocking gluon call on a thread that is not a vCPU (call gluon::init)");
-        return -EPERM;
-    }
+namespace {
+
+struct op_cancel_ctx {
+    engine::engine* eng;
+    engine::io_op* op;
+};
+
+long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline) noexcept {
     if (long r = take_interrupt()) return r;
     fiber_impl* f = running(v);
-    engine::engine* eng = v->eng.get();
     op.user = f;
     op.on_complete = [](engine::io_op* o, long r) { resume(static_cast<fiber_impl*>(o->user), r); };
     op.deadline_ns = 0;
@@ -26,12 +27,36 @@ long run_op(engine::io_op& op, deadline_t deadline) noexcept {
     }
     long r = eng->submit(op);
     if (r != engine::engine::pending) return r;
+    if (eng != v->eng.get()) eng->flush();  // nobody else will submit a side engine's queue
+    op_cancel_ctx ctx{eng, &op};
     return park_current(
         v, park_deadline,
         [](fiber_impl* fb, int err) {
-            fb->owner->eng->cancel(*static_cast<engine::io_op*>(fb->cancel_ctx), err);
+            auto* c = static_cast<op_cancel_ctx*>(fb->cancel_ctx);
+            c->eng->cancel(*c->op, err);
+            c->eng->flush();
         },
-        &op);
+        &ctx);
+}
+
+vcpu* vcpu_or_misuse() noexcept {
+    vcpu* v = cur_vcpu();
+    if (!v) report_misuse("a blocking gluon call on a thread that is not a vCPU (call gluon::init)");
+    return v;
+}
+
+}  // namespace
+
+long run_op(engine::io_op& op, deadline_t deadline) noexcept {
+    vcpu* v = vcpu_or_misuse();
+    if (!v) return -EPERM;
+    return run_on(v, v->eng.get(), op, deadline);
+}
+
+long run_op(engine::engine& eng, engine::io_op& op, deadline_t deadline) noexcept {
+    vcpu* v = vcpu_or_misuse();
+    if (!v) return -EPERM;
+    return run_on(v, &eng, op, deadline);
 }
 
 namespace fd {

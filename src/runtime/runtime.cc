@@ -10,7 +10,7 @@
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/waiter.h"
-#include "oneshot.h"
+#include "gluon/runtime/oneshot.h"
 #include "scheduler.h"
 
 namespace gluon {

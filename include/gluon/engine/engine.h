@@ -31,7 +31,19 @@ enum class opcode : uint8_t {
     connect,   // fd, addr (const), addrlen value; result 0
     poll,      // fd, poll_events; result is the revents mask
     fsync,     // fd, flags (IORING_FSYNC_DATASYNC-style: 1 = data only)
+    // File and metadata operations (the io module's engines; blocking syscalls on epoll).
+    openat,      // fd = dirfd, buf = path, flags = open flags, len = mode; result is the new fd
+    close,       // fd
+    statx,       // fd = dirfd, buf = path, flags = AT_* flags, len = mask, buf2 = struct statx*
+    unlinkat,    // fd = dirfd, buf = path, flags (AT_REMOVEDIR)
+    renameat,    // fd = old dirfd, buf = old path, fd2 = new dirfd, buf2 = new path, flags
+    mkdirat,     // fd = dirfd, buf = path, len = mode
+    fallocate,   // fd, flags = mode, offset, len
+    ftruncate,   // fd, offset = new length
+    read_fixed,  // read into a registered buffer: fd, buf, len, offset, flags = buffer index
+    write_fixed, // write from a registered buffer: fd, buf, len, offset, flags = buffer index
 };
+constexpr unsigned k_opcode_count = static_cast<unsigned>(opcode::write_fixed) + 1;
 
 struct io_op;
 using completion_fn = void (*)(io_op* op, long result);
@@ -45,6 +57,10 @@ struct io_op {
     socklen_t* addrlen = nullptr;
     int64_t offset = -1;
     int flags = 0;
+    int fd2 = -1;           // renameat's new dirfd
+    void* buf2 = nullptr;   // renameat's new path, statx's result
+    /// fd is an index into the engine's registered files (io_uring only).
+    bool fixed_file = false;
     uint32_t poll_events = 0;
     /// Absolute CLOCK_MONOTONIC deadline in ns (0 = none), honoured by engines with native
     /// timeouts; the others leave timeouts to the caller.
@@ -63,6 +79,9 @@ enum class kind { io_uring, epoll };
 struct options {
     unsigned queue_depth = 1024;  // io_uring SQ entries
     bool sqpoll = false;
+    /// The engine will be driven by polling its fd from another engine (a side ring): no
+    /// DEFER_TASKRUN, whose completions only a wait() on the ring itself would post.
+    bool pollable = false;
 };
 
 class engine {
@@ -89,11 +108,28 @@ public:
     /// pending_hint_is_exact(); otherwise the caller must poll with wait(0) to know.
     virtual bool has_pending() noexcept { return false; }
     virtual bool pending_hint_is_exact() const noexcept { return false; }
+    /// Hands queued submissions to the kernel without waiting or dispatching completions.
+    virtual void flush() noexcept {}
     /// Thread-safe: makes a concurrent or the next wait() return promptly.
     virtual void notify() noexcept = 0;
     /// The fd is about to be closed: drop any per-fd state (epoll registrations).
     virtual void forget_fd(int fd) noexcept { (void)fd; }
+    /// True if submit() performs op natively and asynchronously. False: the op is carried out
+    /// by a blocking syscall on the engine's thread (file ops on epoll), or is unsupported
+    /// (EOPNOTSUPP: fixed buffers and files outside io_uring).
+    virtual bool native(opcode c) const noexcept { (void)c; return false; }
+    /// An fd that is readable when wait(0) would find completions (-1: none). Lets one engine
+    /// drive another (an io_uring ring for files on a vCPU whose engine is epoll).
+    virtual int pollable_fd() const noexcept { return -1; }
+    /// Registers buffers / files with the kernel for read_fixed/write_fixed and fixed_file ops.
+    /// Replaces any earlier registration. Errors: EOPNOTSUPP (not io_uring), the kernel's.
+    virtual result<void> register_buffers(const iovec* iov, unsigned n) noexcept;
+    virtual result<void> register_files(const int* fds, unsigned n) noexcept;
 };
+
+/// Performs op with one blocking syscall on the calling thread (no O_NONBLOCK retry, no
+/// timeout). What an engine without native file I/O, and the psync file engine, use.
+long execute_blocking(io_op& op) noexcept;
 
 /// Why a given engine was chosen or refused, for the one log line at start-up.
 struct selection {

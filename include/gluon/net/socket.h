@@ -26,7 +26,7 @@ public:
     socket_fd& operator=(socket_fd&& o) noexcept;
     socket_fd(const socket_fd&) = delete;
     socket_fd& operator=(const socket_fd&) = delete;
-    ~socket_fd() { close(); }
+    ~socket_fd() { (void)close(); }
 
     int get() const noexcept { return fd_; }
     int release() noexcept { return std::exchange(fd_, -1); }

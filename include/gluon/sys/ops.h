@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -41,6 +42,25 @@ inline long accept(int fd, sockaddr* a, socklen_t* l, int flags) noexcept {
 inline long connect(int fd, const sockaddr* a, socklen_t l) noexcept { return ret(::connect(fd, a, l)); }
 inline long close(int fd) noexcept { return ret(::close(fd)); }
 inline long fsync(int fd, bool datasync) noexcept { return ret(datasync ? ::fdatasync(fd) : ::fsync(fd)); }
+inline long openat(int dir, const char* path, int flags, unsigned mode) noexcept {
+    return ret(::openat(dir, path, flags, mode));
+}
+inline long statx(int dir, const char* path, int flags, unsigned mask, struct statx* out) noexcept {
+    return ret(::statx(dir, path, flags, mask, out));
+}
+inline long unlinkat(int dir, const char* path, int flags) noexcept {
+    return ret(::unlinkat(dir, path, flags));
+}
+inline long renameat(int od, const char* op, int nd, const char* np, unsigned flags) noexcept {
+    return ret(::renameat2(od, op, nd, np, flags));
+}
+inline long mkdirat(int dir, const char* path, unsigned mode) noexcept {
+    return ret(::mkdirat(dir, path, mode));
+}
+inline long fallocate(int fd, int mode, int64_t off, int64_t len) noexcept {
+    return ret(::fallocate(fd, mode, off, len));
+}
+inline long ftruncate(int fd, int64_t len) noexcept { return ret(::ftruncate(fd, len)); }
 inline long poll1(int fd, short events, int timeout_ms) noexcept {
     pollfd p{fd, events, 0};
     long r = ret(::poll(&p, 1, timeout_ms));

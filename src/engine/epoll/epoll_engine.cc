@@ -67,6 +67,11 @@ long epoll_engine::register_fd(int fd, fd_state& st) noexcept {
 long epoll_engine::submit(io_op& op) noexcept {
     op.engine_busy = false;
     op.cancel_errno = 0;
+    // File and metadata ops have no readiness to wait for: they block briefly, like the kernel.
+    if (op.code >= opcode::openat) {
+        if (op.code == opcode::close) forget_fd(op.fd);
+        return execute_blocking(op);
+    }
     fd_state* st = state_for(op.fd);
     if (!st) return op.fd < 0 ? -EBADF : -ENOMEM;
     if (!st->registered) {

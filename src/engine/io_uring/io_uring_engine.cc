@@ -9,6 +9,39 @@
 namespace gluon::engine {
 namespace {
 
+// Newer than liburing 2.3's headers (kernel 6.9).
+constexpr int k_op_ftruncate = 55;
+
+// The kernel opcode behind each of ours, for the probe.
+int kernel_opcode(opcode c) {
+    switch (c) {
+        case opcode::nop: return IORING_OP_NOP;
+        case opcode::read: return IORING_OP_READ;
+        case opcode::write: return IORING_OP_WRITE;
+        case opcode::readv: return IORING_OP_READV;
+        case opcode::writev: return IORING_OP_WRITEV;
+        case opcode::recv: return IORING_OP_RECV;
+        case opcode::send: return IORING_OP_SEND;
+        case opcode::recvmsg: return IORING_OP_RECVMSG;
+        case opcode::sendmsg: return IORING_OP_SENDMSG;
+        case opcode::accept: return IORING_OP_ACCEPT;
+        case opcode::connect: return IORING_OP_CONNECT;
+        case opcode::poll: return IORING_OP_POLL_ADD;
+        case opcode::fsync: return IORING_OP_FSYNC;
+        case opcode::openat: return IORING_OP_OPENAT;
+        case opcode::close: return IORING_OP_CLOSE;
+        case opcode::statx: return IORING_OP_STATX;
+        case opcode::unlinkat: return IORING_OP_UNLINKAT;
+        case opcode::renameat: return IORING_OP_RENAMEAT;
+        case opcode::mkdirat: return IORING_OP_MKDIRAT;
+        case opcode::fallocate: return IORING_OP_FALLOCATE;
+        case opcode::ftruncate: return k_op_ftruncate;
+        case opcode::read_fixed: return IORING_OP_READ_FIXED;
+        case opcode::write_fixed: return IORING_OP_WRITE_FIXED;
+    }
+    return -1;
+}
+
 // user_data tags that are not io_op pointers (pointers are 8-aligned, these are not).
 constexpr uint64_t k_ignore_tag = 1;
 constexpr uint64_t k_notify_tag = 3;
@@ -71,7 +104,9 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
     };
     int r = -EINVAL;
     for (unsigned flags : attempts) {
-        if (opts.sqpoll && (flags & IORING_SETUP_DEFER_TASKRUN)) continue;  // incompatible
+        // SQPOLL is incompatible with DEFER_TASKRUN; a polled ring needs completions posted
+        // without a wait on the ring itself.
+        if ((opts.sqpoll || opts.pollable) && (flags & IORING_SETUP_DEFER_TASKRUN)) continue;
         p = {};
         p.flags = flags | IORING_SETUP_CLAMP;
         p.cq_entries = opts.queue_depth * 4;
@@ -83,6 +118,13 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
     e->taskrun_flag_ = (e->ring_.flags & IORING_SETUP_TASKRUN_FLAG) != 0;
     // Saves the fd lookup on every io_uring_enter; optional.
     (void)io_uring_register_ring_fd(&e->ring_);
+    if (io_uring_probe* probe = io_uring_get_probe_ring(&e->ring_)) {
+        for (unsigned c = 0; c < k_opcode_count; ++c) {
+            int k = kernel_opcode(static_cast<opcode>(c));
+            e->native_[c] = k >= 0 && io_uring_opcode_supported(probe, k);
+        }
+        io_uring_free_probe(probe);
+    }
     e->evfd_ = ::eventfd(0, EFD_CLOEXEC);
     if (e->evfd_ < 0) return errno_error(errno);
     e->arm_notify();
@@ -137,7 +179,38 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
             break;
         case opcode::poll: io_uring_prep_poll_add(sqe, op.fd, op.poll_events); break;
         case opcode::fsync: io_uring_prep_fsync(sqe, op.fd, (op.flags & 1) ? IORING_FSYNC_DATASYNC : 0); break;
+        case opcode::openat:
+            io_uring_prep_openat(sqe, op.fd, static_cast<const char*>(op.buf), op.flags,
+                                 static_cast<mode_t>(op.len));
+            break;
+        case opcode::close: io_uring_prep_close(sqe, op.fd); break;
+        case opcode::statx:
+            io_uring_prep_statx(sqe, op.fd, static_cast<const char*>(op.buf), op.flags,
+                                static_cast<unsigned>(op.len), static_cast<struct statx*>(op.buf2));
+            break;
+        case opcode::unlinkat: io_uring_prep_unlinkat(sqe, op.fd, static_cast<const char*>(op.buf), op.flags); break;
+        case opcode::renameat:
+            io_uring_prep_renameat(sqe, op.fd, static_cast<const char*>(op.buf), op.fd2,
+                                   static_cast<const char*>(op.buf2), static_cast<unsigned>(op.flags));
+            break;
+        case opcode::mkdirat:
+            io_uring_prep_mkdirat(sqe, op.fd, static_cast<const char*>(op.buf), static_cast<mode_t>(op.len));
+            break;
+        case opcode::fallocate:
+            io_uring_prep_fallocate(sqe, op.fd, op.flags, off, static_cast<__u64>(op.len));
+            break;
+        case opcode::ftruncate:
+            // liburing 2.3 has no helper: IORING_OP_FTRUNCATE takes the length in `off`.
+            io_uring_prep_rw(k_op_ftruncate, sqe, op.fd, nullptr, 0, off);
+            break;
+        case opcode::read_fixed:
+            io_uring_prep_read_fixed(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), off, op.flags);
+            break;
+        case opcode::write_fixed:
+            io_uring_prep_write_fixed(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), off, op.flags);
+            break;
     }
+    if (op.fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data(sqe, &op);
 }
 
@@ -169,9 +242,28 @@ void io_uring_engine::queue(io_op& op, bool poll_phase) noexcept {
     }
 }
 
+result<void> io_uring_engine::register_buffers(const iovec* iov, unsigned n) noexcept {
+    (void)io_uring_unregister_buffers(&ring_);
+    if (n == 0) return {};
+    int r = io_uring_register_buffers(&ring_, iov, n);
+    return r < 0 ? result<void>(errno_error(-r)) : result<void>();
+}
+
+result<void> io_uring_engine::register_files(const int* fds, unsigned n) noexcept {
+    (void)io_uring_unregister_files(&ring_);
+    if (n == 0) return {};
+    int r = io_uring_register_files(&ring_, fds, n);
+    return r < 0 ? result<void>(errno_error(-r)) : result<void>();
+}
+
 long io_uring_engine::submit(io_op& op) noexcept {
     op.cancel_errno = 0;
     op.engine_busy = false;
+    // An opcode this kernel lacks runs as a blocking syscall, like on epoll.
+    if (!native_[static_cast<unsigned>(op.code)]) {
+        if (op.fixed_file) return -EOPNOTSUPP;
+        return execute_blocking(op);
+    }
     queue(op, false);
     return pending;
 }

@@ -24,8 +24,14 @@ public:
     bool native_timeouts() const noexcept override { return true; }
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
+    void flush() noexcept override { io_uring_submit(&ring_); }
     bool has_pending() noexcept override;
     bool pending_hint_is_exact() const noexcept override { return taskrun_flag_; }
+
+    bool native(opcode c) const noexcept override { return native_[static_cast<unsigned>(c)]; }
+    int pollable_fd() const noexcept override { return ring_.ring_fd; }
+    result<void> register_buffers(const iovec* iov, unsigned n) noexcept override;
+    result<void> register_files(const int* fds, unsigned n) noexcept override;
 
     /// Setup flags that were accepted by the kernel (for diagnostics and tests).
     unsigned setup_flags() const noexcept { return ring_.flags; }
@@ -43,7 +49,8 @@ private:
     int evfd_ = -1;
     uint64_t ev_buf_ = 0;
     std::atomic<bool> notify_pending_{false};
-    bool taskrun_flag_ = false;  // the kernel flags deferred completions in the SQ ring
+    bool taskrun_flag_ = false;
+    bool native_[k_opcode_count] = {};  // probed opcodes  // the kernel flags deferred completions in the SQ ring
 };
 
 }  // namespace gluon::engine

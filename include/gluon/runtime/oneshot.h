@@ -1,9 +1,11 @@
-// One waiter (fiber or thread) waits for one signal from any thread. Private to the runtime.
+// A one-shot completion: one waiter (a fiber or a plain thread) waits until another party,
+// on any thread, signals it. What engines outside the vCPU's own (libaio, POSIX AIO, the
+// offload pool) use to hand a result back to the fiber that is waiting for it.
 #pragma once
 
 #include "gluon/runtime/waiter.h"
 
-namespace gluon::detail {
+namespace gluon {
 
 class oneshot {
 public:
@@ -13,14 +15,23 @@ public:
     oneshot& operator=(const oneshot&) = delete;
 
     /// Returns once signal() has been called (before or after this call). Not interruptible.
-    void wait() noexcept {
+    void wait() noexcept { (void)wait_until(k_no_deadline, false); }
+    /// Waits for signal() up to the deadline: 0, or -ETIMEDOUT / -ECANCELED (interrupted,
+    /// when interruptible). After an error the oneshot may be waited on again.
+    long wait_until(deadline_t deadline, bool interruptible = true) noexcept {
         lk_.lock();
         if (done_) {
             lk_.unlock();
-            return;
+            return 0;
         }
         q_.push_back(w_);
-        (void)park(lk_, w_, {.interruptible = false});
+        return park(lk_, w_, {.deadline = deadline, .interruptible = interruptible});
+    }
+    bool signalled() noexcept {
+        lk_.lock();
+        bool d = done_;
+        lk_.unlock();
+        return d;
     }
     /// Any thread. After it returns, `this` is not touched again, so the waiter may free it.
     void signal() noexcept {
@@ -38,4 +49,4 @@ private:
     bool done_ = false;
 };
 
-}  // namespace gluon::detail
+}  // namespace gluon
