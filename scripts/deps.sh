@@ -4,11 +4,11 @@
 set -euo pipefail
 
 profile=${1:-build}
-pkgs=(cmake ninja-build g++ pkg-config liburing-dev libfmt-dev libgtest-dev libgmock-dev)
+pkgs=(cmake ninja-build g++ pkg-config liburing-dev libaio-dev libfmt-dev libgtest-dev libgmock-dev)
 case "$profile" in
   build) ;;
   test) pkgs+=(gdb valgrind) ;;
-  bench) pkgs+=(libboost-context-dev libasio-dev) ;;
+  bench) pkgs+=(libboost-context-dev libasio-dev fio) ;;
   *) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
 esac
 

@@ -1,0 +1,170 @@
+#include "gluon/io/file_engine.h"
+
+#include "engines.h"
+
+namespace gluon::io {
+
+const char* kind_name(engine_kind k) noexcept {
+    switch (k) {
+        case engine_kind::automatic: return "auto";
+        case engine_kind::io_uring: return "io_uring";
+        case engine_kind::libaio: return "libaio";
+        case engine_kind::posix_aio: return "posix_aio";
+        case engine_kind::psync: return "psync";
+        case engine_kind::psync_inline: return "psync_inline";
+    }
+    return "?";
+}
+
+bool parse_kind(std::string_view s, engine_kind& k) noexcept {
+    struct alias {
+        std::string_view name;
+        engine_kind kind;
+    };
+    static constexpr alias names[] = {
+        {"auto", engine_kind::automatic},   {"automatic", engine_kind::automatic},
+        {"io_uring", engine_kind::io_uring}, {"libaio", engine_kind::libaio},
+        {"aio", engine_kind::libaio},        {"posix_aio", engine_kind::posix_aio},
+        {"psync", engine_kind::psync},       {"psync_inline", engine_kind::psync_inline},
+        {"sync", engine_kind::psync_inline},
+    };
+    for (const auto& a : names) {
+        if (a.name == s) {
+            k = a.kind;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool available(engine_kind k) noexcept {
+    switch (k) {
+        case engine_kind::io_uring: return engine::available(engine::kind::io_uring);
+        case engine_kind::libaio: return detail::libaio_available();
+        default: return true;
+    }
+}
+
+result<file_engine*> get(engine_kind k) noexcept {
+    if (k == engine_kind::automatic)
+        k = available(engine_kind::io_uring) ? engine_kind::io_uring : engine_kind::psync;
+    if (!available(k)) return errno_error(EOPNOTSUPP);
+    switch (k) {
+        case engine_kind::io_uring: return &detail::uring_engine();
+        case engine_kind::libaio: return &detail::libaio_engine();
+        case engine_kind::posix_aio: return &detail::posix_aio_engine();
+        case engine_kind::psync: return &detail::psync_engine();
+        case engine_kind::psync_inline: return &detail::psync_inline_engine();
+        case engine_kind::automatic: break;
+    }
+    return errno_error(EINVAL);
+}
+
+// ---- typed operations ------------------------------------------------------------------------
+
+namespace {
+
+engine::io_op make(engine::opcode c, int fd, void* buf = nullptr, size_t len = 0, int64_t off = -1,
+                   int flags = 0) {
+    engine::io_op op;
+    op.code = c;
+    op.fd = fd;
+    op.buf = buf;
+    op.len = len;
+    op.offset = off;
+    op.flags = flags;
+    return op;
+}
+
+result<size_t> sized(long r) {
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return static_cast<size_t>(r);
+}
+
+result<void> done(long r) {
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return {};
+}
+
+}  // namespace
+
+result<size_t> pread(file_engine& e, int fd, void* buf, size_t n, int64_t off, deadline_t d) noexcept {
+    auto op = make(engine::opcode::read, fd, buf, n, off);
+    return sized(e.execute(op, d));
+}
+
+result<size_t> pwrite(file_engine& e, int fd, const void* buf, size_t n, int64_t off,
+                      deadline_t d) noexcept {
+    auto op = make(engine::opcode::write, fd, const_cast<void*>(buf), n, off);
+    return sized(e.execute(op, d));
+}
+
+result<size_t> preadv(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
+                      deadline_t d) noexcept {
+    auto op = make(engine::opcode::readv, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
+    return sized(e.execute(op, d));
+}
+
+result<size_t> pwritev(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
+                       deadline_t d) noexcept {
+    auto op = make(engine::opcode::writev, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
+    return sized(e.execute(op, d));
+}
+
+result<void> fsync(file_engine& e, int fd, bool datasync) noexcept {
+    auto op = make(engine::opcode::fsync, fd, nullptr, 0, -1, datasync ? 1 : 0);
+    return done(e.execute(op));
+}
+
+result<void> fallocate(file_engine& e, int fd, int mode, int64_t off, int64_t len) noexcept {
+    if (off < 0 || len <= 0) return errno_error(EINVAL);
+    auto op = make(engine::opcode::fallocate, fd, nullptr, static_cast<size_t>(len), off, mode);
+    return done(e.execute(op));
+}
+
+result<void> ftruncate(file_engine& e, int fd, int64_t len) noexcept {
+    if (len < 0) return errno_error(EINVAL);
+    auto op = make(engine::opcode::ftruncate, fd, nullptr, 0, len);
+    return done(e.execute(op));
+}
+
+result<int> openat(file_engine& e, int dir, const char* path, int flags, mode_t mode) noexcept {
+    auto op = make(engine::opcode::openat, dir, const_cast<char*>(path), mode, -1, flags);
+    long r = e.execute(op);
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return static_cast<int>(r);
+}
+
+result<void> close(file_engine& e, int fd) noexcept {
+    auto op = make(engine::opcode::close, fd);
+    return done(e.execute(op));
+}
+
+result<struct statx> statx(file_engine& e, int dir, const char* path, int flags, unsigned mask) noexcept {
+    struct statx st {};
+    auto op = make(engine::opcode::statx, dir, const_cast<char*>(path), mask, -1, flags);
+    op.buf2 = &st;
+    long r = e.execute(op);
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return st;
+}
+
+result<void> unlinkat(file_engine& e, int dir, const char* path, int flags) noexcept {
+    auto op = make(engine::opcode::unlinkat, dir, const_cast<char*>(path), 0, -1, flags);
+    return done(e.execute(op));
+}
+
+result<void> renameat(file_engine& e, int od, const char* op_path, int nd, const char* np,
+                      unsigned flags) noexcept {
+    auto op = make(engine::opcode::renameat, od, const_cast<char*>(op_path), 0, -1, static_cast<int>(flags));
+    op.fd2 = nd;
+    op.buf2 = const_cast<char*>(np);
+    return done(e.execute(op));
+}
+
+result<void> mkdirat(file_engine& e, int dir, const char* path, mode_t mode) noexcept {
+    auto op = make(engine::opcode::mkdirat, dir, const_cast<char*>(path), mode);
+    return done(e.execute(op));
+}
+
+}  // namespace gluon::io

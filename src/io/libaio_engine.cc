@@ -1,0 +1,153 @@
+// libaio file engine: positioned reads and writes (and fsync) through Linux AIO, completions
+// signalled on an eventfd that the vCPU's event engine watches. One AIO context per vCPU
+// thread, reaped by a driver fiber that runs only while operations are in flight. Linux AIO is
+// asynchronous only for O_DIRECT; on buffered files io_submit itself does the I/O. Everything
+// else (metadata, current-position I/O) goes to the offload pool.
+#include <libaio.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engines.h"
+#include "gluon/runtime/fd.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/oneshot.h"
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon::io::detail {
+namespace {
+
+constexpr int k_aio_depth = 512;
+
+struct request {
+    iocb cb{};
+    oneshot done;
+    long res = 0;
+};
+
+struct aio_context {
+    io_context_t ctx = nullptr;
+    int evfd = -1;
+    unsigned inflight = 0;
+    bool driving = false;
+    bool failed = false;
+
+    ~aio_context() {
+        if (ctx) io_destroy(ctx);
+        if (evfd >= 0) ::close(evfd);
+    }
+    bool ready() {
+        if (ctx || failed) return !failed;
+        evfd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (evfd < 0 || io_setup(k_aio_depth, &ctx) < 0) {
+            ctx = nullptr;
+            failed = true;
+        }
+        return !failed;
+    }
+};
+
+thread_local aio_context t_aio;
+
+void reap(aio_context* a) {
+    io_event evs[64];
+    timespec zero{};
+    for (;;) {
+        int n = io_getevents(a->ctx, 0, 64, evs, &zero);
+        if (n <= 0) return;
+        for (int i = 0; i < n; ++i) {
+            auto* rq = static_cast<request*>(evs[i].data);
+            rq->res = static_cast<long>(evs[i].res);
+            --a->inflight;
+            rq->done.signal();
+        }
+        if (n < 64) return;
+    }
+}
+
+// Runs until nothing is in flight; interrupts (from gluon::fini) do not stop it early.
+void drive(aio_context* a) {
+    while (a->inflight > 0) {
+        uint64_t cnt;
+        (void)fd::read_some(a->evfd, &cnt, sizeof cnt);
+        reap(a);
+    }
+    a->driving = false;
+}
+
+bool prep(request& rq, engine::io_op& op) {
+    if (op.offset < 0 || op.fixed_file) return false;
+    switch (op.code) {
+        case engine::opcode::read:
+        case engine::opcode::read_fixed: io_prep_pread(&rq.cb, op.fd, op.buf, op.len, op.offset); return true;
+        case engine::opcode::write:
+        case engine::opcode::write_fixed: io_prep_pwrite(&rq.cb, op.fd, op.buf, op.len, op.offset); return true;
+        case engine::opcode::readv:
+            io_prep_preadv(&rq.cb, op.fd, static_cast<iovec*>(op.buf), static_cast<int>(op.len), op.offset);
+            return true;
+        case engine::opcode::writev:
+            io_prep_pwritev(&rq.cb, op.fd, static_cast<iovec*>(op.buf), static_cast<int>(op.len), op.offset);
+            return true;
+        default: return false;
+    }
+}
+
+class libaio final : public file_engine {
+public:
+    engine_kind kind() const noexcept override { return engine_kind::libaio; }
+    long execute(engine::io_op& op, deadline_t d) noexcept override {
+        if (!is_vcpu()) return engine::execute_blocking(op);
+        request rq;
+        if (!prep(rq, op) || !t_aio.ready()) return offload_execute(op);
+        aio_context& a = t_aio;
+        io_set_eventfd(&rq.cb, a.evfd);
+        rq.cb.data = &rq;
+        iocb* cbs[1] = {&rq.cb};
+        int r = io_submit(a.ctx, 1, cbs);
+        // EAGAIN: the context is full, do not fail the caller. EINVAL: AIO refuses this file
+        // (a directory, a filesystem without AIO): the syscall gives the honest error.
+        if (r == -EAGAIN || r == -EINVAL) return offload_execute(op);
+        if (r < 0) return r;
+        ++a.inflight;
+        if (!a.driving) {
+            a.driving = true;
+            auto f = spawn(fiber_options{.name = "libaio"}, drive, &a);
+            if (f)
+                (void)f->detach();
+            else
+                drive(&a);  // no memory for a fiber: reap from here
+        }
+        long w = rq.done.wait_until(d);
+        if (w < 0) {
+            // Timed out or interrupted: try to cancel, then wait for the kernel to let go of
+            // the buffer either way.
+            io_event ev;
+            bool cancelled = io_cancel(a.ctx, &rq.cb, &ev) == 0;
+            if (cancelled) {
+                --a.inflight;
+                return w;
+            }
+            rq.done.wait();
+            if (rq.res == -EINTR || rq.res == -ECANCELED) return w;
+        }
+        return rq.res;
+    }
+};
+
+}  // namespace
+
+bool libaio_available() noexcept {
+    static const bool ok = [] {
+        io_context_t ctx = nullptr;
+        if (io_setup(1, &ctx) < 0) return false;
+        io_destroy(ctx);
+        return true;
+    }();
+    return ok;
+}
+
+file_engine& libaio_engine() noexcept {
+    static libaio e;
+    return e;
+}
+
+}  // namespace gluon::io::detail

@@ -1,0 +1,44 @@
+// psync: blocking syscalls, either handed to the offload pool (the vCPU keeps running other
+// fibers) or run inline on the vCPU (no hand-off; a page-cache miss stalls the vCPU).
+#include "engines.h"
+#include "gluon/runtime/runtime.h"
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon::io::detail {
+
+long offload_execute(engine::io_op& op) noexcept {
+    if (!is_vcpu()) return engine::execute_blocking(op);
+    long r = 0;
+    offload([&] { r = engine::execute_blocking(op); });
+    return r;
+}
+
+namespace {
+
+class psync final : public file_engine {
+public:
+    engine_kind kind() const noexcept override { return engine_kind::psync; }
+    long execute(engine::io_op& op, deadline_t) noexcept override { return offload_execute(op); }
+};
+
+class psync_inline final : public file_engine {
+public:
+    engine_kind kind() const noexcept override { return engine_kind::psync_inline; }
+    long execute(engine::io_op& op, deadline_t) noexcept override {
+        return engine::execute_blocking(op);
+    }
+};
+
+}  // namespace
+
+file_engine& psync_engine() noexcept {
+    static psync e;
+    return e;
+}
+
+file_engine& psync_inline_engine() noexcept {
+    static psync_inline e;
+    return e;
+}
+
+}  // namespace gluon::io::detail

@@ -1,0 +1,220 @@
+// The file engines, each on each event engine: the same operations, the same answers.
+#include "gluon/io/file_engine.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/vcpu.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using param = std::tuple<engine::kind, io::engine_kind>;
+
+class file_engine_test : public ::testing::TestWithParam<param> {
+protected:
+    void SetUp() override {
+        auto [ek, fk] = GetParam();
+        if (!engine::available(ek)) GTEST_SKIP() << engine::kind_name(ek) << " not available";
+        if (!io::available(fk)) GTEST_SKIP() << io::kind_name(fk) << " not available";
+        init_options o;
+        o.engine = ek;
+        o.log_engine = false;
+        ASSERT_TRUE(init(o).has_value());
+        e_ = *io::get(fk);
+        char tmpl[] = "/tmp/gluon-io-XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        dfd_ = ::open(dir_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+        ASSERT_GE(dfd_, 0);
+    }
+    void TearDown() override {
+        if (is_vcpu()) {
+            ASSERT_TRUE(fini().has_value());
+        }
+        if (dfd_ >= 0) ::close(dfd_);
+        if (!dir_.empty()) (void)std::system(("rm -rf " + dir_).c_str());
+    }
+    // Runs body in a fiber and waits for it.
+    template <typename F>
+    void in_fiber(F&& body) {
+        auto f = spawn(std::forward<F>(body));
+        ASSERT_TRUE(f.has_value());
+        ASSERT_TRUE(f->join().has_value());
+    }
+    int create(const char* name) {
+        auto fd = io::openat(*e_, dfd_, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        EXPECT_TRUE(fd.has_value()) << fd.error().message();
+        return fd.value_or(-1);
+    }
+
+    io::file_engine* e_ = nullptr;
+    std::string dir_;
+    int dfd_ = -1;
+};
+
+TEST_P(file_engine_test, write_then_read_back) {
+    in_fiber([&] {
+        int fd = create("a");
+        std::string data(100000, 'x');
+        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + i % 26);
+        auto w = io::pwrite(*e_, fd, data.data(), data.size(), 0);
+        ASSERT_TRUE(w.has_value());
+        EXPECT_EQ(*w, data.size());
+        std::string back(data.size(), '\0');
+        auto r = io::pread(*e_, fd, back.data(), back.size(), 0);
+        ASSERT_TRUE(r.has_value());
+        EXPECT_EQ(*r, data.size());
+        EXPECT_EQ(back, data);
+        // Short read at end of file, then 0.
+        char buf[64];
+        auto s = io::pread(*e_, fd, buf, sizeof buf, static_cast<int64_t>(data.size()) - 10);
+        ASSERT_TRUE(s.has_value());
+        EXPECT_EQ(*s, 10u);
+        auto eof = io::pread(*e_, fd, buf, sizeof buf, static_cast<int64_t>(data.size()));
+        ASSERT_TRUE(eof.has_value());
+        EXPECT_EQ(*eof, 0u);
+        EXPECT_TRUE(io::fsync(*e_, fd).has_value());
+        EXPECT_TRUE(io::fsync(*e_, fd, true).has_value());
+        EXPECT_TRUE(io::close(*e_, fd).has_value());
+    });
+}
+
+TEST_P(file_engine_test, vectored_io) {
+    in_fiber([&] {
+        int fd = create("v");
+        char a[] = "hello ", b[] = "vectored ", c[] = "world";
+        iovec out[] = {{a, 6}, {b, 9}, {c, 5}};
+        auto w = io::pwritev(*e_, fd, out, 3, 100);
+        ASSERT_TRUE(w.has_value());
+        EXPECT_EQ(*w, 20u);
+        char x[10] = {}, y[10] = {};
+        iovec in[] = {{x, 10}, {y, 10}};
+        auto r = io::preadv(*e_, fd, in, 2, 100);
+        ASSERT_TRUE(r.has_value());
+        EXPECT_EQ(*r, 20u);
+        EXPECT_EQ(std::string(x, 10) + std::string(y, 10), "hello vectored world");
+        (void)io::close(*e_, fd);
+    });
+}
+
+TEST_P(file_engine_test, size_changes_and_metadata) {
+    in_fiber([&] {
+        int fd = create("m");
+        ASSERT_TRUE(io::fallocate(*e_, fd, 0, 0, 1 << 20).has_value());
+        auto st = io::statx(*e_, dfd_, "m", 0);
+        ASSERT_TRUE(st.has_value());
+        EXPECT_EQ(st->stx_size, 1u << 20);
+        ASSERT_TRUE(io::ftruncate(*e_, fd, 4096).has_value());
+        st = io::statx(*e_, fd, "", AT_EMPTY_PATH);
+        ASSERT_TRUE(st.has_value());
+        EXPECT_EQ(st->stx_size, 4096u);
+        (void)io::close(*e_, fd);
+
+        ASSERT_TRUE(io::mkdirat(*e_, dfd_, "sub").has_value());
+        EXPECT_EQ(io::mkdirat(*e_, dfd_, "sub").error(), std::errc::file_exists);
+        ASSERT_TRUE(io::renameat(*e_, dfd_, "m", dfd_, "sub/m2").has_value());
+        EXPECT_EQ(io::statx(*e_, dfd_, "m", 0).error(), std::errc::no_such_file_or_directory);
+        ASSERT_TRUE(io::statx(*e_, dfd_, "sub/m2", 0).has_value());
+        EXPECT_EQ(io::unlinkat(*e_, dfd_, "sub", AT_REMOVEDIR).error(), std::errc::directory_not_empty);
+        ASSERT_TRUE(io::unlinkat(*e_, dfd_, "sub/m2").has_value());
+        ASSERT_TRUE(io::unlinkat(*e_, dfd_, "sub", AT_REMOVEDIR).has_value());
+    });
+}
+
+TEST_P(file_engine_test, honest_errors) {
+    in_fiber([&] {
+        EXPECT_EQ(io::openat(*e_, dfd_, "missing", O_RDONLY).error(), std::errc::no_such_file_or_directory);
+        int fd = create("x");
+        EXPECT_EQ(io::openat(*e_, dfd_, "x", O_RDWR | O_CREAT | O_EXCL).error(), std::errc::file_exists);
+        EXPECT_EQ(io::openat(*e_, dfd_, ".", O_WRONLY).error(), std::errc::is_a_directory);
+        char buf[8];
+        EXPECT_EQ(io::pread(*e_, 12345, buf, 8, 0).error(), std::errc::bad_file_descriptor);
+        EXPECT_EQ(io::pread(*e_, dfd_, buf, 8, 0).error(), std::errc::is_a_directory);
+        EXPECT_EQ(io::ftruncate(*e_, fd, -1).error(), std::errc::invalid_argument);
+        (void)io::close(*e_, fd);
+        if (geteuid() != 0) {
+            ::chmod((dir_ + "/x").c_str(), 0);
+            EXPECT_EQ(io::openat(*e_, dfd_, "x", O_RDONLY).error(), std::errc::permission_denied);
+        }
+    });
+}
+
+TEST_P(file_engine_test, direct_io_and_many_fibers) {
+    // 64 fibers read 4 KiB blocks at random offsets of one O_DIRECT file and check each.
+    constexpr int k_blocks = 256;
+    int setup = ::openat(dfd_, "d", O_RDWR | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(setup, 0);
+    std::vector<char> content(k_blocks * 4096);
+    for (int b = 0; b < k_blocks; ++b) std::memset(&content[b * 4096], 'A' + b % 50, 4096);
+    ASSERT_EQ(::pwrite(setup, content.data(), content.size(), 0), static_cast<ssize_t>(content.size()));
+    ::close(setup);
+    int fd = ::openat(dfd_, "d", O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) GTEST_SKIP() << "no O_DIRECT on this filesystem";
+    std::vector<fiber> fs;
+    int bad = 0, done = 0;
+    for (int i = 0; i < 64; ++i) {
+        fs.push_back(*spawn([&, i] {
+            void* p = nullptr;
+            ASSERT_EQ(posix_memalign(&p, 4096, 4096), 0);
+            for (int k = 0; k < 20; ++k) {
+                int b = (i * 31 + k * 17) % k_blocks;
+                auto r = io::pread(*e_, fd, p, 4096, static_cast<int64_t>(b) * 4096);
+                if (!r || *r != 4096 || static_cast<char*>(p)[100] != 'A' + b % 50) ++bad;
+                ++done;
+            }
+            free(p);
+        }));
+    }
+    for (auto& f : fs) ASSERT_TRUE(f.join().has_value());
+    ::close(fd);
+    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(done, 64 * 20);
+}
+
+TEST_P(file_engine_test, interrupt_ends_a_wait_that_can_be_cancelled) {
+    // A read of an empty pipe blocks until cancelled; only io_uring can cancel it (the other
+    // engines run non-positioned reads as a syscall on the offload pool).
+    if (std::get<1>(GetParam()) != io::engine_kind::io_uring) GTEST_SKIP() << "not cancellable";
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    long got = 0;
+    auto f = spawn([&] {
+        char c;
+        auto r = io::pread(*e_, p[0], &c, 1, -1);
+        got = r ? 1 : -r.error().value();
+    });
+    ASSERT_TRUE(f.has_value());
+    this_fiber::yield();
+    this_fiber::yield();
+    ASSERT_TRUE(f->interrupt().has_value());
+    ASSERT_TRUE(f->join().has_value());
+    EXPECT_EQ(got, -ECANCELED);
+    ::close(p[0]);
+    ::close(p[1]);
+}
+
+std::string name(const ::testing::TestParamInfo<param>& info) {
+    return std::string(engine::kind_name(std::get<0>(info.param))) + "_" +
+           io::kind_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    engines, file_engine_test,
+    ::testing::Combine(::testing::ValuesIn(test::all_engines()),
+                       ::testing::Values(io::engine_kind::io_uring, io::engine_kind::libaio,
+                                         io::engine_kind::posix_aio, io::engine_kind::psync,
+                                         io::engine_kind::psync_inline)),
+    name);
+
+}  // namespace
+}  // namespace gluon
