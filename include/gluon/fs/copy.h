@@ -1,0 +1,36 @@
+// Copying files and trees between filesystems (the same or different ones), with reads running
+// ahead of writes so the source and the destination are busy at the same time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "gluon/common/result.h"
+#include "gluon/fs/filesystem.h"
+
+namespace gluon::fs {
+
+struct copy_options {
+    size_t chunk = 1 << 20;  // bytes per read/write
+    unsigned depth = 4;      // chunks in flight: reads may run this far ahead of writes
+    bool fsync = false;      // fsync each destination file before closing it
+    /// Called after each chunk is written (bytes done, bytes total) and after each tree entry.
+    std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+/// Copies the regular file src to dst (created, or truncated, with src's permission bits).
+/// Returns the bytes copied. Errors: those of open/pread/pwrite/fsync on either side
+/// (ENOENT, EACCES, ENOSPC, EISDIR, ...); on error the partial dst is left in place.
+result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
+                           std::string_view dst, const copy_options& opts = {});
+
+struct copy_stats {
+    uint64_t files = 0, dirs = 0, symlinks = 0, bytes = 0;
+};
+/// Copies a tree: directories (created; existing ones are reused), regular files and symlinks
+/// (recreated with the same target). Other file types are skipped. Stops at the first error.
+result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
+                             std::string_view dst, const copy_options& opts = {});
+
+}  // namespace gluon::fs

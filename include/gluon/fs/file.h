@@ -1,0 +1,59 @@
+// A file, shaped like the POSIX calls on an fd, returning result<T>. Implemented by the local
+// filesystem and wrapped by decorators (aligned, throttled, linear/striped composition).
+// All calls park only the calling fiber. Reads are short only at end of file (0 = EOF);
+// writes may be short (e.g. a partial write before ENOSPC): nothing is retried behind the
+// caller's back except by the *_all / *_exactly helpers, which say so.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gluon/common/result.h"
+
+namespace gluon::fs {
+
+class file {
+public:
+    virtual ~file() = default;
+
+    /// Errors: EBADF (closed), EINVAL (bad offset; O_DIRECT misalignment), EISDIR, EIO, ...
+    virtual result<size_t> pread(void* buf, size_t n, int64_t off) noexcept = 0;
+    /// Errors: as pread, plus ENOSPC, EFBIG, EDQUOT.
+    virtual result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept = 0;
+    /// Vectored forms. The default runs pread/pwrite per element and stops at the first short
+    /// transfer (not atomic with respect to other writers).
+    virtual result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept;
+    virtual result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept;
+    virtual result<struct stat> fstat() noexcept = 0;
+    virtual result<void> fsync() noexcept = 0;
+    virtual result<void> fdatasync() noexcept { return fsync(); }
+    /// Errors: EINVAL (negative length), EFBIG, EROFS, ...
+    virtual result<void> ftruncate(int64_t len) noexcept = 0;
+    /// Errors: EOPNOTSUPP where the file (or its filesystem) cannot preallocate, ENOSPC.
+    virtual result<void> fallocate(int mode, int64_t off, int64_t len) noexcept;
+    /// Releases the file; later calls fail with EBADF. Also done by the destructor.
+    virtual result<void> close() noexcept = 0;
+    /// The underlying fd, or -1 for composed files.
+    virtual int native_handle() const noexcept { return -1; }
+
+    // Position-based calls on top of the positioned ones (the position is the object's, not
+    // the kernel's: two file objects on one path have separate positions).
+    result<size_t> read(void* buf, size_t n) noexcept;
+    result<size_t> write(const void* buf, size_t n) noexcept;
+    /// SEEK_SET, SEEK_CUR, SEEK_END. Errors: EINVAL (negative result, bad whence).
+    result<int64_t> lseek(int64_t off, int whence) noexcept;
+
+    /// Loops until n bytes are written. Errors: those of pwrite (ENOSPC after a partial write:
+    /// what was written stays written).
+    result<void> pwrite_all(const void* buf, size_t n, int64_t off) noexcept;
+    /// Loops until n bytes are read. Errors: those of pread, and ENODATA if the file ends first.
+    result<void> pread_exactly(void* buf, size_t n, int64_t off) noexcept;
+
+protected:
+    int64_t pos_ = 0;
+};
+
+}  // namespace gluon::fs

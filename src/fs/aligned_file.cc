@@ -1,0 +1,101 @@
+// aligned file: widen, bounce, merge.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "gluon/fs/decorators.h"
+#include "gluon/sync/mutex.h"
+
+namespace gluon::fs {
+namespace {
+
+struct free_deleter {
+    void operator()(char* p) const noexcept { std::free(p); }
+};
+using bounce_ptr = std::unique_ptr<char, free_deleter>;
+
+class aligned_file final : public file {
+public:
+    aligned_file(std::unique_ptr<file> inner, size_t a) : in_(std::move(inner)), a_(a) {}
+
+    result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
+        if (off < 0) return errno_error(EINVAL);
+        if (aligned(buf, n, off) || n == 0) return in_->pread(buf, n, off);
+        const uint64_t a0 = down(off), a1 = up(static_cast<uint64_t>(off) + n);
+        auto b = bounce(a1 - a0);
+        if (!b) return errno_error(ENOMEM);
+        auto r = in_->pread(b.get(), a1 - a0, static_cast<int64_t>(a0));
+        if (!r) return r;
+        const uint64_t skip = static_cast<uint64_t>(off) - a0;
+        if (*r <= skip) return size_t{0};  // at or past end of file
+        const size_t got = std::min<size_t>(n, *r - skip);
+        std::memcpy(buf, b.get() + skip, got);
+        return got;
+    }
+
+    result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
+        if (off < 0) return errno_error(EINVAL);
+        if (aligned(buf, n, off) || n == 0) return in_->pwrite(buf, n, off);
+        std::lock_guard lk(mu_);
+        auto st = in_->fstat();
+        if (!st) return unexpected(st.error());
+        const uint64_t size = static_cast<uint64_t>(st->st_size);
+        const uint64_t end = static_cast<uint64_t>(off) + n;
+        const uint64_t a0 = down(off), a1 = up(end);
+        auto b = bounce(a1 - a0);
+        if (!b) return errno_error(ENOMEM);
+        std::memset(b.get(), 0, a1 - a0);
+        // Edge blocks that the write covers only partly keep their other bytes.
+        if (static_cast<uint64_t>(off) != a0)
+            if (auto r = fill(b.get(), a0); !r) return unexpected(r.error());
+        if (end != a1 && (a1 - a_ != a0 || static_cast<uint64_t>(off) == a0))
+            if (auto r = fill(b.get() + (a1 - a_ - a0), a1 - a_); !r) return unexpected(r.error());
+        std::memcpy(b.get() + (static_cast<uint64_t>(off) - a0), buf, n);
+        if (auto r = in_->pwrite_all(b.get(), a1 - a0, static_cast<int64_t>(a0)); !r) return unexpected(r.error());
+        const uint64_t new_size = std::max(size, end);
+        if (a1 > new_size)
+            if (auto r = in_->ftruncate(static_cast<int64_t>(new_size)); !r) return unexpected(r.error());
+        return n;
+    }
+
+    result<struct stat> fstat() noexcept override { return in_->fstat(); }
+    result<void> fsync() noexcept override { return in_->fsync(); }
+    result<void> fdatasync() noexcept override { return in_->fdatasync(); }
+    result<void> ftruncate(int64_t len) noexcept override { return in_->ftruncate(len); }
+    result<void> fallocate(int mode, int64_t off, int64_t len) noexcept override {
+        return in_->fallocate(mode, off, len);
+    }
+    result<void> close() noexcept override { return in_->close(); }
+    int native_handle() const noexcept override { return in_->native_handle(); }
+
+private:
+    bool aligned(const void* buf, size_t n, int64_t off) const noexcept {
+        return (reinterpret_cast<uintptr_t>(buf) | n | static_cast<uint64_t>(off)) % a_ == 0;
+    }
+    uint64_t down(int64_t v) const noexcept { return static_cast<uint64_t>(v) / a_ * a_; }
+    uint64_t up(uint64_t v) const noexcept { return (v + a_ - 1) / a_ * a_; }
+    bounce_ptr bounce(size_t n) const noexcept {
+        void* p = nullptr;
+        if (posix_memalign(&p, a_, n) != 0) return nullptr;
+        return bounce_ptr(static_cast<char*>(p));
+    }
+    // Reads the block at `at` into dst; past the end of file it stays zero.
+    result<void> fill(char* dst, uint64_t at) noexcept {
+        auto r = in_->pread(dst, a_, static_cast<int64_t>(at));
+        if (!r) return unexpected(r.error());
+        return {};
+    }
+
+    std::unique_ptr<file> in_;
+    size_t a_;
+    mutex mu_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<file>> make_aligned(std::unique_ptr<file> inner, size_t alignment) {
+    if (!inner || alignment < 512 || (alignment & (alignment - 1))) return errno_error(EINVAL);
+    return std::unique_ptr<file>(new aligned_file(std::move(inner), alignment));
+}
+
+}  // namespace gluon::fs

@@ -1,0 +1,126 @@
+// copy: a reader fiber fills up to `depth` buffers ahead while the caller's fiber writes them
+// out; two channels carry buffer indices back and forth, so no buffer is reused before its
+// write finished.
+#include "gluon/fs/copy.h"
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "gluon/fs/path.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync/channel.h"
+
+namespace gluon::fs {
+namespace {
+
+struct filled {
+    unsigned idx;
+    size_t n;
+    int64_t off;
+};
+
+struct free_deleter {
+    void operator()(char* p) const noexcept { std::free(p); }
+};
+
+}  // namespace
+
+result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
+                           std::string_view dst, const copy_options& o) {
+    if (o.chunk == 0 || o.depth == 0) return errno_error(EINVAL);
+    auto in = src_fs.open(src, O_RDONLY);
+    if (!in) return unexpected(in.error());
+    auto st = (*in)->fstat();
+    if (!st) return unexpected(st.error());
+    if (S_ISDIR(st->st_mode)) return errno_error(EISDIR);
+    auto out = dst_fs.open(dst, O_WRONLY | O_CREAT | O_TRUNC, st->st_mode & 07777);
+    if (!out) return unexpected(out.error());
+    const uint64_t total = static_cast<uint64_t>(st->st_size);
+
+    std::vector<std::unique_ptr<char, free_deleter>> bufs;
+    for (unsigned i = 0; i < o.depth; ++i) {
+        void* p = nullptr;
+        if (posix_memalign(&p, 4096, o.chunk) != 0) return errno_error(ENOMEM);
+        bufs.emplace_back(static_cast<char*>(p));
+    }
+    channel<unsigned> free_q(o.depth);
+    channel<filled> full_q(o.depth);
+    for (unsigned i = 0; i < o.depth; ++i) (void)free_q.send(i);
+
+    std::error_code read_err;
+    file& rf = **in;
+    auto reader = spawn([&] {
+        int64_t off = 0;
+        for (;;) {
+            auto idx = free_q.recv();
+            if (!idx) break;  // the writer gave up
+            auto r = rf.pread(bufs[*idx].get(), o.chunk, off);
+            if (!r) {
+                read_err = r.error();
+                break;
+            }
+            if (*r == 0) break;  // end of file (the file may have changed size: copy what is there)
+            if (!full_q.send(filled{*idx, *r, off})) break;
+            off += static_cast<int64_t>(*r);
+        }
+        full_q.close();
+    });
+    if (!reader) return unexpected(reader.error());
+
+    std::error_code write_err;
+    uint64_t done = 0;
+    for (;;) {
+        auto f = full_q.recv();
+        if (!f) break;
+        if (auto w = (*out)->pwrite_all(bufs[f->idx].get(), f->n, f->off); !w) {
+            write_err = w.error();
+            break;
+        }
+        done += f->n;
+        if (o.progress) o.progress(done, total);
+        (void)free_q.send(f->idx);
+    }
+    free_q.close();
+    (void)reader->join();
+    if (write_err) return unexpected(write_err);
+    if (read_err) return unexpected(read_err);
+    if (o.fsync)
+        if (auto r = (*out)->fsync(); !r) return unexpected(r.error());
+    if (auto r = (*out)->close(); !r) return unexpected(r.error());
+    return done;
+}
+
+result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
+                             std::string_view dst, const copy_options& o) {
+    copy_stats stats;
+    std::error_code err;
+    const std::string base = path::normalize(src);
+    auto r = path::walk(src_fs, base, [&](const std::string& p, const struct stat& st) {
+        std::string rel = p.size() > base.size() ? p.substr(base.size() + (base == "/" ? 0 : 1)) : "";
+        std::string target = rel.empty() ? std::string(dst) : path::join(dst, rel);
+        if (S_ISDIR(st.st_mode)) {
+            auto m = dst_fs.mkdir(target, st.st_mode & 07777);
+            if (!m && m.error() != std::errc::file_exists) err = m.error();
+            else ++stats.dirs;
+        } else if (S_ISREG(st.st_mode)) {
+            copy_options one = o;
+            one.progress = nullptr;
+            auto c = copy_file(src_fs, p, dst_fs, target, one);
+            if (!c) err = c.error();
+            else ++stats.files, stats.bytes += *c;
+        } else if (S_ISLNK(st.st_mode)) {
+            auto t = src_fs.readlink(p);
+            auto s = t ? dst_fs.symlink(*t, target) : result<void>(unexpected(t.error()));
+            if (!s) err = s.error();
+            else ++stats.symlinks;
+        }
+        if (o.progress) o.progress(stats.bytes, 0);
+        return err ? path::walk_action::stop : path::walk_action::next;
+    });
+    if (!r) return unexpected(r.error());
+    if (err) return unexpected(err);
+    return stats;
+}
+
+}  // namespace gluon::fs

@@ -1,0 +1,88 @@
+#include "gluon/fs/file.h"
+
+#include <cerrno>
+#include <cstdio>
+
+namespace gluon::fs {
+
+result<size_t> file::preadv(const iovec* iov, int cnt, int64_t off) noexcept {
+    size_t total = 0;
+    for (int i = 0; i < cnt; ++i) {
+        auto r = pread(iov[i].iov_base, iov[i].iov_len, off + static_cast<int64_t>(total));
+        if (!r) return total ? result<size_t>(total) : r;
+        total += *r;
+        if (*r < iov[i].iov_len) break;
+    }
+    return total;
+}
+
+result<size_t> file::pwritev(const iovec* iov, int cnt, int64_t off) noexcept {
+    size_t total = 0;
+    for (int i = 0; i < cnt; ++i) {
+        auto r = pwrite(iov[i].iov_base, iov[i].iov_len, off + static_cast<int64_t>(total));
+        if (!r) return total ? result<size_t>(total) : r;
+        total += *r;
+        if (*r < iov[i].iov_len) break;
+    }
+    return total;
+}
+
+result<void> file::fallocate(int, int64_t, int64_t) noexcept { return errno_error(EOPNOTSUPP); }
+
+result<size_t> file::read(void* buf, size_t n) noexcept {
+    auto r = pread(buf, n, pos_);
+    if (r) pos_ += static_cast<int64_t>(*r);
+    return r;
+}
+
+result<size_t> file::write(const void* buf, size_t n) noexcept {
+    auto r = pwrite(buf, n, pos_);
+    if (r) pos_ += static_cast<int64_t>(*r);
+    return r;
+}
+
+result<int64_t> file::lseek(int64_t off, int whence) noexcept {
+    int64_t base = 0;
+    switch (whence) {
+        case SEEK_SET: break;
+        case SEEK_CUR: base = pos_; break;
+        case SEEK_END: {
+            auto st = fstat();
+            if (!st) return unexpected(st.error());
+            base = st->st_size;
+            break;
+        }
+        default: return errno_error(EINVAL);
+    }
+    if (base + off < 0) return errno_error(EINVAL);
+    pos_ = base + off;
+    return pos_;
+}
+
+result<void> file::pwrite_all(const void* buf, size_t n, int64_t off) noexcept {
+    auto* p = static_cast<const char*>(buf);
+    while (n > 0) {
+        auto r = pwrite(p, n, off);
+        if (!r) return unexpected(r.error());
+        if (*r == 0) return errno_error(EIO);  // a write that makes no progress would spin
+        p += *r;
+        n -= *r;
+        off += static_cast<int64_t>(*r);
+    }
+    return {};
+}
+
+result<void> file::pread_exactly(void* buf, size_t n, int64_t off) noexcept {
+    auto* p = static_cast<char*>(buf);
+    while (n > 0) {
+        auto r = pread(p, n, off);
+        if (!r) return unexpected(r.error());
+        if (*r == 0) return errno_error(ENODATA);
+        p += *r;
+        n -= *r;
+        off += static_cast<int64_t>(*r);
+    }
+    return {};
+}
+
+}  // namespace gluon::fs

@@ -1,0 +1,273 @@
+// The local filesystem and its files.
+#include "gluon/fs/local.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "gluon/runtime/runtime.h"
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon::fs {
+namespace {
+
+result<void> check(long r) {
+    if (r < 0) return errno_error(static_cast<int>(-r));
+    return {};
+}
+
+// Calls with no asynchronous form: on the offload pool, or inline for psync_inline.
+long blocking(io::file_engine& e, const std::function<long()>& fn) {
+    if (e.kind() == io::engine_kind::psync_inline || !is_vcpu()) return fn();
+    return offload_call(fn);
+}
+
+long sys(long r) { return r < 0 ? -errno : r; }
+
+// Paths are relative to the root: drop leading slashes ("" is the root itself).
+std::string rel(std::string_view p) {
+    while (!p.empty() && p.front() == '/') p.remove_prefix(1);
+    return p.empty() ? std::string(".") : std::string(p);
+}
+
+struct stat to_stat(const struct statx& x) {
+    struct stat s {};
+    s.st_dev = makedev(x.stx_dev_major, x.stx_dev_minor);
+    s.st_ino = x.stx_ino;
+    s.st_mode = x.stx_mode;
+    s.st_nlink = x.stx_nlink;
+    s.st_uid = x.stx_uid;
+    s.st_gid = x.stx_gid;
+    s.st_rdev = makedev(x.stx_rdev_major, x.stx_rdev_minor);
+    s.st_size = static_cast<off_t>(x.stx_size);
+    s.st_blksize = x.stx_blksize;
+    s.st_blocks = static_cast<blkcnt_t>(x.stx_blocks);
+    s.st_atim = {x.stx_atime.tv_sec, x.stx_atime.tv_nsec};
+    s.st_mtim = {x.stx_mtime.tv_sec, x.stx_mtime.tv_nsec};
+    s.st_ctim = {x.stx_ctime.tv_sec, x.stx_ctime.tv_nsec};
+    return s;
+}
+
+class local_file final : public file {
+public:
+    local_file(io::file_engine& e, int fd, size_t mem_align, size_t off_align)
+        : e_(&e), fd_(fd), mem_align_(mem_align), off_align_(off_align) {}
+    ~local_file() override { (void)close(); }
+
+    result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
+        if (long r = usable(buf, n, off)) return errno_error(static_cast<int>(r));
+        return io::pread(*e_, fd_, buf, n, off);
+    }
+    result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
+        if (long r = usable(buf, n, off)) return errno_error(static_cast<int>(r));
+        return io::pwrite(*e_, fd_, buf, n, off);
+    }
+    result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept override {
+        if (long r = usable_v(iov, cnt, off)) return errno_error(static_cast<int>(r));
+        return io::preadv(*e_, fd_, iov, cnt, off);
+    }
+    result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept override {
+        if (long r = usable_v(iov, cnt, off)) return errno_error(static_cast<int>(r));
+        return io::pwritev(*e_, fd_, iov, cnt, off);
+    }
+    result<struct stat> fstat() noexcept override {
+        if (fd_ < 0) return errno_error(EBADF);
+        auto x = io::statx(*e_, fd_, "", AT_EMPTY_PATH);
+        if (!x) return unexpected(x.error());
+        return to_stat(*x);
+    }
+    result<void> fsync() noexcept override { return fd_ < 0 ? errno_error(EBADF) : io::fsync(*e_, fd_); }
+    result<void> fdatasync() noexcept override {
+        return fd_ < 0 ? errno_error(EBADF) : io::fsync(*e_, fd_, true);
+    }
+    result<void> ftruncate(int64_t len) noexcept override {
+        return fd_ < 0 ? errno_error(EBADF) : io::ftruncate(*e_, fd_, len);
+    }
+    result<void> fallocate(int mode, int64_t off, int64_t len) noexcept override {
+        return fd_ < 0 ? errno_error(EBADF) : io::fallocate(*e_, fd_, mode, off, len);
+    }
+    result<void> close() noexcept override {
+        if (fd_ < 0) return {};
+        int fd = std::exchange(fd_, -1);
+        return io::close(*e_, fd);
+    }
+    int native_handle() const noexcept override { return fd_; }
+
+private:
+    // O_DIRECT: refuse what the kernel would refuse, before it sees it (0 = fine, else errno).
+    long usable(const void* buf, size_t n, int64_t off) const noexcept {
+        if (fd_ < 0) return EBADF;
+        if (off < 0) return EINVAL;
+        if (off_align_ == 0) return 0;
+        if (reinterpret_cast<uintptr_t>(buf) % mem_align_ || n % off_align_ ||
+            static_cast<uint64_t>(off) % off_align_)
+            return EINVAL;
+        return 0;
+    }
+    long usable_v(const iovec* iov, int cnt, int64_t off) const noexcept {
+        if (cnt < 0 || cnt > IOV_MAX) return EINVAL;
+        for (int i = 0; i < cnt; ++i)
+            if (long r = usable(iov[i].iov_base, iov[i].iov_len, off)) return r;
+        return usable(nullptr, 0, off);
+    }
+
+    io::file_engine* e_;
+    int fd_;
+    size_t mem_align_, off_align_;  // O_DIRECT requirements; 0 = buffered
+};
+
+result<std::unique_ptr<file>> make_file(io::file_engine& e, int fd) {
+    int fl = ::fcntl(fd, F_GETFL);
+    size_t mem = 0, off = 0;
+    if (fl >= 0 && (fl & O_DIRECT)) {
+        auto x = io::statx(e, fd, "", AT_EMPTY_PATH, STATX_DIOALIGN);
+        if (x && (x->stx_mask & STATX_DIOALIGN) && x->stx_dio_offset_align) {
+            mem = x->stx_dio_mem_align;
+            off = x->stx_dio_offset_align;
+        } else {
+            mem = off = 512;  // the traditional requirement: logical block size
+        }
+    }
+    return std::unique_ptr<file>(new local_file(e, fd, mem, off));
+}
+
+class local_directory final : public directory {
+public:
+    local_directory(io::file_engine& e, int fd) : e_(&e), fd_(fd), buf_(32 * 1024) {}
+    ~local_directory() override { (void)io::close(*e_, fd_); }
+
+    result<std::optional<dir_entry>> next() noexcept override {
+        for (;;) {
+            if (pos_ >= len_) {
+                long r = blocking(*e_, [&] { return sys(::syscall(SYS_getdents64, fd_, buf_.data(), buf_.size())); });
+                if (r < 0) return errno_error(static_cast<int>(-r));
+                if (r == 0) return std::optional<dir_entry>{};
+                len_ = static_cast<size_t>(r);
+                pos_ = 0;
+            }
+            auto* d = reinterpret_cast<dirent64*>(buf_.data() + pos_);
+            pos_ += d->d_reclen;
+            if (std::strcmp(d->d_name, ".") == 0 || std::strcmp(d->d_name, "..") == 0) continue;
+            return std::optional<dir_entry>(dir_entry{d->d_name, d->d_ino, d->d_type});
+        }
+    }
+
+private:
+    io::file_engine* e_;
+    int fd_;
+    std::vector<char> buf_;
+    size_t pos_ = 0, len_ = 0;
+};
+
+class local_fs final : public filesystem {
+public:
+    local_fs(io::file_engine& e, int root) : e_(&e), root_(root) {}
+    ~local_fs() override { ::close(root_); }
+
+    result<std::unique_ptr<file>> open(std::string_view path, int flags, mode_t mode) noexcept override {
+        auto fd = io::openat(*e_, root_, rel(path).c_str(), flags | O_CLOEXEC, mode);
+        if (!fd) return unexpected(fd.error());
+        return make_file(*e_, *fd);
+    }
+    result<void> mkdir(std::string_view p, mode_t mode) noexcept override {
+        return io::mkdirat(*e_, root_, rel(p).c_str(), mode);
+    }
+    result<void> rmdir(std::string_view p) noexcept override {
+        return io::unlinkat(*e_, root_, rel(p).c_str(), AT_REMOVEDIR);
+    }
+    result<void> unlink(std::string_view p) noexcept override {
+        return io::unlinkat(*e_, root_, rel(p).c_str(), 0);
+    }
+    result<void> rename(std::string_view from, std::string_view to) noexcept override {
+        return io::renameat(*e_, root_, rel(from).c_str(), root_, rel(to).c_str());
+    }
+    result<void> link(std::string_view existing, std::string_view np) noexcept override {
+        std::string a = rel(existing), b = rel(np);
+        return check(blocking(*e_, [&] { return sys(::linkat(root_, a.c_str(), root_, b.c_str(), 0)); }));
+    }
+    result<void> symlink(std::string_view target, std::string_view lp) noexcept override {
+        std::string t(target), l = rel(lp);
+        return check(blocking(*e_, [&] { return sys(::symlinkat(t.c_str(), root_, l.c_str())); }));
+    }
+    result<std::string> readlink(std::string_view p) noexcept override {
+        std::string r = rel(p);
+        std::string out(PATH_MAX, '\0');
+        long n = blocking(*e_, [&] { return sys(::readlinkat(root_, r.c_str(), out.data(), out.size())); });
+        if (n < 0) return errno_error(static_cast<int>(-n));
+        out.resize(static_cast<size_t>(n));
+        return out;
+    }
+    result<struct stat> stat(std::string_view p) noexcept override { return do_stat(p, 0); }
+    result<struct stat> lstat(std::string_view p) noexcept override {
+        return do_stat(p, AT_SYMLINK_NOFOLLOW);
+    }
+    result<struct statvfs> statfs(std::string_view p) noexcept override {
+        std::string r = rel(p);
+        struct statvfs out {};
+        long rc = blocking(*e_, [&] {
+            int fd = ::openat(root_, r.c_str(), O_PATH | O_CLOEXEC);
+            if (fd < 0) return -static_cast<long>(errno);
+            long v = sys(::fstatvfs(fd, &out));
+            ::close(fd);
+            return v;
+        });
+        if (rc < 0) return errno_error(static_cast<int>(-rc));
+        return out;
+    }
+    result<void> access(std::string_view p, int mode) noexcept override {
+        std::string r = rel(p);
+        return check(blocking(*e_, [&] { return sys(::faccessat(root_, r.c_str(), mode, 0)); }));
+    }
+    result<void> truncate(std::string_view p, int64_t len) noexcept override {
+        if (len < 0) return errno_error(EINVAL);
+        auto f = open(p, O_WRONLY, 0);
+        if (!f) return unexpected(f.error());
+        return (*f)->ftruncate(len);
+    }
+    result<void> utimes(std::string_view p, const timespec times[2]) noexcept override {
+        std::string r = rel(p);
+        return check(blocking(*e_, [&] { return sys(::utimensat(root_, r.c_str(), times, 0)); }));
+    }
+    result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
+        auto fd = io::openat(*e_, root_, rel(p).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (!fd) return unexpected(fd.error());
+        return std::unique_ptr<directory>(new local_directory(*e_, *fd));
+    }
+
+private:
+    result<struct stat> do_stat(std::string_view p, int flags) {
+        auto x = io::statx(*e_, root_, rel(p).c_str(), flags);
+        if (!x) return unexpected(x.error());
+        return to_stat(*x);
+    }
+
+    io::file_engine* e_;
+    int root_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<filesystem>> open_local(const std::string& root, io::engine_kind engine) {
+    auto e = io::get(engine);
+    if (!e) return unexpected(e.error());
+    int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno_error(errno);
+    return std::unique_ptr<filesystem>(new local_fs(**e, fd));
+}
+
+result<std::unique_ptr<file>> adopt_fd(int fd, io::engine_kind engine) {
+    auto e = io::get(engine);
+    if (!e) return unexpected(e.error());
+    if (::fcntl(fd, F_GETFD) < 0) return errno_error(EBADF);
+    return make_file(**e, fd);
+}
+
+}  // namespace gluon::fs

@@ -1,0 +1,109 @@
+#include "gluon/fs/path.h"
+
+#include <vector>
+
+namespace gluon::fs::path {
+
+std::string normalize(std::string_view p) {
+    const bool abs = !p.empty() && p.front() == '/';
+    std::vector<std::string_view> parts;
+    size_t i = 0;
+    while (i < p.size()) {
+        size_t j = p.find('/', i);
+        if (j == std::string_view::npos) j = p.size();
+        std::string_view part = p.substr(i, j - i);
+        i = j + 1;
+        if (part.empty() || part == ".") continue;
+        if (part == "..") {
+            if (!parts.empty() && parts.back() != "..") {
+                parts.pop_back();
+            } else if (!abs) {
+                parts.push_back(part);
+            }
+            continue;
+        }
+        parts.push_back(part);
+    }
+    std::string out = abs ? "/" : "";
+    for (size_t k = 0; k < parts.size(); ++k) {
+        if (k) out += '/';
+        out += parts[k];
+    }
+    if (out.empty()) out = ".";
+    return out;
+}
+
+std::string join(std::string_view a, std::string_view b) {
+    if (b.empty()) return std::string(a);
+    if (a.empty() || b.front() == '/') return std::string(b);
+    std::string out(a);
+    if (out.back() != '/') out += '/';
+    out += b;
+    return out;
+}
+
+std::string_view basename(std::string_view p) {
+    while (p.size() > 1 && p.back() == '/') p.remove_suffix(1);
+    size_t k = p.rfind('/');
+    return k == std::string_view::npos || p.size() == 1 ? p : p.substr(k + 1);
+}
+
+std::string dirname(std::string_view p) {
+    while (p.size() > 1 && p.back() == '/') p.remove_suffix(1);
+    size_t k = p.rfind('/');
+    if (k == std::string_view::npos) return ".";
+    if (k == 0) return "/";
+    return std::string(p.substr(0, k));
+}
+
+bool escapes(std::string_view relative) {
+    std::string n = normalize(relative);
+    return n == ".." || n.rfind("../", 0) == 0;
+}
+
+namespace {
+
+walk_action walk_dir(filesystem& fs, const std::string& dir, result<void>& err,
+                     const std::function<walk_action(const std::string&, const struct stat&)>& visit) {
+    auto d = fs.opendir(dir);
+    if (!d) {
+        err = unexpected(d.error());
+        return walk_action::stop;
+    }
+    for (;;) {
+        auto e = (*d)->next();
+        if (!e) {
+            err = unexpected(e.error());
+            return walk_action::stop;
+        }
+        if (!*e) return walk_action::next;
+        std::string p = join(dir, (*e)->name);
+        auto st = fs.lstat(p);
+        if (!st) {
+            if (st.error() == std::errc::no_such_file_or_directory) continue;  // removed meanwhile
+            err = unexpected(st.error());
+            return walk_action::stop;
+        }
+        walk_action a = visit(p, *st);
+        if (a == walk_action::stop) return a;
+        if (a == walk_action::next && S_ISDIR(st->st_mode)) {
+            if (walk_dir(fs, p, err, visit) == walk_action::stop) return walk_action::stop;
+        }
+    }
+}
+
+}  // namespace
+
+result<void> walk(filesystem& fs, std::string_view root,
+                  const std::function<walk_action(const std::string&, const struct stat&)>& visit) {
+    std::string r(root);
+    auto st = fs.lstat(r);
+    if (!st) return unexpected(st.error());
+    walk_action a = visit(r, *st);
+    if (a != walk_action::next || !S_ISDIR(st->st_mode)) return {};
+    result<void> err;
+    walk_dir(fs, r, err, visit);
+    return err;
+}
+
+}  // namespace gluon::fs::path

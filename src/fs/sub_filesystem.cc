@@ -1,0 +1,96 @@
+#include "gluon/fs/sub_filesystem.h"
+
+#include "gluon/fs/path.h"
+
+namespace gluon::fs {
+namespace {
+
+class sub_fs final : public filesystem {
+public:
+    sub_fs(std::shared_ptr<filesystem> base, std::string prefix) : base_(std::move(base)), prefix_(std::move(prefix)) {}
+
+    result<std::unique_ptr<file>> open(std::string_view p, int flags, mode_t mode) noexcept override {
+        auto m = map(p);
+        if (!m) return unexpected(m.error());
+        return base_->open(*m, flags, mode);
+    }
+    result<void> mkdir(std::string_view p, mode_t mode) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->mkdir(m, mode); });
+    }
+    result<void> rmdir(std::string_view p) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->rmdir(m); });
+    }
+    result<void> unlink(std::string_view p) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->unlink(m); });
+    }
+    result<void> rename(std::string_view a, std::string_view b) noexcept override {
+        auto ma = map(a), mb = map(b);
+        if (!ma) return unexpected(ma.error());
+        if (!mb) return unexpected(mb.error());
+        return base_->rename(*ma, *mb);
+    }
+    result<void> link(std::string_view a, std::string_view b) noexcept override {
+        auto ma = map(a), mb = map(b);
+        if (!ma) return unexpected(ma.error());
+        if (!mb) return unexpected(mb.error());
+        return base_->link(*ma, *mb);
+    }
+    result<void> symlink(std::string_view target, std::string_view lp) noexcept override {
+        return with(lp, [&](const std::string& m) { return base_->symlink(target, m); });
+    }
+    result<std::string> readlink(std::string_view p) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->readlink(m); });
+    }
+    result<struct stat> stat(std::string_view p) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->stat(m); });
+    }
+    result<struct stat> lstat(std::string_view p) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->lstat(m); });
+    }
+    result<struct statvfs> statfs(std::string_view p) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->statfs(m); });
+    }
+    result<void> access(std::string_view p, int mode) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->access(m, mode); });
+    }
+    result<void> truncate(std::string_view p, int64_t len) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->truncate(m, len); });
+    }
+    result<void> utimes(std::string_view p, const timespec t[2]) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->utimes(m, t); });
+    }
+    result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->opendir(m); });
+    }
+
+private:
+    // "/x/../y" -> prefix/y; anything that climbs above the root is EACCES.
+    result<std::string> map(std::string_view p) const {
+        while (!p.empty() && p.front() == '/') p.remove_prefix(1);
+        if (path::escapes(p)) return errno_error(EACCES);
+        std::string n = path::normalize(p);
+        return n == "." ? prefix_ : path::join(prefix_, n);
+    }
+    template <typename F>
+    auto with(std::string_view p, F&& f) -> decltype(f(std::string())) {
+        auto m = map(p);
+        if (!m) return unexpected(m.error());
+        return f(*m);
+    }
+
+    std::shared_ptr<filesystem> base_;
+    std::string prefix_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<filesystem>> make_sub_filesystem(std::shared_ptr<filesystem> base, std::string_view dir) {
+    if (!base) return errno_error(EINVAL);
+    std::string d = path::normalize(dir);
+    auto st = base->stat(d);
+    if (!st) return unexpected(st.error());
+    if (!S_ISDIR(st->st_mode)) return errno_error(ENOTDIR);
+    return std::unique_ptr<filesystem>(new sub_fs(std::move(base), std::move(d)));
+}
+
+}  // namespace gluon::fs

@@ -1,0 +1,89 @@
+// throttled file: a reservation schedule per limit (GCRA without burst). Each operation
+// reserves the earliest start that both limits allow and sleeps until then, so concurrent
+// callers (on any vCPU) queue in arrival order without a timer of their own.
+#include <time.h>
+
+#include <algorithm>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/spinlock.h"
+#include "gluon/fs/decorators.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon::fs {
+namespace {
+
+class throttled_file final : public file {
+public:
+    throttled_file(std::unique_ptr<file> inner, throttle_limits l) : in_(std::move(inner)), lim_(l) {}
+
+    result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
+        if (int e = admit(n)) return errno_error(e);
+        return in_->pread(buf, n, off);
+    }
+    result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
+        if (int e = admit(n)) return errno_error(e);
+        return in_->pwrite(buf, n, off);
+    }
+    result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept override {
+        if (int e = admit(total(iov, cnt))) return errno_error(e);
+        return in_->preadv(iov, cnt, off);
+    }
+    result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept override {
+        if (int e = admit(total(iov, cnt))) return errno_error(e);
+        return in_->pwritev(iov, cnt, off);
+    }
+    result<struct stat> fstat() noexcept override { return in_->fstat(); }
+    result<void> fsync() noexcept override { return in_->fsync(); }
+    result<void> fdatasync() noexcept override { return in_->fdatasync(); }
+    result<void> ftruncate(int64_t len) noexcept override { return in_->ftruncate(len); }
+    result<void> fallocate(int mode, int64_t off, int64_t len) noexcept override {
+        return in_->fallocate(mode, off, len);
+    }
+    result<void> close() noexcept override { return in_->close(); }
+    int native_handle() const noexcept override { return in_->native_handle(); }
+
+private:
+    static size_t total(const iovec* iov, int cnt) {
+        size_t t = 0;
+        for (int i = 0; i < cnt; ++i) t += iov[i].iov_len;
+        return t;
+    }
+
+    // Returns 0, or the errno that ended the wait (ECANCELED: the fiber was interrupted).
+    int admit(size_t bytes) noexcept {
+        const int64_t now = mono_now_ns();
+        int64_t start;
+        {
+            std::lock_guard lk(lk_);
+            start = std::max({now, next_op_, next_byte_});
+            if (lim_.iops > 0) next_op_ = start + static_cast<int64_t>(1e9 / lim_.iops);
+            if (lim_.bytes_per_s > 0)
+                next_byte_ = start + static_cast<int64_t>(static_cast<double>(bytes) * 1e9 / lim_.bytes_per_s);
+        }
+        if (start <= now) return 0;
+        if (is_vcpu()) {
+            auto r = this_fiber::sleep_until(start);
+            return r ? 0 : r.error().value();
+        } else {
+            timespec ts{start / 1'000'000'000, start % 1'000'000'000};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+            }
+        }
+        return 0;
+    }
+
+    std::unique_ptr<file> in_;
+    throttle_limits lim_;
+    spinlock lk_;
+    int64_t next_op_ = 0, next_byte_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<file> make_throttled(std::unique_ptr<file> inner, throttle_limits limits) {
+    return std::unique_ptr<file>(new throttled_file(std::move(inner), limits));
+}
+
+}  // namespace gluon::fs

@@ -1,0 +1,114 @@
+// copy_file / copy_tree, and a full tmpfs: ENOSPC surfaces and nothing already written is lost.
+#include "gluon/fs/copy.h"
+
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+
+#include <random>
+
+#include "fs_fixture.h"
+#include "gluon/fs/path.h"
+
+namespace gluon::test {
+namespace {
+
+class copy_test : public fs_test {};
+
+TEST_P(copy_test, copies_a_tree_with_content_modes_and_links) {
+    in_fiber([&] {
+        ASSERT_TRUE(fs_->mkdir("src").has_value());
+        ASSERT_TRUE(fs_->mkdir("src/sub").has_value());
+        std::string big(3 * 1024 * 1024 + 123, '\0');
+        std::mt19937 rng(1);
+        for (auto& c : big) c = static_cast<char>(rng());
+        ASSERT_TRUE(make("src/big", big));
+        ASSERT_TRUE(make("src/sub/small", "tiny"));
+        ASSERT_TRUE(make("src/empty", ""));
+        ASSERT_TRUE(fs_->symlink("sub/small", "src/link").has_value());
+        ASSERT_EQ(::chmod((dir_ + "/src/sub/small").c_str(), 0600), 0);
+
+        uint64_t calls = 0;
+        fs::copy_options o;
+        o.chunk = 256 * 1024;
+        o.depth = 3;
+        o.progress = [&](uint64_t, uint64_t) { ++calls; };
+        auto st = fs::copy_tree(*fs_, "src", *fs_, "dst", o);
+        ASSERT_TRUE(st.has_value()) << st.error().message();
+        EXPECT_EQ(st->files, 3u);
+        EXPECT_EQ(st->dirs, 2u);
+        EXPECT_EQ(st->symlinks, 1u);
+        EXPECT_EQ(st->bytes, big.size() + 4);
+        EXPECT_GT(calls, 0u);
+        EXPECT_EQ(slurp("dst/big"), big);
+        EXPECT_EQ(slurp("dst/sub/small"), "tiny");
+        EXPECT_EQ(slurp("dst/empty"), "");
+        EXPECT_EQ(*fs_->readlink("dst/link"), "sub/small");
+        EXPECT_EQ(fs_->stat("dst/sub/small")->st_mode & 0777, 0600u);
+
+        EXPECT_EQ(fs::copy_file(*fs_, "nope", *fs_, "x").error(), std::errc::no_such_file_or_directory);
+        EXPECT_EQ(fs::copy_file(*fs_, "src", *fs_, "x").error(), std::errc::is_a_directory);
+    });
+}
+
+GLUON_FS_TEST_SUITE(copy_test);
+
+// Fills a 1 MiB tmpfs (mounted in a private mount namespace of a child process: needs
+// CAP_SYS_ADMIN, skipped otherwise) through gluon until ENOSPC, then checks every byte that was
+// reported written is there.
+TEST(enospc, a_full_filesystem_reports_enospc_and_keeps_what_was_written) {
+    char tmpl[] = "/tmp/gluon-enospc-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string dir = tmpl;
+    for (auto fk : {io::engine_kind::io_uring, io::engine_kind::psync, io::engine_kind::libaio}) {
+        if (!io::available(fk)) continue;
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            if (unshare(CLONE_NEWNS) != 0) _exit(77);
+            if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(77);
+            if (mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) _exit(77);
+            init_options io;
+            io.log_engine = false;
+            if (!init(io)) _exit(10);
+            int rc = 0;
+            auto f = spawn([&] {
+                auto lfs = fs::open_local(dir, fk);
+                if (!lfs) { rc = 11; return; }
+                auto file = (*lfs)->open("fill", O_RDWR | O_CREAT | O_TRUNC);
+                if (!file) { rc = 12; return; }
+                std::string chunk(100 * 1000, '\0');
+                uint64_t written = 0;
+                std::error_code last;
+                for (int i = 0; i < 100; ++i) {
+                    for (size_t k = 0; k < chunk.size(); ++k) chunk[k] = static_cast<char>((written + k) % 251);
+                    auto r = (*file)->pwrite(chunk.data(), chunk.size(), static_cast<int64_t>(written));
+                    if (!r) { last = r.error(); break; }
+                    written += *r;  // a partial write counts: it is on the filesystem
+                }
+                if (last != std::errc::no_space_on_device) { rc = 13; return; }
+                if (written < 500 * 1000) { rc = 14; return; }
+                std::string back(written, '\0');
+                if (!(*file)->pread_exactly(back.data(), written, 0)) { rc = 15; return; }
+                for (uint64_t k = 0; k < written; ++k)
+                    if (back[k] != static_cast<char>(k % 251)) { rc = 16; return; }
+                if ((*file)->fstat()->st_size != static_cast<off_t>(written)) rc = 17;
+            });
+            if (!f || !f->join()) _exit(18);
+            (void)fini();
+            _exit(rc);
+        }
+        int status = 0;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status));
+        if (WEXITSTATUS(status) == 77) {
+            ::rmdir(dir.c_str());
+            GTEST_SKIP() << "no mount namespace (needs CAP_SYS_ADMIN)";
+        }
+        EXPECT_EQ(WEXITSTATUS(status), 0) << "engine " << io::kind_name(fk);
+    }
+    ::rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace gluon::test

@@ -1,0 +1,130 @@
+// aligned, throttled, linear and striped files, and the sub-filesystem.
+#include <fcntl.h>
+
+#include <random>
+
+#include "fs_fixture.h"
+#include "gluon/fs/decorators.h"
+#include "gluon/fs/path.h"
+#include "gluon/fs/sub_filesystem.h"
+
+namespace gluon::test {
+namespace {
+
+class decorators_test : public fs_test {};
+
+std::string pattern(size_t n, unsigned seed) {
+    std::string s(n, '\0');
+    std::mt19937 rng(seed);
+    for (auto& c : s) c = static_cast<char>('a' + rng() % 26);
+    return s;
+}
+
+TEST_P(decorators_test, aligned_file_makes_unaligned_io_work_on_o_direct) {
+    in_fiber([&] {
+        auto raw = fs_->open("al", O_RDWR | O_CREAT | O_DIRECT);
+        if (!raw && raw.error() == std::errc::invalid_argument) GTEST_SKIP() << "no O_DIRECT here";
+        ASSERT_TRUE(raw.has_value());
+        auto f = fs::make_aligned(std::move(*raw), 4096);
+        ASSERT_TRUE(f.has_value());
+        std::string model;
+        // Random unaligned writes and reads, checked against an in-memory model.
+        std::mt19937 rng(7);
+        for (int i = 0; i < 60; ++i) {
+            size_t off = rng() % 20000, n = 1 + rng() % 9000;
+            std::string d = pattern(n, static_cast<unsigned>(i));
+            auto w = (*f)->pwrite(d.data(), n, static_cast<int64_t>(off));
+            ASSERT_TRUE(w.has_value()) << w.error().message();
+            ASSERT_EQ(*w, n);
+            if (model.size() < off + n) model.resize(off + n, '\0');
+            model.replace(off, n, d);
+            ASSERT_EQ((*f)->fstat()->st_size, static_cast<off_t>(model.size()));  // exact length
+            size_t roff = rng() % (model.size() + 100), rn = 1 + rng() % 7000;
+            std::string back(rn, '?');
+            auto r = (*f)->pread(back.data(), rn, static_cast<int64_t>(roff));
+            ASSERT_TRUE(r.has_value());
+            size_t expect = roff >= model.size() ? 0 : std::min(rn, model.size() - roff);
+            ASSERT_EQ(*r, expect);
+            EXPECT_EQ(back.substr(0, expect), model.substr(std::min(roff, model.size()), expect));
+        }
+        EXPECT_FALSE(fs::make_aligned(nullptr, 4096).has_value());
+    });
+}
+
+TEST_P(decorators_test, throttled_file_holds_its_rate) {
+    in_fiber([&] {
+        auto f = make("t", std::string(64 * 1024, 'x'));
+        auto t = fs::make_throttled(std::move(f), {.iops = 200, .bytes_per_s = 0});
+        char buf[16];
+        const int64_t t0 = mono_now_ns();
+        for (int i = 0; i < 21; ++i) ASSERT_TRUE(t->pread(buf, sizeof buf, i).has_value());
+        const double ms = static_cast<double>(mono_now_ns() - t0) / 1e6;
+        EXPECT_GE(ms, 95.0);  // 20 intervals of 5 ms after the first, unthrottled, read
+        auto b = fs::make_throttled(make("u", std::string(64 * 1024, 'y')), {.iops = 0, .bytes_per_s = 1 << 20});
+        std::string big(64 * 1024, '\0');
+        const int64_t t1 = mono_now_ns();
+        for (int i = 0; i < 5; ++i) ASSERT_TRUE(b->pread(big.data(), big.size(), 0).has_value());
+        EXPECT_GE(static_cast<double>(mono_now_ns() - t1) / 1e6, 4 * 62.0);  // 64 KiB at 1 MiB/s
+    });
+}
+
+TEST_P(decorators_test, linear_and_striped_files) {
+    in_fiber([&] {
+        std::vector<std::unique_ptr<fs::file>> parts;
+        parts.push_back(make("p0", std::string(1000, 'a')));
+        parts.push_back(make("p1", std::string(500, 'b')));
+        parts.push_back(make("p2", ""));
+        auto lin = fs::make_linear(std::move(parts));
+        ASSERT_TRUE(lin.has_value());
+        std::string buf(1600, '\0');
+        ASSERT_TRUE((*lin)->pwrite_all("XYZ", 3, 1499).has_value());  // spans p1 and p2
+        ASSERT_EQ(*(*lin)->pread(buf.data(), buf.size(), 0), 1502u);
+        EXPECT_EQ(buf.substr(995, 10), "aaaaabbbbb");
+        EXPECT_EQ(buf.substr(1498, 4), "bXYZ");
+        EXPECT_EQ((*lin)->fstat()->st_size, 1502);
+        EXPECT_EQ(slurp("p2"), "YZ");
+        EXPECT_EQ((*lin)->ftruncate(0).error(), std::errc::operation_not_supported);
+
+        std::vector<std::unique_ptr<fs::file>> sp;
+        for (const char* n : {"s0", "s1", "s2"}) sp.push_back(make(n, ""));
+        auto st = fs::make_striped(std::move(sp), 4);
+        ASSERT_TRUE(st.has_value());
+        std::string d = "AAAABBBBCCCCDDDDEE";
+        ASSERT_TRUE((*st)->pwrite_all(d.data(), d.size(), 0).has_value());
+        EXPECT_EQ(slurp("s0"), "AAAADDDD");
+        EXPECT_EQ(slurp("s1"), "BBBBEE");
+        EXPECT_EQ(slurp("s2"), "CCCC");
+        EXPECT_EQ((*st)->fstat()->st_size, 18);
+        std::string back(30, '\0');
+        ASSERT_EQ(*(*st)->pread(back.data(), back.size(), 2), 16u);
+        EXPECT_EQ(back.substr(0, 16), d.substr(2));
+        EXPECT_FALSE(fs::make_striped({}, 4).has_value());
+    });
+}
+
+TEST_P(decorators_test, sub_filesystem_rejects_escapes) {
+    in_fiber([&] {
+        ASSERT_TRUE(fs_->mkdir("jail").has_value());
+        ASSERT_TRUE(make("secret", "s3cr3t"));
+        ASSERT_TRUE(make("jail/inside", "ok"));
+        std::shared_ptr<fs::filesystem> base(std::move(fs_));
+        auto sub = fs::make_sub_filesystem(base, "jail");
+        ASSERT_TRUE(sub.has_value());
+        auto& s = **sub;
+        EXPECT_TRUE(s.stat("/inside").has_value());
+        EXPECT_TRUE(s.stat("x/../inside").has_value());
+        EXPECT_EQ(s.open("../secret", O_RDONLY).error(), std::errc::permission_denied);
+        EXPECT_EQ(s.stat("/../secret").error(), std::errc::permission_denied);
+        EXPECT_EQ(s.rename("inside", "../out").error(), std::errc::permission_denied);
+        EXPECT_EQ(s.stat("a/../../secret").error(), std::errc::permission_denied);
+        ASSERT_TRUE(s.mkdir("d").has_value());
+        EXPECT_TRUE(base->stat("jail/d").has_value());
+        EXPECT_EQ(fs::make_sub_filesystem(base, "secret").error(), std::errc::not_a_directory);
+        fs_.reset();
+    });
+}
+
+GLUON_FS_TEST_SUITE(decorators_test);
+
+}  // namespace
+}  // namespace gluon::test

@@ -1,0 +1,148 @@
+// The local filesystem on every file engine and event engine.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <set>
+
+#include "fs_fixture.h"
+
+namespace gluon::test {
+namespace {
+
+class local_fs_test : public fs_test {};
+
+TEST_P(local_fs_test, files_read_write_seek_and_stat) {
+    in_fiber([&] {
+        auto f = make("a.txt", "hello world");
+        ASSERT_TRUE(f);
+        auto st = f->fstat();
+        ASSERT_TRUE(st.has_value());
+        EXPECT_EQ(st->st_size, 11);
+        EXPECT_TRUE(S_ISREG(st->st_mode));
+        ASSERT_EQ(*f->lseek(6, SEEK_SET), 6);
+        char buf[16] = {};
+        ASSERT_EQ(*f->read(buf, sizeof buf), 5u);
+        EXPECT_STREQ(buf, "world");
+        EXPECT_EQ(*f->read(buf, sizeof buf), 0u);  // EOF
+        ASSERT_EQ(*f->lseek(-5, SEEK_END), 6);
+        ASSERT_EQ(*f->write("WORLD!", 6), 6u);
+        EXPECT_EQ(f->lseek(-100, SEEK_CUR).error(), std::errc::invalid_argument);
+        EXPECT_TRUE(f->fsync().has_value());
+        EXPECT_TRUE(f->fdatasync().has_value());
+        ASSERT_TRUE(f->ftruncate(5).has_value());
+        ASSERT_TRUE(f->close().has_value());
+        EXPECT_EQ(f->pread(buf, 1, 0).error(), std::errc::bad_file_descriptor);
+        EXPECT_EQ(slurp("a.txt"), "hello");
+        auto s = fs_->stat("/a.txt");  // '/' is the filesystem's root
+        ASSERT_TRUE(s.has_value());
+        EXPECT_EQ(s->st_size, 5);
+    });
+}
+
+TEST_P(local_fs_test, vectored_and_exact_transfers) {
+    in_fiber([&] {
+        auto f = make("v", "");
+        char a[] = "abc", b[] = "defgh";
+        iovec w[] = {{a, 3}, {b, 5}};
+        ASSERT_EQ(*f->pwritev(w, 2, 10), 8u);
+        char x[4] = {}, y[4] = {};
+        iovec r[] = {{x, 4}, {y, 4}};
+        ASSERT_EQ(*f->preadv(r, 2, 10), 8u);
+        EXPECT_EQ(std::string(x, 4) + std::string(y, 4), "abcdefgh");
+        char big[32];
+        EXPECT_EQ(f->pread_exactly(big, sizeof big, 0).error(), std::errc::no_message_available);
+        char hole[10];
+        ASSERT_TRUE(f->pread_exactly(hole, 10, 0).has_value());  // the hole reads as zeros
+        EXPECT_EQ(hole[3], 0);
+    });
+}
+
+TEST_P(local_fs_test, namespace_operations) {
+    in_fiber([&] {
+        ASSERT_TRUE(fs_->mkdir("d").has_value());
+        EXPECT_EQ(fs_->mkdir("d").error(), std::errc::file_exists);
+        EXPECT_EQ(fs_->mkdir("no/such").error(), std::errc::no_such_file_or_directory);
+        ASSERT_TRUE(make("d/f", "data"));
+        ASSERT_TRUE(fs_->rename("d/f", "d/g").has_value());
+        EXPECT_EQ(fs_->stat("d/f").error(), std::errc::no_such_file_or_directory);
+        ASSERT_TRUE(fs_->link("d/g", "d/h").has_value());
+        EXPECT_EQ(fs_->stat("d/h")->st_nlink, 2u);
+        ASSERT_TRUE(fs_->symlink("g", "d/s").has_value());
+        EXPECT_EQ(*fs_->readlink("d/s"), "g");
+        EXPECT_EQ(fs_->readlink("d/g").error(), std::errc::invalid_argument);
+        EXPECT_TRUE(S_ISLNK(fs_->lstat("d/s")->st_mode));
+        EXPECT_TRUE(S_ISREG(fs_->stat("d/s")->st_mode));
+        EXPECT_TRUE(fs_->access("d/g", R_OK | W_OK).has_value());
+        EXPECT_EQ(fs_->access("d/nope", F_OK).error(), std::errc::no_such_file_or_directory);
+        ASSERT_TRUE(fs_->truncate("d/g", 2).has_value());
+        EXPECT_EQ(slurp("d/h"), "da");
+        timespec t[2] = {{1000, 0}, {2000, 0}};
+        ASSERT_TRUE(fs_->utimes("d/g", t).has_value());
+        EXPECT_EQ(fs_->stat("d/g")->st_mtim.tv_sec, 2000);
+        auto sv = fs_->statfs("d");
+        ASSERT_TRUE(sv.has_value());
+        EXPECT_GT(sv->f_bsize, 0u);
+
+        std::set<std::string> names;
+        auto dir = fs_->opendir("d");
+        ASSERT_TRUE(dir.has_value());
+        for (;;) {
+            auto e = (*dir)->next();
+            ASSERT_TRUE(e.has_value());
+            if (!*e) break;
+            names.insert((*e)->name);
+        }
+        EXPECT_EQ(names, (std::set<std::string>{"g", "h", "s"}));
+        EXPECT_EQ(fs_->rmdir("d").error(), std::errc::directory_not_empty);
+        EXPECT_EQ(fs_->unlink("d").error(), std::errc::is_a_directory);
+        for (const char* n : {"d/g", "d/h", "d/s"}) ASSERT_TRUE(fs_->unlink(n).has_value());
+        ASSERT_TRUE(fs_->rmdir("d").has_value());
+        EXPECT_EQ(fs_->opendir("d").error(), std::errc::no_such_file_or_directory);
+    });
+}
+
+TEST_P(local_fs_test, honest_errors) {
+    in_fiber([&] {
+        EXPECT_EQ(fs_->open("missing", O_RDONLY).error(), std::errc::no_such_file_or_directory);
+        ASSERT_TRUE(fs_->mkdir("dir").has_value());
+        EXPECT_EQ(fs_->open("dir", O_WRONLY).error(), std::errc::is_a_directory);
+        ASSERT_TRUE(make("x", "1"));
+        EXPECT_EQ(fs_->open("x", O_CREAT | O_EXCL | O_WRONLY).error(), std::errc::file_exists);
+        EXPECT_EQ(fs_->open("x/y", O_RDONLY).error(), std::errc::not_a_directory);
+        EXPECT_EQ(fs_->truncate("x", -1).error(), std::errc::invalid_argument);
+        auto ro = fs_->open("x", O_RDONLY);
+        ASSERT_TRUE(ro.has_value());
+        EXPECT_EQ((*ro)->pwrite("z", 1, 0).error(), std::errc::bad_file_descriptor);
+        EXPECT_EQ((*ro)->pread(nullptr, 0, -1).error(), std::errc::invalid_argument);
+        if (geteuid() != 0) {
+            ASSERT_EQ(::chmod((dir_ + "/x").c_str(), 0), 0);
+            EXPECT_EQ(fs_->open("x", O_RDONLY).error(), std::errc::permission_denied);
+        }
+    });
+}
+
+TEST_P(local_fs_test, direct_io_alignment_is_checked_before_the_kernel) {
+    in_fiber([&] {
+        auto f = fs_->open("direct", O_RDWR | O_CREAT | O_DIRECT);
+        if (!f && f.error() == std::errc::invalid_argument) GTEST_SKIP() << "no O_DIRECT here";
+        ASSERT_TRUE(f.has_value()) << f.error().message();
+        void* p = nullptr;
+        ASSERT_EQ(posix_memalign(&p, 4096, 8192), 0);
+        std::memset(p, 'q', 8192);
+        char* b = static_cast<char*>(p);
+        EXPECT_EQ((*f)->pwrite(b + 1, 4096, 0).error(), std::errc::invalid_argument);   // buffer
+        EXPECT_EQ((*f)->pwrite(b, 100, 0).error(), std::errc::invalid_argument);        // length
+        EXPECT_EQ((*f)->pwrite(b, 4096, 100).error(), std::errc::invalid_argument);     // offset
+        ASSERT_EQ(*(*f)->pwrite(b, 4096, 4096), 4096u);
+        std::memset(p, 0, 4096);
+        ASSERT_EQ(*(*f)->pread(b, 4096, 4096), 4096u);
+        EXPECT_EQ(b[4095], 'q');
+        free(p);
+    });
+}
+
+GLUON_FS_TEST_SUITE(local_fs_test);
+
+}  // namespace
+}  // namespace gluon::test
