@@ -1,10 +1,24 @@
-// io_uring file engine. On a vCPU whose event engine is io_uring, file ops go on the same ring
+// io_uring file engine. Buffered positioned reads and writes first try the page cache inline
+// (preadv2/pwritev2 with RWF_NOWAIT): a hit costs one syscall and no ring round trip, a miss
+// (EAGAIN) goes to the ring. Files on memory filesystems (tmpfs, ramfs), which refuse
+// RWF_NOWAIT but never wait for a device, are read and written inline; io_uring would hand each
+// of their operations to a kernel worker thread. What an fd is gets learned on its first such
+// operation and forgotten by io::close (an fd closed behind gluon's back keeps its class until
+// reused for another io::close'd file: only speed, never correctness, depends on it).
+//
+// On a vCPU whose event engine is io_uring, file ops go on the same ring
 // as everything else (batched with the network, one io_uring_enter per scheduler pass). On an
 // epoll vCPU they go on a second, per-thread ring without DEFER_TASKRUN (so the kernel posts
 // completions by itself), whose fd the epoll loop watches through a driver fiber that runs only
 // while operations are in flight.
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/uio.h>
 
+#include <atomic>
 #include <memory>
 
 #include "engines.h"
@@ -67,14 +81,88 @@ long run_on_side(engine::io_op& op, deadline_t d) noexcept {
     return r;
 }
 
+long run_async(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
+    if (eng->type() == engine::kind::io_uring) return run_op(op, d);
+    return run_on_side(op, d);
+}
+
+// ---- the inline fast path ----------------------------------------------------------------------
+
+enum fd_class : uint8_t { k_unknown, k_async_only, k_nowait_first, k_inline };
+constexpr int k_max_fd = 1 << 16;
+std::atomic<uint8_t> g_class[k_max_fd];
+
+uint8_t classify(int fd) noexcept {
+    int fl = ::fcntl(fd, F_GETFL);
+    struct stat st;
+    if (fl < 0 || ::fstat(fd, &st) < 0) return k_async_only;
+    if ((fl & O_DIRECT) || !S_ISREG(st.st_mode)) return k_async_only;
+    struct statfs sf;
+    if (::fstatfs(fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC))
+        return k_inline;
+    return k_nowait_first;
+}
+
+bool is_positioned_rw(const engine::io_op& op) noexcept {
+    if (op.offset < 0 || op.fixed_file || op.fd < 0 || op.fd >= k_max_fd) return false;
+    switch (op.code) {
+        case engine::opcode::read:
+        case engine::opcode::write:
+        case engine::opcode::readv:
+        case engine::opcode::writev: return true;
+        default: return false;
+    }
+}
+
+long nowait_attempt(const engine::io_op& op) noexcept {
+    iovec one{op.buf, op.len};
+    const bool vec = op.code == engine::opcode::readv || op.code == engine::opcode::writev;
+    const iovec* iov = vec ? static_cast<const iovec*>(op.buf) : &one;
+    const int cnt = vec ? static_cast<int>(op.len) : 1;
+    const bool rd = op.code == engine::opcode::read || op.code == engine::opcode::readv;
+    ssize_t r = rd ? ::preadv2(op.fd, iov, cnt, op.offset, RWF_NOWAIT)
+                   : ::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT);
+    return r < 0 ? -errno : r;
+}
+
+long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
+    std::atomic<uint8_t>& cls = g_class[op.fd];
+    uint8_t c = cls.load(std::memory_order_relaxed);
+    if (c == k_unknown) {
+        c = classify(op.fd);
+        cls.store(c, std::memory_order_relaxed);
+    }
+    if (c == k_inline) return engine::execute_blocking(op);
+    if (c == k_async_only) return run_async(eng, op, d);
+    long r = nowait_attempt(op);
+    if (r == -EAGAIN) return run_async(eng, op, d);
+    if (r == -EOPNOTSUPP) {
+        cls.store(k_async_only, std::memory_order_relaxed);
+        return run_async(eng, op, d);
+    }
+    const bool vec = op.code == engine::opcode::readv || op.code == engine::opcode::writev;
+    if (r <= 0 || vec || static_cast<size_t>(r) == op.len) return r;
+    // Part of the range was cached: the rest from the ring, so a read is short only at EOF.
+    engine::io_op rest;
+    rest.code = op.code;
+    rest.fd = op.fd;
+    rest.buf = static_cast<char*>(op.buf) + r;
+    rest.len = op.len - static_cast<size_t>(r);
+    rest.offset = op.offset + r;
+    long r2 = run_async(eng, rest, d);
+    return r2 < 0 ? r : r + r2;
+}
+
 class uring final : public file_engine {
 public:
     engine_kind kind() const noexcept override { return engine_kind::io_uring; }
     long execute(engine::io_op& op, deadline_t d) noexcept override {
         engine::engine* eng = current_engine();
         if (!eng) return engine::execute_blocking(op);
-        if (eng->type() == engine::kind::io_uring) return run_op(op, d);
-        return run_on_side(op, d);
+        if (op.code == engine::opcode::close && op.fd >= 0 && op.fd < k_max_fd)
+            g_class[op.fd].store(k_unknown, std::memory_order_relaxed);
+        if (is_positioned_rw(op)) return execute_fast(eng, op, d);
+        return run_async(eng, op, d);
     }
 };
 
