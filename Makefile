@@ -30,6 +30,7 @@ test-dev:
 	cmake --build --preset dev -j $(JOBS)
 	ctest --preset dev
 	bench/run runtime --quick
+	bench/run io --quick
 
 test-asan:
 	@scripts/deps.sh test

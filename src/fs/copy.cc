@@ -3,6 +3,7 @@
 // write finished.
 #include "gluon/fs/copy.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -38,15 +39,18 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
     if (!out) return unexpected(out.error());
     const uint64_t total = static_cast<uint64_t>(st->st_size);
 
+    // Small files get small buffers: one chunk just over the size, so EOF is seen at once.
+    const size_t chunk = std::min<uint64_t>(o.chunk, (total + 4096) / 4096 * 4096);
+    const unsigned depth = static_cast<unsigned>(std::min<uint64_t>(o.depth, total / chunk + 1));
     std::vector<std::unique_ptr<char, free_deleter>> bufs;
-    for (unsigned i = 0; i < o.depth; ++i) {
+    for (unsigned i = 0; i < depth; ++i) {
         void* p = nullptr;
-        if (posix_memalign(&p, 4096, o.chunk) != 0) return errno_error(ENOMEM);
+        if (posix_memalign(&p, 4096, chunk) != 0) return errno_error(ENOMEM);
         bufs.emplace_back(static_cast<char*>(p));
     }
-    channel<unsigned> free_q(o.depth);
-    channel<filled> full_q(o.depth);
-    for (unsigned i = 0; i < o.depth; ++i) (void)free_q.send(i);
+    channel<unsigned> free_q(depth);
+    channel<filled> full_q(depth);
+    for (unsigned i = 0; i < depth; ++i) (void)free_q.send(i);
 
     std::error_code read_err;
     file& rf = **in;
@@ -55,7 +59,7 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
         for (;;) {
             auto idx = free_q.recv();
             if (!idx) break;  // the writer gave up
-            auto r = rf.pread(bufs[*idx].get(), o.chunk, off);
+            auto r = rf.pread(bufs[*idx].get(), chunk, off);
             if (!r) {
                 read_err = r.error();
                 break;
