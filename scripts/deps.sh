@@ -11,6 +11,8 @@ case "$profile" in
   bench) pkgs+=(libboost-context-dev libasio-dev fio) ;;
   *) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
 esac
+pkgs+=(libcurl4-openssl-dev)  # gluon::curl (src/net/curl)
+if [ "$profile" = test ]; then pkgs+=(nginx-light); fi  # the peer of tests/net/curl_test
 
 missing=()
 for p in "${pkgs[@]}"; do
