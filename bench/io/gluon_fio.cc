@@ -2,7 +2,7 @@
 // and a comparable summary, so `bench/run io` can put the two side by side.
 //
 //   gluon-fio --filename=F --rw=randread --bs=4k --iodepth=16 --direct=1 --engine=io_uring
-//             --size=2g --runtime=10 [--fixedbufs] [--registerfiles] [--no-lat] [--json]
+//             --size=2g --runtime=10 [--fixedbufs] [--registerfiles] [--sqpoll] [--no-lat] [--json]
 //
 // iodepth N is N fibers each issuing one blocking call at a time on one vCPU: the engine
 // batches their submissions into one io_uring_enter per scheduler pass. Every I/O is checked:
@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
 
     init_options io;
     io.log_engine = false;
+    io.sqpoll = o.sqpoll;
     if (!init(io)) die("gluon::init failed");
     auto eng = io::get(o.engine);
     if (!eng) die(std::string("engine ") + io::kind_name(o.engine) + ": " + eng.error().message());

@@ -22,6 +22,7 @@ struct fio_options {
     int cpu = -1;
     bool fixedbufs = false;
     bool registerfiles = false;
+    bool sqpoll = false;
     bool lat = true;
     bool json = false;
 };

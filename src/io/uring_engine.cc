@@ -83,6 +83,10 @@ long run_on_side(engine::io_op& op, deadline_t d) noexcept {
 
 long run_async(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
     if (eng->type() == engine::kind::io_uring) return run_op(op, d);
+    // Registrations belong to the vCPU's own ring; the side ring has none.
+    if (op.fixed_file) return -EOPNOTSUPP;
+    if (op.code == engine::opcode::read_fixed) op.code = engine::opcode::read;
+    if (op.code == engine::opcode::write_fixed) op.code = engine::opcode::write;
     return run_on_side(op, d);
 }
 

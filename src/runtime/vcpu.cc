@@ -138,6 +138,7 @@ result<void> init(const init_options& opts) {
     if (cur_vcpu()) return errno_error(EEXIST);
     engine::options eo;
     eo.queue_depth = opts.queue_depth;
+    eo.sqpoll = opts.sqpoll;
     std::unique_ptr<engine::engine> eng;
     std::string why;
     if (opts.engine && !std::getenv("GLUON_ENGINE")) {

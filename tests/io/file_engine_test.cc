@@ -203,6 +203,80 @@ TEST_P(file_engine_test, interrupt_ends_a_wait_that_can_be_cancelled) {
     ::close(p[1]);
 }
 
+TEST_P(file_engine_test, registered_buffers_and_files) {
+    // Opt-in io_uring fast path: fixed buffers and a fixed file on the vCPU's own ring. Other
+    // engines run fixed-buffer ops as plain reads; a fixed file is EOPNOTSUPP there.
+    int fd = ::openat(dfd_, "fixed", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "registered!", 11, 0), 11);
+    engine::engine* eng = current_engine();
+    const bool native = std::get<1>(GetParam()) == io::engine_kind::io_uring &&
+                        eng->type() == engine::kind::io_uring;
+    alignas(64) char buf[64] = {};
+    iovec iov{buf, sizeof buf};
+    auto rb = eng->register_buffers(&iov, 1);
+    auto rf = eng->register_files(&fd, 1);
+    EXPECT_EQ(rb.has_value(), eng->type() == engine::kind::io_uring);
+    EXPECT_EQ(rf.has_value(), eng->type() == engine::kind::io_uring);
+    in_fiber([&] {
+        engine::io_op op;
+        op.code = engine::opcode::read_fixed;
+        op.fd = native ? 0 : fd;
+        op.fixed_file = native;
+        op.buf = buf;
+        op.len = 11;
+        op.offset = 0;
+        op.flags = 0;  // buffer index
+        EXPECT_EQ(e_->execute(op), 11);
+        EXPECT_EQ(std::string(buf, 11), "registered!");
+        if (!native) {
+            engine::io_op bad;
+            bad.code = engine::opcode::read;
+            bad.fd = 0;
+            bad.fixed_file = true;
+            bad.buf = buf;
+            bad.len = 1;
+            bad.offset = 0;
+            EXPECT_EQ(e_->execute(bad), -EOPNOTSUPP);
+        }
+    });
+    if (rb) (void)eng->register_buffers(nullptr, 0);
+    if (rf) (void)eng->register_files(nullptr, 0);
+    ::close(fd);
+}
+
+TEST(file_engine_sqpoll, file_io_on_an_sqpoll_ring) {
+    if (!engine::available(engine::kind::io_uring)) GTEST_SKIP() << "no io_uring";
+    init_options o;
+    o.engine = engine::kind::io_uring;
+    o.sqpoll = true;
+    o.log_engine = false;
+    auto r = init(o);
+    if (!r && r.error() == std::errc::operation_not_permitted) GTEST_SKIP() << "SQPOLL not permitted";
+    ASSERT_TRUE(r.has_value()) << r.error().message();
+    auto* e = *io::get(io::engine_kind::io_uring);
+    char path[] = "/tmp/gluon-sqpoll-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::unlink(path);
+    auto f = spawn([&] {
+        std::string data(8192, 's');
+        for (int i = 0; i < 100; ++i) {
+            auto w = io::pwrite(*e, fd, data.data(), data.size(), i * 8192);
+            ASSERT_TRUE(w.has_value());
+            ASSERT_EQ(*w, data.size());
+        }
+        std::string back(8192, '\0');
+        ASSERT_EQ(*io::pread(*e, fd, back.data(), back.size(), 99 * 8192), 8192u);
+        EXPECT_EQ(back, data);
+        EXPECT_TRUE(io::fsync(*e, fd).has_value());
+    });
+    ASSERT_TRUE(f.has_value());
+    ASSERT_TRUE(f->join().has_value());
+    ::close(fd);
+    ASSERT_TRUE(fini().has_value());
+}
+
 std::string name(const ::testing::TestParamInfo<param>& info) {
     return std::string(engine::kind_name(std::get<0>(info.param))) + "_" +
            io::kind_name(std::get<1>(info.param));

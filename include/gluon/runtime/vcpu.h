@@ -15,6 +15,10 @@ struct init_options {
     /// (GLUON_ENGINE=epoll|io_uring overrides this too).
     std::optional<engine::kind> engine;
     unsigned queue_depth = 1024;
+    /// io_uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL), so
+    /// submissions cost no syscall while it is awake. It burns a core of its own while busy
+    /// and rules out DEFER_TASKRUN; worth it only when a spare core exists.
+    bool sqpoll = false;
     /// How many free stacks this vCPU keeps committed for reuse.
     size_t stack_cache = 256;
     /// Before sleeping, an idle vCPU spins this long watching for cross-vCPU wake-ups and
