@@ -13,6 +13,8 @@ case "$profile" in
 esac
 pkgs+=(libcurl4-openssl-dev)  # gluon::curl (src/net/curl)
 if [ "$profile" = test ]; then pkgs+=(nginx-light); fi  # the peer of tests/net/curl_test
+pkgs+=(libssl-dev)  # gluon::tls (src/net/tls)
+if [ "$profile" = test ]; then pkgs+=(openssl curl); fi  # the peers of tests/net/tls_test
 
 missing=()
 for p in "${pkgs[@]}"; do

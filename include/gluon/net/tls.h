@@ -1,0 +1,171 @@
+// TLS 1.2/1.3 over a net::stream (OpenSSL 3 underneath; no OpenSSL type appears here). A
+// tls::context holds the configuration shared by many connections (certificates, trust anchors,
+// ALPN, session cache); a tls::stream is one connection, a decorator that owns its net::stream.
+//
+// Blocking calls park only the calling fiber and take a timeout (ETIMEDOUT) for the whole call;
+// an interrupted fiber gets ECANCELED. Socket errors come back as errno codes (ECONNRESET, ...);
+// TLS failures as tls::errc codes (category "tls"). The detailed reason (OpenSSL's error
+// strings, the certificate verification result) of the calling fiber's last failed TLS call is
+// in tls::last_error_message().
+//
+// Certificate verification is on by default for clients: a client checks the server's chain
+// against the configured trust anchors (the system's by default) and the name it connects to.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/net/socket.h"
+
+namespace gluon::net::tls {
+
+enum class errc : int {
+    handshake_failed = 1,    ///< the handshake failed for a reason not listed below
+    verify_failed,           ///< the peer's certificate chain or name did not verify
+    no_application_protocol, ///< no ALPN protocol in common
+    protocol_error,          ///< malformed or unexpected TLS data
+    record_too_large,        ///< a record header announced more than TLS allows
+    bad_record_mac,          ///< a record failed to decrypt / authenticate
+    unexpected_eof,          ///< the peer closed the connection without close_notify
+    peer_alert,              ///< the peer aborted the connection with a fatal alert
+    invalid_certificate,     ///< a certificate (chain) could not be loaded or parsed
+    invalid_private_key,     ///< a key could not be loaded, or does not match the certificate
+    invalid_configuration,   ///< the context options are inconsistent or unsupported
+    broken,                  ///< an earlier failure ended the connection: close the stream
+};
+
+/// The "tls" error category.
+const std::error_category& category() noexcept;
+std::error_code make_error_code(errc e) noexcept;
+
+/// The detailed message of the calling fiber's (outside a vCPU: thread's) most recent failed
+/// call of this module, e.g. "certificate verify failed: certificate has expired (depth 0,
+/// subject CN=localhost)". Empty if none failed yet. Fiber-local, so it survives migration.
+const std::string& last_error_message();
+
+enum class version : uint16_t { tls1_2 = 0x0303, tls1_3 = 0x0304 };
+
+struct context_options {
+    /// Own certificate chain (leaf first) and private key, as PEM file paths or PEM text (give
+    /// one of each pair). Required for a server; optional for a client (client certificates).
+    std::string cert_chain_file, cert_chain_pem;
+    std::string private_key_file, private_key_pem;
+    /// Trust anchors for verifying the peer. If none is given, the system's default locations.
+    std::string ca_file, ca_dir, ca_pem;
+    /// Client: verify the server's chain and name (default on; turn it off only for tests).
+    bool verify_peer = true;
+    /// Server: request a client certificate and fail the handshake unless one verifies
+    /// against the trust anchors (mutual TLS).
+    bool require_client_certificate = false;
+    /// ALPN protocols in preference order (e.g. {"h2", "http/1.1"}). A server whose list has no
+    /// protocol in common with the client's fails the handshake (no_application_protocol); a
+    /// client that offers none, or a server with an empty list, negotiates nothing.
+    std::vector<std::string> alpn;
+    version min_version = version::tls1_2;
+    version max_version = version::tls1_3;
+    /// Client: sessions kept for resumption, keyed by server name and address (0: no cache).
+    /// Server: session tickets and the server-side cache are on unless this is 0.
+    size_t session_cache_size = 1024;
+};
+
+/// Configuration shared by connections: a cheap, copyable handle; safe to use from any vCPU.
+class context {
+public:
+    /// Errors (all with last_error_message()): ENOENT/EACCES (a file), invalid_certificate,
+    /// invalid_private_key, invalid_configuration (bad versions or ALPN names, a server without a
+    /// certificate, a key without a certificate or the reverse).
+    static result<context> make_client(const context_options& opts = {});
+    static result<context> make_server(const context_options& opts);
+
+    context() noexcept = default;
+    bool valid() const noexcept { return impl_ != nullptr; }
+    bool is_server() const noexcept;
+    /// Client: sessions currently cached.
+    size_t cached_sessions() const noexcept;
+
+    struct impl;
+
+private:
+    friend class stream;
+    std::shared_ptr<impl> impl_;
+};
+
+/// One TLS connection over an owned net::stream. Move-only. Use it from fibers of one vCPU at a
+/// time; one fiber may receive while another sends (full duplex). On an empty (default or
+/// moved-from) stream the I/O calls fail with EBADF.
+class stream {
+public:
+    /// Client handshake over a connected socket (which the stream takes over; on failure it is
+    /// closed). server_name is sent as SNI (unless it is an IP address) and is the name the
+    /// certificate must match; empty means no SNI and, with verify_peer, a chain-only check.
+    /// Errors: verify_failed, no_application_protocol, handshake_failed, peer_alert,
+    /// protocol_error, record_too_large, unexpected_eof, socket errors (ECONNRESET, ...),
+    /// ETIMEDOUT, ECANCELED, EINVAL (not a client context).
+    static result<stream> connect(net::stream sock, const context& ctx,
+                                  std::string_view server_name, duration timeout = forever);
+    /// Server handshake. Errors: as for connect (verify_failed only with
+    /// require_client_certificate), EINVAL (not a server context).
+    static result<stream> accept(net::stream sock, const context& ctx, duration timeout = forever);
+
+    stream() noexcept;
+    stream(stream&&) noexcept;
+    stream& operator=(stream&&) noexcept;
+    ~stream();
+
+    bool valid() const noexcept { return impl_ != nullptr; }
+
+    /// May be short; 0 means the peer sent close_notify (orderly end of stream). Errors:
+    /// unexpected_eof (TCP closed without close_notify: possible truncation), protocol_error,
+    /// bad_record_mac, record_too_large, peer_alert, socket errors, ETIMEDOUT, ECANCELED, broken.
+    /// A timeout or interrupt loses nothing: the stream stays usable. After any other error,
+    /// every later call fails with broken.
+    result<size_t> recv_some(void* buf, size_t n, duration timeout = forever);
+    /// May be short (at most 64 KiB per call). Errors: socket errors (EPIPE, ECONNRESET),
+    /// ETIMEDOUT, ECANCELED, broken, EPIPE after shutdown(). A failed send leaves the stream
+    /// broken (records may be half sent): close it.
+    result<size_t> send_some(const void* buf, size_t n, duration timeout = forever);
+    /// Errors: those of recv_some, and EPIPE if close_notify came before n bytes.
+    result<void> recv_exactly(void* buf, size_t n, duration timeout = forever);
+    /// Errors: those of send_some; the timeout applies to the whole call.
+    result<void> send_all(const void* buf, size_t n, duration timeout = forever);
+    /// Sends close_notify (once; later sends fail with EPIPE). Does not wait for the peer's.
+    /// Errors: those of send_some (broken if the connection had failed).
+    result<void> shutdown(duration timeout = forever);
+    /// Frees the TLS state and closes the socket (without close_notify; see shutdown).
+    /// Errors: those of close(2).
+    result<void> close() noexcept;
+
+    /// The negotiated ALPN protocol ("" if none).
+    std::string_view alpn_selected() const noexcept;
+    /// True if the handshake resumed an earlier session.
+    bool session_reused() const noexcept;
+    /// Client: the name given to connect. Server: the SNI name the client sent ("" if none).
+    std::string_view server_name() const noexcept;
+    /// "TLSv1.3" or "TLSv1.2".
+    std::string_view version() const noexcept;
+    std::string_view cipher() const noexcept;
+    /// The peer certificate's subject in RFC 2253 form ("CN=localhost,O=..."), "" if none.
+    std::string peer_certificate_subject() const;
+    /// The detailed message of this stream's last failure ("" if none).
+    const std::string& last_error_message() const noexcept;
+    /// The underlying socket (for options and addresses; reading or writing it directly breaks
+    /// the TLS session). Only on a valid() stream.
+    net::stream& socket() noexcept;
+
+    struct impl;
+
+private:
+    explicit stream(std::unique_ptr<impl> i) noexcept;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace gluon::net::tls
+
+template <> struct std::is_error_code_enum<gluon::net::tls::errc> : std::true_type {};

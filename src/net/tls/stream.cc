@@ -1,0 +1,400 @@
+// tls::stream: drives SSL_* calls over the non-blocking buffer BIO (bio.cc) and moves ciphertext
+// between those buffers and the socket with gluon::fd calls, which park only the fiber.
+#include <arpa/inet.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include <climits>
+
+#include "gluon/runtime/fd.h"
+#include "internal.h"
+
+namespace gluon::net::tls {
+namespace {
+
+using detail::drain_errors;
+
+constexpr size_t k_max_send = size_t{64} * 1024;
+
+enum class phase { handshake, read, write, shutdown };
+
+duration remaining(deadline_t d) {
+    if (d == k_no_deadline) return forever;
+    int64_t left = d - mono_now_ns();
+    return duration(left > 0 ? left : 0);
+}
+
+unexpected stream_fail(stream::impl& s, std::error_code e, std::string msg) {
+    s.last_error = msg;
+    return detail::fail(e, std::move(msg));
+}
+
+unexpected already_failed(stream::impl& s, const char* op) {
+    return stream_fail(s, errc::broken,
+                       std::string(op) + ": the connection failed earlier (" + s.last_error + ")");
+}
+
+std::string name_text(X509_NAME* n) {
+    if (!n) return {};
+    BIO* b = BIO_new(BIO_s_mem());
+    if (!b) return {};
+    X509_NAME_print_ex(b, n, 0, XN_FLAG_RFC2253);
+    char* data = nullptr;
+    long len = BIO_get_mem_data(b, &data);
+    std::string out(data, len > 0 ? static_cast<size_t>(len) : 0);
+    BIO_free(b);
+    return out;
+}
+
+std::string what(const stream::impl& s, phase ph) {
+    switch (ph) {
+    case phase::handshake:
+        if (s.client) return "TLS handshake with " + (s.name.empty() ? s.peer : s.name);
+        return "TLS handshake from " + s.peer;
+    case phase::read:
+        return "TLS recv";
+    case phase::write:
+        return "TLS send";
+    case phase::shutdown:
+        return "TLS shutdown";
+    }
+    return "TLS";
+}
+
+// Keeps the first failure of chain verification with the certificate it concerns: the verify
+// result alone does not say which certificate was bad. Per SSL_CTX, not a global callback.
+int on_verify(int ok, X509_STORE_CTX* xs) {
+    if (ok) return ok;
+    auto* ssl =
+        static_cast<SSL*>(X509_STORE_CTX_get_ex_data(xs, SSL_get_ex_data_X509_STORE_CTX_idx()));
+    auto* s = ssl ? static_cast<stream::impl*>(SSL_get_app_data(ssl)) : nullptr;
+    if (s && s->verify_detail.empty()) {
+        s->verify_detail = X509_verify_cert_error_string(X509_STORE_CTX_get_error(xs));
+        s->verify_detail += " (depth " + std::to_string(X509_STORE_CTX_get_error_depth(xs));
+        if (X509* cert = X509_STORE_CTX_get_current_cert(xs))
+            s->verify_detail += ", subject " + name_text(X509_get_subject_name(cert));
+        s->verify_detail += ")";
+    }
+    return ok;
+}
+
+// Sends everything in io.out, in order. OpenSSL may append to io.out while we are parked in
+// send (another fiber's SSL_write), so the holder of send_mu loops until io.out is empty.
+// The read path must not wait behind a parked writer (that could deadlock two peers that both
+// write before reading), so it only try-locks: the holder sends its bytes before unlocking.
+result<void> flush(stream::impl& s, deadline_t d, bool wait_for_lock) {
+    if (s.io.out.empty()) return {};
+    if (!wait_for_lock) {
+        if (!s.send_mu.try_lock()) return {};
+    } else if (auto r = s.send_mu.lock_until(d); !r) {
+        s.broken = r.error();  // our records are queued behind someone else's: no way back
+        return r;
+    }
+    while (!s.broken && !s.io.out.empty()) {
+        s.sending.swap(s.io.out);
+        auto r = fd::send_all(s.sock.get(), s.sending.data(), s.sending.size(), remaining(d));
+        s.sending.clear();
+        if (!r) s.broken = r.error();
+    }
+    s.send_mu.unlock();
+    if (s.broken) {
+        s.failed = true;
+        return unexpected(s.broken);
+    }
+    return {};
+}
+
+// Receives ciphertext into the (then empty) io.in: OpenSSL asks for more only once it has
+// consumed all of it. A timeout or interrupt here loses nothing.
+result<void> fill(stream::impl& s, deadline_t d) {
+    if (auto r = s.recv_mu.lock_until(d); !r) return r;
+    result<void> out;
+    auto& io = s.io;
+    if (io.in_available() == 0 && !io.in_eof) {  // else another reader filled it meanwhile
+        io.in_begin = io.in_end = 0;
+        auto n = fd::recv_some(s.sock.get(), io.in.get(), io.in_capacity, 0, remaining(d));
+        if (!n)
+            out = unexpected(n.error());
+        else if (*n == 0)
+            io.in_eof = true;
+        else
+            io.in_end = *n;
+    }
+    s.recv_mu.unlock();
+    return out;
+}
+
+unexpected tls_failure(stream::impl& s, phase ph, int ssl_err, unsigned long first,
+                       const std::string& detail) {
+    s.failed = true;
+    std::string msg = what(s, ph) + ": ";
+    if (first == 0) {
+        // No queued error: with our BIO that is the peer closing in mid-record or mid-handshake.
+        if (ssl_err == SSL_ERROR_SYSCALL && s.io.in_eof)
+            return stream_fail(s, errc::unexpected_eof,
+                               msg + "connection closed by the peer without close_notify");
+        return stream_fail(s, errc::protocol_error, msg + "SSL error " + std::to_string(ssl_err));
+    }
+    errc code = detail::classify(first, ph == phase::handshake);
+    long v = SSL_get_verify_result(s.ssl);
+    if (code == errc::verify_failed && v != X509_V_OK)
+        msg += "certificate verify failed: " + (s.verify_detail.empty()
+                                                    ? std::string(X509_verify_cert_error_string(v))
+                                                    : s.verify_detail);
+    else
+        msg += detail;
+    return stream_fail(s, code, std::move(msg));
+}
+
+// Calls op (an SSL_* call, > 0 on success) until it succeeds, moving ciphertext as OpenSSL
+// asks. Returns op's result, 0 for close_notify, or the error.
+template <typename Op> result<int> drive(stream::impl& s, deadline_t d, phase ph, Op&& op) {
+    for (;;) {
+        ERR_clear_error();
+        int r = op();
+        int err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(s.ssl, r);
+        unsigned long first = 0;
+        std::string detail = drain_errors(&first);  // before anything below can park
+        // Handshake messages, records and alerts go out before we wait for the peer.
+        auto sent = flush(s, d, ph != phase::read);
+        if (err == SSL_ERROR_SSL || err == SSL_ERROR_SYSCALL)
+            return tls_failure(s, ph, err, first, detail);
+        if (!sent) {
+            s.failed = true;
+            return stream_fail(s, sent.error(), what(s, ph) + ": send: " + sent.error().message());
+        }
+        switch (err) {
+        case SSL_ERROR_NONE:
+            return r;
+        case SSL_ERROR_ZERO_RETURN:
+            return 0;
+        case SSL_ERROR_WANT_READ:
+            if (auto f = fill(s, d); !f) {
+                // A timeout or an interrupt loses nothing; anything else ends the connection.
+                const auto e = f.error();
+                if (e != std::errc::timed_out && e != std::errc::operation_canceled)
+                    s.failed = true;
+                return stream_fail(s, e, what(s, ph) + ": recv: " + e.message());
+            }
+            continue;
+        default:
+            return tls_failure(s, ph, err, first, detail);  // WANT_WRITE etc.: not with our BIO
+        }
+    }
+}
+
+bool is_ip_literal(const std::string& name) {
+    unsigned char buf[16];
+    return inet_pton(AF_INET, name.c_str(), buf) == 1 ||
+           inet_pton(AF_INET6, name.c_str(), buf) == 1;
+}
+
+result<std::unique_ptr<stream::impl>> make_impl(net::stream sock,
+                                                std::shared_ptr<context::impl> ctx, bool client) {
+    detail::ensure_openssl_init();
+    auto s = std::make_unique<stream::impl>();
+    s->client = client;
+    s->sock = std::move(sock);
+    // Kept for error messages: after a reset the socket no longer knows its peer.
+    auto peer = s->sock.peer_address();
+    s->peer = peer ? peer->to_string() : "an unknown peer";
+    s->io.in.reset(new char[detail::io_buffers::in_capacity]);
+    s->ssl = SSL_new(ctx->ctx);
+    BIO* b = s->ssl ? detail::new_buffer_bio(&s->io) : nullptr;
+    if (!b)
+        return stream_fail(*s, errno_code(ENOMEM),
+                           "TLS: cannot create the connection: " + drain_errors());
+    SSL_set_bio(s->ssl, b, b);  // one BIO for both directions: the SSL takes our one reference
+    SSL_set_app_data(s->ssl, s.get());
+    SSL_set_verify(s->ssl, ctx->verify_mode, on_verify);
+    s->ctx = std::move(ctx);
+    return s;
+}
+
+result<void> set_peer_name(stream::impl& s) {
+    if (is_ip_literal(s.name)) {
+        // No SNI for addresses (RFC 6066); the certificate must list the IP instead.
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s.ssl), s.name.c_str()) == 1) return {};
+    } else if (SSL_set_tlsext_host_name(s.ssl, s.name.c_str()) == 1 &&
+               SSL_set1_host(s.ssl, s.name.c_str()) == 1) {
+        return {};
+    }
+    return stream_fail(s, errno_code(EINVAL),
+                       "TLS: invalid server name '" + s.name + "': " + drain_errors());
+}
+
+}  // namespace
+
+stream::impl::~impl() {
+    // OpenSSL makes the session of a connection freed without close_notify non-resumable (a
+    // TLS 1.0 rule; TLS 1.1 and later drop it). Keep that only for connections that failed.
+    if (ssl && !failed && SSL_is_init_finished(ssl))
+        SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_SENT_SHUTDOWN);
+    SSL_free(ssl);
+}
+
+stream::stream() noexcept = default;
+stream::stream(std::unique_ptr<impl> i) noexcept : impl_(std::move(i)) {}
+stream::stream(stream&&) noexcept = default;
+stream& stream::operator=(stream&&) noexcept = default;
+stream::~stream() = default;
+
+result<stream> stream::connect(net::stream sock, const context& ctx, std::string_view server_name,
+                               duration timeout) {
+    const deadline_t d = deadline_after(timeout);
+    if (!ctx.impl_ || ctx.impl_->server)
+        return detail::fail(errno_code(EINVAL), "tls::stream::connect needs a client context");
+    auto made = make_impl(std::move(sock), ctx.impl_, true);
+    if (!made) return unexpected(made.error());
+    impl& s = **made;
+    s.name = server_name;
+    SSL_set_connect_state(s.ssl);
+    if (!s.name.empty())
+        if (auto r = set_peer_name(s); !r) return unexpected(r.error());
+    if (s.ctx->cache_max > 0) {
+        s.cache_key = s.name + '@' + s.peer;
+        if (SSL_SESSION* sess = s.ctx->take_session(s.cache_key)) {
+            SSL_set_session(s.ssl, sess);
+            SSL_SESSION_free(sess);
+        }
+    }
+    auto r = drive(s, d, phase::handshake, [&] { return SSL_do_handshake(s.ssl); });
+    if (!r) return unexpected(r.error());
+    if (*r == 0)
+        return stream_fail(s, errc::handshake_failed, what(s, phase::handshake) + ": closed");
+    return stream(std::move(*made));
+}
+
+result<stream> stream::accept(net::stream sock, const context& ctx, duration timeout) {
+    const deadline_t d = deadline_after(timeout);
+    if (!ctx.impl_ || !ctx.impl_->server)
+        return detail::fail(errno_code(EINVAL), "tls::stream::accept needs a server context");
+    auto made = make_impl(std::move(sock), ctx.impl_, false);
+    if (!made) return unexpected(made.error());
+    impl& s = **made;
+    SSL_set_accept_state(s.ssl);
+    auto r = drive(s, d, phase::handshake, [&] { return SSL_do_handshake(s.ssl); });
+    if (!r) return unexpected(r.error());
+    if (*r == 0)
+        return stream_fail(s, errc::handshake_failed, what(s, phase::handshake) + ": closed");
+    return stream(std::move(*made));
+}
+
+result<size_t> stream::recv_some(void* buf, size_t n, duration timeout) {
+    if (!impl_) return detail::fail(errno_code(EBADF), "TLS recv on an empty stream");
+    if (impl_->failed) return already_failed(*impl_, "TLS recv");
+    if (n == 0) return size_t{0};
+    int len = n > INT_MAX ? INT_MAX : static_cast<int>(n);
+    auto r = drive(*impl_, deadline_after(timeout), phase::read,
+                   [&] { return SSL_read(impl_->ssl, buf, len); });
+    if (!r) return unexpected(r.error());
+    return static_cast<size_t>(*r);
+}
+
+result<size_t> stream::send_some(const void* buf, size_t n, duration timeout) {
+    if (!impl_) return detail::fail(errno_code(EBADF), "TLS send on an empty stream");
+    impl& s = *impl_;
+    if (s.failed) return already_failed(s, "TLS send");
+    if (s.shut) return stream_fail(s, errno_code(EPIPE), "TLS send after shutdown");
+    if (n == 0) return size_t{0};
+    int len = static_cast<int>(n < k_max_send ? n : k_max_send);
+    auto r =
+        drive(s, deadline_after(timeout), phase::write, [&] { return SSL_write(s.ssl, buf, len); });
+    if (!r) return unexpected(r.error());
+    if (*r == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
+    return static_cast<size_t>(*r);
+}
+
+result<void> stream::recv_exactly(void* buf, size_t n, duration timeout) {
+    const deadline_t d = deadline_after(timeout);
+    auto* p = static_cast<char*>(buf);
+    while (n > 0) {
+        auto r = recv_some(p, n, remaining(d));
+        if (!r) return unexpected(r.error());
+        if (*r == 0)
+            return stream_fail(*impl_, errno_code(EPIPE), "TLS recv: close_notify before the data");
+        p += *r;
+        n -= *r;
+    }
+    return {};
+}
+
+result<void> stream::send_all(const void* buf, size_t n, duration timeout) {
+    const deadline_t d = deadline_after(timeout);
+    auto* p = static_cast<const char*>(buf);
+    while (n > 0) {
+        auto r = send_some(p, n, remaining(d));
+        if (!r) return unexpected(r.error());
+        p += *r;
+        n -= *r;
+    }
+    return {};
+}
+
+result<void> stream::shutdown(duration timeout) {
+    if (!impl_) return detail::fail(errno_code(EBADF), "TLS shutdown on an empty stream");
+    impl& s = *impl_;
+    if (s.shut) return {};
+    if (s.failed) return already_failed(s, "TLS shutdown");
+    s.shut = true;
+    // SSL_shutdown returns 0 once our close_notify is queued: we do not wait for the peer's.
+    auto r = drive(s, deadline_after(timeout), phase::shutdown, [&] {
+        int x = SSL_shutdown(s.ssl);
+        return x >= 0 ? 1 : x;
+    });
+    if (!r) return unexpected(r.error());
+    return {};
+}
+
+result<void> stream::close() noexcept {
+    if (!impl_) return {};
+    auto r = impl_->sock.close();
+    impl_.reset();
+    return r;
+}
+
+std::string_view stream::alpn_selected() const noexcept {
+    if (!impl_) return {};
+    const unsigned char* p = nullptr;
+    unsigned len = 0;
+    SSL_get0_alpn_selected(impl_->ssl, &p, &len);
+    return p ? std::string_view(reinterpret_cast<const char*>(p), len) : std::string_view();
+}
+
+bool stream::session_reused() const noexcept {
+    return impl_ && SSL_session_reused(impl_->ssl) == 1;
+}
+
+std::string_view stream::server_name() const noexcept {
+    if (!impl_) return {};
+    if (impl_->client) return impl_->name;
+    const char* n = SSL_get_servername(impl_->ssl, TLSEXT_NAMETYPE_host_name);
+    return n ? std::string_view(n) : std::string_view();
+}
+
+std::string_view stream::version() const noexcept {
+    return impl_ ? SSL_get_version(impl_->ssl) : "";
+}
+
+std::string_view stream::cipher() const noexcept {
+    const SSL_CIPHER* c = impl_ ? SSL_get_current_cipher(impl_->ssl) : nullptr;
+    return c ? SSL_CIPHER_get_name(c) : "";
+}
+
+std::string stream::peer_certificate_subject() const {
+    if (!impl_) return {};
+    X509* cert = SSL_get0_peer_certificate(impl_->ssl);
+    return cert ? name_text(X509_get_subject_name(cert)) : std::string();
+}
+
+const std::string& stream::last_error_message() const noexcept {
+    static const std::string none;
+    return impl_ ? impl_->last_error : none;
+}
+
+net::stream& stream::socket() noexcept {
+    return impl_->sock;
+}
+
+}  // namespace gluon::net::tls
