@@ -88,6 +88,20 @@ result<void> stream::send_all(const void* buf, size_t n, duration t) noexcept {
 result<size_t> stream::readv(const iovec* iov, int n, duration t) noexcept { return fd::readv(fd_, iov, n, t); }
 result<size_t> stream::writev(const iovec* iov, int n, duration t) noexcept { return fd::writev(fd_, iov, n, t); }
 
+result<void> stream::send_file(int file_fd, int64_t off, size_t n, duration timeout) noexcept {
+    const deadline_t d = deadline_after(timeout);
+    while (n > 0) {
+        const int64_t left = d == k_no_deadline ? 0 : d - mono_now_ns();
+        if (d != k_no_deadline && left <= 0) return errno_error(ETIMEDOUT);
+        auto r = fd::sendfile(fd_, file_fd, off, n, d == k_no_deadline ? forever : std::chrono::nanoseconds(left));
+        if (!r) return unexpected(r.error());
+        if (*r == 0) return errno_error(ENODATA);
+        off += static_cast<int64_t>(*r);
+        n -= *r;
+    }
+    return {};
+}
+
 result<void> stream::shutdown(int how) noexcept { return void_from_syscall(sys::ret(::shutdown(fd_, how))); }
 result<void> stream::set_nodelay(bool on) noexcept { return set_option(IPPROTO_TCP, TCP_NODELAY, on); }
 result<void> stream::set_keepalive(bool on) noexcept { return set_option(SOL_SOCKET, SO_KEEPALIVE, on); }

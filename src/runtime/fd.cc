@@ -1,5 +1,9 @@
 #include "gluon/runtime/fd.h"
 
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+
 #include "gluon/common/misuse.h"
 #include "gluon/sys/ops.h"
 #include "scheduler.h"
@@ -175,6 +179,68 @@ result<void> fsync(int fd, bool datasync) noexcept {
 result<void> close(int fd) noexcept {
     if (vcpu* v = cur_vcpu()) v->eng->forget_fd(fd);
     return void_from_syscall(sys::close(fd));
+}
+
+namespace {
+
+// Runs a non-blocking attempt until it succeeds, waiting for readiness on EAGAIN. `attempt`
+// returns the result or -errno and sets (fd, events) to wait on when it returns -EAGAIN.
+template <typename F>
+result<size_t> retry_ready(F&& attempt, duration t) {
+    const deadline_t d = dl(t);
+    for (;;) {
+        if (long r = take_interrupt()) return errno_error(static_cast<int>(-r));
+        int wfd = -1;
+        short ev = 0;
+        long r = attempt(wfd, ev);
+        if (r >= 0) return static_cast<size_t>(r);
+        if (r != -EAGAIN) return errno_error(static_cast<int>(-r));
+        engine::io_op op;
+        op.code = engine::opcode::poll;
+        op.fd = wfd;
+        op.poll_events = static_cast<uint16_t>(ev);
+        if (long p = run_op(op, d); p < 0) return errno_error(static_cast<int>(-p));
+    }
+}
+
+bool is_pipe(int fd) {
+    struct stat st;
+    return ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+}  // namespace
+
+result<size_t> sendfile(int out_fd, int in_fd, int64_t off, size_t n, duration t) noexcept {
+    if (off < 0) return errno_error(EINVAL);
+    if (long r = sys::set_nonblocking(out_fd); r < 0) return errno_error(static_cast<int>(-r));
+    return retry_ready(
+        [&](int& wfd, short& ev) {
+            off_t o = off;
+            long r = sys::ret(::sendfile(out_fd, in_fd, &o, n));
+            wfd = out_fd;
+            ev = POLLOUT;
+            return r;
+        },
+        t);
+}
+
+result<size_t> splice(int in_fd, int out_fd, size_t n, duration t) noexcept {
+    for (int fd : {in_fd, out_fd}) {
+        if (!is_pipe(fd))
+            if (long r = sys::set_nonblocking(fd); r < 0) return errno_error(static_cast<int>(-r));
+    }
+    return retry_ready(
+        [&](int& wfd, short& ev) {
+            long r = sys::ret(::splice(in_fd, nullptr, out_fd, nullptr, n, SPLICE_F_NONBLOCK | SPLICE_F_MOVE));
+            if (r == -EAGAIN) {
+                // Which side is not ready: wait for input unless input is already there.
+                const bool readable = sys::poll1(in_fd, POLLIN, 0) > 0;
+                wfd = readable ? out_fd : in_fd;
+                ev = readable ? POLLOUT : POLLIN;
+            }
+            return r;
+        },
+        t);
 }
 
 result<void> write_all(int fd, const void* buf, size_t n, duration t) noexcept {

@@ -91,6 +91,29 @@ TEST_P(net_test, server_turns_nagle_off_on_accepted_tcp_connections) {
     (*srv)->stop(1s);
 }
 
+TEST_P(net_test, send_file_streams_a_file_over_tcp) {
+    char path[] = "/tmp/gluon-send-file-XXXXXX";
+    int file = mkstemp(path);
+    ASSERT_GE(file, 0);
+    ::unlink(path);
+    std::string data(2 * 1024 * 1024 + 17, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i ^ (i >> 9));
+    ASSERT_EQ(::pwrite(file, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+        (void)s.send_file(file, 0, data.size());
+        (void)s.send_file(file, static_cast<int64_t>(data.size()) - 5, 10).error();  // runs off the end
+    });
+    ASSERT_TRUE(srv) << srv.error().message();
+    auto c = stream::connect((*srv)->local_address(), 2s);
+    ASSERT_TRUE(c);
+    std::string in(data.size() + 5, '\0');
+    ASSERT_TRUE(c->recv_exactly(in.data(), in.size(), 5s));
+    EXPECT_TRUE(in.substr(0, data.size()) == data);
+    EXPECT_EQ(in.substr(data.size()), data.substr(data.size() - 5));
+    (*srv)->stop(1s);
+    ::close(file);
+}
+
 TEST_P(net_test, connect_refused_is_a_clear_error) {
     auto l = listener::listen(address::ipv4_loopback(0));
     ASSERT_TRUE(l);

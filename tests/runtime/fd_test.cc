@@ -1,6 +1,7 @@
 #include "gluon/runtime/fd.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -126,6 +127,79 @@ TEST(fd_misuse, blocking_call_outside_vcpu_is_eperm) {
     char c;
     EXPECT_EQ(fd::read_some(0, &c, 1).error(), std::errc::operation_not_permitted);
     ::unsetenv("GLUON_MISUSE_ABORT");
+}
+
+}  // namespace
+}  // namespace gluon
+
+namespace gluon {
+namespace {
+
+// sendfile from a temporary file into one end of a socket pair while a fiber reads the other,
+// far more than the socket buffer holds, so the sender must wait for room many times.
+TEST_P(fd_test, sendfile_and_splice_move_file_bytes) {
+    char path[] = "/tmp/gluon-sendfile-XXXXXX";
+    int file = mkstemp(path);
+    ASSERT_GE(file, 0);
+    ::unlink(path);
+    std::string data(3 * 1024 * 1024, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 4096);
+    ASSERT_EQ(::pwrite(file, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+
+    std::string got;
+    auto reader = spawn([&] {
+        char buf[65536];
+        while (got.size() < data.size() - 100) {
+            auto r = fd::recv_some(sv_[1], buf, sizeof buf);
+            if (!r || *r == 0) return;
+            got.append(buf, *r);
+        }
+    });
+    size_t sent = 0;
+    while (sent < data.size() - 100) {  // from offset 100 to the end
+        auto r = fd::sendfile(sv_[0], file, static_cast<int64_t>(100 + sent), data.size() - 100 - sent);
+        ASSERT_TRUE(r.has_value()) << r.error().message();
+        ASSERT_GT(*r, 0u);
+        sent += *r;
+    }
+    ASSERT_TRUE(reader->join().has_value());
+    EXPECT_TRUE(got == data.substr(100));
+
+    // splice: socket -> pipe -> socket, a zero-copy relay.
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    std::string relayed;
+    auto sink = spawn([&] {
+        char buf[4096];
+        while (relayed.size() < 10000) {
+            auto r = fd::recv_some(sv_[0], buf, sizeof buf);
+            if (!r || *r == 0) return;
+            relayed.append(buf, *r);
+        }
+    });
+    auto relay = spawn([&] {
+        size_t moved = 0;
+        while (moved < 10000) {
+            auto in = fd::splice(sv_[1], p[1], 10000 - moved);  // socket -> pipe (waits for data)
+            ASSERT_TRUE(in.has_value());
+            size_t left = *in;
+            while (left > 0) {
+                auto out = fd::splice(p[0], sv_[1], left);  // pipe -> socket (back the other way)
+                ASSERT_TRUE(out.has_value());
+                left -= *out;
+            }
+            moved += *in;
+        }
+    });
+    std::string msg(10000, 'r');
+    ASSERT_TRUE(fd::send_all(sv_[0], msg.data(), msg.size()).has_value());
+    ASSERT_TRUE(relay->join().has_value());
+    ASSERT_TRUE(sink->join().has_value());
+    EXPECT_EQ(relayed, msg);
+    ::close(p[0]);
+    ::close(p[1]);
+    ::close(file);
+    EXPECT_EQ(fd::sendfile(sv_[0], file, 0, 10).error(), std::errc::bad_file_descriptor);
 }
 
 }  // namespace

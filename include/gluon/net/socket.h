@@ -59,6 +59,11 @@ public:
     result<void> send_all(const void* buf, size_t n, duration timeout = forever) noexcept;
     result<size_t> readv(const iovec* iov, int n, duration timeout = forever) noexcept;
     result<size_t> writev(const iovec* iov, int n, duration timeout = forever) noexcept;
+    /// Sends n bytes of the regular file file_fd from offset off, without copying them through
+    /// user space (sendfile(2)); loops until done. The timeout applies to the whole call.
+    /// Errors: EPIPE/ECONNRESET (peer gone), ENODATA (the file ended first), ETIMEDOUT,
+    /// ECANCELED, EINVAL.
+    result<void> send_file(int file_fd, int64_t off, size_t n, duration timeout = forever) noexcept;
     /// SHUT_RD, SHUT_WR or SHUT_RDWR.
     result<void> shutdown(int how) noexcept;
 

@@ -50,6 +50,17 @@ result<void> fsync(int fd, bool datasync = false) noexcept;
 /// Fails every operation still waiting on fd with EBADF, then closes it.
 result<void> close(int fd) noexcept;
 
+/// Sends up to n bytes of in_fd (a regular file) from offset off to the socket out_fd
+/// (sendfile(2): no copy through user space). May be short; returns the bytes sent. out_fd is
+/// made O_NONBLOCK (both engines handle such sockets). Reading the file may still wait for the
+/// disk on the vCPU's thread: for cold files prefer reading through gluon::io.
+/// Errors: those of sendfile(2) (EPIPE, ECONNRESET, EINVAL), ETIMEDOUT, ECANCELED.
+result<size_t> sendfile(int out_fd, int in_fd, int64_t off, size_t n, duration timeout = forever) noexcept;
+/// Moves up to n bytes from in_fd to out_fd where one of them is a pipe (splice(2)); 0 means
+/// end of input. Sockets involved are made O_NONBLOCK. Errors: those of splice(2), ETIMEDOUT,
+/// ECANCELED.
+result<size_t> splice(int in_fd, int out_fd, size_t n, duration timeout = forever) noexcept;
+
 /// Loops until all n bytes are written; a timeout applies to the whole call.
 /// Errors: those of write_some; on error, nothing is known about how much was written.
 result<void> write_all(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
