@@ -1,0 +1,55 @@
+"""Memory per idle connection: a server's resident memory before and after N connections that
+each completed one echo round trip and then stay open, idle."""
+import selectors
+import socket
+import time
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def open_idle(port, n, timeout=60.0):
+    """Opens n connections to 127.0.0.1:port, each echoing one byte; returns the sockets."""
+    sel = selectors.DefaultSelector()
+    socks = []
+    pending = 0
+    deadline = time.time() + timeout
+    for i in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        sel.register(s, selectors.EVENT_WRITE, "connect")
+        socks.append(s)
+        pending += 1
+        # Keep the accept queue from overflowing: drain progress every 256 connects.
+        if i % 256 == 255 or i == n - 1:
+            while pending > (0 if i == n - 1 else 512):
+                if time.time() > deadline:
+                    raise RuntimeError(f"idle connections: {pending} of {n} did not complete")
+                for key, ev in sel.select(timeout=1.0):
+                    s = key.fileobj
+                    if key.data == "connect":
+                        s.send(b"x")
+                        sel.modify(s, selectors.EVENT_READ, "echo")
+                    else:
+                        if s.recv(1) != b"x":
+                            raise RuntimeError("idle connections: bad echo")
+                        sel.unregister(s)
+                        pending -= 1
+    sel.close()
+    return socks
+
+
+def measure(pid, port, n):
+    """Returns (KiB per connection, connections) for the server process pid listening on port."""
+    before = rss_kib(pid)
+    socks = open_idle(port, n)  # every connection has had its echo: the server holds n handlers
+    after = rss_kib(pid)
+    for s in socks:
+        s.close()
+    return (after - before) / n, n
