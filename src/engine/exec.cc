@@ -16,7 +16,8 @@ long exec_now(io_op& op) noexcept {
         case opcode::writev:
             return sys::writev(op.fd, static_cast<iovec*>(op.buf), static_cast<int>(op.len), op.offset);
         case opcode::recv: return sys::recv(op.fd, op.buf, op.len, op.flags | MSG_DONTWAIT);
-        case opcode::send: return sys::send(op.fd, op.buf, op.len, op.flags | MSG_DONTWAIT);
+        case opcode::send:
+        case opcode::send_zc: return sys::send(op.fd, op.buf, op.len, op.flags | MSG_DONTWAIT);
         case opcode::recvmsg: return sys::recvmsg(op.fd, static_cast<msghdr*>(op.buf), op.flags | MSG_DONTWAIT);
         case opcode::sendmsg: return sys::sendmsg(op.fd, static_cast<msghdr*>(op.buf), op.flags | MSG_DONTWAIT);
         case opcode::accept:

@@ -88,6 +88,10 @@ result<void> stream::send_all(const void* buf, size_t n, duration t) noexcept {
 result<size_t> stream::readv(const iovec* iov, int n, duration t) noexcept { return fd::readv(fd_, iov, n, t); }
 result<size_t> stream::writev(const iovec* iov, int n, duration t) noexcept { return fd::writev(fd_, iov, n, t); }
 
+result<void> stream::send_all_zerocopy(const void* buf, size_t n, duration timeout) noexcept {
+    return fd::send_all_zerocopy(fd_, buf, n, timeout);
+}
+
 result<void> stream::send_file(int file_fd, int64_t off, size_t n, duration timeout) noexcept {
     const deadline_t d = deadline_after(timeout);
     while (n > 0) {

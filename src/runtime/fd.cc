@@ -259,5 +259,9 @@ result<void> recv_exactly(int fd, void* buf, size_t n, duration t) noexcept {
     return transfer_all(engine::opcode::recv, fd, buf, n, t);
 }
 
+result<void> send_all_zerocopy(int fd, const void* buf, size_t n, duration t) noexcept {
+    return transfer_all(engine::opcode::send_zc, fd, const_cast<void*>(buf), n, t);
+}
+
 }  // namespace fd
 }  // namespace gluon

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -134,6 +135,59 @@ TEST(fd_misuse, blocking_call_outside_vcpu_is_eperm) {
 
 namespace gluon {
 namespace {
+
+// A connected TCP pair on loopback (zero-copy sends need TCP or UDP; AF_UNIX falls back).
+void tcp_pair(int out[2]) {
+    int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(l, 1), 0);
+    ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    out[0] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(out[0], reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    out[1] = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(out[1], 0);
+    ::close(l);
+}
+
+// Zero-copy sends: the data arrives intact and the call returns only when the buffer is free
+// (the sender overwrites it right after each call; a premature return would corrupt the data).
+void zerocopy_round(int* sv_) {
+    constexpr size_t k_chunk = 256 * 1024;
+    constexpr int k_rounds = 16;
+    std::string got;
+    auto reader = spawn([&] {
+        std::string buf(65536, '\0');
+        while (got.size() < k_chunk * k_rounds) {
+            auto r = fd::recv_some(sv_[1], buf.data(), buf.size());
+            if (!r || *r == 0) return;
+            got.append(buf.data(), *r);
+        }
+    });
+    std::string chunk(k_chunk, '\0');
+    for (int round = 0; round < k_rounds; ++round) {
+        std::memset(chunk.data(), 'a' + round, chunk.size());
+        ASSERT_TRUE(fd::send_all_zerocopy(sv_[0], chunk.data(), chunk.size()).has_value());
+    }
+    ASSERT_TRUE(reader->join().has_value());
+    ASSERT_EQ(got.size(), k_chunk * k_rounds);
+    for (int round = 0; round < k_rounds; ++round)
+        ASSERT_EQ(got.substr(round * k_chunk, k_chunk), std::string(k_chunk, static_cast<char>('a' + round))) << round;
+}
+
+TEST_P(fd_test, zerocopy_send_never_reuses_the_buffer_early) {
+    int tcp[2];
+    tcp_pair(tcp);
+    for (int* pair : {sv_, tcp}) {
+        SCOPED_TRACE(pair == sv_ ? "unix" : "tcp");
+        zerocopy_round(pair);
+    }
+    (void)fd::close(tcp[0]);
+    (void)fd::close(tcp[1]);
+}
 
 // sendfile from a temporary file into one end of a socket pair while a fiber reads the other,
 // far more than the socket buffer holds, so the sender must wait for room many times.

@@ -31,6 +31,8 @@ enum class opcode : uint8_t {
     connect,   // fd, addr (const), addrlen value; result 0
     poll,      // fd, poll_events; result is the revents mask
     fsync,     // fd, flags (IORING_FSYNC_DATASYNC-style: 1 = data only)
+    send_zc,   // as send, zero-copy where the engine can (io_uring SEND_ZC); completes only
+               // once the kernel no longer reads the buffer. Elsewhere: a plain send.
     // File and metadata operations (the io module's engines; blocking syscalls on epoll).
     openat,      // fd = dirfd, buf = path, flags = open flags, len = mode; result is the new fd
     close,       // fd
@@ -72,6 +74,7 @@ struct io_op {
     int cancel_errno = 0;  // why the op was cancelled (ECANCELED, ETIMEDOUT); 0 = not cancelled
     bool engine_busy = false;
     int64_t engine_ts[2] = {};  // a __kernel_timespec the kernel reads at submission
+    long engine_result = 0;     // a result held back until a later completion (SEND_ZC)
 };
 
 enum class kind { io_uring, epoll };

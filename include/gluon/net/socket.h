@@ -57,6 +57,8 @@ public:
     /// Errors: EPIPE if the peer closed before n bytes came.
     result<void> recv_exactly(void* buf, size_t n, duration timeout = forever) noexcept;
     result<void> send_all(const void* buf, size_t n, duration timeout = forever) noexcept;
+    /// send_all with zero-copy sends where the engine has them (see fd::send_all_zerocopy).
+    result<void> send_all_zerocopy(const void* buf, size_t n, duration timeout = forever) noexcept;
     result<size_t> readv(const iovec* iov, int n, duration timeout = forever) noexcept;
     result<size_t> writev(const iovec* iov, int n, duration timeout = forever) noexcept;
     /// Sends n bytes of the regular file file_fd from offset off, without copying them through

@@ -69,6 +69,11 @@ result<void> read_exactly(int fd, void* buf, size_t n, duration timeout = foreve
 /// write_all / read_exactly for sockets, with send(2)/recv(2) semantics (MSG_NOSIGNAL).
 result<void> send_all(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
 result<void> recv_exactly(int fd, void* buf, size_t n, duration timeout = forever) noexcept;
+/// send_all with zero-copy sends (io_uring SEND_ZC): the kernel sends from buf without copying
+/// it and the call returns only when the kernel no longer reads buf. Pays off for large
+/// buffers (tens of KiB and up) on real NICs; over loopback the kernel copies anyway, and on
+/// the epoll engine this is a plain send_all.
+result<void> send_all_zerocopy(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
 
 }  // namespace fd
 }  // namespace gluon

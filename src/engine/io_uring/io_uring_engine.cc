@@ -28,6 +28,7 @@ int kernel_opcode(opcode c) {
         case opcode::connect: return IORING_OP_CONNECT;
         case opcode::poll: return IORING_OP_POLL_ADD;
         case opcode::fsync: return IORING_OP_FSYNC;
+        case opcode::send_zc: return IORING_OP_SEND_ZC;
         case opcode::openat: return IORING_OP_OPENAT;
         case opcode::close: return IORING_OP_CLOSE;
         case opcode::statx: return IORING_OP_STATX;
@@ -62,6 +63,7 @@ bool is_socket_like(opcode c) {
         case opcode::writev:
         case opcode::recv:
         case opcode::send:
+        case opcode::send_zc:
         case opcode::recvmsg:
         case opcode::sendmsg:
         case opcode::accept:
@@ -179,6 +181,7 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
             break;
         case opcode::poll: io_uring_prep_poll_add(sqe, op.fd, op.poll_events); break;
         case opcode::fsync: io_uring_prep_fsync(sqe, op.fd, (op.flags & 1) ? IORING_FSYNC_DATASYNC : 0); break;
+        case opcode::send_zc: io_uring_prep_send_zc(sqe, op.fd, op.buf, op.len, op.flags | MSG_NOSIGNAL, 0); break;
         case opcode::openat:
             io_uring_prep_openat(sqe, op.fd, static_cast<const char*>(op.buf), op.flags,
                                  static_cast<mode_t>(op.len));
@@ -280,7 +283,7 @@ void io_uring_engine::cancel(io_op& op, int err) noexcept {
     io_uring_sqe_set_data64(sqe2, k_ignore_tag);
 }
 
-void io_uring_engine::on_cqe(uint64_t tag, int res) noexcept {
+void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     if (tag == k_ignore_tag) return;
     if (tag == k_notify_tag) {
         notify_pending_.store(false, std::memory_order_relaxed);
@@ -301,7 +304,21 @@ void io_uring_engine::on_cqe(uint64_t tag, int res) noexcept {
         return;
     }
     auto* op = reinterpret_cast<io_op*>(tag);
+    if (op->code == opcode::send_zc) {
+        // SEND_ZC: the result comes first (with F_MORE), the buffer is free only at the
+        // notification; complete the op then, with the result held back.
+        if (flags & IORING_CQE_F_MORE) {
+            op->engine_result = res;
+            return;
+        }
+        if (flags & IORING_CQE_F_NOTIF) res = static_cast<int>(op->engine_result);
+    }
     long r = cancelled_result(*op, res);
+    if (r == -EOPNOTSUPP && op->code == opcode::send_zc && !op->cancel_errno) {
+        op->code = opcode::send;  // not a socket type with zero-copy (e.g. AF_UNIX): copy
+        queue(*op, false);
+        return;
+    }
     if ((r == -EAGAIN || r == -EINPROGRESS) && is_socket_like(op->code) && !op->cancel_errno) {
         // The fd is O_NONBLOCK, so the kernel would not wait for us: wait for readiness, then
         // run the op again (a connect under way is finished by the poll: see below).
@@ -326,7 +343,7 @@ int io_uring_engine::wait(int64_t timeout_ns) noexcept {
     unsigned head;
     unsigned seen = 0;
     io_uring_for_each_cqe(&ring_, head, cqe) {
-        on_cqe(cqe->user_data, cqe->res);
+        on_cqe(cqe->user_data, cqe->res, cqe->flags);
         ++seen;
     }
     io_uring_cq_advance(&ring_, seen);

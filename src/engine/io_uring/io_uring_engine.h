@@ -41,7 +41,7 @@ private:
     io_uring_sqe* get_sqe() noexcept;
     void prep(io_uring_sqe* sqe, io_op& op) noexcept;
     void arm_notify() noexcept;
-    void on_cqe(uint64_t tag, int res) noexcept;
+    void on_cqe(uint64_t tag, int res, unsigned flags) noexcept;
     void link_timeout(io_op& op) noexcept;
     void queue(io_op& op, bool poll_phase) noexcept;
 
