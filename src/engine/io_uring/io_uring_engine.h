@@ -7,6 +7,8 @@
 #include <liburing.h>
 
 #include <atomic>
+#include <cstdint>
+#include <vector>
 
 #include "gluon/engine/engine.h"
 
@@ -24,6 +26,9 @@ public:
     bool native_timeouts() const noexcept override { return true; }
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
+    void forget_fd(int fd) noexcept override {
+        if (fd >= 0 && static_cast<size_t>(fd) < drained_.size()) drained_[fd] = 0;
+    }
     void flush() noexcept override { io_uring_submit(&ring_); }
     bool has_pending() noexcept override;
     bool pending_hint_is_exact() const noexcept override { return taskrun_flag_; }
@@ -50,7 +55,16 @@ private:
     uint64_t ev_buf_ = 0;
     std::atomic<bool> notify_pending_{false};
     bool taskrun_flag_ = false;
-    bool native_[k_opcode_count] = {};  // probed opcodes  // the kernel flags deferred completions in the SQ ring
+    bool native_[k_opcode_count] = {};  // probed opcodes
+    // Per socket fd: its last recv was small and left it empty (no IORING_CQE_F_SOCK_NONEMPTY).
+    std::vector<uint8_t> drained_;
+    void note_drained(int fd, bool drained) noexcept {
+        if (static_cast<size_t>(fd) >= drained_.size()) {
+            if (!drained) return;
+            drained_.resize(static_cast<size_t>(fd) + 64, 0);
+        }
+        drained_[fd] = drained;
+    }  // the kernel flags deferred completions in the SQ ring
 };
 
 }  // namespace gluon::engine
