@@ -1,5 +1,7 @@
 #include "gluon/engine/engine.h"
 
+#include <atomic>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,6 +74,19 @@ result<selection> select(const options& opts) {
     auto ep = create(kind::epoll, opts);
     if (!ep) return unexpected(ep.error());
     return selection{std::move(*ep), why + "; falling back to epoll"};
+}
+
+namespace {
+constexpr int k_tracked_fds = 1 << 16;
+std::atomic<uint32_t> g_fd_gen[k_tracked_fds];
+}  // namespace
+
+void note_fd_closed(int fd) noexcept {
+    if (fd >= 0 && fd < k_tracked_fds) g_fd_gen[fd].fetch_add(1, std::memory_order_release);
+}
+
+uint32_t fd_generation(int fd) noexcept {
+    return fd >= 0 && fd < k_tracked_fds ? g_fd_gen[fd].load(std::memory_order_acquire) : 0;
 }
 
 }  // namespace gluon::engine

@@ -1,6 +1,7 @@
 #include "gluon/io/file_engine.h"
 
 #include "engines.h"
+#include "gluon/runtime/vcpu.h"
 
 namespace gluon::io {
 
@@ -136,6 +137,8 @@ result<int> openat(file_engine& e, int dir, const char* path, int flags, mode_t 
 }
 
 result<void> close(file_engine& e, int fd) noexcept {
+    if (engine::engine* eng = current_engine()) eng->forget_fd(fd);
+    engine::note_fd_closed(fd);
     auto op = make(engine::opcode::close, fd);
     return done(e.execute(op));
 }

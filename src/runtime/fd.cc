@@ -178,6 +178,7 @@ result<void> fsync(int fd, bool datasync) noexcept {
 
 result<void> close(int fd) noexcept {
     if (vcpu* v = cur_vcpu()) v->eng->forget_fd(fd);
+    engine::note_fd_closed(fd);
     return void_from_syscall(sys::close(fd));
 }
 

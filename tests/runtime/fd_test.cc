@@ -258,3 +258,44 @@ TEST_P(fd_test, sendfile_and_splice_move_file_bytes) {
 
 }  // namespace
 }  // namespace gluon
+
+namespace gluon {
+namespace {
+
+// An fd waited on by vCPU 0, then closed by vCPU 1: when its number is reused for a new socket,
+// vCPU 0 must wait on the new socket, not on its stale registration of the old one.
+TEST(fd_cross_vcpu, a_number_closed_elsewhere_and_reused_still_wakes) {
+    for (auto k : test::all_engines()) {
+        if (!engine::available(k)) continue;
+        SCOPED_TRACE(engine::kind_name(k));
+        auto rt = runtime::start(test::test_runtime(2, k));
+        ASSERT_TRUE(rt.has_value());
+        int old_fds[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, old_fds), 0);
+        ASSERT_TRUE((*rt)->run(0, [&] {
+            char c;
+            EXPECT_EQ(fd::recv_some(old_fds[0], &c, 1, 0, 1ms).error(), std::errc::timed_out);
+        }));
+        ASSERT_TRUE((*rt)->run(1, [&] {
+            (void)fd::close(old_fds[0]);
+            (void)fd::close(old_fds[1]);
+        }));
+        int fresh[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fresh), 0);
+        ASSERT_EQ(fresh[0], old_fds[0]);  // the lowest free numbers come back
+        long got = 0;
+        ASSERT_TRUE((*rt)->run(0, [&] {
+            auto w = spawn([&] { (void)fd::send_all(fresh[1], "x", 1); });
+            char c;
+            auto r = fd::recv_some(fresh[0], &c, 1, 0, 2s);
+            got = r ? static_cast<long>(*r) : -r.error().value();
+            (void)w->join();
+        }));
+        EXPECT_EQ(got, 1);
+        ::close(fresh[0]);
+        ::close(fresh[1]);
+    }
+}
+
+}  // namespace
+}  // namespace gluon

@@ -130,6 +130,13 @@ public:
     virtual result<void> register_files(const int* fds, unsigned n) noexcept;
 };
 
+/// Records that fd is being closed (gluon::fd::close and io::close call it): engines of other
+/// vCPUs that still hold state for the fd number drop it and register the next file that
+/// gets the number afresh. Thread-safe.
+void note_fd_closed(int fd) noexcept;
+/// How many times fd's number has been closed through note_fd_closed (0 beyond 65535).
+uint32_t fd_generation(int fd) noexcept;
+
 /// Performs op with one blocking syscall on the calling thread (no O_NONBLOCK retry, no
 /// timeout). What an engine without native file I/O, and the psync file engine, use.
 long execute_blocking(io_op& op) noexcept;

@@ -57,7 +57,10 @@ long epoll_engine::register_fd(int fd, fd_state& st) noexcept {
     if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0) {
         // EPERM: a regular file or directory, which is always ready; the caller's syscall
         // then simply completes (blocking briefly, as the kernel does for such files).
-        if (errno == EPERM) return 0;
+        if (errno == EPERM) {
+            st.registered = true;  // remembered, so we do not ask again on every operation
+            return 0;
+        }
         if (errno != EEXIST) return -errno;
     }
     st.registered = true;
@@ -74,8 +77,13 @@ long epoll_engine::submit(io_op& op) noexcept {
     }
     fd_state* st = state_for(op.fd);
     if (!st) return op.fd < 0 ? -EBADF : -ENOMEM;
-    if (!st->registered) {
+    if (const uint32_t g = fd_generation(op.fd); !st->registered || st->gen != g) {
+        // Closed (on any vCPU) since we registered it: this is another file now, and the
+        // closed one's epoll registration went with it.
+        if (st->registered) fail_waiters(*st);
+        st->registered = false;
         if (long r = register_fd(op.fd, *st); r < 0) return r;
+        st->gen = g;
     }
     long r = detail::exec_now(op);
     if (r != -EAGAIN) return r;
@@ -143,12 +151,16 @@ void epoll_engine::notify() noexcept {
     (void)!::write(evfd_, &one, sizeof one);
 }
 
+// Ops still waiting on a closed fd would never complete: finish them with EBADF.
+void epoll_engine::fail_waiters(fd_state& st) noexcept {
+    for (op_list* l : {&st.readers, &st.writers, &st.pollers})
+        while (io_op* op = l->pop_front()) op->on_complete(op, -EBADF);
+}
+
 void epoll_engine::forget_fd(int fd) noexcept {
     if (fd < 0 || static_cast<size_t>(fd) >= fds_.size() || !fds_[fd]) return;
     fd_state* st = fds_[fd];
-    // Ops still waiting on a closing fd would never complete: finish them with EBADF.
-    for (op_list* l : {&st->readers, &st->writers, &st->pollers})
-        while (io_op* op = l->pop_front()) op->on_complete(op, -EBADF);
+    fail_waiters(*st);
     if (st->registered) ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
     st->registered = false;
 }

@@ -27,6 +27,7 @@ private:
     using op_list = intrusive_list<io_op, &io_op::hook>;
     struct fd_state {
         bool registered = false;
+        uint32_t gen = 0;  // fd_generation() when registered: another vCPU may have closed it
         op_list readers;
         op_list writers;
         op_list pollers;
@@ -36,6 +37,7 @@ private:
     fd_state* state_for(int fd) noexcept;
     long register_fd(int fd, fd_state& st) noexcept;
     int retry(op_list& list) noexcept;
+    void fail_waiters(fd_state& st) noexcept;
 
     int epfd_;
     int evfd_;
