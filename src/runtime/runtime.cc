@@ -158,7 +158,8 @@ namespace {
 
 struct offload_job {
     const std::function<void()>* fn;
-    oneshot* done;
+    oneshot* done;  // nullptr: detached; the pool owns the job (and `owned`) and deletes it
+    std::function<void()> owned;
 };
 
 class offload_pool {
@@ -194,7 +195,10 @@ private:
                 jobs_.pop_front();
             }
             (*j->fn)();
-            j->done->signal();
+            if (j->done)
+                j->done->signal();
+            else
+                delete j;
         }
     }
     std::mutex mu_;
@@ -217,9 +221,15 @@ void offload(const std::function<void()>& fn) {
         return;
     }
     oneshot done;
-    offload_job j{&fn, &done};
+    offload_job j{&fn, &done, {}};
     pool().push(&j);
     done.wait();
+}
+
+void offload_detached(std::function<void()> fn) {
+    auto* j = new offload_job{nullptr, nullptr, std::move(fn)};
+    j->fn = &j->owned;
+    pool().push(j);
 }
 
 }  // namespace gluon

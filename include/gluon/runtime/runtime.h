@@ -79,6 +79,11 @@ private:
 /// getaddrinfo, some filesystem calls) and parks the calling fiber until it returns. Outside a
 /// vCPU fn simply runs inline. fn must not use fiber APIs.
 void offload(const std::function<void()>& fn);
+/// Runs fn on the offload pool without waiting for it, from any thread (also outside a vCPU): for
+/// work whose caller may stop waiting (a timeout, an interrupt) while it goes on. fn owns
+/// everything it touches, since the caller may be gone when it runs; it must not use fiber
+/// APIs. Jobs still queued when the process exits run before the pool's threads are joined.
+void offload_detached(std::function<void()> fn);
 template <typename F, typename R = std::invoke_result_t<F>>
     requires(!std::is_void_v<R>)
 R offload_call(F&& fn) {
