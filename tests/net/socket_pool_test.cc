@@ -1,0 +1,258 @@
+#include "gluon/net/socket_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "gluon/net/resolver.h"
+#include "gluon/net/server.h"
+#include "gluon/runtime/fd.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/runtime.h"
+#include "test_support.h"
+
+namespace gluon::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+class socket_pool_test : public test::engine_test {};
+GLUON_ENGINE_TEST_SUITE(socket_pool_test);
+
+// An echo server; `replies` bounds the messages echoed per connection before the server closes
+// it (0: no bound).
+std::unique_ptr<server> echo_server(int replies = 0) {
+    auto srv = server::start(address::ipv4_loopback(0), [replies](stream& s) {
+        char buf[256];
+        for (int i = 0; replies == 0 || i < replies; ++i) {
+            auto n = s.recv_some(buf, sizeof buf, 10s);
+            if (!n || *n == 0 || !s.send_all(buf, *n, 10s)) return;
+        }
+    });
+    EXPECT_TRUE(srv);
+    return srv ? std::move(*srv) : nullptr;
+}
+
+// One request/response on a leased connection.
+void ping(socket_pool::lease& l, const std::string& msg = "ping") {
+    ASSERT_TRUE(l->send_all(msg.data(), msg.size(), 5s));
+    std::string in(msg.size(), '\0');
+    ASSERT_TRUE(l->recv_exactly(in.data(), in.size(), 5s));
+    EXPECT_EQ(in, msg);
+}
+
+uint16_t local_port(socket_pool::lease& l) { return l->local_address()->port(); }
+
+// Parks until the peer's FIN (or unsolicited data) has reached l's socket.
+void wait_for_peer(socket_pool::lease& l) {
+    auto ev = fd::poll(l->get(), POLLIN | POLLRDHUP, 5s);
+    ASSERT_TRUE(ev) << ev.error().message();
+}
+
+TEST_P(socket_pool_test, a_released_connection_is_reused) {
+    auto srv = echo_server();
+    ASSERT_TRUE(srv);
+    socket_pool pool;
+    auto a = pool.get(srv->local_address());
+    ASSERT_TRUE(a) << a.error().message();
+    EXPECT_FALSE(a->reused());
+    ping(*a);
+    const uint16_t port = local_port(*a);
+    a->release();
+    EXPECT_FALSE(*a);
+    EXPECT_EQ(pool.stats().idle, 1u);
+    auto b = pool.get(srv->local_address());
+    ASSERT_TRUE(b);
+    EXPECT_TRUE(b->reused());
+    EXPECT_EQ(local_port(*b), port);
+    ping(*b, "again");
+    auto st = pool.stats();
+    EXPECT_EQ(st.hits, 1u);
+    EXPECT_EQ(st.misses, 1u);
+    EXPECT_EQ(st.idle, 0u);
+
+    // By name: its own key, reused the same way.
+    auto c = pool.get("LOCALHOST", srv->local_address().port());
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_FALSE(c->reused());
+    const uint16_t by_name = local_port(*c);
+    c->release();
+    auto d = pool.get("localhost", srv->local_address().port());
+    ASSERT_TRUE(d);
+    EXPECT_TRUE(d->reused());
+    EXPECT_EQ(local_port(*d), by_name);
+    ping(*d);
+}
+
+TEST_P(socket_pool_test, a_lease_dropped_without_release_is_closed) {
+    auto srv = echo_server();
+    ASSERT_TRUE(srv);
+    socket_pool pool;
+    {
+        auto a = pool.get(srv->local_address());
+        ASSERT_TRUE(a);
+        ping(*a);
+    }
+    auto b = pool.get(srv->local_address());
+    ASSERT_TRUE(b);
+    EXPECT_FALSE(b->reused());
+    socket_pool::lease moved = std::move(*b);
+    EXPECT_FALSE(*b);
+    ping(moved);
+    moved = socket_pool::lease();  // closes
+    EXPECT_EQ(pool.stats().idle, 0u);
+    EXPECT_EQ(pool.stats().misses, 2u);
+}
+
+TEST_P(socket_pool_test, connections_the_peer_closed_or_wrote_to_are_not_reused) {
+    auto srv = echo_server(1);  // closes after one echo
+    ASSERT_TRUE(srv);
+    socket_pool pool;
+    auto a = pool.get(srv->local_address());
+    ASSERT_TRUE(a);
+    ping(*a);
+    const uint16_t first = local_port(*a);
+    wait_for_peer(*a);
+    a->release();
+    auto b = pool.get(srv->local_address());
+    ASSERT_TRUE(b);
+    EXPECT_FALSE(b->reused());
+    EXPECT_NE(local_port(*b), first);
+    EXPECT_EQ(pool.stats().discarded, 1u);
+
+    // A server that talks out of turn: the unread bytes make the connection's state unknown.
+    auto chatty = server::start(address::ipv4_loopback(0), [](stream& s) {
+        (void)s.send_all("unasked", 7, 5s);
+        char c;
+        (void)s.recv_some(&c, 1, 10s);
+    });
+    ASSERT_TRUE(chatty);
+    auto c = pool.get((*chatty)->local_address());
+    ASSERT_TRUE(c);
+    wait_for_peer(*c);
+    c->release();
+    auto d = pool.get((*chatty)->local_address());
+    ASSERT_TRUE(d);
+    EXPECT_FALSE(d->reused());
+    EXPECT_EQ(pool.stats().discarded, 2u);
+}
+
+TEST_P(socket_pool_test, idle_connections_expire) {
+    auto srv = echo_server();
+    ASSERT_TRUE(srv);
+    socket_pool pool({.idle_timeout = 1ns});
+    auto a = pool.get(srv->local_address());
+    ASSERT_TRUE(a);
+    a->release();
+    auto b = pool.get(srv->local_address());  // the idle one is past its time already
+    ASSERT_TRUE(b);
+    EXPECT_FALSE(b->reused());
+    auto st = pool.stats();
+    EXPECT_EQ(st.discarded, 1u);
+    EXPECT_EQ(st.misses, 2u);
+    EXPECT_EQ(st.idle, 0u);
+}
+
+TEST_P(socket_pool_test, at_most_max_idle_per_key_are_kept) {
+    auto srv = echo_server();
+    ASSERT_TRUE(srv);
+    auto other = echo_server();
+    ASSERT_TRUE(other);
+    socket_pool pool({.max_idle_per_key = 2});
+    std::vector<socket_pool::lease> out;
+    std::vector<uint16_t> ports;
+    for (int i = 0; i < 3; ++i) {
+        auto l = pool.get(srv->local_address());
+        ASSERT_TRUE(l);
+        ports.push_back(local_port(*l));
+        out.push_back(std::move(*l));
+    }
+    auto o = pool.get(other->local_address());
+    ASSERT_TRUE(o);
+    o->release();  // another key: its own bound
+    for (auto& l : out) l.release();
+    auto st = pool.stats();
+    EXPECT_EQ(st.idle, 3u);
+    EXPECT_EQ(st.discarded, 1u);  // the oldest of the three
+    // The most recently released comes back first.
+    auto x = pool.get(srv->local_address());
+    auto y = pool.get(srv->local_address());
+    auto z = pool.get(srv->local_address());
+    ASSERT_TRUE(x && y && z);
+    EXPECT_EQ(local_port(*x), ports[2]);
+    EXPECT_EQ(local_port(*y), ports[1]);
+    EXPECT_FALSE(z->reused());
+    ping(*x);
+    ping(*y);
+    pool.clear();
+    EXPECT_EQ(pool.stats().idle, 0u);
+}
+
+TEST_P(socket_pool_test, errors_and_a_lease_that_outlives_its_pool) {
+    auto l = listener::listen(address::ipv4_loopback(0));
+    ASSERT_TRUE(l);
+    const address where = *l->local_address();
+    socket_pool::lease survivor;
+    {
+        socket_pool pool({.connect_timeout = 2s});
+        auto a = pool.get(where);
+        ASSERT_TRUE(a);
+        survivor = std::move(*a);
+        EXPECT_EQ(pool.get("nothing.invalid", 80).error().category(), dns_category());
+    }
+    survivor.release();  // the pool is gone: closed
+    EXPECT_FALSE(survivor);
+    ASSERT_TRUE(l->close());
+    socket_pool pool;
+    EXPECT_EQ(pool.get(where).error(), std::errc::connection_refused);
+    EXPECT_EQ(pool.stats().misses, 1u);
+}
+
+TEST_P(socket_pool_test, fibers_on_two_vcpus_share_a_pool) {
+    auto srv = echo_server();
+    ASSERT_TRUE(srv);
+    constexpr int fibers_per_vcpu = 4, rounds = 50;
+    socket_pool pool({.max_idle_per_key = fibers_per_vcpu});
+    std::atomic<int> failures{0};
+    {
+        auto rt = runtime::start(test::test_runtime(2, GetParam()));
+        ASSERT_TRUE(rt);
+        auto work = [&] {
+            std::vector<fiber> fs;
+            fs.reserve(fibers_per_vcpu);
+            for (int i = 0; i < fibers_per_vcpu; ++i)
+                fs.push_back(*spawn([&, i] {
+                    for (int r = 0; r < rounds; ++r) {
+                        auto l = pool.get(srv->local_address());
+                        std::string msg = std::to_string(i) + "/" + std::to_string(r);
+                        std::string in(msg.size(), '\0');
+                        if (!l || !(*l)->send_all(msg.data(), msg.size(), 5s) ||
+                            !(*l)->recv_exactly(in.data(), in.size(), 5s) || in != msg) {
+                            ++failures;
+                            continue;
+                        }
+                        l->release();
+                        this_fiber::yield();  // let the other fibers of this vCPU interleave
+                    }
+                }));
+            for (auto& f : fs) (void)f.join();
+        };
+        // Each run() parks a fiber of this vCPU, which keeps serving the echo connections.
+        auto on0 = spawn([&] { ASSERT_TRUE((*rt)->run(0, work)); });
+        auto on1 = spawn([&] { ASSERT_TRUE((*rt)->run(1, work)); });
+        ASSERT_TRUE(on0->join());
+        ASSERT_TRUE(on1->join());
+    }  // the vCPUs end before the pool closes their idle connections
+    EXPECT_EQ(failures.load(), 0);
+    auto st = pool.stats();
+    EXPECT_EQ(st.hits + st.misses, 2u * fibers_per_vcpu * rounds);
+    EXPECT_LE(st.misses, 2u * fibers_per_vcpu);  // each vCPU needs at most one per fiber
+    EXPECT_GT(st.hits, 0u);
+    EXPECT_LE(st.idle, 2u * fibers_per_vcpu);
+    EXPECT_EQ(srv->accepted(), st.misses);
+}
+
+}  // namespace
+}  // namespace gluon::net
