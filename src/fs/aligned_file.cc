@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 
+#include "forwarding_file.h"
 #include "gluon/fs/decorators.h"
 #include "gluon/sync/mutex.h"
 
@@ -14,9 +15,9 @@ struct free_deleter {
 };
 using bounce_ptr = std::unique_ptr<char, free_deleter>;
 
-class aligned_file final : public file {
+class aligned_file final : public detail::forwarding_file {
 public:
-    aligned_file(std::unique_ptr<file> inner, size_t a) : in_(std::move(inner)), a_(a) {}
+    aligned_file(std::unique_ptr<file> inner, size_t a) : forwarding_file(std::move(inner)), a_(a) {}
 
     result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
         if (off < 0) return errno_error(EINVAL);
@@ -58,15 +59,13 @@ public:
         return n;
     }
 
-    result<struct stat> fstat() noexcept override { return in_->fstat(); }
-    result<void> fsync() noexcept override { return in_->fsync(); }
-    result<void> fdatasync() noexcept override { return in_->fdatasync(); }
-    result<void> ftruncate(int64_t len) noexcept override { return in_->ftruncate(len); }
-    result<void> fallocate(int mode, int64_t off, int64_t len) noexcept override {
-        return in_->fallocate(mode, off, len);
+    // Vectored calls go element by element through the aligning pread/pwrite above.
+    result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept override {
+        return file::preadv(iov, cnt, off);
     }
-    result<void> close() noexcept override { return in_->close(); }
-    int native_handle() const noexcept override { return in_->native_handle(); }
+    result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept override {
+        return file::pwritev(iov, cnt, off);
+    }
 
 private:
     bool aligned(const void* buf, size_t n, int64_t off) const noexcept {
@@ -86,7 +85,6 @@ private:
         return {};
     }
 
-    std::unique_ptr<file> in_;
     size_t a_;
     mutex mu_;
 };

@@ -7,6 +7,7 @@
 
 #include "gluon/common/clock.h"
 #include "gluon/common/spinlock.h"
+#include "forwarding_file.h"
 #include "gluon/fs/decorators.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
@@ -14,9 +15,9 @@
 namespace gluon::fs {
 namespace {
 
-class throttled_file final : public file {
+class throttled_file final : public detail::forwarding_file {
 public:
-    throttled_file(std::unique_ptr<file> inner, throttle_limits l) : in_(std::move(inner)), lim_(l) {}
+    throttled_file(std::unique_ptr<file> inner, throttle_limits l) : forwarding_file(std::move(inner)), lim_(l) {}
 
     result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
         if (int e = admit(n)) return errno_error(e);
@@ -34,15 +35,6 @@ public:
         if (int e = admit(total(iov, cnt))) return errno_error(e);
         return in_->pwritev(iov, cnt, off);
     }
-    result<struct stat> fstat() noexcept override { return in_->fstat(); }
-    result<void> fsync() noexcept override { return in_->fsync(); }
-    result<void> fdatasync() noexcept override { return in_->fdatasync(); }
-    result<void> ftruncate(int64_t len) noexcept override { return in_->ftruncate(len); }
-    result<void> fallocate(int mode, int64_t off, int64_t len) noexcept override {
-        return in_->fallocate(mode, off, len);
-    }
-    result<void> close() noexcept override { return in_->close(); }
-    int native_handle() const noexcept override { return in_->native_handle(); }
 
 private:
     static size_t total(const iovec* iov, int cnt) {
@@ -74,7 +66,6 @@ private:
         return 0;
     }
 
-    std::unique_ptr<file> in_;
     throttle_limits lim_;
     spinlock lk_;
     int64_t next_op_ = 0, next_byte_ = 0;

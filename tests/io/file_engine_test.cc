@@ -13,43 +13,23 @@
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
-#include "test_support.h"
+#include "io/io_fixture.h"
 
 namespace gluon {
 namespace {
 
-using param = std::tuple<engine::kind, io::engine_kind>;
-
-class file_engine_test : public ::testing::TestWithParam<param> {
+class file_engine_test : public test::engine_pair_test {
 protected:
     void SetUp() override {
-        auto [ek, fk] = GetParam();
-        if (!engine::available(ek)) GTEST_SKIP() << engine::kind_name(ek) << " not available";
-        if (!io::available(fk)) GTEST_SKIP() << io::kind_name(fk) << " not available";
-        init_options o;
-        o.engine = ek;
-        o.log_engine = false;
-        ASSERT_TRUE(init(o).has_value());
-        e_ = *io::get(fk);
-        char tmpl[] = "/tmp/gluon-io-XXXXXX";
-        ASSERT_NE(mkdtemp(tmpl), nullptr);
-        dir_ = tmpl;
+        test::engine_pair_test::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        e_ = *io::get(file_engine_kind());
         dfd_ = ::open(dir_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
         ASSERT_GE(dfd_, 0);
     }
     void TearDown() override {
-        if (is_vcpu()) {
-            ASSERT_TRUE(fini().has_value());
-        }
         if (dfd_ >= 0) ::close(dfd_);
-        if (!dir_.empty()) (void)std::system(("rm -rf " + dir_).c_str());
-    }
-    // Runs body in a fiber and waits for it.
-    template <typename F>
-    void in_fiber(F&& body) {
-        auto f = spawn(std::forward<F>(body));
-        ASSERT_TRUE(f.has_value());
-        ASSERT_TRUE(f->join().has_value());
+        test::engine_pair_test::TearDown();
     }
     int create(const char* name) {
         auto fd = io::openat(*e_, dfd_, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -58,7 +38,6 @@ protected:
     }
 
     io::file_engine* e_ = nullptr;
-    std::string dir_;
     int dfd_ = -1;
 };
 
@@ -184,7 +163,7 @@ TEST_P(file_engine_test, direct_io_and_many_fibers) {
 TEST_P(file_engine_test, interrupt_ends_a_wait_that_can_be_cancelled) {
     // A read of an empty pipe blocks until cancelled; only io_uring can cancel it (the other
     // engines run non-positioned reads as a syscall on the offload pool).
-    if (std::get<1>(GetParam()) != io::engine_kind::io_uring) GTEST_SKIP() << "not cancellable";
+    if (file_engine_kind() != io::engine_kind::io_uring) GTEST_SKIP() << "not cancellable";
     int p[2];
     ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
     long got = 0;
@@ -210,7 +189,7 @@ TEST_P(file_engine_test, registered_buffers_and_files) {
     ASSERT_GE(fd, 0);
     ASSERT_EQ(::pwrite(fd, "registered!", 11, 0), 11);
     engine::engine* eng = current_engine();
-    const bool native = std::get<1>(GetParam()) == io::engine_kind::io_uring &&
+    const bool native = file_engine_kind() == io::engine_kind::io_uring &&
                         eng->type() == engine::kind::io_uring;
     alignas(64) char buf[64] = {};
     iovec iov{buf, sizeof buf};
@@ -277,18 +256,7 @@ TEST(file_engine_sqpoll, file_io_on_an_sqpoll_ring) {
     ASSERT_TRUE(fini().has_value());
 }
 
-std::string name(const ::testing::TestParamInfo<param>& info) {
-    return std::string(engine::kind_name(std::get<0>(info.param))) + "_" +
-           io::kind_name(std::get<1>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    engines, file_engine_test,
-    ::testing::Combine(::testing::ValuesIn(test::all_engines()),
-                       ::testing::Values(io::engine_kind::io_uring, io::engine_kind::libaio,
-                                         io::engine_kind::posix_aio, io::engine_kind::psync,
-                                         io::engine_kind::psync_inline)),
-    name);
+GLUON_ENGINE_PAIR_TEST_SUITE(file_engine_test);
 
 }  // namespace
 }  // namespace gluon
