@@ -16,6 +16,7 @@
 #include "gluon/net/server.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
 #include "test_support.h"
 
 namespace gluon::net {
@@ -164,6 +165,50 @@ TEST_P(net_test, recv_timeout_and_interrupt) {
     ASSERT_TRUE(f->interrupt());
     ASSERT_TRUE(f->join());
     EXPECT_EQ(got, std::errc::operation_canceled);
+}
+
+// A client that never reads: the server's send_all fills the socket buffers and times out with
+// ETIMEDOUT (nothing lost from the caller's view: it knows the send failed), while the same
+// server keeps answering another client.
+TEST_P(net_test, slow_reader_times_out_the_sender_not_the_server) {
+    std::atomic<int> slow_result{0};
+    event slow_done;
+    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+        char first;
+        if (!s.recv_exactly(&first, 1)) return;
+        if (first == 's') {  // the slow reader: push 64 MiB at it
+            std::string big(1 << 20, 'z');
+            for (int i = 0; i < 64; ++i) {
+                auto r = s.send_all(big.data(), big.size(), 300ms);
+                if (!r) {
+                    slow_result = r.error().value();
+                    break;
+                }
+            }
+            slow_done.set();
+            return;
+        }
+        char buf[512];
+        while (auto n = s.recv_some(buf, sizeof buf)) {  // everyone else: echo
+            if (*n == 0 || !s.send_all(buf, *n)) break;
+        }
+    });
+    ASSERT_TRUE(srv);
+    auto slow = stream::connect((*srv)->local_address(), 2s);
+    ASSERT_TRUE(slow);
+    ASSERT_TRUE(slow->set_buffer_sizes(4096, 4096));
+    ASSERT_TRUE(slow->send_all("s", 1));
+    auto fast = stream::connect((*srv)->local_address(), 2s);
+    ASSERT_TRUE(fast);
+    ASSERT_TRUE(fast->send_all("fhello", 6));
+    char echo[5];
+    ASSERT_TRUE(fast->recv_exactly(echo, 5, 2s));  // served while the slow one is stuck
+    EXPECT_EQ(std::string(echo, 5), "hello");
+    ASSERT_TRUE(slow_done.wait(5s));
+    EXPECT_EQ(slow_result, ETIMEDOUT);
+    ASSERT_TRUE(fast->send_all("again", 5));
+    ASSERT_TRUE(fast->recv_exactly(echo, 5, 2s));
+    (*srv)->stop(1s);
 }
 
 TEST_P(net_test, udp_round_trip) {
