@@ -79,12 +79,12 @@ struct worker_ctx {
     int64_t end_ns;
     uint64_t blocks;
     job_stats* stats;
+    uint64_t next_seq = 0;  // sequential modes: one stream shared by all fibers, as fio does
 };
 
 void worker(worker_ctx* c, unsigned idx, char* buf) {
     const auto& o = *c->o;
     uint64_t rng = 0x9E3779B97F4A7C15ULL * (idx + 1);
-    uint64_t seq = (c->blocks / o.iodepth) * idx;  // sequential streams start spread out
     engine::io_op op;
     for (uint64_t n = 0;; ++n) {
         if ((n & 15) == 0 && now_ns() >= c->end_ns) return;
@@ -95,7 +95,7 @@ void worker(worker_ctx* c, unsigned idx, char* buf) {
             rng ^= rng << 17;
             blk = rng % c->blocks;
         } else {
-            blk = seq++ % c->blocks;
+            blk = c->next_seq++ % c->blocks;
         }
         const int64_t off = static_cast<int64_t>(blk * o.bs);
         if (o.write) bench::stamp(buf, o.bs, off);

@@ -95,6 +95,8 @@ def run_io(args, res, build, log):
             cells.append((f"cache-randread-4k-qd{qd}", cache_file, "randread", "4k", qd, False, "1g", False))
             cells.append((f"shm-randread-4k-qd{qd}", shm_file, "randread", "4k", qd, False, "1g", False))
 
+    if getattr(args, "only", None):
+        cells = [c for c in cells if args.only in c[0]]
     # Each implementation: (name, build command or None if not applicable to the cell).
     def impls(cell):
         w, f, rw, bs, qd, direct, size, disk = cell
