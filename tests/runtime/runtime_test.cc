@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+#include <memory>
+
 #include <atomic>
 
 #include "gluon/runtime/fiber.h"
@@ -129,6 +132,33 @@ TEST(offload, runs_blocking_call_without_blocking_the_vcpu) {
     EXPECT_EQ(v, 7);
     EXPECT_GE(ticks, 5);
     ASSERT_TRUE(fini());
+}
+
+// A detached job owns what it captures and runs even though nobody waits for it; the caller
+// can stop waiting (here: return at once) while it goes on.
+TEST(offload, detached_jobs_run_and_own_their_state) {
+    ASSERT_TRUE(init({.log_engine = false}));
+    auto counter = std::make_shared<std::atomic<int>>(0);
+    auto done = std::make_shared<counting_semaphore>(0);
+    for (int i = 0; i < 20; ++i) {
+        offload_detached([counter, done] {
+            counter->fetch_add(1);
+            done->release();
+        });
+    }
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(done->acquire(10s));
+    EXPECT_EQ(counter->load(), 20);
+    ASSERT_TRUE(fini());
+    // Outside a vCPU too.
+    auto flag = std::make_shared<std::atomic<bool>>(false);
+    std::promise<void> p;
+    auto fut = p.get_future();
+    offload_detached([flag, &p] {
+        flag->store(true);
+        p.set_value();
+    });
+    ASSERT_EQ(fut.wait_for(10s), std::future_status::ready);
+    EXPECT_TRUE(flag->load());
 }
 
 }  // namespace
