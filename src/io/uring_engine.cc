@@ -34,6 +34,7 @@ struct side_ring {
     std::unique_ptr<engine::engine> eng;
     unsigned inflight = 0;
     bool driving = false;
+    bool flush_scheduled = false;
     bool failed = false;  // could not create the ring: run ops blocking
 };
 
@@ -66,16 +67,25 @@ long run_on_side(engine::io_op& op, deadline_t d) noexcept {
         }
     }
     if (s.failed) return engine::execute_blocking(op);
-    ++s.inflight;
     if (!s.driving) {
         auto f = spawn(fiber_options{.name = "io_uring-files"}, drive, &s);
-        if (!f) {
-            --s.inflight;
-            return engine::execute_blocking(op);
-        }
+        if (!f) return engine::execute_blocking(op);
         s.driving = true;
         (void)f->detach();
     }
+    // One io_uring_enter for all the operations the ready fibers queue in this pass: a fiber
+    // queued behind them submits the batch. (A submit per operation costs a device kick each,
+    // a VM exit on virtual disks: measured 2x slower at depth 32.)
+    if (!s.flush_scheduled) {
+        auto f = spawn(fiber_options{.name = "io_uring-flush"}, [](side_ring* sr) {
+            sr->flush_scheduled = false;
+            sr->eng->flush();
+        }, &s);
+        if (!f) return engine::execute_blocking(op);
+        s.flush_scheduled = true;
+        (void)f->detach();
+    }
+    ++s.inflight;
     long r = run_op(*s.eng, op, d);
     --s.inflight;
     return r;

@@ -31,7 +31,6 @@ long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline
     }
     long r = eng->submit(op);
     if (r != engine::engine::pending) return r;
-    if (eng != v->eng.get()) eng->flush();  // nobody else will submit a side engine's queue
     op_cancel_ctx ctx{eng, &op};
     return park_current(
         v, park_deadline,

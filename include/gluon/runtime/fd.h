@@ -24,7 +24,8 @@ namespace gluon {
 /// (-ETIMEDOUT) or the fiber is interrupted (-ECANCELED). Returns the op's result or -errno.
 long run_op(engine::io_op& op, deadline_t deadline = k_no_deadline) noexcept;
 /// run_op on another engine owned by the calling vCPU's thread (a side ring driven through
-/// its pollable_fd()); its completions must be dispatched on this thread.
+/// its pollable_fd()); its completions must be dispatched on this thread, and its owner must
+/// flush() it after queueing (so that one submission can carry many operations).
 long run_op(engine::engine& eng, engine::io_op& op, deadline_t deadline = k_no_deadline) noexcept;
 
 namespace fd {

@@ -106,9 +106,12 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
     };
     int r = -EINVAL;
     for (unsigned flags : attempts) {
-        // SQPOLL is incompatible with DEFER_TASKRUN; a polled ring needs completions posted
-        // without a wait on the ring itself.
+        // SQPOLL is incompatible with DEFER_TASKRUN. A polled ring needs its completions posted
+        // while its thread sleeps elsewhere (in epoll_wait): neither DEFER_TASKRUN (posted only
+        // by a wait on this ring) nor COOP_TASKRUN (posted only when the thread next enters the
+        // kernel, and nothing wakes it for that).
         if ((opts.sqpoll || opts.pollable) && (flags & IORING_SETUP_DEFER_TASKRUN)) continue;
+        if (opts.pollable && (flags & IORING_SETUP_COOP_TASKRUN)) continue;
         p = {};
         p.flags = flags | IORING_SETUP_CLAMP;
         p.cq_entries = opts.queue_depth * 4;
