@@ -5,10 +5,15 @@
 
 namespace gluon::fs {
 
-result<size_t> file::preadv(const iovec* iov, int cnt, int64_t off) noexcept {
+namespace {
+
+// One positioned transfer per element; stops at the first short one. An error after some bytes
+// moved reports the bytes (as the kernel does for a vectored call).
+template <typename F>
+result<size_t> per_element(const iovec* iov, int cnt, int64_t off, F&& one) {
     size_t total = 0;
     for (int i = 0; i < cnt; ++i) {
-        auto r = pread(iov[i].iov_base, iov[i].iov_len, off + static_cast<int64_t>(total));
+        auto r = one(iov[i], off + static_cast<int64_t>(total));
         if (!r) return total ? result<size_t>(total) : r;
         total += *r;
         if (*r < iov[i].iov_len) break;
@@ -16,15 +21,14 @@ result<size_t> file::preadv(const iovec* iov, int cnt, int64_t off) noexcept {
     return total;
 }
 
+}  // namespace
+
+result<size_t> file::preadv(const iovec* iov, int cnt, int64_t off) noexcept {
+    return per_element(iov, cnt, off, [&](const iovec& v, int64_t o) { return pread(v.iov_base, v.iov_len, o); });
+}
+
 result<size_t> file::pwritev(const iovec* iov, int cnt, int64_t off) noexcept {
-    size_t total = 0;
-    for (int i = 0; i < cnt; ++i) {
-        auto r = pwrite(iov[i].iov_base, iov[i].iov_len, off + static_cast<int64_t>(total));
-        if (!r) return total ? result<size_t>(total) : r;
-        total += *r;
-        if (*r < iov[i].iov_len) break;
-    }
-    return total;
+    return per_element(iov, cnt, off, [&](const iovec& v, int64_t o) { return pwrite(v.iov_base, v.iov_len, o); });
 }
 
 result<void> file::fallocate(int, int64_t, int64_t) noexcept { return errno_error(EOPNOTSUPP); }

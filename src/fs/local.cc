@@ -14,23 +14,17 @@
 #include <vector>
 
 #include "gluon/runtime/runtime.h"
+#include "gluon/sys/ops.h"
 #include "gluon/runtime/vcpu.h"
 
 namespace gluon::fs {
 namespace {
-
-result<void> check(long r) {
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return {};
-}
 
 // Calls with no asynchronous form: on the offload pool, or inline for psync_inline.
 long blocking(io::file_engine& e, const std::function<long()>& fn) {
     if (e.kind() == io::engine_kind::psync_inline || !is_vcpu()) return fn();
     return offload_call(fn);
 }
-
-long sys(long r) { return r < 0 ? -errno : r; }
 
 // Paths are relative to the root: drop leading slashes ("" is the root itself).
 std::string rel(std::string_view p) {
@@ -147,7 +141,7 @@ public:
     result<std::optional<dir_entry>> next() noexcept override {
         for (;;) {
             if (pos_ >= len_) {
-                long r = blocking(*e_, [&] { return sys(::syscall(SYS_getdents64, fd_, buf_.data(), buf_.size())); });
+                long r = blocking(*e_, [&] { return sys::ret(::syscall(SYS_getdents64, fd_, buf_.data(), buf_.size())); });
                 if (r < 0) return errno_error(static_cast<int>(-r));
                 if (r == 0) return std::optional<dir_entry>{};
                 len_ = static_cast<size_t>(r);
@@ -191,16 +185,16 @@ public:
     }
     result<void> link(std::string_view existing, std::string_view np) noexcept override {
         std::string a = rel(existing), b = rel(np);
-        return check(blocking(*e_, [&] { return sys(::linkat(root_, a.c_str(), root_, b.c_str(), 0)); }));
+        return void_from_syscall(blocking(*e_, [&] { return sys::ret(::linkat(root_, a.c_str(), root_, b.c_str(), 0)); }));
     }
     result<void> symlink(std::string_view target, std::string_view lp) noexcept override {
         std::string t(target), l = rel(lp);
-        return check(blocking(*e_, [&] { return sys(::symlinkat(t.c_str(), root_, l.c_str())); }));
+        return void_from_syscall(blocking(*e_, [&] { return sys::ret(::symlinkat(t.c_str(), root_, l.c_str())); }));
     }
     result<std::string> readlink(std::string_view p) noexcept override {
         std::string r = rel(p);
         std::string out(PATH_MAX, '\0');
-        long n = blocking(*e_, [&] { return sys(::readlinkat(root_, r.c_str(), out.data(), out.size())); });
+        long n = blocking(*e_, [&] { return sys::ret(::readlinkat(root_, r.c_str(), out.data(), out.size())); });
         if (n < 0) return errno_error(static_cast<int>(-n));
         out.resize(static_cast<size_t>(n));
         return out;
@@ -213,10 +207,10 @@ public:
         std::string r = rel(p);
         struct statvfs out {};
         long rc = blocking(*e_, [&] {
-            int fd = ::openat(root_, r.c_str(), O_PATH | O_CLOEXEC);
-            if (fd < 0) return -static_cast<long>(errno);
-            long v = sys(::fstatvfs(fd, &out));
-            ::close(fd);
+            long fd = sys::openat(root_, r.c_str(), O_PATH | O_CLOEXEC, 0);
+            if (fd < 0) return fd;
+            long v = sys::ret(::fstatvfs(static_cast<int>(fd), &out));
+            (void)sys::close(static_cast<int>(fd));
             return v;
         });
         if (rc < 0) return errno_error(static_cast<int>(-rc));
@@ -224,7 +218,7 @@ public:
     }
     result<void> access(std::string_view p, int mode) noexcept override {
         std::string r = rel(p);
-        return check(blocking(*e_, [&] { return sys(::faccessat(root_, r.c_str(), mode, 0)); }));
+        return void_from_syscall(blocking(*e_, [&] { return sys::ret(::faccessat(root_, r.c_str(), mode, 0)); }));
     }
     result<void> truncate(std::string_view p, int64_t len) noexcept override {
         if (len < 0) return errno_error(EINVAL);
@@ -234,7 +228,7 @@ public:
     }
     result<void> utimes(std::string_view p, const timespec times[2]) noexcept override {
         std::string r = rel(p);
-        return check(blocking(*e_, [&] { return sys(::utimensat(root_, r.c_str(), times, 0)); }));
+        return void_from_syscall(blocking(*e_, [&] { return sys::ret(::utimensat(root_, r.c_str(), times, 0)); }));
     }
     result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
         auto fd = io::openat(*e_, root_, rel(p).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

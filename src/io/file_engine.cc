@@ -82,56 +82,46 @@ engine::io_op make(engine::opcode c, int fd, void* buf = nullptr, size_t len = 0
     return op;
 }
 
-result<size_t> sized(long r) {
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return static_cast<size_t>(r);
-}
-
-result<void> done(long r) {
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return {};
-}
-
 }  // namespace
 
 result<size_t> pread(file_engine& e, int fd, void* buf, size_t n, int64_t off, deadline_t d) noexcept {
     auto op = make(engine::opcode::read, fd, buf, n, off);
-    return sized(e.execute(op, d));
+    return from_syscall<size_t>(e.execute(op, d));
 }
 
 result<size_t> pwrite(file_engine& e, int fd, const void* buf, size_t n, int64_t off,
                       deadline_t d) noexcept {
     auto op = make(engine::opcode::write, fd, const_cast<void*>(buf), n, off);
-    return sized(e.execute(op, d));
+    return from_syscall<size_t>(e.execute(op, d));
 }
 
 result<size_t> preadv(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
                       deadline_t d) noexcept {
     auto op = make(engine::opcode::readv, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
-    return sized(e.execute(op, d));
+    return from_syscall<size_t>(e.execute(op, d));
 }
 
 result<size_t> pwritev(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
                        deadline_t d) noexcept {
     auto op = make(engine::opcode::writev, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
-    return sized(e.execute(op, d));
+    return from_syscall<size_t>(e.execute(op, d));
 }
 
 result<void> fsync(file_engine& e, int fd, bool datasync) noexcept {
     auto op = make(engine::opcode::fsync, fd, nullptr, 0, -1, datasync ? 1 : 0);
-    return done(e.execute(op));
+    return void_from_syscall(e.execute(op));
 }
 
 result<void> fallocate(file_engine& e, int fd, int mode, int64_t off, int64_t len) noexcept {
     if (off < 0 || len <= 0) return errno_error(EINVAL);
     auto op = make(engine::opcode::fallocate, fd, nullptr, static_cast<size_t>(len), off, mode);
-    return done(e.execute(op));
+    return void_from_syscall(e.execute(op));
 }
 
 result<void> ftruncate(file_engine& e, int fd, int64_t len) noexcept {
     if (len < 0) return errno_error(EINVAL);
     auto op = make(engine::opcode::ftruncate, fd, nullptr, 0, len);
-    return done(e.execute(op));
+    return void_from_syscall(e.execute(op));
 }
 
 result<int> openat(file_engine& e, int dir, const char* path, int flags, mode_t mode) noexcept {
@@ -145,7 +135,7 @@ result<void> close(file_engine& e, int fd) noexcept {
     if (engine::engine* eng = current_engine()) eng->forget_fd(fd);
     engine::note_fd_closed(fd);
     auto op = make(engine::opcode::close, fd);
-    return done(e.execute(op));
+    return void_from_syscall(e.execute(op));
 }
 
 result<struct statx> statx(file_engine& e, int dir, const char* path, int flags, unsigned mask) noexcept {
@@ -159,7 +149,7 @@ result<struct statx> statx(file_engine& e, int dir, const char* path, int flags,
 
 result<void> unlinkat(file_engine& e, int dir, const char* path, int flags) noexcept {
     auto op = make(engine::opcode::unlinkat, dir, const_cast<char*>(path), 0, -1, flags);
-    return done(e.execute(op));
+    return void_from_syscall(e.execute(op));
 }
 
 result<void> renameat(file_engine& e, int od, const char* op_path, int nd, const char* np,
@@ -167,12 +157,12 @@ result<void> renameat(file_engine& e, int od, const char* op_path, int nd, const
     auto op = make(engine::opcode::renameat, od, const_cast<char*>(op_path), 0, -1, static_cast<int>(flags));
     op.fd2 = nd;
     op.buf2 = const_cast<char*>(np);
-    return done(e.execute(op));
+    return void_from_syscall(e.execute(op));
 }
 
 result<void> mkdirat(file_engine& e, int dir, const char* path, mode_t mode) noexcept {
     auto op = make(engine::opcode::mkdirat, dir, const_cast<char*>(path), mode);
-    return done(e.execute(op));
+    return void_from_syscall(e.execute(op));
 }
 
 }  // namespace gluon::io

@@ -67,11 +67,6 @@ namespace {
 
 deadline_t dl(duration t) { return deadline_after(t); }
 
-result<size_t> sized(long r) {
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return static_cast<size_t>(r);
-}
-
 long rw_once(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int flags,
              deadline_t d) {
     engine::io_op op;
@@ -86,7 +81,7 @@ long rw_once(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int 
 
 result<size_t> rw(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int flags,
                   duration t) {
-    return sized(rw_once(code, fd, buf, n, off, flags, dl(t)));
+    return from_syscall<size_t>(rw_once(code, fd, buf, n, off, flags, dl(t)));
 }
 
 // Loops a read or write until n bytes moved; one deadline for the whole call. EOF is EPIPE.
