@@ -22,8 +22,8 @@ namespace {
 
 // Calls with no asynchronous form: on the offload pool, or inline for psync_inline.
 long blocking(io::file_engine& e, const std::function<long()>& fn) {
-    if (e.kind() == io::engine_kind::psync_inline || !is_vcpu()) return fn();
-    return offload_call(fn);
+    if (e.kind() == io::engine_kind::psync_inline) return fn();
+    return offload_call(fn);  // inline off a vCPU
 }
 
 // Paths are relative to the root: drop leading slashes ("" is the root itself).
@@ -252,9 +252,9 @@ private:
 result<std::unique_ptr<filesystem>> open_local(const std::string& root, io::engine_kind engine) {
     auto e = io::get(engine);
     if (!e) return unexpected(e.error());
-    int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return errno_error(errno);
-    return std::unique_ptr<filesystem>(new local_fs(**e, fd));
+    long fd = sys::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0) return errno_error(static_cast<int>(-fd));
+    return std::unique_ptr<filesystem>(new local_fs(**e, static_cast<int>(fd)));
 }
 
 result<std::unique_ptr<file>> adopt_fd(int fd, io::engine_kind engine) {

@@ -67,8 +67,8 @@ private:
     // "/x/../y" -> prefix/y; anything that climbs above the root is EACCES.
     result<std::string> map(std::string_view p) const {
         while (!p.empty() && p.front() == '/') p.remove_prefix(1);
-        if (path::escapes(p)) return errno_error(EACCES);
         std::string n = path::normalize(p);
+        if (n == ".." || n.rfind("../", 0) == 0) return errno_error(EACCES);  // path::escapes
         return n == "." ? prefix_ : path::join(prefix_, n);
     }
     template <typename F>

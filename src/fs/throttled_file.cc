@@ -1,8 +1,6 @@
 // throttled file: a reservation schedule per limit (GCRA without burst). Each operation
 // reserves the earliest start that both limits allow and sleeps until then, so concurrent
 // callers (on any vCPU) queue in arrival order without a timer of their own.
-#include <time.h>
-
 #include <algorithm>
 
 #include "gluon/common/clock.h"
@@ -10,7 +8,6 @@
 #include "forwarding_file.h"
 #include "gluon/fs/decorators.h"
 #include "gluon/runtime/fiber.h"
-#include "gluon/runtime/vcpu.h"
 
 namespace gluon::fs {
 namespace {
@@ -55,15 +52,8 @@ private:
                 next_byte_ = start + static_cast<int64_t>(static_cast<double>(bytes) * 1e9 / lim_.bytes_per_s);
         }
         if (start <= now) return 0;
-        if (is_vcpu()) {
-            auto r = this_fiber::sleep_until(start);
-            return r ? 0 : r.error().value();
-        } else {
-            timespec ts{start / 1'000'000'000, start % 1'000'000'000};
-            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-            }
-        }
-        return 0;
+        auto r = this_fiber::sleep_until(start);  // parks a fiber; sleeps a plain thread
+        return r ? 0 : r.error().value();
     }
 
     throttle_limits lim_;

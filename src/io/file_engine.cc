@@ -1,7 +1,7 @@
 #include "gluon/io/file_engine.h"
 
 #include "engines.h"
-#include "gluon/runtime/vcpu.h"
+#include "gluon/runtime/fd.h"
 
 namespace gluon::io {
 
@@ -126,14 +126,11 @@ result<void> ftruncate(file_engine& e, int fd, int64_t len) noexcept {
 
 result<int> openat(file_engine& e, int dir, const char* path, int flags, mode_t mode) noexcept {
     auto op = make(engine::opcode::openat, dir, const_cast<char*>(path), mode, -1, flags);
-    long r = e.execute(op);
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return static_cast<int>(r);
+    return from_syscall<int>(e.execute(op));
 }
 
 result<void> close(file_engine& e, int fd) noexcept {
-    if (engine::engine* eng = current_engine()) eng->forget_fd(fd);
-    engine::note_fd_closed(fd);
+    fd::closing(fd);
     auto op = make(engine::opcode::close, fd);
     return void_from_syscall(e.execute(op));
 }

@@ -1,4 +1,4 @@
-// libaio file engine: positioned reads and writes (and fsync) through Linux AIO, completions
+// libaio file engine: positioned reads and writes through Linux AIO, completions
 // signalled on an eventfd that the vCPU's event engine watches. One AIO context per vCPU
 // thread, reaped by a driver fiber that runs only while operations are in flight. Linux AIO is
 // asynchronous only for O_DIRECT; on buffered files io_submit itself does the I/O. Everything

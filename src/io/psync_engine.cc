@@ -2,15 +2,11 @@
 // fibers) or run inline on the vCPU (no hand-off; a page-cache miss stalls the vCPU).
 #include "engines.h"
 #include "gluon/runtime/runtime.h"
-#include "gluon/runtime/vcpu.h"
 
 namespace gluon::io::detail {
 
 long offload_execute(engine::io_op& op) noexcept {
-    if (!is_vcpu()) return engine::execute_blocking(op);
-    long r = 0;
-    offload([&] { r = engine::execute_blocking(op); });
-    return r;
+    return offload_call([&] { return engine::execute_blocking(op); });  // inline off a vCPU
 }
 
 namespace {

@@ -3,8 +3,8 @@
 // (EAGAIN) goes to the ring. Files on memory filesystems (tmpfs, ramfs), which refuse
 // RWF_NOWAIT but never wait for a device, are read and written inline; io_uring would hand each
 // of their operations to a kernel worker thread. What an fd is gets learned on its first such
-// operation and forgotten by io::close (an fd closed behind gluon's back keeps its class until
-// reused for another io::close'd file: only speed, never correctness, depends on it).
+// operation and relearned once the number has been closed through gluon (fd::close, io::close);
+// an fd closed behind gluon's back keeps its class: only speed, never correctness, depends on it.
 //
 // On a vCPU whose event engine is io_uring, file ops go on the same ring
 // as everything else (batched with the network, one io_uring_enter per scheduler pass). On an
@@ -26,6 +26,7 @@
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
+#include "gluon/sys/ops.h"
 
 namespace gluon::io::detail {
 namespace {
@@ -104,7 +105,11 @@ long run_async(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
 
 enum fd_class : uint8_t { k_unknown, k_async_only, k_nowait_first, k_inline };
 constexpr int k_max_fd = 1 << 16;
-std::atomic<uint8_t> g_class[k_max_fd];
+// Per fd number: (close generation << 8) | fd_class. A class learned before the number was
+// last closed (engine::fd_generation moved on) is stale and learned again.
+std::atomic<uint32_t> g_class[k_max_fd];
+
+uint32_t tagged(int fd, uint8_t c) noexcept { return (engine::fd_generation(fd) << 8) | c; }
 
 uint8_t classify(int fd) noexcept {
     int fl = ::fcntl(fd, F_GETFL);
@@ -134,24 +139,25 @@ long nowait_attempt(const engine::io_op& op) noexcept {
     const iovec* iov = vec ? static_cast<const iovec*>(op.buf) : &one;
     const int cnt = vec ? static_cast<int>(op.len) : 1;
     const bool rd = op.code == engine::opcode::read || op.code == engine::opcode::readv;
-    ssize_t r = rd ? ::preadv2(op.fd, iov, cnt, op.offset, RWF_NOWAIT)
-                   : ::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT);
-    return r < 0 ? -errno : r;
+    long r = sys::ret(rd ? ::preadv2(op.fd, iov, cnt, op.offset, RWF_NOWAIT)
+                         : ::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT));
+    return r;
 }
 
 long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
-    std::atomic<uint8_t>& cls = g_class[op.fd];
-    uint8_t c = cls.load(std::memory_order_relaxed);
-    if (c == k_unknown) {
+    std::atomic<uint32_t>& cls = g_class[op.fd];
+    const uint32_t v = cls.load(std::memory_order_relaxed);
+    auto c = static_cast<uint8_t>(v & 0xff);
+    if (c == k_unknown || (v >> 8) != (engine::fd_generation(op.fd) & 0xffffff)) {
         c = classify(op.fd);
-        cls.store(c, std::memory_order_relaxed);
+        cls.store(tagged(op.fd, c), std::memory_order_relaxed);
     }
     if (c == k_inline) return engine::execute_blocking(op);
     if (c == k_async_only) return run_async(eng, op, d);
     long r = nowait_attempt(op);
     if (r == -EAGAIN) return run_async(eng, op, d);
     if (r == -EOPNOTSUPP) {
-        cls.store(k_async_only, std::memory_order_relaxed);
+        cls.store(tagged(op.fd, k_async_only), std::memory_order_relaxed);
         return run_async(eng, op, d);
     }
     const bool vec = op.code == engine::opcode::readv || op.code == engine::opcode::writev;
@@ -173,8 +179,6 @@ public:
     long execute(engine::io_op& op, deadline_t d) noexcept override {
         engine::engine* eng = current_engine();
         if (!eng) return engine::execute_blocking(op);
-        if (op.code == engine::opcode::close && op.fd >= 0 && op.fd < k_max_fd)
-            g_class[op.fd].store(k_unknown, std::memory_order_relaxed);
         if (is_positioned_rw(op)) return execute_fast(eng, op, d);
         return run_async(eng, op, d);
     }

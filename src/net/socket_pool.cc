@@ -12,6 +12,7 @@
 #include "gluon/common/spinlock.h"
 #include "gluon/net/resolver.h"
 #include "gluon/runtime/vcpu.h"
+#include "gluon/sys/ops.h"
 
 namespace gluon::net {
 namespace detail {
@@ -71,8 +72,7 @@ namespace {
 // unsolicited response: the protocol state is unknown), must not be reused. A zero-timeout
 // poll tells without consuming anything.
 bool healthy(const stream& s) noexcept {
-    pollfd p{s.get(), POLLIN | POLLRDHUP, 0};
-    return ::poll(&p, 1, 0) == 0;
+    return sys::poll1(s.get(), POLLIN | POLLRDHUP, 0) == 0;
 }
 
 std::string host_key(std::string_view host, uint16_t port) {

@@ -138,9 +138,7 @@ result<int> accept(int fd, sockaddr* addr, socklen_t* addrlen, int flags, durati
     op.buf = addr;
     op.addrlen = addrlen;
     op.flags = flags;
-    long r = run_op(op, dl(t));
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return static_cast<int>(r);
+    return from_syscall<int>(run_op(op, dl(t)));
 }
 
 result<void> connect(int fd, const sockaddr* addr, socklen_t len, duration t) noexcept {
@@ -157,9 +155,7 @@ result<short> poll(int fd, short events, duration t) noexcept {
     op.code = engine::opcode::poll;
     op.fd = fd;
     op.poll_events = static_cast<uint16_t>(events);
-    long r = run_op(op, dl(t));
-    if (r < 0) return errno_error(static_cast<int>(-r));
-    return static_cast<short>(r);
+    return from_syscall<short>(run_op(op, dl(t)));
 }
 
 result<void> fsync(int fd, bool datasync) noexcept {
@@ -170,9 +166,13 @@ result<void> fsync(int fd, bool datasync) noexcept {
     return void_from_syscall(run_op(op));
 }
 
-result<void> close(int fd) noexcept {
+void closing(int fd) noexcept {
     if (vcpu* v = cur_vcpu()) v->eng->forget_fd(fd);
     engine::note_fd_closed(fd);
+}
+
+result<void> close(int fd) noexcept {
+    closing(fd);
     return void_from_syscall(sys::close(fd));
 }
 

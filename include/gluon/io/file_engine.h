@@ -3,7 +3,7 @@
 //
 //   io_uring      every operation native and asynchronous on the vCPU's ring (on a vCPU whose
 //                 event engine is epoll, on a second ring that the epoll loop polls).
-//   libaio        Linux AIO for positioned reads, writes and fsync; asynchronous only with
+//   libaio        Linux AIO for positioned reads and writes; asynchronous only with
 //                 O_DIRECT (on buffered files io_submit itself blocks, like the kernel does).
 //                 Other operations go to the offload pool.
 //   posix_aio     glibc's POSIX AIO (a thread pool inside libc) for positioned reads, writes

@@ -50,6 +50,9 @@ result<short> poll(int fd, short events, duration timeout = forever) noexcept;
 result<void> fsync(int fd, bool datasync = false) noexcept;
 /// Fails every operation still waiting on fd with EBADF, then closes it.
 result<void> close(int fd) noexcept;
+/// What close() does before close(2), for code that closes fd another way (io::close): drops
+/// the calling vCPU's engine state for fd and marks the number closed for every other engine.
+void closing(int fd) noexcept;
 
 /// Sends up to n bytes of in_fd (a regular file) from offset off to the socket out_fd
 /// (sendfile(2): no copy through user space). May be short; returns the bytes sent. out_fd is
