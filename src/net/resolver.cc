@@ -307,12 +307,9 @@ result<stream> connect(std::string_view host, uint16_t port, duration timeout) {
     std::error_code last = errno_code(EHOSTUNREACH);
     const size_t n = addrs->size();
     for (size_t i = 0; i < n; ++i) {
-        duration share = forever;
-        if (deadline != k_no_deadline) {
-            int64_t left = deadline - mono_now_ns();
-            if (left <= 0) return errno_error(ETIMEDOUT);
-            share = duration(left / static_cast<int64_t>(n - i));
-        }
+        duration share = time_left(deadline);
+        if (share.count() == 0) return errno_error(ETIMEDOUT);
+        if (share != forever) share /= static_cast<int64_t>(n - i);
         auto s = stream::connect((*addrs)[i], share);
         if (s) return s;
         last = s.error();

@@ -95,9 +95,9 @@ result<void> stream::send_all_zerocopy(const void* buf, size_t n, duration timeo
 result<void> stream::send_file(int file_fd, int64_t off, size_t n, duration timeout) noexcept {
     const deadline_t d = deadline_after(timeout);
     while (n > 0) {
-        const int64_t left = d == k_no_deadline ? 0 : d - mono_now_ns();
-        if (d != k_no_deadline && left <= 0) return errno_error(ETIMEDOUT);
-        auto r = fd::sendfile(fd_, file_fd, off, n, d == k_no_deadline ? forever : std::chrono::nanoseconds(left));
+        const duration left = time_left(d);
+        if (left.count() == 0) return errno_error(ETIMEDOUT);
+        auto r = fd::sendfile(fd_, file_fd, off, n, left);
         if (!r) return unexpected(r.error());
         if (*r == 0) return errno_error(ENODATA);
         off += static_cast<int64_t>(*r);

@@ -30,6 +30,14 @@ inline deadline_t deadline_after(duration d) noexcept {
     return ns > k_no_deadline - now ? k_no_deadline : now + ns;
 }
 
+/// The time left until deadline d (forever for k_no_deadline, zero once it has passed): for
+/// handing what remains of one call's deadline to the calls it makes.
+inline duration time_left(deadline_t d) noexcept {
+    if (d == k_no_deadline) return forever;
+    int64_t left = d - mono_now_ns();
+    return duration(left > 0 ? left : 0);
+}
+
 /// Converts a std::chrono::steady_clock time point (CLOCK_MONOTONIC on Linux) to a deadline.
 template <typename Clock, typename Dur>
 deadline_t deadline_at(std::chrono::time_point<Clock, Dur> tp) noexcept {

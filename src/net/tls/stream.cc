@@ -19,12 +19,6 @@ constexpr size_t k_max_send = size_t{64} * 1024;
 
 enum class phase { handshake, read, write, shutdown };
 
-duration remaining(deadline_t d) {
-    if (d == k_no_deadline) return forever;
-    int64_t left = d - mono_now_ns();
-    return duration(left > 0 ? left : 0);
-}
-
 unexpected stream_fail(stream::impl& s, std::error_code e, std::string msg) {
     s.last_error = msg;
     return detail::fail(e, std::move(msg));
@@ -93,7 +87,7 @@ result<void> flush(stream::impl& s, deadline_t d, bool wait_for_lock) {
     }
     while (!s.broken && !s.io.out.empty()) {
         s.sending.swap(s.io.out);
-        auto r = fd::send_all(s.sock.get(), s.sending.data(), s.sending.size(), remaining(d));
+        auto r = fd::send_all(s.sock.get(), s.sending.data(), s.sending.size(), time_left(d));
         s.sending.clear();
         if (!r) s.broken = r.error();
     }
@@ -113,7 +107,7 @@ result<void> fill(stream::impl& s, deadline_t d) {
     auto& io = s.io;
     if (io.in_available() == 0 && !io.in_eof) {  // else another reader filled it meanwhile
         io.in_begin = io.in_end = 0;
-        auto n = fd::recv_some(s.sock.get(), io.in.get(), io.in_capacity, 0, remaining(d));
+        auto n = fd::recv_some(s.sock.get(), io.in.get(), io.in_capacity, 0, time_left(d));
         if (!n)
             out = unexpected(n.error());
         else if (*n == 0)
@@ -310,7 +304,7 @@ result<void> stream::recv_exactly(void* buf, size_t n, duration timeout) {
     const deadline_t d = deadline_after(timeout);
     auto* p = static_cast<char*>(buf);
     while (n > 0) {
-        auto r = recv_some(p, n, remaining(d));
+        auto r = recv_some(p, n, time_left(d));
         if (!r) return unexpected(r.error());
         if (*r == 0)
             return stream_fail(*impl_, errno_code(EPIPE), "TLS recv: close_notify before the data");
@@ -324,7 +318,7 @@ result<void> stream::send_all(const void* buf, size_t n, duration timeout) {
     const deadline_t d = deadline_after(timeout);
     auto* p = static_cast<const char*>(buf);
     while (n > 0) {
-        auto r = send_some(p, n, remaining(d));
+        auto r = send_some(p, n, time_left(d));
         if (!r) return unexpected(r.error());
         p += *r;
         n -= *r;
