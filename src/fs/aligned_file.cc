@@ -38,11 +38,16 @@ public:
         if (off < 0) return errno_error(EINVAL);
         if (aligned(buf, n, off) || n == 0) return in_->pwrite(buf, n, off);
         std::lock_guard lk(mu_);
-        auto st = in_->fstat();
-        if (!st) return unexpected(st.error());
-        const uint64_t size = static_cast<uint64_t>(st->st_size);
         const uint64_t end = static_cast<uint64_t>(off) + n;
         const uint64_t a0 = down(off), a1 = up(end);
+        // The file's size matters only when the last block is partial: writing it whole may
+        // lengthen the file, which the truncate below undoes.
+        uint64_t size = end;
+        if (end != a1) {
+            auto st = in_->fstat();
+            if (!st) return unexpected(st.error());
+            size = static_cast<uint64_t>(st->st_size);
+        }
         auto b = bounce(a1 - a0);
         if (!b) return errno_error(ENOMEM);
         std::memset(b.get(), 0, a1 - a0);

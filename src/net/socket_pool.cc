@@ -39,6 +39,11 @@ struct pool_core {
     // keys that are never asked for again do not hold their connections forever.
     std::unordered_map<int, deadline_t> next_sweep;
 
+    deadline_t expiry(deadline_t now) const noexcept {
+        const int64_t t = opts.idle_timeout.count();
+        return t >= k_no_deadline - now ? k_no_deadline : now + t;
+    }
+
     // lk held. Moves expired connections of q to out.
     void drop_expired(std::deque<idle_conn>& q, deadline_t now, std::vector<stream>& out) {
         while (!q.empty() && q.front().expires <= now) {
@@ -53,7 +58,7 @@ struct pool_core {
     void maybe_sweep(int v, deadline_t now, std::vector<stream>& out) {
         deadline_t& next = next_sweep[v];
         if (now < next) return;
-        next = deadline_after(opts.idle_timeout);
+        next = expiry(now);
         auto vit = idle.find(v);
         if (vit == idle.end()) return;
         auto& keys = vit->second;
@@ -120,7 +125,7 @@ void socket_pool::lease::release() noexcept {
         } else {
             auto& q = core->idle[v][key_];
             core->drop_expired(q, now, to_close);
-            q.push_back({std::move(s_), deadline_after(core->opts.idle_timeout)});
+            q.push_back({std::move(s_), core->expiry(now)});
             ++core->stats.idle;
             while (q.size() > core->opts.max_idle_per_key) {
                 to_close.push_back(std::move(q.front().s));
@@ -140,13 +145,11 @@ socket_pool::socket_pool(const pool_options& opts)
     : core_(std::make_shared<detail::pool_core>(opts)) {}
 
 socket_pool::~socket_pool() {
-    decltype(core_->idle) idle;
     {
         std::lock_guard g(core_->lk);
-        core_->closed = true;
-        idle.swap(core_->idle);
-        core_->stats.idle = 0;
+        core_->closed = true;  // leases still out close their connections on release
     }
+    clear();
 }
 
 result<socket_pool::lease> socket_pool::get(std::string_view host, uint16_t port) {
@@ -163,11 +166,13 @@ result<socket_pool::lease> socket_pool::get_keyed(std::string key,
                                                   const std::function<result<stream>()>& connect) {
     const int v = current_vcpu_index();
     if (v < 0) return errno_error(EPERM);
+    bool discarded = false;  // the previous candidate was unhealthy (counted under the next lock)
     for (;;) {
         stream candidate;
         std::vector<stream> to_close;
         {
             std::lock_guard g(core_->lk);
+            if (discarded) ++core_->stats.discarded;
             const deadline_t now = mono_now_ns();
             core_->maybe_sweep(v, now, to_close);
             auto& keys = core_->idle[v];
@@ -180,19 +185,16 @@ result<socket_pool::lease> socket_pool::get_keyed(std::string key,
                 }
                 if (it->second.empty()) keys.erase(it);
             }
+            if (!candidate.valid()) ++core_->stats.misses;
         }
         to_close.clear();  // closes, outside the lock
         if (!candidate.valid()) break;
-        const bool ok = healthy(candidate);
-        {
+        if (healthy(candidate)) {  // a syscall: outside the lock
             std::lock_guard g(core_->lk);
-            ++(ok ? core_->stats.hits : core_->stats.discarded);
+            ++core_->stats.hits;
+            return lease(core_, std::move(key), std::move(candidate), true);
         }
-        if (ok) return lease(core_, std::move(key), std::move(candidate), true);
-    }
-    {
-        std::lock_guard g(core_->lk);
-        ++core_->stats.misses;
+        discarded = true;
     }
     auto s = connect();
     if (!s) return unexpected(s.error());
