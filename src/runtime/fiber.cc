@@ -16,7 +16,7 @@
 namespace gluon::detail {
 namespace {
 
-[[noreturn]] void fiber_exit(fiber_impl* f) noexcept {
+[[noreturn, gnu::always_inline]] inline void fiber_exit(fiber_impl* f) noexcept {
     fls_destroy(f);
     vcpu* v = f->owner;
     waiter_list joiners;
@@ -50,16 +50,21 @@ result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_siz
         report_misuse("spawning a fiber on a thread that is not a vCPU (call gluon::init first)");
         return errno_error(EPERM);
     }
-    size_t usable = opts.stack_size ? std::max<size_t>(opts.stack_size, 16 * 1024) : default_stack_size();
+    const size_t usable = opts.stack_size ? std::max<size_t>(opts.stack_size, 16 * 1024)
+                                          : v->stacks.default_usable();
     if (storage_size > usable / 4) return errno_error(E2BIG);
     if (v->zombies) reap_zombies(v);  // a just-ended fiber's stack is the hottest one
-    auto st = v->stacks.get(usable);
-    if (!st) return unexpected(st.error());
+    stack_mem stk = v->stacks.take(usable);
+    if (stk.empty()) {
+        auto st = stack_alloc(usable);
+        if (!st) return unexpected(st.error());
+        stk = *st;
+    }
     // Layout at the top of the stack: [fiber_impl][callable]; the stack proper starts below.
-    char* top = st->top();
+    char* top = stk.top();
     auto* f = new (top - ((sizeof(fiber_impl) + 63) & ~size_t{63})) fiber_impl;
     char* store = reinterpret_cast<char*>(f) - ((storage_size + 63) & ~size_t{63});
-    f->stack = *st;
+    f->stack = stk;
     f->owner = v;
     f->join_lock.claim_unpublished();
     // Unique per process without an atomic: vCPU indexes are never reused.
@@ -67,7 +72,7 @@ result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_siz
     f->storage = store;
     if (opts.name) strncpy(f->name, opts.name, sizeof f->name - 1);
 #ifdef GLUON_ASAN
-    f->asan_bottom = st->lo + k_guard_size;
+    f->asan_bottom = stk.lo + k_guard_size;
     f->asan_size = static_cast<size_t>(store - static_cast<char*>(const_cast<void*>(f->asan_bottom)));
 #endif
 #ifdef GLUON_TSAN
@@ -92,7 +97,7 @@ void fiber_release(fiber_impl* f) noexcept {
     const bool last = --f->refs == 0;
     f->join_lock.unlock();
     if (!last) return;
-    stack_mem s = f->stack;
+    const stack_mem s = f->stack;
     f->~fiber_impl();
     if (vcpu* v = cur_vcpu())
         v->stacks.put(s);

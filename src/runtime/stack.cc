@@ -136,24 +136,7 @@ void stack_free(stack_mem s) {
 }
 
 stack_cache::~stack_cache() {
-    for (auto& s : free_) stack_free(s);
-}
-
-result<stack_mem> stack_cache::get(size_t usable) {
-    if (!free_.empty() && stack_round(usable) == free_.back().size) {
-        stack_mem s = free_.back();
-        free_.pop_back();
-        return s;
-    }
-    return stack_alloc(usable);
-}
-
-void stack_cache::put(stack_mem s) {
-    if (free_.size() < max_ && s.size == stack_round(default_stack_size())) {
-        free_.push_back(s);
-        return;
-    }
-    stack_free(s);
+    for (size_t i = 0; i < n_; ++i) stack_free(free_[i]);
 }
 
 }  // namespace gluon::detail

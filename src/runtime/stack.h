@@ -37,24 +37,43 @@ inline bool in_guard(const stack_mem& s, const void* addr) {
     return p >= s.lo && p < s.lo + k_guard_size;
 }
 
-/// A bounded per-vCPU cache of default-size stacks, hot in memory. Not thread-safe.
+/// The default usable stack size (GLUON_STACK_SIZE env, in KiB, overrides it).
+size_t default_stack_size();
+
+/// A bounded per-vCPU cache of default-size stacks, hot in memory. Not thread-safe. get/put are
+/// inline: they are on the path of every spawn.
 class stack_cache {
 public:
-    explicit stack_cache(size_t max_cached) : max_(max_cached) {}
+    explicit stack_cache(size_t max_cached)
+        : max_(max_cached), usable_(default_stack_size()), bytes_(stack_round(usable_)) {}
     ~stack_cache();
     stack_cache(const stack_cache&) = delete;
     stack_cache& operator=(const stack_cache&) = delete;
 
-    result<stack_mem> get(size_t usable);
-    void put(stack_mem s);
-    size_t cached() const { return free_.size(); }
+    /// The default usable size, read once.
+    size_t default_usable() const noexcept { return usable_; }
+    /// A cached stack for `usable` bytes, or an empty one (allocate with stack_alloc then).
+    stack_mem take(size_t usable) noexcept {
+        if (n_ == 0 || (usable != usable_ && stack_round(usable) != bytes_)) return {};
+        return free_[--n_];
+    }
+    void put(stack_mem s) noexcept {
+        if (n_ < max_ && s.size == bytes_) {
+            if (n_ == free_.size()) free_.push_back(s);  // grows once, up to max_
+            else free_[n_] = s;
+            ++n_;
+            return;
+        }
+        stack_free(s);
+    }
+    size_t cached() const { return n_; }
 
 private:
     size_t max_;
+    size_t usable_;
+    size_t bytes_;
+    size_t n_ = 0;
     std::vector<stack_mem> free_;
 };
-
-/// The default usable stack size (GLUON_STACK_SIZE env, in KiB, overrides it).
-size_t default_stack_size();
 
 }  // namespace gluon::detail
