@@ -25,12 +25,8 @@ struct fiber_impl : fiber_hot {
     list_hook all_hook;
     bool is_main = false;
 
-    // Parking. `cancel` aborts the current wait (timeout or interrupt); owner thread only.
-    long wait_result = 0;
-    void (*cancel)(fiber_impl* f, int err) = nullptr;
-    void* cancel_ctx = nullptr;
+    // Parking (with fiber_hot's wait_result, cancel and interrupt_pending).
     timer_node timer;
-    std::atomic<bool> interrupt_pending{false};
     std::atomic<bool> interrupt_queued{false};
     remote_node resume_node;
     remote_node interrupt_node;

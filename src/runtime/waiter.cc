@@ -12,27 +12,6 @@ using namespace detail;
 
 namespace {
 
-struct park_ctx {
-    prim_lock* lk;
-    waiter* w;
-    const park_options* opts;
-};
-
-// Timeout or interrupt of a parked fiber: whoever unlinks the waiter owns the wake-up.
-void cancel_parked(fiber_impl* f, int err) noexcept {
-    auto* c = static_cast<park_ctx*>(f->cancel_ctx);
-    if (err == ECANCELED && !c->opts->interruptible) return;
-    c->lk->lock();
-    if (!c->w->hook.linked()) {  // a wake-up is already on its way
-        c->lk->unlock();
-        return;
-    }
-    waiter_list::unlink(*c->w);
-    if (c->opts->after_cancel) c->opts->after_cancel(c->opts->primitive);
-    c->lk->unlock();
-    wake(*c->w, -err);
-}
-
 long futex_wait(std::atomic<uint32_t>* word, const timespec* abs_mono) noexcept {
     long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word),
                      FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0u, abs_mono, nullptr,
@@ -68,8 +47,22 @@ long park_thread(prim_lock& lk, waiter& w, const park_options& o) noexcept {
 
 }  // namespace
 
+// Timeout or interrupt of a parked fiber: whoever unlinks the waiter owns the wake-up.
+void detail::cancel_parked(fiber_impl* f, int err) noexcept {
+    auto* c = static_cast<park_ctx*>(f->cancel_ctx);
+    if (err == ECANCELED && !c->opts->interruptible) return;
+    c->lk->lock();
+    if (!c->w->hook.linked()) {  // a wake-up is already on its way
+        c->lk->unlock();
+        return;
+    }
+    waiter_list::unlink(*c->w);
+    if (c->opts->after_cancel) c->opts->after_cancel(c->opts->primitive);
+    c->lk->unlock();
+    wake(*c->w, -err);
+}
 
-long park(prim_lock& lk, waiter& w, const park_options& opts) noexcept {
+long detail::park_slow(prim_lock& lk, waiter& w, const park_options& opts) noexcept {
     if (!w.fiber) return park_thread(lk, w, opts);
     vcpu* v = cur_vcpu();
     fiber_impl* f = running(v);

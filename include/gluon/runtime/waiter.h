@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 #include "gluon/common/clock.h"
@@ -39,10 +40,45 @@ struct park_options {
     void* primitive = nullptr;
 };
 
+namespace detail {
+struct park_ctx {
+    prim_lock* lk;
+    waiter* w;
+    const park_options* opts;
+};
+/// fiber_hot::cancel of a parked waiter: unlinks it (if a wake-up is not already on its way).
+void cancel_parked(fiber_impl* f, int err) noexcept;
+long park_slow(prim_lock& lk, waiter& w, const park_options& opts) noexcept;
+}  // namespace detail
+
 /// Parks the caller until wake(w, r) or the deadline (-ETIMEDOUT) or an interrupt
 /// (-ECANCELED). `lk` must be held and `w` linked on entry; lk is released before parking and is
 /// not held on return. Returns r, or the error.
-long park(prim_lock& lk, waiter& w, const park_options& opts = {}) noexcept;
+///
+/// Inline for the common case (a fiber, no deadline, another fiber ready): the switch then
+/// happens in the caller's frame, and the fiber that resumes returns up its own call chain
+/// instead of one the CPU's return predictor does not expect (see detail/hot.h).
+inline long park(prim_lock& lk, waiter& w, const park_options& opts = {}) noexcept {
+#if GLUON_INLINE_YIELD
+    detail::vcpu_hot* v = detail::t_hot;
+    if (w.fiber && opts.deadline == k_no_deadline) {
+        detail::fiber_hot* f = v->current;
+        if (!f->interrupt_pending.load(std::memory_order_relaxed) && detail::can_switch_inline(v)) {
+            detail::park_ctx ctx{&lk, &w, &opts};
+            f->cancel = detail::cancel_parked;
+            f->cancel_ctx = &ctx;
+            f->state = detail::fiber_state::waiting;
+            lk.unlock();
+            detail::switch_to_next(v, f);
+            f->cancel = nullptr;
+            const long r = f->wait_result;
+            if (r == -ECANCELED) f->interrupt_pending.store(false, std::memory_order_relaxed);
+            return r;
+        }
+    }
+#endif
+    return detail::park_slow(lk, w, opts);
+}
 
 /// Wakes a waiter that the caller has unlinked (under the primitive's lock); any thread.
 void wake(waiter& w, long result) noexcept;

@@ -10,6 +10,7 @@
 // x87 control word are not switched (ADR 0002).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #if !defined(__x86_64__)
@@ -57,11 +58,20 @@ __attribute__((always_inline)) inline void switch_context(cpu_context* from, cpu
 
 enum class fiber_state : uint8_t { ready, running, waiting, done };
 
-/// The part of a fiber the switch path touches (the first base of the runtime's fiber record).
+struct fiber_impl;
+
+/// The part of a fiber the switch and park paths touch (the first base of the runtime's fiber
+/// record).
 struct fiber_hot {
     cpu_context ctx;  // first: the gdb script reads it at offset 0
     fiber_hot* run_next = nullptr;
     fiber_state state = fiber_state::ready;
+    std::atomic<bool> interrupt_pending{false};
+    // Parking: what resume() passed, and how to abort the wait (timeout or interrupt; called
+    // on the owner vCPU, must make the fiber resume).
+    long wait_result = 0;
+    void (*cancel)(fiber_impl* f, int err) = nullptr;
+    void* cancel_ctx = nullptr;
 };
 
 /// FIFO of ready fibers: singly linked, two stores to push, one to pop.
@@ -106,18 +116,28 @@ void yield_slow() noexcept;
 #define GLUON_INLINE_YIELD 1
 #endif
 
+/// True if the inline paths may switch now: another fiber is ready and this is not one of the
+/// picks (every 64th) on which the slow path lets the event loop in.
+inline bool can_switch_inline(vcpu_hot* v) noexcept {
+    return !v->runq.empty() && (++v->tick & 63) != 0;
+}
+
+/// Switches from the running fiber cur (whose state the caller has set) to the next ready one.
+__attribute__((always_inline)) inline void switch_to_next(vcpu_hot* v, fiber_hot* cur) noexcept {
+    fiber_hot* next = v->runq.pop_front();
+    v->current = next;
+    next->state = fiber_state::running;
+    switch_context(&cur->ctx, &next->ctx);
+}
+
 inline void yield() noexcept {
 #if GLUON_INLINE_YIELD
     vcpu_hot* v = t_hot;
-    // Every 64th yield takes the slow path, which lets the event loop in when it is due.
-    if (v && !v->runq.empty() && (++v->tick & 63) != 0) {
+    if (v && can_switch_inline(v)) {
         fiber_hot* cur = v->current;
         cur->state = fiber_state::ready;
         v->runq.push_back(*cur);
-        fiber_hot* next = v->runq.pop_front();
-        v->current = next;
-        next->state = fiber_state::running;
-        switch_context(&cur->ctx, &next->ctx);
+        switch_to_next(v, cur);
         return;
     }
 #endif
