@@ -65,15 +65,21 @@ public:
     using error_type = std::error_code;
 
     result() = default;
-    result(unexpected u) : ec_(u.code) {}  // NOLINT(google-explicit-constructor)
+    result(unexpected u) noexcept  // NOLINT(google-explicit-constructor)
+        : val_(u.code.value()), cat_(u.code ? &u.code.category() : nullptr) {}
 
-    bool has_value() const noexcept { return !ec_; }
+    bool has_value() const noexcept { return cat_ == nullptr; }
     explicit operator bool() const noexcept { return has_value(); }
     void value() const {}
-    std::error_code error() const noexcept { return ec_; }
+    std::error_code error() const noexcept {
+        return cat_ ? std::error_code(val_, *cat_) : std::error_code{};
+    }
 
 private:
-    std::error_code ec_;
+    // Not a std::error_code member: its default constructor calls std::system_category(), an
+    // out-of-line library call, on every successful return.
+    int val_ = 0;
+    const std::error_category* cat_ = nullptr;
 };
 
 /// Converts a syscall-floor return value (>= 0 success, -errno failure) into a result.
