@@ -1,7 +1,5 @@
 #include "context.h"
 
-#include <cstdint>
-
 // The trampoline pops (entry, arg) prepared by make_context and enters entry(arg) with the stack
 // aligned as after a call. It jumps instead of calling (the pushed 0 is a return address nobody
 // uses): the CPU's return-stack predictor then holds, when the fiber ends, exactly what it held
@@ -25,17 +23,3 @@ gluon_context_trampoline:
     .cfi_endproc
     .size gluon_context_trampoline, .-gluon_context_trampoline
 )");
-
-namespace gluon::detail {
-
-void make_context(cpu_context* ctx, void* stack_top, void (*entry)(void*), void* arg) {
-    auto top = reinterpret_cast<uintptr_t>(stack_top) & ~uintptr_t{15};
-    auto* slots = reinterpret_cast<void**>(top - 16);  // [entry, arg]; rsp = top after the pops
-    slots[0] = reinterpret_cast<void*>(entry);
-    slots[1] = arg;
-    ctx->sp = slots;
-    ctx->ip = reinterpret_cast<void*>(&gluon_context_trampoline);
-    ctx->bp = nullptr;
-}
-
-}  // namespace gluon::detail

@@ -17,12 +17,17 @@ namespace gluon::detail {
 namespace {
 
 [[noreturn, gnu::always_inline]] inline void fiber_exit(fiber_impl* f) noexcept {
-    fls_destroy(f);
+    if (f->fls) fls_destroy(f);
     vcpu* v = f->owner;
     waiter_list joiners;
     f->join_lock.lock();
     f->finished = true;
     joiners.splice_back(f->joiners);
+    // A parked joiner's handle reference is dropped here, for it (see fiber::join_for).
+    joiners.for_each([f](waiter&) { --f->refs; });
+    // Only the running reference left: nobody can reach f any more, so reap_zombies frees it
+    // without taking the lock.
+    f->orphan = f->refs == 1;
     f->join_lock.unlock();
     while (waiter* w = joiners.pop_front()) wake(*w, 0);
     v->all.erase(*f);
@@ -44,7 +49,8 @@ void fiber_main(void* arg) noexcept {
 
 }  // namespace
 
-result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_size, void** storage) {
+result<fiber_impl*> fiber_create(const fiber_options& opts, size_t storage_size, void** storage,
+                                 void (*invoke)(void*)) {
     vcpu* v = cur_vcpu();
     if (!v) {
         report_misuse("spawning a fiber on a thread that is not a vCPU (call gluon::init first)");
@@ -80,23 +86,22 @@ result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_siz
 #endif
     make_context(&f->ctx, store, reinterpret_cast<void (*)(void*)>(&fiber_main), f);
     *storage = store;
-    return f;
-}
-
-void fiber_start(fiber_impl* f, void (*invoke)(void*)) noexcept {
-    vcpu* v = f->owner;
     f->invoke = invoke;
     v->all.push_back(*f);
     ++v->nfibers;
     f->state = fiber_state::ready;
     v->runq.push_back(*f);
+    return f;
 }
 
 void fiber_release(fiber_impl* f) noexcept {
     f->join_lock.lock();
     const bool last = --f->refs == 0;
     f->join_lock.unlock();
-    if (!last) return;
+    if (last) fiber_free(f);
+}
+
+void fiber_free(fiber_impl* f) noexcept {
     const stack_mem s = f->stack;
     f->~fiber_impl();
     if (vcpu* v = cur_vcpu())
@@ -135,16 +140,22 @@ result<void> fiber::join_for(duration timeout) {
         report_misuse("a fiber joining itself");
         return errno_error(EDEADLK);
     }
-    f_->join_lock.lock();
-    if (!f_->finished) {
+    fiber_impl* f = f_;
+    f->join_lock.lock();
+    if (!f->finished) {
         waiter w;
-        f_->joiners.push_back(w);
-        long r = park(f_->join_lock, w, {.deadline = deadline_after(timeout)});
-        if (r < 0) return errno_error(static_cast<int>(-r));
-    } else {
-        f_->join_lock.unlock();
+        f->joiners.push_back(w);
+        long r = park(f->join_lock, w, {.deadline = deadline_after(timeout)});
+        if (r < 0) return errno_error(static_cast<int>(-r));  // still joinable
+        // Woken by fiber_exit, which dropped our reference under its lock: one lock round
+        // trip fewer on the path of every join.
+        f_ = nullptr;
+        return {};
     }
-    fiber_release(std::exchange(f_, nullptr));
+    const bool last = --f->refs == 0;
+    f->join_lock.unlock();
+    f_ = nullptr;
+    if (last) fiber_free(f);
     return {};
 }
 

@@ -63,7 +63,10 @@ void reap_zombies(vcpu* v) noexcept {
 #ifdef GLUON_TSAN
         __tsan_destroy_fiber(z->tsan_fiber);
 #endif
-        fiber_release(z);
+        if (z->orphan)
+            fiber_free(z);
+        else
+            fiber_release(z);
     }
 }
 

@@ -38,6 +38,7 @@ struct fiber_impl : fiber_hot {
     int refs = 2;
     prim_lock join_lock;
     bool finished = false;
+    bool orphan = false;  // set at exit when only the running reference was left
     waiter_list joiners;
     void (*invoke)(void*) = nullptr;
     void* storage = nullptr;
@@ -102,6 +103,9 @@ inline fiber_impl* running(vcpu* v) noexcept { return impl(v->current); }
 
 /// Polls the engine, remote queue and timers. Blocks if may_block and nothing is ready.
 void poll(vcpu* v, bool may_block) noexcept;
+
+/// Destroys a fiber record whose last reference is gone and releases its stack.
+void fiber_free(fiber_impl* f) noexcept;
 
 /// Releases the stacks of ended fibers. Must not run on a zombie's stack: fiber_exit switches
 /// to another fiber (or the idle fiber) before anything can call this.

@@ -31,10 +31,11 @@ struct fiber_options {
 
 namespace detail {
 struct fiber_impl;
-/// Allocates a fiber (not yet runnable) with `storage_size` bytes for its callable.
-result<fiber_impl*> fiber_allocate(const fiber_options& opts, size_t storage_size, void** storage);
-/// Makes an allocated fiber runnable; `invoke(storage)` runs, then destroys, the callable.
-void fiber_start(fiber_impl* f, void (*invoke)(void*)) noexcept;
+/// Creates a fiber with `storage_size` bytes for its callable and queues it to run
+/// `invoke(storage)` (which runs, then destroys, the callable); the caller constructs the
+/// callable in *storage before anything can run it (before its next switch).
+result<fiber_impl*> fiber_create(const fiber_options& opts, size_t storage_size, void** storage,
+                                 void (*invoke)(void*));
 void fiber_release(fiber_impl* f) noexcept;
 uint64_t fiber_id(const fiber_impl* f) noexcept;
 }  // namespace detail
@@ -74,14 +75,13 @@ template <typename F, typename... Args>
 result<fiber> spawn(const fiber_options& opts, F&& fn, Args&&... args) {
     using state = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
     void* storage = nullptr;
-    auto f = detail::fiber_allocate(opts, sizeof(state), &storage);
-    if (!f) return unexpected(f.error());
-    new (storage) state(std::forward<F>(fn), std::forward<Args>(args)...);
-    detail::fiber_start(*f, [](void* p) {
+    auto f = detail::fiber_create(opts, sizeof(state), &storage, [](void* p) {
         auto* s = static_cast<state*>(p);
         std::apply([](auto& fn_, auto&... a) { std::invoke(std::move(fn_), std::move(a)...); }, *s);
         s->~state();
     });
+    if (!f) return unexpected(f.error());
+    new (storage) state(std::forward<F>(fn), std::forward<Args>(args)...);
     return fiber(*f);
 }
 

@@ -36,7 +36,7 @@ struct biased_sections {
 extern thread_local constinit biased_sections t_biased;
 
 /// Records entry into lk's biased section; false if the stack is full (take the slow path).
-inline bool biased_enter(const void* lk) noexcept {
+__attribute__((always_inline)) inline bool biased_enter(const void* lk) noexcept {
     const int d = t_biased.depth.load(std::memory_order_relaxed);
     if (d == k_max_biased_depth) return false;
     t_biased.held[d].store(lk, std::memory_order_relaxed);
@@ -44,11 +44,12 @@ inline bool biased_enter(const void* lk) noexcept {
     std::atomic_signal_fence(std::memory_order_seq_cst);  // compiler-only: membarrier does the rest
     return true;
 }
-inline void biased_leave() noexcept {
+/// Leaving only lowers the depth: revokers read held[i] for i < depth only (the slot left
+/// behind is overwritten, before depth is raised again, by the next enter).
+__attribute__((always_inline)) inline void biased_leave() noexcept {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    const int d = t_biased.depth.load(std::memory_order_relaxed) - 1;
-    t_biased.held[d].store(nullptr, std::memory_order_release);
-    t_biased.depth.store(d, std::memory_order_release);
+    t_biased.depth.store(t_biased.depth.load(std::memory_order_relaxed) - 1,
+                         std::memory_order_release);
 }
 }  // namespace detail
 
@@ -63,7 +64,7 @@ public:
     prim_lock(const prim_lock&) = delete;
     prim_lock& operator=(const prim_lock&) = delete;
 
-    void lock() noexcept {
+    __attribute__((always_inline)) void lock() noexcept {
         const uint32_t tag = detail::t_vcpu_tag;
         if (tag != 0 && detail::biased_enter(this)) {
             const uint32_t m = mode_.load(std::memory_order_relaxed);
@@ -73,7 +74,7 @@ public:
         }
         lock_slow();
     }
-    void unlock() noexcept {
+    __attribute__((always_inline)) void unlock() noexcept {
         // Taken biased or as a spinlock? Only a shared lock can have been taken as a spinlock:
         // while it is "revoking", nobody takes the spinlock, and once it is shared, no biased
         // section of it is left (the revoker waited for them).
