@@ -2,13 +2,15 @@
 // and a comparable summary, so `bench/run io` can put the two side by side.
 //
 //   gluon-fio --filename=F --rw=randread --bs=4k --iodepth=16 --direct=1 --engine=io_uring
-//             --size=2g --runtime=10 [--fixedbufs] [--registerfiles] [--sqpoll] [--no-lat] [--json]
+//             --size=2g --runtime=10 [--fixedbufs] [--registerfiles] [--sqpoll] [--hugepages]
+//             [--no-lat] [--json]
 //
 // iodepth N is N fibers each issuing one blocking call at a time on one vCPU: the engine
 // batches their submissions into one io_uring_enter per scheduler pass. Every I/O is checked:
 // a failed or short transfer aborts the run, and reads check the block's stamp written at
 // layout time (each 4 KiB block starts with its own index).
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -156,15 +158,27 @@ int main(int argc, char** argv) {
     int fd = ::open(o.filename.c_str(), flags);
     if (fd < 0) die(o.filename + ": " + std::strerror(errno));
 
-    // Buffers: one per fiber, 4 KiB aligned (O_DIRECT), optionally registered with the ring.
+    // Buffers: one per fiber, 4 KiB aligned (O_DIRECT), optionally registered with the ring. As
+    // fio's: one untouched area for all of them, whose pages the kernel brings in (at
+    // registration, or at the first I/O). Their physical layout matters on virtual disks without
+    // indirect descriptors: each physically contiguous run is one ring descriptor, so scattered
+    // 4 KiB pages let few large requests be in flight (bench/README.md, io). --hugepages asks for
+    // transparent huge pages: a 64 KiB buffer is then one segment.
+    const size_t stride = (o.bs + 4095) & ~size_t{4095};
+    constexpr size_t k_huge = 2u << 20;
+    const size_t area = (stride * o.iodepth + k_huge - 1) & ~(k_huge - 1);
+    void* map = mmap(nullptr, area + k_huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (map == MAP_FAILED) die("out of memory");
+    const auto aligned = (reinterpret_cast<uintptr_t>(map) + k_huge - 1) & ~uintptr_t{k_huge - 1};
+    char* const base = reinterpret_cast<char*>(aligned);
+    if (o.hugepages && madvise(base, area, MADV_HUGEPAGE) != 0)
+        die(std::string("--hugepages: madvise(MADV_HUGEPAGE): ") + std::strerror(errno));
     std::vector<char*> bufs(o.iodepth);
     std::vector<iovec> iov(o.iodepth);
     for (unsigned i = 0; i < o.iodepth; ++i) {
-        void* p = nullptr;
-        if (posix_memalign(&p, 4096, o.bs) != 0) die("out of memory");
-        std::memset(p, 0, o.bs);
-        bufs[i] = static_cast<char*>(p);
-        iov[i] = {p, o.bs};
+        bufs[i] = base + i * stride;
+        iov[i] = {bufs[i], o.bs};
     }
     bool fixed_file = false;
     int op_fd = fd;
@@ -210,6 +224,6 @@ int main(int argc, char** argv) {
     rep.p50_us = o.lat ? percentile(stats, 0.50) / 1e3 : 0;
     rep.p99_us = o.lat ? percentile(stats, 0.99) / 1e3 : 0;
     bench::print_report(o, rep);
-    for (char* b : bufs) free(b);
+    munmap(map, area + k_huge);
     return 0;
 }

@@ -31,7 +31,7 @@ const char* fio_usage() {
     return "usage: gluon-fio --filename=PATH [--rw=randread|read|randwrite|write] [--bs=4k]\n"
            "       [--iodepth=1] [--direct=0|1] [--engine=io_uring|libaio|posix_aio|psync|psync_inline]\n"
            "       [--size=1g] [--runtime=10] [--numjobs=1] [--cpu=N] [--fixedbufs] [--registerfiles]\n"
-           "       [--sqpoll] [--no-lat] [--json] [--quick]\n";
+           "       [--sqpoll] [--hugepages] [--no-lat] [--json] [--quick]\n";
 }
 
 std::string parse_fio_options(int argc, char** argv, fio_options& o) {
@@ -80,6 +80,8 @@ std::string parse_fio_options(int argc, char** argv, fio_options& o) {
             o.registerfiles = true;
         } else if (key == "sqpoll" || key == "sqthread_poll") {
             o.sqpoll = true;
+        } else if (key == "hugepages") {
+            o.hugepages = true;
         } else if (key == "no-lat") {
             o.lat = false;
         } else if (key == "json") {

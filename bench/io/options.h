@@ -23,6 +23,7 @@ struct fio_options {
     bool fixedbufs = false;
     bool registerfiles = false;
     bool sqpoll = false;
+    bool hugepages = false;  // I/O buffers on transparent huge pages
     bool lat = true;
     bool json = false;
 };
