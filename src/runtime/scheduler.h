@@ -154,12 +154,14 @@ inline void switch_to(vcpu* v, fiber_impl* from, fiber_impl* to) noexcept {
 #endif
 }
 
-/// Busy fibers must not starve I/O: every 64 picks, if the engine has not been polled for
-/// k_poll_interval_ns, poll it without blocking. (Polling on every 64th pick regardless cost a
-/// syscall per 64 switches, a third of the switch time.)
+/// Busy fibers must not starve I/O: every k_poll_check_mask+1 picks, if the engine has not
+/// been polled for k_poll_interval_ns, poll it without blocking. (Polling on every such pick
+/// regardless cost a syscall per 64 switches, a third of the switch time.)
 inline constexpr int64_t k_poll_interval_ns = 50'000;
 inline void maybe_poll(vcpu* v) noexcept {
-    if ((++v->tick & 63) == 0 && mono_now_ns() - v->last_poll_ns > k_poll_interval_ns) poll(v, false);
+    if ((++v->tick & k_poll_check_mask) == 0 &&
+        mono_now_ns() - v->last_poll_ns > k_poll_interval_ns)
+        poll(v, false);
 }
 
 /// First thing a new context (fiber or idle) does: finish the switch that started it.

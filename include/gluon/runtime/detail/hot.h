@@ -132,8 +132,17 @@ void yield_slow() noexcept;
 
 /// True if the inline paths may switch now: another fiber is ready and this is not one of the
 /// picks (every 64th) on which the slow path lets the event loop in.
+/// Every k_poll_check_mask+1'th pick of a fiber goes through the slow path, which looks at the
+/// clock and lets the event loop in if it has not run for a while (scheduler.h, maybe_poll).
+inline constexpr uint32_t k_poll_check_mask = 255;
+
+/// That pick is left to the slow path, whose maybe_poll() counts it (counting it here too
+/// would skip the poll: busy fibers then starved timers and I/O for good).
 inline bool can_switch_inline(vcpu_hot* v) noexcept {
-    return !v->runq.empty() && (++v->tick & 63) != 0;
+    const uint32_t t = v->tick + 1;
+    if (v->runq.empty() || (t & k_poll_check_mask) == 0) return false;
+    v->tick = t;
+    return true;
 }
 
 /// Switches from the running fiber cur (whose state the caller has set) to the next ready one.
