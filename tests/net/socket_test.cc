@@ -146,6 +146,55 @@ TEST_P(net_test, half_close_and_peer_reset) {
     EXPECT_EQ(r.error(), std::errc::connection_reset);
 }
 
+// Data and the end of stream arrive together: the read that takes the data is short, and the
+// end of stream must still be seen (the epoll engine waits for a new edge after a short read,
+// and none follows a FIN it has already reported).
+TEST_P(net_test, data_then_end_of_stream_in_one_arrival) {
+    auto l = listener::listen(address::ipv4_loopback(0));
+    ASSERT_TRUE(l);
+    for (int round = 0; round < 20; ++round) {
+        auto c = stream::connect(*l->local_address());
+        auto s = l->accept(2s);
+        ASSERT_TRUE(c && s);
+        char buf[64 * 1024];
+        // The server is waiting in a read when data and FIN arrive.
+        auto reader = spawn([&] {
+            auto n = s->recv_some(buf, sizeof buf, 2s);
+            ASSERT_TRUE(n) << n.error().message();
+            size_t got = *n;
+            while (got < 3) {
+                auto m = s->recv_some(buf + got, sizeof buf - got, 2s);
+                ASSERT_TRUE(m && *m > 0);
+                got += *m;
+            }
+            auto eof = s->recv_some(buf, sizeof buf, 2s);
+            ASSERT_TRUE(eof) << eof.error().message();  // ETIMEDOUT here: the FIN was lost
+            EXPECT_EQ(*eof, 0u);
+        });
+        this_fiber::yield();
+        ASSERT_TRUE(c->send_all("abc", 3));
+        ASSERT_TRUE(c->close());
+        ASSERT_TRUE(reader->join());
+    }
+}
+
+// A peeking read leaves the data queued: the next read must not wait for new data.
+TEST_P(net_test, short_peek_then_read) {
+    auto [a, b] = *stream::pair();
+    char buf[64];
+    // Settle b's readiness state: a read that empties it, then a wait that times out.
+    ASSERT_TRUE(a.send_all("x", 1));
+    ASSERT_TRUE(b.recv_exactly(buf, 1));
+    EXPECT_EQ(b.recv_some(buf, sizeof buf, 10ms).error(), std::errc::timed_out);
+    ASSERT_TRUE(a.send_all("hello", 5));
+    auto p = fd::recv_some(b.get(), buf, sizeof buf, MSG_PEEK, 2s);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(*p, 5u);
+    auto r = b.recv_some(buf, sizeof buf, 2s);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, 5u);
+}
+
 TEST_P(net_test, sending_to_a_closed_peer_is_epipe_not_sigpipe) {
     auto [a, b] = *stream::pair();
     ASSERT_TRUE(b.close());

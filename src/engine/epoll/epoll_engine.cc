@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "../exec.h"
@@ -64,7 +65,23 @@ long epoll_engine::register_fd(int fd, fd_state& st) noexcept {
         if (errno != EEXIST) return -errno;
     }
     st.registered = true;
+    int type = 0;
+    socklen_t len = sizeof type;
+    st.stream = ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+    st.drained = false;
+    st.hup = false;
     return 0;
+}
+
+// Runs op now and notes whether a stream read emptied the socket (a short read or EAGAIN).
+// Not once the peer has closed or an error is pending: the data before it can leave the queue
+// empty while the end of stream (or the error) is still to be read, and no edge would follow.
+long epoll_engine::exec_tracked(io_op& op, fd_state& st) noexcept {
+    long r = detail::exec_now(op);
+    if (st.stream && !st.hup && (op.code == opcode::read ||
+                                 (op.code == opcode::recv && !(op.flags & MSG_PEEK))))
+        st.drained = r == -EAGAIN || (r > 0 && static_cast<size_t>(r) < op.len);
+    return r;
 }
 
 long epoll_engine::submit(io_op& op) noexcept {
@@ -85,8 +102,12 @@ long epoll_engine::submit(io_op& op) noexcept {
         if (long r = register_fd(op.fd, *st); r < 0) return r;
         st->gen = g;
     }
-    long r = detail::exec_now(op);
-    if (r != -EAGAIN) return r;
+    // A read on a stream that the last read emptied waits for the next edge without trying.
+    const bool wait_first = st->drained && (op.code == opcode::recv || op.code == opcode::read);
+    if (!wait_first) {
+        long r = exec_tracked(op, *st);
+        if (r != -EAGAIN) return r;
+    }
     if (op.code == opcode::poll && (op.poll_events & POLLIN) && (op.poll_events & POLLOUT))
         st->pollers.push_back(op);
     else if (detail::waits_for_input(op))
@@ -104,10 +125,10 @@ void epoll_engine::cancel(io_op& op, int err) noexcept {
     op.on_complete(&op, -err);
 }
 
-int epoll_engine::retry(op_list& list) noexcept {
+int epoll_engine::retry(op_list& list, fd_state& st) noexcept {
     int n = 0;
     while (io_op* op = list.front()) {
-        long r = detail::exec_now(*op);
+        long r = exec_tracked(*op, st);
         if (r == -EAGAIN) break;  // still not ready: later ops on this fd would not be either
         list.pop_front();
         op->on_complete(op, r);
@@ -139,9 +160,13 @@ int epoll_engine::wait(int64_t timeout_ns) noexcept {
         fd_state* st = fd < fds_.size() ? fds_[fd] : nullptr;
         if (!st) continue;
         uint32_t e = evs[i].events;
-        if (e & k_in_events) done += retry(st->readers);
-        if (e & k_out_events) done += retry(st->writers);
-        done += retry(st->pollers);
+        if (e & k_in_events) {
+            st->drained = false;
+            if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) st->hup = true;
+            done += retry(st->readers, *st);
+        }
+        if (e & k_out_events) done += retry(st->writers, *st);
+        done += retry(st->pollers, *st);
     }
     return done;
 }
