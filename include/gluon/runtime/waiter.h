@@ -83,6 +83,13 @@ inline long park(prim_lock& lk, waiter& w, const park_options& opts = {}) noexce
 /// Wakes a waiter that the caller has unlinked (under the primitive's lock); any thread.
 void wake(waiter& w, long result) noexcept;
 
+/// For a wait that ended with -ECANCELED although the operation had completed (its result
+/// wins, see gluon/runtime/fiber.h): puts the consumed interrupt back for the next blocking call.
+inline void restore_interrupt() noexcept {
+    if (detail::t_hot)
+        detail::t_hot->current->interrupt_pending.store(true, std::memory_order_relaxed);
+}
+
 /// Returns -ECANCELED and consumes the calling fiber's pending interrupt, if any; else 0.
 /// Blocking calls check this first.
 long take_interrupt() noexcept;

@@ -121,6 +121,7 @@ std::error_code multi::run(CURL* easy, deadline_t deadline, CURLcode& code) noex
     // the data has arrived and must not be reported as lost.
     if (r == 0 || t.st == transfer::state::finished) {
         code = t.code;
+        if (r == -ECANCELED) gluon::restore_interrupt();  // it did not take effect: keep it pending
         return {};
     }
     if (t.st == transfer::state::running) {
