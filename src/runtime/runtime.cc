@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 
 #include "gluon/runtime/fiber.h"
@@ -151,85 +150,5 @@ result<std::unique_ptr<work_pool>> work_pool::create(unsigned vcpus, bool pin) {
 
 result<void> work_pool::async(std::function<void()> fn) { return rt_->post(next(), std::move(fn)); }
 result<void> work_pool::call(std::function<void()> fn) { return rt_->run(next(), std::move(fn)); }
-
-// ---- offload ---------------------------------------------------------------------------------
-
-namespace {
-
-struct offload_job {
-    const std::function<void()>* fn;
-    oneshot* done;  // nullptr: detached; the pool owns the job (and `owned`) and deletes it
-    std::function<void()> owned;
-};
-
-class offload_pool {
-public:
-    explicit offload_pool(unsigned n) {
-        for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
-    }
-    ~offload_pool() {
-        {
-            std::lock_guard lk(mu_);
-            stop_ = true;
-        }
-        cv_.notify_all();
-        for (auto& t : threads_) t.join();
-    }
-    void push(offload_job* j) {
-        {
-            std::lock_guard lk(mu_);
-            jobs_.push_back(j);
-        }
-        cv_.notify_one();
-    }
-
-private:
-    void loop() {
-        for (;;) {
-            offload_job* j;
-            {
-                std::unique_lock lk(mu_);
-                cv_.wait(lk, [this] { return stop_ || !jobs_.empty(); });
-                if (jobs_.empty()) return;
-                j = jobs_.front();
-                jobs_.pop_front();
-            }
-            (*j->fn)();
-            if (j->done)
-                j->done->signal();
-            else
-                delete j;
-        }
-    }
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<offload_job*> jobs_;
-    bool stop_ = false;
-    std::vector<std::thread> threads_;
-};
-
-offload_pool& pool() {
-    static offload_pool p(4);
-    return p;
-}
-
-}  // namespace
-
-void offload(const std::function<void()>& fn) {
-    if (!cur_vcpu()) {
-        fn();
-        return;
-    }
-    oneshot done;
-    offload_job j{&fn, &done, {}};
-    pool().push(&j);
-    done.wait();
-}
-
-void offload_detached(std::function<void()> fn) {
-    auto* j = new offload_job{nullptr, nullptr, std::move(fn)};
-    j->fn = &j->owned;
-    pool().push(j);
-}
 
 }  // namespace gluon

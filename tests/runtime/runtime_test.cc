@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <vector>
 #include <memory>
 
 #include <atomic>
@@ -136,6 +139,32 @@ TEST(offload, runs_blocking_call_without_blocking_the_vcpu) {
 
 // A detached job owns what it captures and runs even though nobody waits for it; the caller
 // can stop waiting (here: return at once) while it goes on.
+// More blocking calls than the pool's base threads, each waiting until all of them have
+// started: only a pool that grows runs them all at once (a fixed pool of 4 would leave four
+// waiting for the others until their deadline).
+TEST(offload, grows_past_its_base_threads_for_concurrent_blocking_calls) {
+    ASSERT_TRUE(init({.log_engine = false}));
+    constexpr int n = 12;
+    std::mutex mu;
+    std::condition_variable cv;
+    int started = 0;
+    std::atomic<int> all_met{0};
+    std::vector<fiber> fs;
+    for (int i = 0; i < n; ++i)
+        fs.push_back(*spawn([&] {
+            offload([&] {
+                std::unique_lock lk(mu);
+                ++started;
+                cv.notify_all();
+                if (cv.wait_for(lk, std::chrono::seconds(10), [&] { return started == n; }))
+                    all_met.fetch_add(1);
+            });
+        }));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(all_met.load(), n);
+    ASSERT_TRUE(fini());
+}
+
 TEST(offload, detached_jobs_run_and_own_their_state) {
     ASSERT_TRUE(init({.log_engine = false}));
     auto counter = std::make_shared<std::atomic<int>>(0);

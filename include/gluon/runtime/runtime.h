@@ -75,9 +75,11 @@ private:
     std::atomic<unsigned> next_{0};
 };
 
-/// Runs fn on a small pool of plain OS threads (for calls that cannot be made asynchronous:
+/// Runs fn on a pool of plain OS threads (for calls that cannot be made asynchronous:
 /// getaddrinfo, some filesystem calls) and parks the calling fiber until it returns. Outside a
-/// vCPU fn simply runs inline. fn must not use fiber APIs.
+/// vCPU fn simply runs inline. fn must not use fiber APIs. The pool keeps 4 threads and adds
+/// one whenever a job finds none idle, up to GLUON_OFFLOAD_THREADS (default 64), so slow calls
+/// of one kind do not hold up the others; extra threads leave after 10 s without work.
 void offload(const std::function<void()>& fn);
 /// Runs fn on the offload pool without waiting for it, from any thread (also outside a vCPU): for
 /// work whose caller may stop waiting (a timeout, an interrupt) while it goes on. fn owns
