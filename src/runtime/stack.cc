@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>

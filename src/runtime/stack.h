@@ -8,7 +8,7 @@
 #pragma once
 
 #include <cstddef>
-#include <vector>
+#include <memory>
 
 #include "gluon/common/result.h"
 
@@ -45,7 +45,10 @@ size_t default_stack_size();
 class stack_cache {
 public:
     explicit stack_cache(size_t max_cached)
-        : max_(max_cached), usable_(default_stack_size()), bytes_(stack_round(usable_)) {}
+        : max_(max_cached),
+          usable_(default_stack_size()),
+          bytes_(stack_round(usable_)),
+          free_(new stack_mem[max_cached]) {}
     ~stack_cache();
     stack_cache(const stack_cache&) = delete;
     stack_cache& operator=(const stack_cache&) = delete;
@@ -57,11 +60,9 @@ public:
         if (n_ == 0 || (usable != usable_ && stack_round(usable) != bytes_)) return {};
         return free_[--n_];
     }
-    void put(stack_mem s) noexcept {
+    void put(const stack_mem& s) noexcept {
         if (n_ < max_ && s.size == bytes_) {
-            if (n_ == free_.size()) free_.push_back(s);  // grows once, up to max_
-            else free_[n_] = s;
-            ++n_;
+            free_[n_++] = s;
             return;
         }
         stack_free(s);
@@ -73,7 +74,7 @@ private:
     size_t usable_;
     size_t bytes_;
     size_t n_ = 0;
-    std::vector<stack_mem> free_;
+    std::unique_ptr<stack_mem[]> free_;  // max_ slots, allocated once
 };
 
 }  // namespace gluon::detail
