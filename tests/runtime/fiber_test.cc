@@ -38,55 +38,57 @@ TEST_P(fiber_test, yield_interleaves_in_fifo_order) {
 }
 
 // Fibers that only yield to each other (or hand off over a channel) must still let timers and
-// I/O in: the sleeper's wake-up stops them. Without the periodic engine poll this never ends;
-// the busy fibers give up after 3 s so that a regression fails instead of hanging.
-TEST_P(fiber_test, busy_fibers_do_not_starve_timers) {
+// I/O in: a sleeper's wake-up stops them. Without the periodic engine poll this never ends; the
+// busy fibers give up after 3 s so that a regression fails instead of hanging.
+// busy(stop, give_up) starts the busy fibers and returns them.
+template <typename Busy>
+void expect_timer_fires_amid(Busy busy) {
     bool stop = false;
-    long spins = 0;
-    auto yielder = [&] {
-        const int64_t give_up = mono_now_ns() + 3'000'000'000;
-        while (!stop && mono_now_ns() < give_up) {
-            ++spins;
-            this_fiber::yield();
-        }
-    };
-    auto a = spawn(yielder);
-    auto b = spawn(yielder);
     const int64_t t0 = mono_now_ns();
+    std::vector<fiber> busy_fibers = busy(stop, t0 + 3'000'000'000);
     int64_t woke = 0;
     auto sleeper = spawn([&] {
         ASSERT_TRUE(this_fiber::sleep_for(5ms));
         woke = mono_now_ns();
         stop = true;
     });
-    ASSERT_TRUE(a->join() && b->join() && sleeper->join());
+    for (auto& f : busy_fibers) ASSERT_TRUE(f.join());
+    ASSERT_TRUE(sleeper->join());
     EXPECT_LT(woke - t0, 1'000'000'000);  // long before the busy fibers give up
+}
+
+TEST_P(fiber_test, busy_fibers_do_not_starve_timers) {
+    long spins = 0;
+    expect_timer_fires_amid([&](bool& stop, int64_t give_up) {
+        std::vector<fiber> fs;
+        for (int i = 0; i < 2; ++i)
+            fs.push_back(*spawn([&stop, &spins, give_up] {
+                while (!stop && mono_now_ns() < give_up) {
+                    ++spins;
+                    this_fiber::yield();
+                }
+            }));
+        return fs;
+    });
     EXPECT_GT(spins, 0);
 }
 
 TEST_P(fiber_test, channel_ping_pong_does_not_starve_timers) {
     channel<int> ping, pong;
-    bool stop = false;
-    auto pinger = spawn([&] {
-        const int64_t give_up = mono_now_ns() + 3'000'000'000;
-        while (!stop && mono_now_ns() < give_up) {
-            ASSERT_TRUE(ping.send(1));
-            ASSERT_TRUE(pong.recv());
-        }
-        ping.close();
+    expect_timer_fires_amid([&](bool& stop, int64_t give_up) {
+        std::vector<fiber> fs;
+        fs.push_back(*spawn([&stop, &ping, &pong, give_up] {
+            while (!stop && mono_now_ns() < give_up) {
+                ASSERT_TRUE(ping.send(1));
+                ASSERT_TRUE(pong.recv());
+            }
+            ping.close();
+        }));
+        fs.push_back(*spawn([&] {
+            while (auto v = ping.recv()) ASSERT_TRUE(pong.send(*v));
+        }));
+        return fs;
     });
-    auto ponger = spawn([&] {
-        while (auto v = ping.recv()) ASSERT_TRUE(pong.send(*v));
-    });
-    const int64_t t0 = mono_now_ns();
-    int64_t woke = 0;
-    auto sleeper = spawn([&] {
-        ASSERT_TRUE(this_fiber::sleep_for(5ms));
-        woke = mono_now_ns();
-        stop = true;
-    });
-    ASSERT_TRUE(pinger->join() && ponger->join() && sleeper->join());
-    EXPECT_LT(woke - t0, 1'000'000'000);
 }
 
 TEST_P(fiber_test, join_twice_is_einval) {
