@@ -31,6 +31,7 @@ test-dev:
 	ctest --preset dev
 	bench/run runtime --quick
 	bench/run io --quick
+	bench/run connrate --quick
 
 test-asan:
 	@scripts/deps.sh test

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "load_support.h"
 #include "options.h"
 
 namespace echo_bench {
@@ -51,40 +52,9 @@ struct Conn {
     bool writable = true;
 };
 
-[[noreturn]] void fail(const char* fmt, ...) {
-    std::va_list ap;
-    va_start(ap, fmt);
-    std::fputs("echo_client: FAILED: ", stderr);
-    std::vfprintf(stderr, fmt, ap);
-    std::fputc('\n', stderr);
-    va_end(ap);
-    std::exit(1);
-}
-
-double now_s() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// utime + stime of a process (all threads), in seconds.
-double process_cpu_s(int pid) {
-    char path[64], buf[1024];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("cannot open %s: %s", path, std::strerror(errno));
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) fail("cannot read %s", path);
-    buf[n] = '\0';
-    const char* p = std::strrchr(buf, ')');  // comm may contain spaces
-    unsigned long long utime = 0, stime = 0;
-    // Fields after comm: state(3) ... utime(14) stime(15).
-    if (!p || std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                          &utime, &stime) != 2)
-        fail("cannot parse %s", path);
-    return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+using bench_net::fail;
+using bench_net::now_s;
+using bench_net::process_cpu_s;
 
 void raise_fd_limit(int conns) {
     rlimit rl;

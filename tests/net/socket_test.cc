@@ -360,5 +360,71 @@ TEST_P(net_test, accept_storm_past_the_fd_limit_keeps_serving) {
     (*srv)->stop(1s);
 }
 
+// Many clients at once, each accepted and served once.
+TEST_P(net_test, server_accepts_many_connections_at_once) {
+    constexpr int n = 300;
+    int served = 0;
+    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+        char c;
+        if (s.recv_exactly(&c, 1, 5s) && s.send_all(&c, 1, 5s)) ++served;
+    });
+    ASSERT_TRUE(srv);
+    const address where = (*srv)->local_address();
+    std::atomic<int> ok{0};
+    std::vector<fiber> clients;
+    for (int i = 0; i < n; ++i) {
+        clients.push_back(*spawn([&, i] {
+            auto c = stream::connect(where, 5s);
+            if (!c) return;
+            char out = static_cast<char>(i), in = 0;
+            if (c->send_all(&out, 1, 5s) && c->recv_exactly(&in, 1, 5s) && in == out) ++ok;
+        }));
+    }
+    for (auto& f : clients) ASSERT_TRUE(f.join());
+    EXPECT_EQ(ok.load(), n);
+    (*srv)->stop(1s);
+    EXPECT_EQ(served, n);
+    EXPECT_EQ((*srv)->accepted(), static_cast<uint64_t>(n));
+    EXPECT_EQ((*srv)->active(), 0u);
+}
+
+int open_fds() {
+    int n = 0;
+    for (int fd = 0; fd < 4096; ++fd) n += ::fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+// stop() cancels the pending accept and leaks no fd, whether connections were waiting to be
+// accepted or none came at all.
+TEST_P(net_test, server_stop_while_accepting_leaks_nothing) {
+    for (int pending : {0, 1, 50}) {
+        const int before = open_fds();
+        {
+            auto srv = server::start(address::ipv4_loopback(0), [](stream& s) {
+                char c;
+                (void)s.recv_some(&c, 1);  // until the client goes or stop interrupts
+            });
+            ASSERT_TRUE(srv);
+            if (pending) this_fiber::yield();  // the acceptor submits its accept
+            std::vector<stream> clients;
+            for (int i = 0; i < pending; ++i) {
+                clients.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+                const address where = (*srv)->local_address();
+                ASSERT_TRUE(fd::connect(clients.back().get(), where.data(), where.size(), 2s));
+            }
+            (*srv)->stop(duration::zero());  // some connections are likely not accepted yet
+            EXPECT_EQ((*srv)->active(), 0u);
+            for (auto& c : clients) {  // every client sees its connection end
+                char b;
+                auto r = c.recv_some(&b, 1, 2s);
+                EXPECT_TRUE(!r || *r == 0);
+            }
+            EXPECT_EQ(stream::connect((*srv)->local_address(), 1s).error(),
+                      std::errc::connection_refused);
+        }
+        EXPECT_EQ(open_fds(), before) << pending << " pending";
+    }
+}
+
 }  // namespace
 }  // namespace gluon::net
