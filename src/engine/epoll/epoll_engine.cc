@@ -74,13 +74,15 @@ long epoll_engine::register_fd(int fd, fd_state& st) noexcept {
 }
 
 // Runs op now and notes whether a stream read emptied the socket (a short read or EAGAIN).
+// Only small short reads count (request/response traffic, as for io_uring's POLL_FIRST): a
+// stream's data keeps coming while its handler sends, so its next read usually finds some.
 // Not once the peer has closed or an error is pending: the data before it can leave the queue
 // empty while the end of stream (or the error) is still to be read, and no edge would follow.
 long epoll_engine::exec_tracked(io_op& op, fd_state& st) noexcept {
     long r = detail::exec_now(op);
     if (st.stream && !st.hup && (op.code == opcode::read ||
                                  (op.code == opcode::recv && !(op.flags & MSG_PEEK))))
-        st.drained = r == -EAGAIN || (r > 0 && static_cast<size_t>(r) < op.len);
+        st.drained = r == -EAGAIN || (r > 0 && static_cast<size_t>(r) < op.len && r < 4096);
     return r;
 }
 
