@@ -146,11 +146,7 @@ void Client::on_event(Conn& c, std::uint32_t events) {
 }
 
 void Client::run() {
-    rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < static_cast<rlim_t>(opt_.inflight) + 32) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
+    bench_net::raise_fd_limit(opt_.inflight);
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     if (ep_ < 0) fail("epoll_create1: %s", std::strerror(errno));
     servers_cpu_s(opt_.cpu_pids);  // fail early if unreadable

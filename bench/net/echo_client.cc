@@ -55,18 +55,7 @@ struct Conn {
 using bench_net::fail;
 using bench_net::now_s;
 using bench_net::process_cpu_s;
-
-void raise_fd_limit(int conns) {
-    rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-    rlim_t need = static_cast<rlim_t>(conns) + 32;
-    if (rl.rlim_cur >= need) return;
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur < need)
-        fail("%d connections need %llu file descriptors, hard limit is %llu", conns,
-             static_cast<unsigned long long>(need), static_cast<unsigned long long>(rl.rlim_max));
-}
+using bench_net::raise_fd_limit;
 
 int connect_one(const addrinfo* ai) {
     for (int attempt = 1;; ++attempt) {

@@ -1,9 +1,10 @@
-// What the network load generators share: fatal errors, a monotonic clock in seconds, and the
-// CPU time of the server process they measure.
+// What the network load generators share: fatal errors, a monotonic clock in seconds, the CPU
+// time of the server process they measure, and room for their connections' fds.
 #pragma once
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +49,19 @@ inline double process_cpu_s(int pid) {
                           &utime, &stime) != 2)
         fail("cannot parse %s", path);
     return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+/// Raises the soft fd limit to the hard one if `conns` connections (plus a few) need it.
+inline void raise_fd_limit(int conns) {
+    rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    const rlim_t need = static_cast<rlim_t>(conns) + 32;
+    if (rl.rlim_cur >= need) return;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < need)
+        fail("%d connections need %llu file descriptors, hard limit is %llu", conns,
+             static_cast<unsigned long long>(need), static_cast<unsigned long long>(rl.rlim_max));
 }
 
 }  // namespace bench_net

@@ -5,8 +5,8 @@
 // uses): the CPU's return-stack predictor then holds, when the fiber ends, exactly what it held
 // when the fiber was switched to, so the fiber that resumes next (typically its joiner) returns
 // up its own call chain without mispredicting every `ret` (fiber_exit is inlined into fiber_main
-// for the same reason; create+join went from ~100 to ~75 ns). `.cfi_undefined rip` marks the outermost frame so debuggers and unwinders stop
-// here instead of walking into garbage.
+// for the same reason: ADR 0011). `.cfi_undefined rip` marks the outermost frame so debuggers
+// and unwinders stop here instead of walking into garbage.
 asm(R"(
     .text
     .globl gluon_context_trampoline

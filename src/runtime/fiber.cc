@@ -29,14 +29,7 @@ namespace {
     // without taking the lock.
     f->orphan = f->refs == 1;
     f->join_lock.unlock();
-    while (waiter* w = joiners.pop_front()) {
-        if (w->fiber) {  // wake() without the call: a joiner is usually a fiber of this vCPU
-            w->result = 0;
-            resume(impl(w->fiber), 0);
-        } else {
-            wake(*w, 0);
-        }
-    }
+    while (waiter* w = joiners.pop_front()) wake_inline(*w, 0);
     v->all.erase(*f);
     fiber_left(v);
     f->state = fiber_state::done;

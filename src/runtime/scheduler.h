@@ -213,6 +213,17 @@ inline void resume(fiber_impl* f, long result) noexcept {
     resume_remote(f);
 }
 
+/// wake()'s futex path, for a waiter that is a plain OS thread.
+void wake_thread(waiter& w) noexcept;
+/// wake(), inline for the runtime's own hot paths (fiber exit).
+inline void wake_inline(waiter& w, long result) noexcept {
+    w.result = result;
+    if (w.fiber)
+        resume(impl(w.fiber), result);
+    else
+        wake_thread(w);
+}
+
 void arm_park_timer(vcpu* v, fiber_impl* f, deadline_t deadline) noexcept;
 
 /// Parks the current fiber until resume(); `cancel` is invoked (on this vCPU) on deadline or
@@ -228,10 +239,7 @@ inline long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl
     reschedule(v);
     v = f->owner;
     if (f->timer.armed()) v->timers.remove(&f->timer);
-    f->cancel = nullptr;
-    long r = f->wait_result;
-    if (r == -ECANCELED) f->interrupt_pending.store(false, std::memory_order_relaxed);
-    return r;
+    return finish_park(f);
 }
 
 /// Pushes work to another vCPU and wakes it if it sleeps.

@@ -79,12 +79,9 @@ long detail::park_slow(prim_lock& lk, waiter& w, const park_options& opts) noexc
     return r;
 }
 
-void wake(waiter& w, long result) noexcept {
-    w.result = result;
-    if (w.fiber) {
-        resume(impl(w.fiber), result);
-        return;
-    }
+void wake(waiter& w, long result) noexcept { wake_inline(w, result); }
+
+void detail::wake_thread(waiter& w) noexcept {
     w.word.store(1, std::memory_order_release);
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w.word), FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1,
             nullptr, nullptr, 0);

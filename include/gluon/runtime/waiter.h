@@ -5,7 +5,6 @@
 #pragma once
 
 #include <atomic>
-#include <cerrno>
 #include <cstdint>
 
 #include "gluon/common/clock.h"
@@ -70,10 +69,7 @@ inline long park(prim_lock& lk, waiter& w, const park_options& opts = {}) noexce
             f->state = detail::fiber_state::waiting;
             lk.unlock();
             detail::switch_to_next(v, f);
-            f->cancel = nullptr;
-            const long r = f->wait_result;
-            if (r == -ECANCELED) f->interrupt_pending.store(false, std::memory_order_relaxed);
-            return r;
+            return detail::finish_park(f);
         }
     }
 #endif

@@ -73,6 +73,15 @@ long epoll_engine::register_fd(int fd, fd_state& st) noexcept {
     return 0;
 }
 
+namespace {
+
+// A read of the byte stream itself (not a peek, which leaves the data queued).
+bool consumes_input(const io_op& op) noexcept {
+    return op.code == opcode::read || (op.code == opcode::recv && !(op.flags & MSG_PEEK));
+}
+
+}  // namespace
+
 // Runs op now and notes whether a stream read emptied the socket (a short read or EAGAIN).
 // Only small short reads count (request/response traffic, as for io_uring's POLL_FIRST): a
 // stream's data keeps coming while its handler sends, so its next read usually finds some.
@@ -80,8 +89,7 @@ long epoll_engine::register_fd(int fd, fd_state& st) noexcept {
 // empty while the end of stream (or the error) is still to be read, and no edge would follow.
 long epoll_engine::exec_tracked(io_op& op, fd_state& st) noexcept {
     long r = detail::exec_now(op);
-    if (st.stream && !st.hup && (op.code == opcode::read ||
-                                 (op.code == opcode::recv && !(op.flags & MSG_PEEK))))
+    if (st.stream && !st.hup && consumes_input(op))
         st.drained = r == -EAGAIN || (r > 0 && static_cast<size_t>(r) < op.len && r < 4096);
     return r;
 }
@@ -105,7 +113,7 @@ long epoll_engine::submit(io_op& op) noexcept {
         st->gen = g;
     }
     // A read on a stream that the last read emptied waits for the next edge without trying.
-    const bool wait_first = st->drained && (op.code == opcode::recv || op.code == opcode::read);
+    const bool wait_first = st->drained && consumes_input(op);
     if (!wait_first) {
         long r = exec_tracked(op, *st);
         if (r != -EAGAIN) return r;

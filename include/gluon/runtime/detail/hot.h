@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 #if !defined(__x86_64__)
@@ -130,12 +131,11 @@ void yield_slow() noexcept;
 #define GLUON_INLINE_YIELD 1
 #endif
 
-/// True if the inline paths may switch now: another fiber is ready and this is not one of the
-/// picks (every 64th) on which the slow path lets the event loop in.
 /// Every k_poll_check_mask+1'th pick of a fiber goes through the slow path, which looks at the
 /// clock and lets the event loop in if it has not run for a while (scheduler.h, maybe_poll).
 inline constexpr uint32_t k_poll_check_mask = 255;
 
+/// True if the inline paths may switch now: another fiber is ready and this is not that pick.
 /// That pick is left to the slow path, whose maybe_poll() counts it (counting it here too
 /// would skip the poll: busy fibers then starved timers and I/O for good).
 inline bool can_switch_inline(vcpu_hot* v) noexcept {
@@ -143,6 +143,15 @@ inline bool can_switch_inline(vcpu_hot* v) noexcept {
     if (v->runq.empty() || (t & k_poll_check_mask) == 0) return false;
     v->tick = t;
     return true;
+}
+
+/// After a park: the wait is over, so its cancel hook goes; an -ECANCELED result consumed the
+/// interrupt that caused it. Returns what resume() passed.
+inline long finish_park(fiber_hot* f) noexcept {
+    f->cancel = nullptr;
+    const long r = f->wait_result;
+    if (r == -ECANCELED) f->interrupt_pending.store(false, std::memory_order_relaxed);
+    return r;
 }
 
 /// Switches from the running fiber cur (whose state the caller has set) to the next ready one.
