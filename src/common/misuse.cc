@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "gluon/common/log.h"
+#include "gluon/common/result.h"
 
 namespace gluon::detail {
 
@@ -26,6 +27,16 @@ void report_misuse(std::string_view what) noexcept {
         std::abort();
     }
     GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: API misuse: {}", what);
+}
+
+}  // namespace gluon::detail
+
+namespace gluon::detail {
+
+void value_of_failed_result(int code, const std::error_category& cat) noexcept {
+    GLUON_ERROR("gluon: value() of a result that holds an error: {} ({})",
+                cat.message(code), code);
+    std::abort();
 }
 
 }  // namespace gluon::detail

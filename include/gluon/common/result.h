@@ -6,7 +6,7 @@
 #include <system_error>
 #include <type_traits>
 #include <utility>
-#include <variant>
+#include <new>
 
 namespace gluon {
 
@@ -23,22 +23,71 @@ inline std::error_code errno_code(int e) { return {e, std::generic_category()}; 
 /// Builds a failed result from a positive errno value.
 inline unexpected errno_error(int e) { return unexpected(errno_code(e)); }
 
+namespace detail {
+/// result<T>::value() on an error: prints the error and aborts (library code throws nothing).
+[[noreturn]] void value_of_failed_result(int code, const std::error_category& cat) noexcept;
+}  // namespace detail
+
+/// A value or an error. The error is held as its value and category pointer, and a null category
+/// pointer means "holds a value", so a result of a trivially copyable T (result<size_t>, the
+/// return type of every transfer) is itself trivially copyable and, at 16 bytes, returned in
+/// registers; std::variant<T, std::error_code> would be 24 bytes returned through memory, with
+/// an index check and a throwing path in every access.
 template <typename T>
 class [[nodiscard]] result {
 public:
     using value_type = T;
     using error_type = std::error_code;
 
-    result() requires std::is_default_constructible_v<T> : v_(std::in_place_index<0>) {}
-    result(T v) : v_(std::in_place_index<0>, std::move(v)) {}  // NOLINT(google-explicit-constructor)
-    result(unexpected u) : v_(std::in_place_index<1>, u.code) {}  // NOLINT(google-explicit-constructor)
+private:
+    static constexpr bool trivial_copy = std::is_trivially_copyable_v<T>;
 
-    bool has_value() const noexcept { return v_.index() == 0; }
+public:
+    result() requires std::is_default_constructible_v<T> : val_() {}
+    result(T v) : val_(std::move(v)) {}  // NOLINT(google-explicit-constructor)
+    result(unexpected u) noexcept  // NOLINT(google-explicit-constructor)
+        : err_(u.code.value()), cat_(&u.code.category()) {
+        // A reference's address is never null; saying so keeps GCC from warning that a moved
+        // value may be read uninitialised on the (impossible) value path of an error.
+        if (cat_ == nullptr) __builtin_unreachable();
+    }
+
+    result(const result&) requires std::is_trivially_copy_constructible_v<T> = default;
+    result(const result& o) requires(!std::is_trivially_copy_constructible_v<T> &&
+                                     std::is_copy_constructible_v<T>) {
+        construct_from(o);
+    }
+    result(result&&) requires std::is_trivially_move_constructible_v<T> = default;
+    result(result&& o) noexcept(std::is_nothrow_move_constructible_v<T>)
+        requires(!std::is_trivially_move_constructible_v<T> && std::is_move_constructible_v<T>) {
+        construct_from(std::move(o));
+    }
+    result& operator=(const result&) requires trivial_copy = default;
+    result& operator=(const result& o) requires(!trivial_copy && std::is_copy_constructible_v<T>) {
+        if (this != &o) {
+            destroy();
+            construct_from(o);
+        }
+        return *this;
+    }
+    result& operator=(result&&) requires trivial_copy = default;
+    result& operator=(result&& o) noexcept(std::is_nothrow_move_constructible_v<T>)
+        requires(!trivial_copy && std::is_move_constructible_v<T>) {
+        if (this != &o) {
+            destroy();
+            construct_from(std::move(o));
+        }
+        return *this;
+    }
+    ~result() requires std::is_trivially_destructible_v<T> = default;
+    ~result() { destroy(); }
+
+    bool has_value() const noexcept { return cat_ == nullptr; }
     explicit operator bool() const noexcept { return has_value(); }
 
-    T& value() & { return std::get<0>(v_); }
-    const T& value() const& { return std::get<0>(v_); }
-    T&& value() && { return std::get<0>(std::move(v_)); }
+    T& value() & { return check(), val_; }
+    const T& value() const& { return check(), val_; }
+    T&& value() && { return check(), std::move(val_); }
     T& operator*() & { return value(); }
     T&& operator*() && { return std::move(*this).value(); }
     const T& operator*() const& { return value(); }
@@ -47,15 +96,38 @@ public:
 
     /// The error; std::error_code{} when the result holds a value.
     std::error_code error() const noexcept {
-        return has_value() ? std::error_code{} : std::get<1>(v_);
+        return cat_ ? std::error_code(err_, *cat_) : std::error_code{};
     }
     template <typename U>
     T value_or(U&& dflt) const& {
-        return has_value() ? value() : static_cast<T>(std::forward<U>(dflt));
+        return has_value() ? val_ : static_cast<T>(std::forward<U>(dflt));
     }
 
 private:
-    std::variant<T, std::error_code> v_;
+    template <typename>
+    friend class result;
+
+    void check() const noexcept {
+        if (cat_) [[unlikely]]
+            detail::value_of_failed_result(err_, *cat_);
+    }
+    void destroy() noexcept {
+        if (!cat_) val_.~T();
+    }
+    template <typename R>
+    void construct_from(R&& o) {
+        cat_ = o.cat_;
+        if (cat_)
+            err_ = o.err_;
+        else
+            new (&val_) T(std::forward<R>(o).val_);
+    }
+
+    union {
+        T val_;
+        int err_;
+    };
+    const std::error_category* cat_ = nullptr;
 };
 
 template <>
