@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cassert>
 #include <atomic>
 #include <thread>
 
@@ -19,17 +20,18 @@ namespace {
 [[noreturn, gnu::always_inline]] inline void fiber_exit(fiber_impl* f) noexcept {
     if (f->fls) fls_destroy(f);
     vcpu* v = f->owner;
-    waiter_list joiners;
     f->join_lock.lock();
     f->finished = true;
-    joiners.splice_back(f->joiners);
-    // A parked joiner's handle reference is dropped here, for it (see fiber::join_for).
-    joiners.for_each([f](waiter&) { --f->refs; });
+    // A parked joiner's handle reference is dropped here, for it (see fiber::join_for); once
+    // woken it never touches f again, so waking under the lock is safe.
+    while (waiter* w = f->joiners.pop_front()) {
+        --f->refs;
+        wake_inline(*w, 0);
+    }
     // Only the running reference left: nobody can reach f any more, so reap_zombies frees it
     // without taking the lock.
     f->orphan = f->refs == 1;
     f->join_lock.unlock();
-    while (waiter* w = joiners.pop_front()) wake_inline(*w, 0);
     v->all.erase(*f);
     fiber_left(v);
     f->state = fiber_state::done;
@@ -40,11 +42,59 @@ namespace {
     __builtin_unreachable();
 }
 
-void fiber_main(void* arg) noexcept {
+[[noreturn]] void fiber_main(void* arg) noexcept {
     auto* f = static_cast<fiber_impl*>(arg);
     on_first_entry(f);
     f->invoke(f->storage);
     fiber_exit(f);
+}
+
+/// A cached stack still holds the record of the fiber that last ran on it, as that fiber left
+/// it: unlinked from every list, no timer, no local storage, no joiner. Only what a lifetime
+/// changes is reset (a constructor would write the whole record: a quarter of a spawn's work);
+/// fiber_create sets the per-fiber fields after this.
+void recycle_record(fiber_impl* f) noexcept {
+    assert(!f->all_hook.linked() && !f->timer.armed() && !f->fls && f->joiners.empty());
+    f->interrupt_pending.store(false, std::memory_order_relaxed);
+    f->interrupt_queued.store(false, std::memory_order_relaxed);
+    f->cancel = nullptr;
+    f->refs = 2;
+    f->finished = false;
+    f->orphan = false;
+    f->name[0] = '\0';
+#ifdef GLUON_ASAN
+    f->asan_fake_stack = nullptr;
+#endif
+}
+
+/// A record (in its stack) for a new fiber: the fiber that ended last hands its own over
+/// whole when nothing else refers to it (what reap_zombies would put in the cache and take()
+/// give back: the hottest stack); else a cached stack's; else a new stack's.
+result<fiber_impl*> take_record(vcpu* v, size_t usable) noexcept {
+    if (fiber_impl* z = v->zombies) {
+        if (!z->run_next && z->orphan && usable == v->stacks.default_usable() &&
+            z->stack.size == v->stacks.default_bytes()) {
+            v->zombies = nullptr;
+#ifdef GLUON_TSAN
+            __tsan_destroy_fiber(z->tsan_fiber);
+#endif
+            recycle_record(z);
+            return z;
+        }
+        reap_zombies(v);
+    }
+    stack_mem stk = v->stacks.take(usable);
+    if (!stk.empty()) {
+        fiber_impl* f = record_of(stk);
+        recycle_record(f);
+        f->stack = stk;
+        return f;
+    }
+    auto st = stack_alloc(usable);
+    if (!st) return unexpected(st.error());
+    fiber_impl* f = new (record_of(*st)) fiber_impl;
+    f->stack = *st;
+    return f;
 }
 
 }  // namespace
@@ -59,18 +109,10 @@ result<fiber_impl*> fiber_create(const fiber_options& opts, size_t storage_size,
     const size_t usable = opts.stack_size ? std::max<size_t>(opts.stack_size, 16 * 1024)
                                           : v->stacks.default_usable();
     if (storage_size > usable / 4) return errno_error(E2BIG);
-    if (v->zombies) reap_zombies(v);  // a just-ended fiber's stack is the hottest one
-    stack_mem stk = v->stacks.take(usable);
-    if (stk.empty()) {
-        auto st = stack_alloc(usable);
-        if (!st) return unexpected(st.error());
-        stk = *st;
-    }
-    // Layout at the top of the stack: [fiber_impl][callable]; the stack proper starts below.
-    char* top = stk.top();
-    auto* f = new (top - ((sizeof(fiber_impl) + 63) & ~size_t{63})) fiber_impl;
+    auto rec = take_record(v, usable);
+    if (!rec) return rec;
+    fiber_impl* f = *rec;
     char* store = reinterpret_cast<char*>(f) - ((storage_size + 63) & ~size_t{63});
-    f->stack = stk;
     f->owner = v;
     f->join_lock.claim_unpublished();
     // Unique per process without an atomic: vCPU indexes are never reused.
@@ -78,7 +120,7 @@ result<fiber_impl*> fiber_create(const fiber_options& opts, size_t storage_size,
     f->storage = store;
     if (opts.name) strncpy(f->name, opts.name, sizeof f->name - 1);
 #ifdef GLUON_ASAN
-    f->asan_bottom = stk.lo + k_guard_size;
+    f->asan_bottom = f->stack.lo + k_guard_size;
     f->asan_size = static_cast<size_t>(store - static_cast<char*>(const_cast<void*>(f->asan_bottom)));
 #endif
 #ifdef GLUON_TSAN
@@ -103,7 +145,7 @@ void fiber_release(fiber_impl* f) noexcept {
 
 void fiber_free(fiber_impl* f) noexcept {
     const stack_mem s = f->stack;
-    f->~fiber_impl();
+    // No destructor run: the record stays in the stack, for recycle_record (trivially destructible).
     if (vcpu* v = cur_vcpu())
         v->stacks.put(s);
     else

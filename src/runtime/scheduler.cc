@@ -163,7 +163,7 @@ void idle_main(void* arg) noexcept {
 result<void> make_idle_fiber(vcpu* v) noexcept {
     auto st = stack_alloc(k_idle_stack);
     if (!st) return unexpected(st.error());
-    auto* f = new (st->top() - ((sizeof(fiber_impl) + 63) & ~size_t{63})) fiber_impl;
+    auto* f = new (record_of(*st)) fiber_impl;
     f->stack = *st;
     f->owner = v;
     f->is_main = true;  // not a user fiber: never migrates, never counted

@@ -59,6 +59,9 @@ struct fiber_impl : fiber_hot {
 #endif
 };
 
+// fiber_free leaves the record in its stack for the next fiber (fiber.cc, recycle_record).
+static_assert(std::is_trivially_destructible_v<fiber_impl>);
+
 using fiber_list = intrusive_list<fiber_impl, &fiber_impl::all_hook>;
 
 struct vcpu : vcpu_hot {
@@ -96,6 +99,10 @@ struct vcpu : vcpu_hot {
     explicit vcpu(size_t stack_cache_size) : stacks(stack_cache_size) {}
 };
 
+/// The record at the top of a fiber stack: [fiber_impl][callable], the stack proper below.
+inline fiber_impl* record_of(const stack_mem& s) noexcept {
+    return reinterpret_cast<fiber_impl*>(s.top() - ((sizeof(fiber_impl) + 63) & ~size_t{63}));
+}
 inline fiber_impl* impl(fiber_hot* f) noexcept { return static_cast<fiber_impl*>(f); }
 inline vcpu* cur_vcpu() noexcept { return static_cast<vcpu*>(t_hot); }
 /// The running fiber of v.

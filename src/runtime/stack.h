@@ -55,6 +55,8 @@ public:
 
     /// The default usable size, read once.
     size_t default_usable() const noexcept { return usable_; }
+    /// Total bytes (guard page included) of a default-size stack.
+    size_t default_bytes() const noexcept { return bytes_; }
     /// A cached stack for `usable` bytes, or an empty one (allocate with stack_alloc then).
     stack_mem take(size_t usable) noexcept {
         if (n_ == 0 || (usable != usable_ && stack_round(usable) != bytes_)) return {};

@@ -191,6 +191,40 @@ TEST_P(fiber_test, fiber_local_is_per_fiber_and_destroyed) {
     EXPECT_EQ(destroyed, 2);
 }
 
+// A spawn reuses the record (and stack) of the fiber that ended last: nothing of that fiber's
+// state may leak into the next one.
+TEST_P(fiber_test, a_reused_fiber_record_starts_clean) {
+    fiber_local<int> fl;
+    fiber_options o;
+    o.name = "first";
+    auto a = spawn(o, [&] {
+        *fl = 5;
+        this_fiber::yield();  // interrupted meanwhile, and ends without a blocking call
+    });
+    this_fiber::yield();
+    ASSERT_TRUE(a->interrupt());
+    const uint64_t a_id = a->id();
+    ASSERT_TRUE(a->join());
+    bool pending = true;
+    std::string name = "?";
+    int local = -1;
+    uint64_t id = 0;
+    std::error_code slept;
+    auto b = spawn([&] {
+        pending = this_fiber::interrupt_pending();
+        name = this_fiber::name();
+        local = *fl;
+        id = this_fiber::id();
+        slept = this_fiber::sleep_for(1ms).error();
+    });
+    ASSERT_TRUE(b->join());
+    EXPECT_FALSE(pending);
+    EXPECT_EQ(name, "");
+    EXPECT_EQ(local, 0);
+    EXPECT_NE(id, a_id);
+    EXPECT_FALSE(slept);
+}
+
 TEST_P(fiber_test, custom_stack_size_and_deep_recursion) {
     fiber_options o;
     o.stack_size = 1 << 20;
