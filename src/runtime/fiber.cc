@@ -167,11 +167,6 @@ fiber& fiber::operator=(fiber&& o) noexcept {
     return *this;
 }
 
-fiber::~fiber() {
-    if (f_) fiber_release(f_);
-}
-
-result<void> fiber::join() { return join_for(forever); }
 
 result<void> fiber::join_for(duration timeout) {
     if (!f_) {

@@ -47,13 +47,16 @@ public:
     fiber& operator=(fiber&& o) noexcept;
     fiber(const fiber&) = delete;
     fiber& operator=(const fiber&) = delete;
-    /// A joinable fiber that is destroyed is detached (it keeps running).
-    ~fiber();
+    /// A joinable fiber that is destroyed is detached (it keeps running). Inline: a joined or
+    /// moved-from handle (the common case) costs a test, not a call.
+    ~fiber() {
+        if (f_) detail::fiber_release(f_);
+    }
 
     bool joinable() const noexcept { return f_ != nullptr; }
     /// Waits for the fiber to finish. Errors: EINVAL (not joinable: joined or detached
     /// already), EDEADLK (joining itself), EPERM (not called from a vCPU or thread).
-    result<void> join();
+    result<void> join() { return join_for(forever); }
     /// Like join() but gives up at the timeout with ETIMEDOUT (the fiber stays joinable).
     result<void> join_for(duration timeout);
     /// Lets the fiber run on by itself. Errors: EINVAL (not joinable).
