@@ -29,10 +29,6 @@ void report_misuse(std::string_view what) noexcept {
     GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: API misuse: {}", what);
 }
 
-}  // namespace gluon::detail
-
-namespace gluon::detail {
-
 void value_of_failed_result(int code, const std::error_category& cat) noexcept {
     GLUON_ERROR("gluon: value() of a result that holds an error: {} ({})",
                 cat.message(code), code);

@@ -6,8 +6,8 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cassert>
 #include <atomic>
+#include <cassert>
 #include <thread>
 
 #include "fiber_local_impl.h"
@@ -74,11 +74,7 @@ result<fiber_impl*> take_record(vcpu* v, size_t usable) noexcept {
     if (fiber_impl* z = v->zombies) {
         if (!z->run_next && z->orphan && usable == v->stacks.default_usable() &&
             z->stack.size == v->stacks.default_bytes()) {
-            v->zombies = nullptr;
-#ifdef GLUON_TSAN
-            __tsan_destroy_fiber(z->tsan_fiber);
-#endif
-            recycle_record(z);
+            recycle_record(pop_zombie(v));
             return z;
         }
         reap_zombies(v);
@@ -86,8 +82,8 @@ result<fiber_impl*> take_record(vcpu* v, size_t usable) noexcept {
     stack_mem stk = v->stacks.take(usable);
     if (!stk.empty()) {
         fiber_impl* f = record_of(stk);
+        assert(f->stack.lo == stk.lo);  // the record of the stack's last fiber
         recycle_record(f);
-        f->stack = stk;
         return f;
     }
     auto st = stack_alloc(usable);
@@ -166,7 +162,6 @@ fiber& fiber::operator=(fiber&& o) noexcept {
     }
     return *this;
 }
-
 
 result<void> fiber::join_for(duration timeout) {
     if (!f_) {

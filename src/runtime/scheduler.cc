@@ -58,11 +58,8 @@ bool spin_for_work(vcpu* v, int64_t budget) noexcept {
 }
 
 void reap_zombies(vcpu* v) noexcept {
-    while (fiber_impl* z = v->zombies) {
-        v->zombies = impl(z->run_next);
-#ifdef GLUON_TSAN
-        __tsan_destroy_fiber(z->tsan_fiber);
-#endif
+    while (v->zombies) {
+        fiber_impl* z = pop_zombie(v);
         if (z->orphan)
             fiber_free(z);
         else

@@ -114,6 +114,16 @@ void poll(vcpu* v, bool may_block) noexcept;
 /// Destroys a fiber record whose last reference is gone and releases its stack.
 void fiber_free(fiber_impl* f) noexcept;
 
+/// Takes the most recently ended fiber off v's zombie list (the caller frees or reuses it).
+inline fiber_impl* pop_zombie(vcpu* v) noexcept {
+    fiber_impl* z = v->zombies;
+    v->zombies = impl(z->run_next);
+#ifdef GLUON_TSAN
+    __tsan_destroy_fiber(z->tsan_fiber);
+#endif
+    return z;
+}
+
 /// Releases the stacks of ended fibers. Must not run on a zombie's stack: fiber_exit switches
 /// to another fiber (or the idle fiber) before anything can call this.
 void reap_zombies(vcpu* v) noexcept;

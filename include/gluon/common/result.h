@@ -3,10 +3,10 @@
 #pragma once
 
 #include <cerrno>
+#include <new>
 #include <system_error>
 #include <type_traits>
 #include <utility>
-#include <new>
 
 namespace gluon {
 
