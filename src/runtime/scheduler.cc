@@ -38,19 +38,32 @@ void make_ready(fiber_impl* f) noexcept {
 // wake-up, which on virtual machines takes tens of microseconds. Returns true if work arrived.
 constexpr int64_t k_spin_window_ns = 10'000'000;
 
+// How often an engine without an exact hint (epoll) is polled while its vCPU spins.
+constexpr int64_t k_spin_poll_ns = 4000;
+
+/// Polls the engine without blocking; for one without an exact hint, at most every
+/// k_spin_poll_ns (a system call each time).
+void poll_engine_while_spinning(vcpu* v, bool exact) noexcept {
+    if (exact) {
+        v->eng->wait(0);  // submits what is queued; no system call if nothing is pending
+        return;
+    }
+    const int64_t now = mono_now_ns();
+    if (now - v->last_poll_ns < k_spin_poll_ns) return;
+    v->eng->wait(0);
+    v->last_poll_ns = now;
+}
+
 bool spin_for_work(vcpu* v, int64_t budget) noexcept {
     const bool exact = v->eng->pending_hint_is_exact();
     const int64_t start = mono_now_ns();
-    int64_t next_poll = start + 4000;
     for (unsigned i = 1;; ++i) {
         if (!v->remote.empty() || (exact && v->eng->has_pending())) return true;
         if ((i & 31) == 0) {
-            int64_t now = mono_now_ns();
-            if (now - start >= budget) return false;
-            if (!exact && now >= next_poll) {  // no cheap hint: look with a non-blocking wait
-                v->eng->wait(0);
+            if (mono_now_ns() - start >= budget) return false;
+            if (!exact) {  // no cheap hint: look with a non-blocking wait now and then
+                poll_engine_while_spinning(v, false);
                 if (!v->runq.empty()) return true;
-                next_poll = now + 4000;
             }
         }
         __builtin_ia32_pause();
@@ -83,11 +96,18 @@ void poll(vcpu* v, bool may_block) noexcept {
         // alone (a network server) would burn CPU spinning for nothing.
         if (timeout != 0 && v->idle_spin_ns > 0 &&
             v->last_poll_ns - v->last_remote_ns < k_spin_window_ns) {
-            v->eng->wait(0);  // submit what is queued and reap what is there before spinning
+            poll_engine_while_spinning(v, v->eng->pending_hint_is_exact());
             drain_remote(v);
             if (v->runq.empty()) {
                 int64_t budget = timeout < 0 ? v->idle_spin_ns : std::min(timeout, v->idle_spin_ns);
-                if (spin_for_work(v, budget)) timeout = 0;
+                if (spin_for_work(v, budget)) {
+                    drain_remote(v);
+                    // Woken by another vCPU: run the fiber now. The engine was polled before
+                    // the spin (and every few us during it, if it has no exact hint); busy
+                    // fibers poll it again through maybe_poll once last_poll_ns is old.
+                    if (!v->runq.empty()) return;
+                    timeout = 0;
+                }
                 if (timeout > 0) timeout = std::max<int64_t>(0, v->timers.next_deadline() - mono_now_ns());
             }
             if (!v->runq.empty()) timeout = 0;
