@@ -5,15 +5,22 @@
 //   create_join      ns to spawn an empty fiber (pooled stack) and join it
 //   chan_local       ns per message: ping-pong over two unbuffered channels, one vCPU
 //   chan_cross       the same with the two fibers on two vCPUs (two cores)
+//   chan_cross@limit the floor for chan_cross on this machine: ns per one-way hop of one cache
+//                    line between two threads pinned to cores 0 and 1 (no runtime at all)
 //   mutex_contended  ns per lock/unlock: 4 fibers, a yield inside every 16th critical section
 //   scale            N fibers (100,000; --fibers N) each blocked in sleep: ns to create one, and
 //                    resident bytes per fiber (lines carry a third field naming the metric)
 //
 // Every workload checks its own result and exits 1 on a mismatch. --quick runs 1/5 of the work.
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "gluon/runtime/fiber.h"
@@ -119,6 +126,36 @@ long mutex_bench(long n) {
     return 4 * per;
 }
 
+void pin_to_cpu(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) fail("cannot pin a thread");
+}
+
+// Two threads on cores 0 and 1 pass a counter back and forth through one cache line each way:
+// what a message between cores costs with nothing but the hardware involved.
+long line_hop_bench(long n) {
+    alignas(64) static std::atomic<long> ping{0};
+    alignas(64) static std::atomic<long> pong{0};
+    ping.store(0);
+    pong.store(0);
+    std::thread echo([n] {
+        pin_to_cpu(1);
+        for (long i = 1; i <= n; ++i) {
+            while (ping.load(std::memory_order_acquire) != i) __builtin_ia32_pause();
+            pong.store(i, std::memory_order_release);
+        }
+    });
+    pin_to_cpu(0);
+    for (long i = 1; i <= n; ++i) {
+        ping.store(i, std::memory_order_release);
+        while (pong.load(std::memory_order_acquire) != i) __builtin_ia32_pause();
+    }
+    echo.join();
+    return 2 * n;
+}
+
 long rss_bytes() {
     FILE* f = std::fopen("/proc/self/statm", "r");
     long pages = 0, resident = 0;
@@ -184,7 +221,9 @@ int main(int argc, char** argv) {
         o.vcpu.log_engine = false;
         auto rt = runtime::start(o);
         if (!rt) fail("runtime start failed");
-        bench("chan_cross", 20'000, [&](long n) { return chan_pingpong(n, rt->get()); });
+        bench("chan_cross", 500'000, [&](long n) { return chan_pingpong(n, rt->get()); });
     }
+    if (want("chan_cross") && std::thread::hardware_concurrency() >= 2)
+        bench("chan_cross@limit", 2'000'000, line_hop_bench);
     return 0;
 }

@@ -5,7 +5,10 @@
 //	switch          ns per runtime.Gosched() between two ping-ponging goroutines
 //	create_join     ns to start an empty goroutine and wait for it (WaitGroup)
 //	chan_local      ns per message, ping-pong over two unbuffered chan int
-//	chan_cross      same with GOMAXPROCS=2 (the scheduler decides placement)
+//	chan_cross      same with GOMAXPROCS=2 (the scheduler decides placement: it keeps
+//	                both goroutines on one thread most of the time)
+//	chan_cross@threads  same with each goroutine locked to its own OS thread
+//	                (runtime.LockOSThread), so every message really crosses threads
 //	mutex_contended ns per Lock/Unlock, 4 goroutines, Gosched inside every
 //	                16th critical section so the sync.Mutex is really contended
 //
@@ -70,9 +73,23 @@ func createJoin(n int) int {
 	return n
 }
 
-func chanPingPong(n int) int {
+func chanPingPong(n int) int { return pingPong(n, false) }
+
+func chanPingPongThreads(n int) int { return pingPong(n, true) }
+
+// pingPong sends n values to an echo goroutine and checks each reply; with locked, each side
+// is locked to its own OS thread.
+func pingPong(n int, locked bool) int {
+	if locked {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	ping, pong := make(chan int), make(chan int)
 	go func() {
+		if locked {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
 		for v := range ping {
 			pong <- v + 1
 		}
@@ -128,5 +145,6 @@ func main() {
 	bench("create_join", 1, scale*300_000, createJoin)
 	bench("chan_local", 1, scale*400_000, chanPingPong)
 	bench("chan_cross", 2, scale*300_000, chanPingPong)
+	bench("chan_cross@threads", 2, scale*20_000, chanPingPongThreads)
 	bench("mutex_contended", 1, scale*700_000, mutexContended)
 }
