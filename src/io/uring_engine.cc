@@ -122,15 +122,11 @@ uint8_t classify(int fd) noexcept {
     return k_nowait_first;
 }
 
+// Positioned I/O that preadv2/pwritev2 can do: not into registered buffers or files.
 bool is_positioned_rw(const engine::io_op& op) noexcept {
-    if (op.offset < 0 || op.fixed_file || op.fd < 0 || op.fd >= k_max_fd) return false;
-    switch (op.code) {
-        case engine::opcode::read:
-        case engine::opcode::write:
-        case engine::opcode::readv:
-        case engine::opcode::writev: return true;
-        default: return false;
-    }
+    return engine::is_positioned_io(op) && op.code != engine::opcode::read_fixed &&
+           op.code != engine::opcode::write_fixed && !op.fixed_file && op.fd >= 0 &&
+           op.fd < k_max_fd;
 }
 
 long nowait_attempt(const engine::io_op& op) noexcept {

@@ -77,6 +77,20 @@ struct io_op {
     long engine_result = 0;     // a result held back until a later completion (SEND_ZC)
 };
 
+/// A read or write at a file offset: it goes to a device or its page cache (socket transfers
+/// have no offset).
+inline bool is_positioned_io(const io_op& op) noexcept {
+    switch (op.code) {
+        case opcode::read:
+        case opcode::write:
+        case opcode::readv:
+        case opcode::writev: return op.offset >= 0;
+        case opcode::read_fixed:
+        case opcode::write_fixed: return true;
+        default: return false;
+    }
+}
+
 enum class kind { io_uring, epoll };
 
 struct options {

@@ -72,6 +72,14 @@ bool is_socket_like(opcode c) {
     }
 }
 
+// At most this many positioned file I/Os wait in the SQ for the end of the scheduler pass. A
+// device served by a batch of completions (virtio-blk here completes ~15 at a time) otherwise
+// gets nothing new until every resumed fiber has run: 4 KiB random O_DIRECT reads at depth
+// 16 ran at 0.88x fio's IOPS submitting once per pass, 1.00x with 2 or 4, 0.97x with 8 (10
+// alternating runs each). Sockets keep the one submission per pass: their work is done
+// inside io_uring_enter, so submitting earlier only adds system calls.
+constexpr unsigned k_file_io_batch = 4;
+
 // -ECANCELED from the kernel means either cancel() (say why) or the linked timeout.
 long cancelled_result(const io_op& op, long r) {
     if (r != -ECANCELED) return r;
@@ -277,6 +285,10 @@ long io_uring_engine::submit(io_op& op) noexcept {
         return execute_blocking(op);
     }
     queue(op, false);
+    if (is_positioned_io(op) && ++file_ios_queued_ == k_file_io_batch) {
+        file_ios_queued_ = 0;
+        io_uring_submit(&ring_);
+    }
     return pending;
 }
 
@@ -344,6 +356,7 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
 
 int io_uring_engine::wait(int64_t timeout_ns) noexcept {
     io_uring_cqe* cqe = nullptr;
+    file_ios_queued_ = 0;
     if (timeout_ns == 0) {
         // Nothing to submit and, by the kernel's own flag, nothing to reap: skip the system
         // call. An idle vCPU polls like this before and after every spin for cross-vCPU work,

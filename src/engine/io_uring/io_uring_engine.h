@@ -55,6 +55,7 @@ private:
     uint64_t ev_buf_ = 0;
     std::atomic<bool> notify_pending_{false};
     bool taskrun_flag_ = false;
+    unsigned file_ios_queued_ = 0;  // positioned file I/Os queued since the last wait()
     bool native_[k_opcode_count] = {};  // probed opcodes
     // Per socket fd: its last recv was small and left it empty (no IORING_CQE_F_SOCK_NONEMPTY).
     std::vector<uint8_t> drained_;
