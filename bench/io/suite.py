@@ -101,7 +101,14 @@ def run_io(args, res, build, log):
         w, f, rw, bs, qd, direct, size, disk = cell
         out = []
         lat = [] if disk else ["--no-lat"]
-        out.append(("gluon-io_uring", gluon_cmd(fio_bin, f, rw, bs, qd, direct, "io_uring", size, runtime, lat)))
+        # On the disk, registered buffers and files for both (fio gets fixedbufs and
+        # registerfiles below). Registration pins a buffer's pages at once, which decides how
+        # physically contiguous they are, and on this VM's virtio disk that decides how many
+        # large requests fit in flight (README, io). In the page cache and on tmpfs gluon reads
+        # inline with preadv2, which takes no registered buffer.
+        fixed = ["--fixedbufs", "--registerfiles"] if disk else []
+        out.append(("gluon-io_uring", gluon_cmd(fio_bin, f, rw, bs, qd, direct, "io_uring", size, runtime,
+                                                lat + fixed)))
         if not disk:
             out.append(("gluon-psync_inline",
                         gluon_cmd(fio_bin, f, rw, bs, qd, direct, "psync_inline", size, runtime, lat)))
