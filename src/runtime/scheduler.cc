@@ -41,14 +41,9 @@ constexpr int64_t k_spin_window_ns = 10'000'000;
 // How often an engine without an exact hint (epoll) is polled while its vCPU spins.
 constexpr int64_t k_spin_poll_ns = 4000;
 
-/// Polls the engine without blocking; for one without an exact hint, at most every
-/// k_spin_poll_ns (a system call each time).
-void poll_engine_while_spinning(vcpu* v, bool exact) noexcept {
-    if (exact) {
-        v->eng->wait(0);  // submits what is queued; no system call if nothing is pending
-        return;
-    }
-    const int64_t now = mono_now_ns();
+/// Polls an engine without an exact hint without blocking, at most every k_spin_poll_ns (it
+/// costs a system call each time).
+void poll_inexact_engine(vcpu* v, int64_t now) noexcept {
     if (now - v->last_poll_ns < k_spin_poll_ns) return;
     v->eng->wait(0);
     v->last_poll_ns = now;
@@ -60,9 +55,10 @@ bool spin_for_work(vcpu* v, int64_t budget) noexcept {
     for (unsigned i = 1;; ++i) {
         if (!v->remote.empty() || (exact && v->eng->has_pending())) return true;
         if ((i & 31) == 0) {
-            if (mono_now_ns() - start >= budget) return false;
+            const int64_t now = mono_now_ns();
+            if (now - start >= budget) return false;
             if (!exact) {  // no cheap hint: look with a non-blocking wait now and then
-                poll_engine_while_spinning(v, false);
+                poll_inexact_engine(v, now);
                 if (!v->runq.empty()) return true;
             }
         }
@@ -96,7 +92,11 @@ void poll(vcpu* v, bool may_block) noexcept {
         // alone (a network server) would burn CPU spinning for nothing.
         if (timeout != 0 && v->idle_spin_ns > 0 &&
             v->last_poll_ns - v->last_remote_ns < k_spin_window_ns) {
-            poll_engine_while_spinning(v, v->eng->pending_hint_is_exact());
+            // Submit what is queued (no system call on io_uring if nothing is pending).
+            if (v->eng->pending_hint_is_exact())
+                v->eng->wait(0);
+            else
+                poll_inexact_engine(v, mono_now_ns());
             drain_remote(v);
             if (v->runq.empty()) {
                 int64_t budget = timeout < 0 ? v->idle_spin_ns : std::min(timeout, v->idle_spin_ns);
