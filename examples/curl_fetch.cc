@@ -59,9 +59,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> urls;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--engine") && i + 1 < argc) {
-            engine::kind k;
-            if (!engine::parse_kind(argv[++i], k)) return usage();
-            opts.engine = k;
+            auto k = engine::parse_kind(argv[++i]);
+            if (!k) return usage();
+            opts.engine = *k;
         } else if (!std::strcmp(argv[i], "--timeout") && i + 1 < argc) {
             timeout = std::chrono::seconds(std::atoi(argv[++i]));
         } else if (argv[i][0] == '-') {

@@ -36,12 +36,12 @@ int main(int argc, char** argv) {
         if (!std::strcmp(argv[i], "--port") && i + 1 < argc) {
             port = std::atoi(argv[++i]);
         } else if (!std::strcmp(argv[i], "--engine") && i + 1 < argc) {
-            engine::kind k;
-            if (!engine::parse_kind(argv[++i], k)) {
+            auto k = engine::parse_kind(argv[++i]);
+            if (!k) {
                 std::fprintf(stderr, "echo_server: unknown engine '%s'\n", argv[i]);
                 return 2;
             }
-            opts.engine = k;
+            opts.engine = *k;
         } else {
             std::fprintf(stderr, "usage: echo_server [--port N] [--engine io_uring|epoll]\n");
             return 2;

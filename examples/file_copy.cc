@@ -36,12 +36,14 @@ std::string absolute(const char* p) {
 
 int main(int argc, char** argv) {
     std::string src, dst;
-    gluon::io::engine_kind engine = gluon::io::engine_kind::io_uring;
+    gluon::file_io::engine_kind engine = gluon::file_io::engine_kind::io_uring;
     gluon::fs::copy_options opts;
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
         if (a.rfind("--engine=", 0) == 0) {
-            if (!gluon::io::parse_kind(a.substr(9), engine)) return usage("unknown engine");
+            auto k = gluon::file_io::parse_kind(a.substr(9));
+            if (!k) return usage("unknown engine");
+            engine = *k;
         } else if (a.rfind("--chunk=", 0) == 0) {
             opts.chunk = std::strtoul(argv[i] + 8, nullptr, 10) * 1024;
             if (opts.chunk == 0) return usage("bad --chunk");
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
     auto f = gluon::spawn([&] {
         auto root = gluon::fs::open_local("/", engine);
         if (!root) {
-            std::fprintf(stderr, "file_copy: engine %s: %s\n", gluon::io::kind_name(engine),
+            std::fprintf(stderr, "file_copy: engine %s: %s\n", gluon::file_io::kind_name(engine),
                          root.error().message().c_str());
             rc = 1;
             return;
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
         std::printf("copied %llu files, %llu dirs, %llu symlinks, %.1f MiB in %.3f s (%.0f MiB/s, engine %s)\n",
                     static_cast<unsigned long long>(stats.files), static_cast<unsigned long long>(stats.dirs),
                     static_cast<unsigned long long>(stats.symlinks), static_cast<double>(stats.bytes) / (1 << 20), s,
-                    static_cast<double>(stats.bytes) / (1 << 20) / (s > 0 ? s : 1), gluon::io::kind_name(engine));
+                    static_cast<double>(stats.bytes) / (1 << 20) / (s > 0 ? s : 1), gluon::file_io::kind_name(engine));
     });
     if (!f || !f->join()) rc = 1;
     (void)gluon::fini();

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "gluon/io/file_engine.h"
+#include "gluon/file_io/file_engine.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 #include "layout.h"
@@ -75,7 +75,7 @@ double percentile(const job_stats& s, double p) {
 
 struct worker_ctx {
     const bench::fio_options* o;
-    io::file_engine* eng;
+    file_io::file_engine* eng;
     int fd;  // or the registered file index
     bool fixed_file;
     int64_t end_ns;
@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
     io.log_engine = false;
     io.sqpoll = o.sqpoll;
     if (!init(io)) die("gluon::init failed");
-    auto eng = io::get(o.engine);
-    if (!eng) die(std::string("engine ") + io::kind_name(o.engine) + ": " + eng.error().message());
+    auto eng = file_io::get(o.engine);
+    if (!eng) die(std::string("engine ") + file_io::kind_name(o.engine) + ": " + eng.error().message());
 
     int flags = (o.write ? O_RDWR : O_RDONLY) | O_CLOEXEC | (o.direct ? O_DIRECT : 0);
     int fd = ::open(o.filename.c_str(), flags);
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
     bool fixed_file = false;
     int op_fd = fd;
     if (o.fixedbufs || o.registerfiles) {
-        if ((*eng)->kind() != io::engine_kind::io_uring || current_engine()->type() != engine::kind::io_uring)
+        if ((*eng)->kind() != file_io::engine_kind::io_uring || current_engine()->type() != engine::kind::io_uring)
             die("--fixedbufs/--registerfiles need --engine=io_uring on an io_uring vCPU");
         if (o.fixedbufs && !current_engine()->register_buffers(iov.data(), o.iodepth))
             die("registering buffers failed");

@@ -61,7 +61,9 @@ std::string parse_fio_options(int argc, char** argv, fio_options& o) {
         } else if (key == "direct") {
             o.direct = val == "1";
         } else if (key == "engine" || key == "ioengine") {
-            if (!gluon::io::parse_kind(val, o.engine)) return "unknown engine: " + val;
+            auto k = gluon::file_io::parse_kind(val);
+            if (!k) return "unknown engine: " + val;
+            o.engine = *k;
         } else if (key == "size") {
             if (!parse_size(val, n) || n == 0) return "bad --size: " + val;
             o.size = n;
@@ -115,7 +117,7 @@ void print_report(const fio_options& o, const fio_report& r) {
     const char* dir = o.write ? "write" : "read";
     std::printf("gluon-fio: rw=%s%s bs=%zu iodepth=%u direct=%d engine=%s size=%lluMiB\n",
                 o.random ? "rand" : "", dir, o.bs, o.iodepth, o.direct ? 1 : 0,
-                gluon::io::kind_name(o.engine), static_cast<unsigned long long>(o.size >> 20));
+                gluon::file_io::kind_name(o.engine), static_cast<unsigned long long>(o.size >> 20));
     std::printf("  %s: IOPS=%.1fk, BW=%.1fMiB/s (%llu ios in %.2fs)\n", dir, r.iops / 1e3, r.mib_s,
                 static_cast<unsigned long long>(r.ios), r.wall_s);
     if (o.lat)

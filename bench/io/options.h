@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gluon/io/file_engine.h"
+#include "gluon/file_io/file_engine.h"
 
 namespace bench {
 
@@ -16,7 +16,7 @@ struct fio_options {
     size_t bs = 4096;
     unsigned iodepth = 1;
     bool direct = false;
-    gluon::io::engine_kind engine = gluon::io::engine_kind::io_uring;
+    gluon::file_io::engine_kind engine = gluon::file_io::engine_kind::io_uring;
     uint64_t size = 1ULL << 30;
     double runtime_s = 10;
     int cpu = -1;

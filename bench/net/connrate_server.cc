@@ -94,9 +94,9 @@ int main(int argc, char** argv) {
             if (m != "sharded" && m != "shared") usage();
             sharded = m == "sharded";
         } else if (!std::strcmp(argv[i], "--engine") && has) {
-            engine::kind k;
-            if (!engine::parse_kind(argv[++i], k)) usage();
-            ro.vcpu.engine = k;
+            auto k = engine::parse_kind(argv[++i]);
+            if (!k) usage();
+            ro.vcpu.engine = *k;
         } else {
             usage();
         }

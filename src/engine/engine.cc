@@ -5,23 +5,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 #include "epoll/epoll_engine.h"
 #include "io_uring/io_uring_engine.h"
 
 namespace gluon::engine {
 
-bool parse_kind(const char* s, kind& k) noexcept {
-    if (!s) return false;
-    if (std::strcmp(s, "io_uring") == 0 || std::strcmp(s, "iouring") == 0) {
-        k = kind::io_uring;
-        return true;
-    }
-    if (std::strcmp(s, "epoll") == 0) {
-        k = kind::epoll;
-        return true;
-    }
-    return false;
+std::optional<kind> parse_kind(std::string_view s) noexcept {
+    if (s == "io_uring" || s == "iouring") return kind::io_uring;
+    if (s == "epoll") return kind::epoll;
+    return std::nullopt;
 }
 
 const char* kind_name(kind k) noexcept { return k == kind::io_uring ? "io_uring" : "epoll"; }
@@ -51,9 +46,9 @@ bool available(kind k) noexcept {
 
 result<selection> select(const options& opts) {
     if (const char* env = std::getenv("GLUON_ENGINE"); env && *env) {
-        kind k;
-        if (!parse_kind(env, k)) return errno_error(EINVAL);
-        auto e = create(k, opts);
+        auto k = parse_kind(env);
+        if (!k) return errno_error(EINVAL);
+        auto e = create(*k, opts);
         if (!e) return e.error() ? unexpected(e.error()) : errno_error(EINVAL);
         return selection{std::move(*e), std::string("forced by GLUON_ENGINE=") + env};
     }

@@ -21,8 +21,8 @@ namespace gluon::fs {
 namespace {
 
 // Calls with no asynchronous form: on the offload pool, or inline for psync_inline.
-long blocking(io::file_engine& e, const std::function<long()>& fn) {
-    if (e.kind() == io::engine_kind::psync_inline) return fn();
+long blocking(file_io::file_engine& e, const std::function<long()>& fn) {
+    if (e.kind() == file_io::engine_kind::psync_inline) return fn();
     return offload_call(fn);  // inline off a vCPU
 }
 
@@ -52,46 +52,46 @@ struct stat to_stat(const struct statx& x) {
 
 class local_file final : public file {
 public:
-    local_file(io::file_engine& e, int fd, size_t mem_align, size_t off_align)
+    local_file(file_io::file_engine& e, int fd, size_t mem_align, size_t off_align)
         : e_(&e), fd_(fd), mem_align_(mem_align), off_align_(off_align) {}
     ~local_file() override { (void)close(); }
 
     result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
         if (long r = usable(buf, n, off)) return errno_error(static_cast<int>(r));
-        return io::pread(*e_, fd_, buf, n, off);
+        return file_io::pread(*e_, fd_, buf, n, off);
     }
     result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
         if (long r = usable(buf, n, off)) return errno_error(static_cast<int>(r));
-        return io::pwrite(*e_, fd_, buf, n, off);
+        return file_io::pwrite(*e_, fd_, buf, n, off);
     }
     result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept override {
         if (long r = usable_v(iov, cnt, off)) return errno_error(static_cast<int>(r));
-        return io::preadv(*e_, fd_, iov, cnt, off);
+        return file_io::preadv(*e_, fd_, iov, cnt, off);
     }
     result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept override {
         if (long r = usable_v(iov, cnt, off)) return errno_error(static_cast<int>(r));
-        return io::pwritev(*e_, fd_, iov, cnt, off);
+        return file_io::pwritev(*e_, fd_, iov, cnt, off);
     }
     result<struct stat> fstat() noexcept override {
         if (fd_ < 0) return errno_error(EBADF);
-        auto x = io::statx(*e_, fd_, "", AT_EMPTY_PATH);
+        auto x = file_io::statx(*e_, fd_, "", AT_EMPTY_PATH);
         if (!x) return unexpected(x.error());
         return to_stat(*x);
     }
-    result<void> fsync() noexcept override { return fd_ < 0 ? errno_error(EBADF) : io::fsync(*e_, fd_); }
+    result<void> fsync() noexcept override { return fd_ < 0 ? errno_error(EBADF) : file_io::fsync(*e_, fd_); }
     result<void> fdatasync() noexcept override {
-        return fd_ < 0 ? errno_error(EBADF) : io::fsync(*e_, fd_, true);
+        return fd_ < 0 ? errno_error(EBADF) : file_io::fsync(*e_, fd_, true);
     }
     result<void> ftruncate(int64_t len) noexcept override {
-        return fd_ < 0 ? errno_error(EBADF) : io::ftruncate(*e_, fd_, len);
+        return fd_ < 0 ? errno_error(EBADF) : file_io::ftruncate(*e_, fd_, len);
     }
     result<void> fallocate(int mode, int64_t off, int64_t len) noexcept override {
-        return fd_ < 0 ? errno_error(EBADF) : io::fallocate(*e_, fd_, mode, off, len);
+        return fd_ < 0 ? errno_error(EBADF) : file_io::fallocate(*e_, fd_, mode, off, len);
     }
     result<void> close() noexcept override {
         if (fd_ < 0) return {};
         int fd = std::exchange(fd_, -1);
-        return io::close(*e_, fd);
+        return file_io::close(*e_, fd);
     }
     int native_handle() const noexcept override { return fd_; }
 
@@ -113,16 +113,16 @@ private:
         return usable(nullptr, 0, off);
     }
 
-    io::file_engine* e_;
+    file_io::file_engine* e_;
     int fd_;
     size_t mem_align_, off_align_;  // O_DIRECT requirements; 0 = buffered
 };
 
-result<std::unique_ptr<file>> make_file(io::file_engine& e, int fd) {
+result<std::unique_ptr<file>> make_file(file_io::file_engine& e, int fd) {
     int fl = ::fcntl(fd, F_GETFL);
     size_t mem = 0, off = 0;
     if (fl >= 0 && (fl & O_DIRECT)) {
-        auto x = io::statx(e, fd, "", AT_EMPTY_PATH, STATX_DIOALIGN);
+        auto x = file_io::statx(e, fd, "", AT_EMPTY_PATH, STATX_DIOALIGN);
         if (x && (x->stx_mask & STATX_DIOALIGN) && x->stx_dio_offset_align) {
             mem = x->stx_dio_mem_align;
             off = x->stx_dio_offset_align;
@@ -135,8 +135,8 @@ result<std::unique_ptr<file>> make_file(io::file_engine& e, int fd) {
 
 class local_directory final : public directory {
 public:
-    local_directory(io::file_engine& e, int fd) : e_(&e), fd_(fd), buf_(32 * 1024) {}
-    ~local_directory() override { (void)io::close(*e_, fd_); }
+    local_directory(file_io::file_engine& e, int fd) : e_(&e), fd_(fd), buf_(32 * 1024) {}
+    ~local_directory() override { (void)file_io::close(*e_, fd_); }
 
     result<std::optional<dir_entry>> next() noexcept override {
         for (;;) {
@@ -155,7 +155,7 @@ public:
     }
 
 private:
-    io::file_engine* e_;
+    file_io::file_engine* e_;
     int fd_;
     std::vector<char> buf_;
     size_t pos_ = 0, len_ = 0;
@@ -163,25 +163,25 @@ private:
 
 class local_fs final : public filesystem {
 public:
-    local_fs(io::file_engine& e, int root) : e_(&e), root_(root) {}
+    local_fs(file_io::file_engine& e, int root) : e_(&e), root_(root) {}
     ~local_fs() override { ::close(root_); }
 
     result<std::unique_ptr<file>> open(std::string_view path, int flags, mode_t mode) noexcept override {
-        auto fd = io::openat(*e_, root_, rel(path).c_str(), flags | O_CLOEXEC, mode);
+        auto fd = file_io::openat(*e_, root_, rel(path).c_str(), flags | O_CLOEXEC, mode);
         if (!fd) return unexpected(fd.error());
         return make_file(*e_, *fd);
     }
     result<void> mkdir(std::string_view p, mode_t mode) noexcept override {
-        return io::mkdirat(*e_, root_, rel(p).c_str(), mode);
+        return file_io::mkdirat(*e_, root_, rel(p).c_str(), mode);
     }
     result<void> rmdir(std::string_view p) noexcept override {
-        return io::unlinkat(*e_, root_, rel(p).c_str(), AT_REMOVEDIR);
+        return file_io::unlinkat(*e_, root_, rel(p).c_str(), AT_REMOVEDIR);
     }
     result<void> unlink(std::string_view p) noexcept override {
-        return io::unlinkat(*e_, root_, rel(p).c_str(), 0);
+        return file_io::unlinkat(*e_, root_, rel(p).c_str(), 0);
     }
     result<void> rename(std::string_view from, std::string_view to) noexcept override {
-        return io::renameat(*e_, root_, rel(from).c_str(), root_, rel(to).c_str());
+        return file_io::renameat(*e_, root_, rel(from).c_str(), root_, rel(to).c_str());
     }
     result<void> link(std::string_view existing, std::string_view np) noexcept override {
         std::string a = rel(existing), b = rel(np);
@@ -231,34 +231,34 @@ public:
         return void_from_syscall(blocking(*e_, [&] { return sys::ret(::utimensat(root_, r.c_str(), times, 0)); }));
     }
     result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
-        auto fd = io::openat(*e_, root_, rel(p).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        auto fd = file_io::openat(*e_, root_, rel(p).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (!fd) return unexpected(fd.error());
         return std::unique_ptr<directory>(new local_directory(*e_, *fd));
     }
 
 private:
     result<struct stat> do_stat(std::string_view p, int flags) {
-        auto x = io::statx(*e_, root_, rel(p).c_str(), flags);
+        auto x = file_io::statx(*e_, root_, rel(p).c_str(), flags);
         if (!x) return unexpected(x.error());
         return to_stat(*x);
     }
 
-    io::file_engine* e_;
+    file_io::file_engine* e_;
     int root_;
 };
 
 }  // namespace
 
-result<std::unique_ptr<filesystem>> open_local(const std::string& root, io::engine_kind engine) {
-    auto e = io::get(engine);
+result<std::unique_ptr<filesystem>> open_local(const std::string& root, file_io::engine_kind engine) {
+    auto e = file_io::get(engine);
     if (!e) return unexpected(e.error());
     long fd = sys::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (fd < 0) return errno_error(static_cast<int>(-fd));
     return std::unique_ptr<filesystem>(new local_fs(**e, static_cast<int>(fd)));
 }
 
-result<std::unique_ptr<file>> adopt_fd(int fd, io::engine_kind engine) {
-    auto e = io::get(engine);
+result<std::unique_ptr<file>> adopt_fd(int fd, file_io::engine_kind engine) {
+    auto e = file_io::get(engine);
     if (!e) return unexpected(e.error());
     if (::fcntl(fd, F_GETFD) < 0) return errno_error(EBADF);
     return make_file(**e, fd);

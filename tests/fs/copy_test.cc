@@ -60,8 +60,8 @@ TEST(enospc, a_full_filesystem_reports_enospc_and_keeps_what_was_written) {
     char tmpl[] = "/tmp/gluon-enospc-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     std::string dir = tmpl;
-    for (auto fk : {io::engine_kind::io_uring, io::engine_kind::psync, io::engine_kind::libaio}) {
-        if (!io::available(fk)) continue;
+    for (auto fk : {file_io::engine_kind::io_uring, file_io::engine_kind::psync, file_io::engine_kind::libaio}) {
+        if (!file_io::available(fk)) continue;
         pid_t pid = fork();
         ASSERT_GE(pid, 0);
         if (pid == 0) {
@@ -105,7 +105,7 @@ TEST(enospc, a_full_filesystem_reports_enospc_and_keeps_what_was_written) {
             ::rmdir(dir.c_str());
             GTEST_SKIP() << "no mount namespace (needs CAP_SYS_ADMIN)";
         }
-        EXPECT_EQ(WEXITSTATUS(status), 0) << "engine " << io::kind_name(fk);
+        EXPECT_EQ(WEXITSTATUS(status), 0) << "engine " << file_io::kind_name(fk);
     }
     ::rmdir(dir.c_str());
 }

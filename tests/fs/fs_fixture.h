@@ -13,7 +13,7 @@
 #include "gluon/fs/local.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
-#include "io/io_fixture.h"
+#include "file_io/io_fixture.h"
 
 namespace gluon::test {
 

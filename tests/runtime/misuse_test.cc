@@ -74,8 +74,9 @@ TEST(stack_overflow, hits_the_guard_page_and_names_the_fiber) {
 
 TEST(engine_selection, gluon_engine_env_forces_the_engine) {
     for (const char* name : {"epoll", "io_uring"}) {
-        engine::kind k;
-        ASSERT_TRUE(engine::parse_kind(name, k));
+        auto parsed = engine::parse_kind(name);
+        ASSERT_TRUE(parsed);
+        engine::kind k = *parsed;
         if (!engine::available(k)) continue;
         ::setenv("GLUON_ENGINE", name, 1);
         ASSERT_TRUE(init({.engine = k == engine::kind::epoll ? engine::kind::io_uring : engine::kind::epoll,

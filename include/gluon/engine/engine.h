@@ -10,7 +10,9 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "gluon/common/intrusive_list.h"
 #include "gluon/common/result.h"
@@ -144,7 +146,7 @@ public:
     virtual result<void> register_files(const int* fds, unsigned n) noexcept;
 };
 
-/// Records that fd is being closed (gluon::fd::close and io::close call it): engines of other
+/// Records that fd is being closed (gluon::fd::close and file_io::close call it): engines of other
 /// vCPUs that still hold state for the fd number drop it and register the next file that
 /// gets the number afresh. Thread-safe.
 void note_fd_closed(int fd) noexcept;
@@ -165,8 +167,8 @@ struct selection {
 result<std::unique_ptr<engine>> create(kind k, const options& opts = {});
 /// Probes the kernel and GLUON_ENGINE: io_uring first, epoll as the fallback.
 result<selection> select(const options& opts = {});
-/// Parses "io_uring" / "epoll".
-bool parse_kind(const char* s, kind& k) noexcept;
+/// Parses a kind_name() ("io_uring", also "iouring", or "epoll"); nullopt for anything else.
+std::optional<kind> parse_kind(std::string_view s) noexcept;
 const char* kind_name(kind k) noexcept;
 /// True if engines of kind k can be created on this machine (probed once, cached).
 bool available(kind k) noexcept;

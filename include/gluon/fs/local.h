@@ -11,17 +11,17 @@
 #include <string>
 
 #include "gluon/fs/filesystem.h"
-#include "gluon/io/file_engine.h"
+#include "gluon/file_io/file_engine.h"
 
 namespace gluon::fs {
 
 /// Opens root (a directory) as a filesystem. Errors: ENOENT, ENOTDIR, EACCES, EOPNOTSUPP
 /// (engine not available here).
 result<std::unique_ptr<filesystem>> open_local(const std::string& root,
-                                               io::engine_kind engine = io::engine_kind::automatic);
+                                               file_io::engine_kind engine = file_io::engine_kind::automatic);
 
 /// A file on an fd this process already has (taken over: closed with the file). O_DIRECT
 /// alignment is checked by the file before the kernel sees a misaligned request.
-result<std::unique_ptr<file>> adopt_fd(int fd, io::engine_kind engine = io::engine_kind::automatic);
+result<std::unique_ptr<file>> adopt_fd(int fd, file_io::engine_kind engine = file_io::engine_kind::automatic);
 
 }  // namespace gluon::fs

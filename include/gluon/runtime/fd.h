@@ -50,14 +50,14 @@ result<short> poll(int fd, short events, duration timeout = forever) noexcept;
 result<void> fsync(int fd, bool datasync = false) noexcept;
 /// Fails every operation still waiting on fd with EBADF, then closes it.
 result<void> close(int fd) noexcept;
-/// What close() does before close(2), for code that closes fd another way (io::close): drops
+/// What close() does before close(2), for code that closes fd another way (file_io::close): drops
 /// the calling vCPU's engine state for fd and marks the number closed for every other engine.
 void closing(int fd) noexcept;
 
 /// Sends up to n bytes of in_fd (a regular file) from offset off to the socket out_fd
 /// (sendfile(2): no copy through user space). May be short; returns the bytes sent. out_fd is
 /// made O_NONBLOCK (both engines handle such sockets). Reading the file may still wait for the
-/// disk on the vCPU's thread: for cold files prefer reading through gluon::io.
+/// disk on the vCPU's thread: for cold files prefer reading through gluon::file_io.
 /// Errors: those of sendfile(2) (EPIPE, ECONNRESET, EINVAL), ETIMEDOUT, ECANCELED.
 result<size_t> sendfile(int out_fd, int in_fd, int64_t off, size_t n, duration timeout = forever) noexcept;
 /// Moves up to n bytes from in_fd to out_fd where one of them is a pipe (splice(2)); 0 means

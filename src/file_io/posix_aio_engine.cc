@@ -8,7 +8,7 @@
 #include "gluon/runtime/oneshot.h"
 #include "gluon/runtime/vcpu.h"
 
-namespace gluon::io::detail {
+namespace gluon::file_io::detail {
 namespace {
 
 struct request {
@@ -70,4 +70,4 @@ file_engine& posix_aio_engine() noexcept {
     return e;
 }
 
-}  // namespace gluon::io::detail
+}  // namespace gluon::file_io::detail

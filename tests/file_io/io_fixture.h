@@ -10,21 +10,21 @@
 #include <tuple>
 #include <utility>
 
-#include "gluon/io/file_engine.h"
+#include "gluon/file_io/file_engine.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 #include "test_support.h"
 
 namespace gluon::test {
 
-using engine_pair = std::tuple<engine::kind, io::engine_kind>;
+using engine_pair = std::tuple<engine::kind, file_io::engine_kind>;
 
 class engine_pair_test : public ::testing::TestWithParam<engine_pair> {
 protected:
     void SetUp() override {
         auto [ek, fk] = GetParam();
         if (!engine::available(ek)) GTEST_SKIP() << engine::kind_name(ek) << " not available";
-        if (!io::available(fk)) GTEST_SKIP() << io::kind_name(fk) << " not available";
+        if (!file_io::available(fk)) GTEST_SKIP() << file_io::kind_name(fk) << " not available";
         init_options o;
         o.engine = ek;
         o.log_engine = false;
@@ -39,7 +39,7 @@ protected:
         }
         if (!dir_.empty()) (void)std::system(("rm -rf " + dir_).c_str());
     }
-    io::engine_kind file_engine_kind() const { return std::get<1>(GetParam()); }
+    file_io::engine_kind file_engine_kind() const { return std::get<1>(GetParam()); }
     /// Runs body in a fiber and waits for it.
     template <typename F>
     void in_fiber(F&& body) {
@@ -52,7 +52,7 @@ protected:
 };
 
 inline std::string engine_pair_name(const ::testing::TestParamInfo<engine_pair>& info) {
-    return std::string(engine::kind_name(std::get<0>(info.param))) + "_" + io::kind_name(std::get<1>(info.param));
+    return std::string(engine::kind_name(std::get<0>(info.param))) + "_" + file_io::kind_name(std::get<1>(info.param));
 }
 
 }  // namespace gluon::test
@@ -62,9 +62,9 @@ inline std::string engine_pair_name(const ::testing::TestParamInfo<engine_pair>&
     INSTANTIATE_TEST_SUITE_P(                                                                       \
         engines, suite,                                                                             \
         ::testing::Combine(::testing::ValuesIn(::gluon::test::all_engines()),                       \
-                           ::testing::Values(::gluon::io::engine_kind::io_uring,                    \
-                                             ::gluon::io::engine_kind::libaio,                      \
-                                             ::gluon::io::engine_kind::posix_aio,                   \
-                                             ::gluon::io::engine_kind::psync,                       \
-                                             ::gluon::io::engine_kind::psync_inline)),              \
+                           ::testing::Values(::gluon::file_io::engine_kind::io_uring,                    \
+                                             ::gluon::file_io::engine_kind::libaio,                      \
+                                             ::gluon::file_io::engine_kind::posix_aio,                   \
+                                             ::gluon::file_io::engine_kind::psync,                       \
+                                             ::gluon::file_io::engine_kind::psync_inline)),              \
         ::gluon::test::engine_pair_name)

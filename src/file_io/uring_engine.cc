@@ -3,7 +3,7 @@
 // (EAGAIN) goes to the ring. Files on memory filesystems (tmpfs, ramfs), which refuse
 // RWF_NOWAIT but never wait for a device, are read and written inline; io_uring would hand each
 // of their operations to a kernel worker thread. What an fd is gets learned on its first such
-// operation and relearned once the number has been closed through gluon (fd::close, io::close);
+// operation and relearned once the number has been closed through gluon (fd::close, file_io::close);
 // an fd closed behind gluon's back keeps its class: only speed, never correctness, depends on it.
 //
 // On a vCPU whose event engine is io_uring, file ops go on the same ring
@@ -28,7 +28,7 @@
 #include "gluon/runtime/vcpu.h"
 #include "gluon/sys/ops.h"
 
-namespace gluon::io::detail {
+namespace gluon::file_io::detail {
 namespace {
 
 struct side_ring {
@@ -187,4 +187,4 @@ file_engine& uring_engine() noexcept {
     return e;
 }
 
-}  // namespace gluon::io::detail
+}  // namespace gluon::file_io::detail

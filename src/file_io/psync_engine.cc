@@ -3,7 +3,7 @@
 #include "engines.h"
 #include "gluon/runtime/runtime.h"
 
-namespace gluon::io::detail {
+namespace gluon::file_io::detail {
 
 long offload_execute(engine::io_op& op) noexcept {
     return offload_call([&] { return engine::execute_blocking(op); });  // inline off a vCPU
@@ -37,4 +37,4 @@ file_engine& psync_inline_engine() noexcept {
     return e;
 }
 
-}  // namespace gluon::io::detail
+}  // namespace gluon::file_io::detail

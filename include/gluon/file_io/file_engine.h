@@ -21,19 +21,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "gluon/common/clock.h"
 #include "gluon/common/result.h"
 #include "gluon/engine/engine.h"
 
-namespace gluon::io {
+namespace gluon::file_io {
 
 enum class engine_kind : uint8_t { automatic, io_uring, libaio, posix_aio, psync, psync_inline };
 
 const char* kind_name(engine_kind k) noexcept;
-/// Parses a kind_name(); also accepts "auto", "sync" (psync_inline) and "aio" (libaio).
-bool parse_kind(std::string_view s, engine_kind& k) noexcept;
+/// Parses a kind_name(); also accepts "auto", "sync" (psync_inline) and "aio" (libaio);
+/// nullopt for anything else.
+std::optional<engine_kind> parse_kind(std::string_view s) noexcept;
 /// True if engines of kind k work on this machine (probed once).
 bool available(engine_kind k) noexcept;
 
@@ -79,4 +81,4 @@ result<void> renameat(file_engine& e, int old_dir, const char* old_path, int new
                       const char* new_path, unsigned flags = 0) noexcept;
 result<void> mkdirat(file_engine& e, int dir, const char* path, mode_t mode = 0755) noexcept;
 
-}  // namespace gluon::io
+}  // namespace gluon::file_io

@@ -13,7 +13,7 @@
 #include "gluon/runtime/oneshot.h"
 #include "gluon/runtime/vcpu.h"
 
-namespace gluon::io::detail {
+namespace gluon::file_io::detail {
 namespace {
 
 constexpr int k_aio_depth = 512;
@@ -150,4 +150,4 @@ file_engine& libaio_engine() noexcept {
     return e;
 }
 
-}  // namespace gluon::io::detail
+}  // namespace gluon::file_io::detail

@@ -1,5 +1,5 @@
 // The file engines, each on each event engine: the same operations, the same answers.
-#include "gluon/io/file_engine.h"
+#include "gluon/file_io/file_engine.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
-#include "io/io_fixture.h"
+#include "file_io/io_fixture.h"
 
 namespace gluon {
 namespace {
@@ -23,7 +23,7 @@ protected:
     void SetUp() override {
         test::engine_pair_test::SetUp();
         if (IsSkipped() || HasFatalFailure()) return;
-        e_ = *io::get(file_engine_kind());
+        e_ = *file_io::get(file_engine_kind());
         dfd_ = ::open(dir_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
         ASSERT_GE(dfd_, 0);
     }
@@ -32,12 +32,12 @@ protected:
         test::engine_pair_test::TearDown();
     }
     int create(const char* name) {
-        auto fd = io::openat(*e_, dfd_, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        auto fd = file_io::openat(*e_, dfd_, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         EXPECT_TRUE(fd.has_value()) << fd.error().message();
         return fd.value_or(-1);
     }
 
-    io::file_engine* e_ = nullptr;
+    file_io::file_engine* e_ = nullptr;
     int dfd_ = -1;
 };
 
@@ -46,25 +46,25 @@ TEST_P(file_engine_test, write_then_read_back) {
         int fd = create("a");
         std::string data(100000, 'x');
         for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + i % 26);
-        auto w = io::pwrite(*e_, fd, data.data(), data.size(), 0);
+        auto w = file_io::pwrite(*e_, fd, data.data(), data.size(), 0);
         ASSERT_TRUE(w.has_value());
         EXPECT_EQ(*w, data.size());
         std::string back(data.size(), '\0');
-        auto r = io::pread(*e_, fd, back.data(), back.size(), 0);
+        auto r = file_io::pread(*e_, fd, back.data(), back.size(), 0);
         ASSERT_TRUE(r.has_value());
         EXPECT_EQ(*r, data.size());
         EXPECT_EQ(back, data);
         // Short read at end of file, then 0.
         char buf[64];
-        auto s = io::pread(*e_, fd, buf, sizeof buf, static_cast<int64_t>(data.size()) - 10);
+        auto s = file_io::pread(*e_, fd, buf, sizeof buf, static_cast<int64_t>(data.size()) - 10);
         ASSERT_TRUE(s.has_value());
         EXPECT_EQ(*s, 10u);
-        auto eof = io::pread(*e_, fd, buf, sizeof buf, static_cast<int64_t>(data.size()));
+        auto eof = file_io::pread(*e_, fd, buf, sizeof buf, static_cast<int64_t>(data.size()));
         ASSERT_TRUE(eof.has_value());
         EXPECT_EQ(*eof, 0u);
-        EXPECT_TRUE(io::fsync(*e_, fd).has_value());
-        EXPECT_TRUE(io::fsync(*e_, fd, true).has_value());
-        EXPECT_TRUE(io::close(*e_, fd).has_value());
+        EXPECT_TRUE(file_io::fsync(*e_, fd).has_value());
+        EXPECT_TRUE(file_io::fsync(*e_, fd, true).has_value());
+        EXPECT_TRUE(file_io::close(*e_, fd).has_value());
     });
 }
 
@@ -73,57 +73,57 @@ TEST_P(file_engine_test, vectored_io) {
         int fd = create("v");
         char a[] = "hello ", b[] = "vectored ", c[] = "world";
         iovec out[] = {{a, 6}, {b, 9}, {c, 5}};
-        auto w = io::pwritev(*e_, fd, out, 3, 100);
+        auto w = file_io::pwritev(*e_, fd, out, 3, 100);
         ASSERT_TRUE(w.has_value());
         EXPECT_EQ(*w, 20u);
         char x[10] = {}, y[10] = {};
         iovec in[] = {{x, 10}, {y, 10}};
-        auto r = io::preadv(*e_, fd, in, 2, 100);
+        auto r = file_io::preadv(*e_, fd, in, 2, 100);
         ASSERT_TRUE(r.has_value());
         EXPECT_EQ(*r, 20u);
         EXPECT_EQ(std::string(x, 10) + std::string(y, 10), "hello vectored world");
-        (void)io::close(*e_, fd);
+        (void)file_io::close(*e_, fd);
     });
 }
 
 TEST_P(file_engine_test, size_changes_and_metadata) {
     in_fiber([&] {
         int fd = create("m");
-        ASSERT_TRUE(io::fallocate(*e_, fd, 0, 0, 1 << 20).has_value());
-        auto st = io::statx(*e_, dfd_, "m", 0);
+        ASSERT_TRUE(file_io::fallocate(*e_, fd, 0, 0, 1 << 20).has_value());
+        auto st = file_io::statx(*e_, dfd_, "m", 0);
         ASSERT_TRUE(st.has_value());
         EXPECT_EQ(st->stx_size, 1u << 20);
-        ASSERT_TRUE(io::ftruncate(*e_, fd, 4096).has_value());
-        st = io::statx(*e_, fd, "", AT_EMPTY_PATH);
+        ASSERT_TRUE(file_io::ftruncate(*e_, fd, 4096).has_value());
+        st = file_io::statx(*e_, fd, "", AT_EMPTY_PATH);
         ASSERT_TRUE(st.has_value());
         EXPECT_EQ(st->stx_size, 4096u);
-        (void)io::close(*e_, fd);
+        (void)file_io::close(*e_, fd);
 
-        ASSERT_TRUE(io::mkdirat(*e_, dfd_, "sub").has_value());
-        EXPECT_EQ(io::mkdirat(*e_, dfd_, "sub").error(), std::errc::file_exists);
-        ASSERT_TRUE(io::renameat(*e_, dfd_, "m", dfd_, "sub/m2").has_value());
-        EXPECT_EQ(io::statx(*e_, dfd_, "m", 0).error(), std::errc::no_such_file_or_directory);
-        ASSERT_TRUE(io::statx(*e_, dfd_, "sub/m2", 0).has_value());
-        EXPECT_EQ(io::unlinkat(*e_, dfd_, "sub", AT_REMOVEDIR).error(), std::errc::directory_not_empty);
-        ASSERT_TRUE(io::unlinkat(*e_, dfd_, "sub/m2").has_value());
-        ASSERT_TRUE(io::unlinkat(*e_, dfd_, "sub", AT_REMOVEDIR).has_value());
+        ASSERT_TRUE(file_io::mkdirat(*e_, dfd_, "sub").has_value());
+        EXPECT_EQ(file_io::mkdirat(*e_, dfd_, "sub").error(), std::errc::file_exists);
+        ASSERT_TRUE(file_io::renameat(*e_, dfd_, "m", dfd_, "sub/m2").has_value());
+        EXPECT_EQ(file_io::statx(*e_, dfd_, "m", 0).error(), std::errc::no_such_file_or_directory);
+        ASSERT_TRUE(file_io::statx(*e_, dfd_, "sub/m2", 0).has_value());
+        EXPECT_EQ(file_io::unlinkat(*e_, dfd_, "sub", AT_REMOVEDIR).error(), std::errc::directory_not_empty);
+        ASSERT_TRUE(file_io::unlinkat(*e_, dfd_, "sub/m2").has_value());
+        ASSERT_TRUE(file_io::unlinkat(*e_, dfd_, "sub", AT_REMOVEDIR).has_value());
     });
 }
 
 TEST_P(file_engine_test, honest_errors) {
     in_fiber([&] {
-        EXPECT_EQ(io::openat(*e_, dfd_, "missing", O_RDONLY).error(), std::errc::no_such_file_or_directory);
+        EXPECT_EQ(file_io::openat(*e_, dfd_, "missing", O_RDONLY).error(), std::errc::no_such_file_or_directory);
         int fd = create("x");
-        EXPECT_EQ(io::openat(*e_, dfd_, "x", O_RDWR | O_CREAT | O_EXCL).error(), std::errc::file_exists);
-        EXPECT_EQ(io::openat(*e_, dfd_, ".", O_WRONLY).error(), std::errc::is_a_directory);
+        EXPECT_EQ(file_io::openat(*e_, dfd_, "x", O_RDWR | O_CREAT | O_EXCL).error(), std::errc::file_exists);
+        EXPECT_EQ(file_io::openat(*e_, dfd_, ".", O_WRONLY).error(), std::errc::is_a_directory);
         char buf[8];
-        EXPECT_EQ(io::pread(*e_, 12345, buf, 8, 0).error(), std::errc::bad_file_descriptor);
-        EXPECT_EQ(io::pread(*e_, dfd_, buf, 8, 0).error(), std::errc::is_a_directory);
-        EXPECT_EQ(io::ftruncate(*e_, fd, -1).error(), std::errc::invalid_argument);
-        (void)io::close(*e_, fd);
+        EXPECT_EQ(file_io::pread(*e_, 12345, buf, 8, 0).error(), std::errc::bad_file_descriptor);
+        EXPECT_EQ(file_io::pread(*e_, dfd_, buf, 8, 0).error(), std::errc::is_a_directory);
+        EXPECT_EQ(file_io::ftruncate(*e_, fd, -1).error(), std::errc::invalid_argument);
+        (void)file_io::close(*e_, fd);
         if (geteuid() != 0) {
             ::chmod((dir_ + "/x").c_str(), 0);
-            EXPECT_EQ(io::openat(*e_, dfd_, "x", O_RDONLY).error(), std::errc::permission_denied);
+            EXPECT_EQ(file_io::openat(*e_, dfd_, "x", O_RDONLY).error(), std::errc::permission_denied);
         }
     });
 }
@@ -147,7 +147,7 @@ TEST_P(file_engine_test, direct_io_and_many_fibers) {
             ASSERT_EQ(posix_memalign(&p, 4096, 4096), 0);
             for (int k = 0; k < 20; ++k) {
                 int b = (i * 31 + k * 17) % k_blocks;
-                auto r = io::pread(*e_, fd, p, 4096, static_cast<int64_t>(b) * 4096);
+                auto r = file_io::pread(*e_, fd, p, 4096, static_cast<int64_t>(b) * 4096);
                 if (!r || *r != 4096 || static_cast<char*>(p)[100] != 'A' + b % 50) ++bad;
                 ++done;
             }
@@ -163,13 +163,13 @@ TEST_P(file_engine_test, direct_io_and_many_fibers) {
 TEST_P(file_engine_test, interrupt_ends_a_wait_that_can_be_cancelled) {
     // A read of an empty pipe blocks until cancelled; only io_uring can cancel it (the other
     // engines run non-positioned reads as a syscall on the offload pool).
-    if (file_engine_kind() != io::engine_kind::io_uring) GTEST_SKIP() << "not cancellable";
+    if (file_engine_kind() != file_io::engine_kind::io_uring) GTEST_SKIP() << "not cancellable";
     int p[2];
     ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
     long got = 0;
     auto f = spawn([&] {
         char c;
-        auto r = io::pread(*e_, p[0], &c, 1, -1);
+        auto r = file_io::pread(*e_, p[0], &c, 1, -1);
         got = r ? 1 : -r.error().value();
     });
     ASSERT_TRUE(f.has_value());
@@ -189,7 +189,7 @@ TEST_P(file_engine_test, registered_buffers_and_files) {
     ASSERT_GE(fd, 0);
     ASSERT_EQ(::pwrite(fd, "registered!", 11, 0), 11);
     engine::engine* eng = current_engine();
-    const bool native = file_engine_kind() == io::engine_kind::io_uring &&
+    const bool native = file_engine_kind() == file_io::engine_kind::io_uring &&
                         eng->type() == engine::kind::io_uring;
     alignas(64) char buf[64] = {};
     iovec iov{buf, sizeof buf};
@@ -233,7 +233,7 @@ TEST(file_engine_sqpoll, file_io_on_an_sqpoll_ring) {
     auto r = init(o);
     if (!r && r.error() == std::errc::operation_not_permitted) GTEST_SKIP() << "SQPOLL not permitted";
     ASSERT_TRUE(r.has_value()) << r.error().message();
-    auto* e = *io::get(io::engine_kind::io_uring);
+    auto* e = *file_io::get(file_io::engine_kind::io_uring);
     char path[] = "/tmp/gluon-sqpoll-XXXXXX";
     int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
@@ -241,14 +241,14 @@ TEST(file_engine_sqpoll, file_io_on_an_sqpoll_ring) {
     auto f = spawn([&] {
         std::string data(8192, 's');
         for (int i = 0; i < 100; ++i) {
-            auto w = io::pwrite(*e, fd, data.data(), data.size(), i * 8192);
+            auto w = file_io::pwrite(*e, fd, data.data(), data.size(), i * 8192);
             ASSERT_TRUE(w.has_value());
             ASSERT_EQ(*w, data.size());
         }
         std::string back(8192, '\0');
-        ASSERT_EQ(*io::pread(*e, fd, back.data(), back.size(), 99 * 8192), 8192u);
+        ASSERT_EQ(*file_io::pread(*e, fd, back.data(), back.size(), 99 * 8192), 8192u);
         EXPECT_EQ(back, data);
-        EXPECT_TRUE(io::fsync(*e, fd).has_value());
+        EXPECT_TRUE(file_io::fsync(*e, fd).has_value());
     });
     ASSERT_TRUE(f.has_value());
     ASSERT_TRUE(f->join().has_value());

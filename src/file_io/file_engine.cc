@@ -1,9 +1,9 @@
-#include "gluon/io/file_engine.h"
+#include "gluon/file_io/file_engine.h"
 
 #include "engines.h"
 #include "gluon/runtime/fd.h"
 
-namespace gluon::io {
+namespace gluon::file_io {
 
 const char* kind_name(engine_kind k) noexcept {
     switch (k) {
@@ -17,7 +17,7 @@ const char* kind_name(engine_kind k) noexcept {
     return "?";
 }
 
-bool parse_kind(std::string_view s, engine_kind& k) noexcept {
+std::optional<engine_kind> parse_kind(std::string_view s) noexcept {
     struct alias {
         std::string_view name;
         engine_kind kind;
@@ -30,12 +30,9 @@ bool parse_kind(std::string_view s, engine_kind& k) noexcept {
         {"sync", engine_kind::psync_inline},
     };
     for (const auto& a : names) {
-        if (a.name == s) {
-            k = a.kind;
-            return true;
-        }
+        if (a.name == s) return a.kind;
     }
-    return false;
+    return std::nullopt;
 }
 
 bool available(engine_kind k) noexcept {
@@ -162,4 +159,4 @@ result<void> mkdirat(file_engine& e, int dir, const char* path, mode_t mode) noe
     return void_from_syscall(e.execute(op));
 }
 
-}  // namespace gluon::io
+}  // namespace gluon::file_io

@@ -1,9 +1,9 @@
-// The file engines behind gluon::io::get(). Private to the io module.
+// The file engines behind gluon::file_io::get(). Private to the file_io module.
 #pragma once
 
-#include "gluon/io/file_engine.h"
+#include "gluon/file_io/file_engine.h"
 
-namespace gluon::io::detail {
+namespace gluon::file_io::detail {
 
 file_engine& uring_engine() noexcept;
 file_engine& psync_engine() noexcept;
@@ -16,4 +16,4 @@ bool libaio_available() noexcept;
 /// Runs op as a blocking syscall on the offload pool (inline outside a vCPU).
 long offload_execute(engine::io_op& op) noexcept;
 
-}  // namespace gluon::io::detail
+}  // namespace gluon::file_io::detail
