@@ -66,9 +66,8 @@ result<selection> select(const options& opts) {
         why = "io_uring short of locked memory (RLIMIT_MEMLOCK)";
     else
         why = "io_uring setup failed: " + ring.error().message();
-    auto ep = create(kind::epoll, opts);
-    if (!ep) return unexpected(ep.error());
-    return selection{std::move(*ep), why + "; falling back to epoll"};
+    auto ep = GLUON_TRY(create(kind::epoll, opts));
+    return selection{std::move(ep), why + "; falling back to epoll"};
 }
 
 namespace {

@@ -44,23 +44,22 @@ public:
         // lengthen the file, which the truncate below undoes.
         uint64_t size = end;
         if (end != a1) {
-            auto st = in_->fstat();
-            if (!st) return unexpected(st.error());
-            size = static_cast<uint64_t>(st->st_size);
+            auto st = GLUON_TRY(in_->fstat());
+            size = static_cast<uint64_t>(st.st_size);
         }
         auto b = bounce(a1 - a0);
         if (!b) return errno_error(ENOMEM);
         std::memset(b.get(), 0, a1 - a0);
         // Edge blocks that the write covers only partly keep their other bytes.
         if (static_cast<uint64_t>(off) != a0)
-            if (auto r = fill(b.get(), a0); !r) return unexpected(r.error());
+            GLUON_TRY(fill(b.get(), a0));
         if (end != a1 && (a1 - a_ != a0 || static_cast<uint64_t>(off) == a0))
-            if (auto r = fill(b.get() + (a1 - a_ - a0), a1 - a_); !r) return unexpected(r.error());
+            GLUON_TRY(fill(b.get() + (a1 - a_ - a0), a1 - a_));
         std::memcpy(b.get() + (static_cast<uint64_t>(off) - a0), buf, n);
-        if (auto r = in_->pwrite_all(b.get(), a1 - a0, static_cast<int64_t>(a0)); !r) return unexpected(r.error());
+        GLUON_TRY(in_->pwrite_all(b.get(), a1 - a0, static_cast<int64_t>(a0)));
         const uint64_t new_size = std::max(size, end);
         if (a1 > new_size)
-            if (auto r = in_->ftruncate(static_cast<int64_t>(new_size)); !r) return unexpected(r.error());
+            GLUON_TRY(in_->ftruncate(static_cast<int64_t>(new_size)));
         return n;
     }
 
@@ -85,8 +84,7 @@ private:
     }
     // Reads the block at `at` into dst; past the end of file it stays zero.
     result<void> fill(char* dst, uint64_t at) noexcept {
-        auto r = in_->pread(dst, a_, static_cast<int64_t>(at));
-        if (!r) return unexpected(r.error());
+        GLUON_TRY(in_->pread(dst, a_, static_cast<int64_t>(at)));
         return {};
     }
 

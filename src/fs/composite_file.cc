@@ -44,9 +44,8 @@ public:
     result<struct stat> fstat() noexcept override {
         auto st = parts_[0]->fstat();
         if (!st) return st;
-        auto size = logical_size();
-        if (!size) return unexpected(size.error());
-        st->st_size = static_cast<off_t>(*size);
+        auto size = GLUON_TRY(logical_size());
+        st->st_size = static_cast<off_t>(size);
         return st;
     }
 
@@ -89,9 +88,8 @@ private:
     result<uint64_t> logical_size() noexcept override {
         uint64_t total = 0;
         for (size_t i = 0; i + 1 < parts_.size(); ++i) total += sizes_[i];
-        auto st = parts_.back()->fstat();
-        if (!st) return unexpected(st.error());
-        return total + static_cast<uint64_t>(st->st_size);
+        auto st = GLUON_TRY(parts_.back()->fstat());
+        return total + static_cast<uint64_t>(st.st_size);
     }
     std::vector<uint64_t> sizes_;
 };
@@ -111,10 +109,9 @@ private:
     result<uint64_t> logical_size() noexcept override {
         uint64_t end = 0;
         for (size_t i = 0; i < parts_.size(); ++i) {
-            auto st = parts_[i]->fstat();
-            if (!st) return unexpected(st.error());
-            if (st->st_size == 0) continue;
-            const uint64_t last = static_cast<uint64_t>(st->st_size) - 1;
+            auto st = GLUON_TRY(parts_[i]->fstat());
+            if (st.st_size == 0) continue;
+            const uint64_t last = static_cast<uint64_t>(st.st_size) - 1;
             end = std::max(end, ((last / stripe_) * parts_.size() + i) * stripe_ + last % stripe_ + 1);
         }
         return end;
@@ -129,9 +126,8 @@ result<std::unique_ptr<file>> make_linear(std::vector<std::unique_ptr<file>> par
     std::vector<uint64_t> sizes;
     for (auto& p : parts) {
         if (!p) return errno_error(EINVAL);
-        auto st = p->fstat();
-        if (!st) return unexpected(st.error());
-        sizes.push_back(static_cast<uint64_t>(st->st_size));
+        auto st = GLUON_TRY(p->fstat());
+        sizes.push_back(static_cast<uint64_t>(st.st_size));
     }
     return std::unique_ptr<file>(new linear_file(std::move(parts), std::move(sizes)));
 }

@@ -30,14 +30,11 @@ struct free_deleter {
 result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                            std::string_view dst, const copy_options& o) {
     if (o.chunk == 0 || o.depth == 0) return errno_error(EINVAL);
-    auto in = src_fs.open(src, O_RDONLY);
-    if (!in) return unexpected(in.error());
-    auto st = (*in)->fstat();
-    if (!st) return unexpected(st.error());
-    if (S_ISDIR(st->st_mode)) return errno_error(EISDIR);
-    auto out = dst_fs.open(dst, O_WRONLY | O_CREAT | O_TRUNC, st->st_mode & 07777);
-    if (!out) return unexpected(out.error());
-    const uint64_t total = static_cast<uint64_t>(st->st_size);
+    auto in = GLUON_TRY(src_fs.open(src, O_RDONLY));
+    auto st = GLUON_TRY(in->fstat());
+    if (S_ISDIR(st.st_mode)) return errno_error(EISDIR);
+    auto out = GLUON_TRY(dst_fs.open(dst, O_WRONLY | O_CREAT | O_TRUNC, st.st_mode & 07777));
+    const uint64_t total = static_cast<uint64_t>(st.st_size);
 
     // Small files get small buffers: one chunk just over the size, so EOF is seen at once.
     const size_t chunk = std::min<uint64_t>(o.chunk, (total + 4096) / 4096 * 4096);
@@ -53,8 +50,8 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
     for (unsigned i = 0; i < depth; ++i) (void)free_q.send(i);
 
     std::error_code read_err;
-    file& rf = **in;
-    auto reader = spawn([&] {
+    file& rf = *in;
+    auto read_ahead = [&] {
         int64_t off = 0;
         for (;;) {
             auto idx = free_q.recv();
@@ -69,15 +66,15 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
             off += static_cast<int64_t>(*r);
         }
         full_q.close();
-    });
-    if (!reader) return unexpected(reader.error());
+    };
+    fiber reader = GLUON_TRY(spawn(read_ahead));
 
     std::error_code write_err;
     uint64_t done = 0;
     for (;;) {
         auto f = full_q.recv();
         if (!f) break;
-        if (auto w = (*out)->pwrite_all(bufs[f->idx].get(), f->n, f->off); !w) {
+        if (auto w = out->pwrite_all(bufs[f->idx].get(), f->n, f->off); !w) {
             write_err = w.error();
             break;
         }
@@ -86,12 +83,12 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
         (void)free_q.send(f->idx);
     }
     free_q.close();
-    (void)reader->join();
+    (void)reader.join();
     if (write_err) return unexpected(write_err);
     if (read_err) return unexpected(read_err);
     if (o.fsync)
-        if (auto r = (*out)->fsync(); !r) return unexpected(r.error());
-    if (auto r = (*out)->close(); !r) return unexpected(r.error());
+        GLUON_TRY(out->fsync());
+    GLUON_TRY(out->close());
     return done;
 }
 
@@ -100,7 +97,7 @@ result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesyste
     copy_stats stats;
     std::error_code err;
     const std::string base = path::normalize(src);
-    auto r = path::walk(src_fs, base, [&](const std::string& p, const struct stat& st) {
+    auto visit = [&](const std::string& p, const struct stat& st) {
         std::string rel = p.size() > base.size() ? p.substr(base.size() + (base == "/" ? 0 : 1)) : "";
         std::string target = rel.empty() ? std::string(dst) : path::join(dst, rel);
         if (S_ISDIR(st.st_mode)) {
@@ -121,8 +118,8 @@ result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesyste
         }
         if (o.progress) o.progress(stats.bytes, 0);
         return err ? path::walk_action::stop : path::walk_action::next;
-    });
-    if (!r) return unexpected(r.error());
+    };
+    GLUON_TRY(path::walk(src_fs, base, visit));
     if (err) return unexpected(err);
     return stats;
 }

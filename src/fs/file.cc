@@ -51,9 +51,8 @@ result<int64_t> file::lseek(int64_t off, int whence) noexcept {
         case SEEK_SET: break;
         case SEEK_CUR: base = pos_; break;
         case SEEK_END: {
-            auto st = fstat();
-            if (!st) return unexpected(st.error());
-            base = st->st_size;
+            auto st = GLUON_TRY(fstat());
+            base = st.st_size;
             break;
         }
         default: return errno_error(EINVAL);
@@ -66,12 +65,11 @@ result<int64_t> file::lseek(int64_t off, int whence) noexcept {
 result<void> file::pwrite_all(const void* buf, size_t n, int64_t off) noexcept {
     auto* p = static_cast<const char*>(buf);
     while (n > 0) {
-        auto r = pwrite(p, n, off);
-        if (!r) return unexpected(r.error());
-        if (*r == 0) return errno_error(EIO);  // a write that makes no progress would spin
-        p += *r;
-        n -= *r;
-        off += static_cast<int64_t>(*r);
+        auto r = GLUON_TRY(pwrite(p, n, off));
+        if (r == 0) return errno_error(EIO);  // a write that makes no progress would spin
+        p += r;
+        n -= r;
+        off += static_cast<int64_t>(r);
     }
     return {};
 }
@@ -79,12 +77,11 @@ result<void> file::pwrite_all(const void* buf, size_t n, int64_t off) noexcept {
 result<void> file::pread_exactly(void* buf, size_t n, int64_t off) noexcept {
     auto* p = static_cast<char*>(buf);
     while (n > 0) {
-        auto r = pread(p, n, off);
-        if (!r) return unexpected(r.error());
-        if (*r == 0) return errno_error(ENODATA);
-        p += *r;
-        n -= *r;
-        off += static_cast<int64_t>(*r);
+        auto r = GLUON_TRY(pread(p, n, off));
+        if (r == 0) return errno_error(ENODATA);
+        p += r;
+        n -= r;
+        off += static_cast<int64_t>(r);
     }
     return {};
 }

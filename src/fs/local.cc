@@ -74,9 +74,8 @@ public:
     }
     result<struct stat> fstat() noexcept override {
         if (fd_ < 0) return errno_error(EBADF);
-        auto x = file_io::statx(*e_, fd_, "", AT_EMPTY_PATH);
-        if (!x) return unexpected(x.error());
-        return to_stat(*x);
+        auto x = GLUON_TRY(file_io::statx(*e_, fd_, "", AT_EMPTY_PATH));
+        return to_stat(x);
     }
     result<void> fsync() noexcept override { return fd_ < 0 ? errno_error(EBADF) : file_io::fsync(*e_, fd_); }
     result<void> fdatasync() noexcept override {
@@ -167,9 +166,8 @@ public:
     ~local_fs() override { ::close(root_); }
 
     result<std::unique_ptr<file>> open(std::string_view path, int flags, mode_t mode) noexcept override {
-        auto fd = file_io::openat(*e_, root_, rel(path).c_str(), flags | O_CLOEXEC, mode);
-        if (!fd) return unexpected(fd.error());
-        return make_file(*e_, *fd);
+        auto fd = GLUON_TRY(file_io::openat(*e_, root_, rel(path).c_str(), flags | O_CLOEXEC, mode));
+        return make_file(*e_, fd);
     }
     result<void> mkdir(std::string_view p, mode_t mode) noexcept override {
         return file_io::mkdirat(*e_, root_, rel(p).c_str(), mode);
@@ -222,25 +220,22 @@ public:
     }
     result<void> truncate(std::string_view p, int64_t len) noexcept override {
         if (len < 0) return errno_error(EINVAL);
-        auto f = open(p, O_WRONLY, 0);
-        if (!f) return unexpected(f.error());
-        return (*f)->ftruncate(len);
+        auto f = GLUON_TRY(open(p, O_WRONLY, 0));
+        return (f)->ftruncate(len);
     }
     result<void> utimes(std::string_view p, const timespec times[2]) noexcept override {
         std::string r = rel(p);
         return void_from_syscall(blocking(*e_, [&] { return sys::ret(::utimensat(root_, r.c_str(), times, 0)); }));
     }
     result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
-        auto fd = file_io::openat(*e_, root_, rel(p).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (!fd) return unexpected(fd.error());
-        return std::unique_ptr<directory>(new local_directory(*e_, *fd));
+        auto fd = GLUON_TRY(file_io::openat(*e_, root_, rel(p).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        return std::unique_ptr<directory>(new local_directory(*e_, fd));
     }
 
 private:
     result<struct stat> do_stat(std::string_view p, int flags) {
-        auto x = file_io::statx(*e_, root_, rel(p).c_str(), flags);
-        if (!x) return unexpected(x.error());
-        return to_stat(*x);
+        auto x = GLUON_TRY(file_io::statx(*e_, root_, rel(p).c_str(), flags));
+        return to_stat(x);
     }
 
     file_io::file_engine* e_;
@@ -250,18 +245,16 @@ private:
 }  // namespace
 
 result<std::unique_ptr<filesystem>> open_local(const std::string& root, file_io::engine_kind engine) {
-    auto e = file_io::get(engine);
-    if (!e) return unexpected(e.error());
+    auto e = GLUON_TRY(file_io::get(engine));
     long fd = sys::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (fd < 0) return errno_error(static_cast<int>(-fd));
-    return std::unique_ptr<filesystem>(new local_fs(**e, static_cast<int>(fd)));
+    return std::unique_ptr<filesystem>(new local_fs(*e, static_cast<int>(fd)));
 }
 
 result<std::unique_ptr<file>> adopt_fd(int fd, file_io::engine_kind engine) {
-    auto e = file_io::get(engine);
-    if (!e) return unexpected(e.error());
+    auto e = GLUON_TRY(file_io::get(engine));
     if (::fcntl(fd, F_GETFD) < 0) return errno_error(EBADF);
-    return make_file(**e, fd);
+    return make_file(*e, fd);
 }
 
 }  // namespace gluon::fs

@@ -97,10 +97,9 @@ walk_action walk_dir(filesystem& fs, const std::string& dir, result<void>& err,
 result<void> walk(filesystem& fs, std::string_view root,
                   const std::function<walk_action(const std::string&, const struct stat&)>& visit) {
     std::string r(root);
-    auto st = fs.lstat(r);
-    if (!st) return unexpected(st.error());
-    walk_action a = visit(r, *st);
-    if (a != walk_action::next || !S_ISDIR(st->st_mode)) return {};
+    auto st = GLUON_TRY(fs.lstat(r));
+    walk_action a = visit(r, st);
+    if (a != walk_action::next || !S_ISDIR(st.st_mode)) return {};
     result<void> err;
     walk_dir(fs, r, err, visit);
     return err;

@@ -10,9 +10,8 @@ public:
     sub_fs(std::shared_ptr<filesystem> base, std::string prefix) : base_(std::move(base)), prefix_(std::move(prefix)) {}
 
     result<std::unique_ptr<file>> open(std::string_view p, int flags, mode_t mode) noexcept override {
-        auto m = map(p);
-        if (!m) return unexpected(m.error());
-        return base_->open(*m, flags, mode);
+        auto m = GLUON_TRY(map(p));
+        return base_->open(m, flags, mode);
     }
     result<void> mkdir(std::string_view p, mode_t mode) noexcept override {
         return with(p, [&](const std::string& m) { return base_->mkdir(m, mode); });
@@ -24,16 +23,14 @@ public:
         return with(p, [&](const std::string& m) { return base_->unlink(m); });
     }
     result<void> rename(std::string_view a, std::string_view b) noexcept override {
-        auto ma = map(a), mb = map(b);
-        if (!ma) return unexpected(ma.error());
-        if (!mb) return unexpected(mb.error());
-        return base_->rename(*ma, *mb);
+        auto ma = GLUON_TRY(map(a));
+        auto mb = GLUON_TRY(map(b));
+        return base_->rename(ma, mb);
     }
     result<void> link(std::string_view a, std::string_view b) noexcept override {
-        auto ma = map(a), mb = map(b);
-        if (!ma) return unexpected(ma.error());
-        if (!mb) return unexpected(mb.error());
-        return base_->link(*ma, *mb);
+        auto ma = GLUON_TRY(map(a));
+        auto mb = GLUON_TRY(map(b));
+        return base_->link(ma, mb);
     }
     result<void> symlink(std::string_view target, std::string_view lp) noexcept override {
         return with(lp, [&](const std::string& m) { return base_->symlink(target, m); });
@@ -73,9 +70,8 @@ private:
     }
     template <typename F>
     auto with(std::string_view p, F&& f) -> decltype(f(std::string())) {
-        auto m = map(p);
-        if (!m) return unexpected(m.error());
-        return f(*m);
+        auto m = GLUON_TRY(map(p));
+        return f(m);
     }
 
     std::shared_ptr<filesystem> base_;
@@ -87,9 +83,8 @@ private:
 result<std::unique_ptr<filesystem>> make_sub_filesystem(std::shared_ptr<filesystem> base, std::string_view dir) {
     if (!base) return errno_error(EINVAL);
     std::string d = path::normalize(dir);
-    auto st = base->stat(d);
-    if (!st) return unexpected(st.error());
-    if (!S_ISDIR(st->st_mode)) return errno_error(ENOTDIR);
+    auto st = GLUON_TRY(base->stat(d));
+    if (!S_ISDIR(st.st_mode)) return errno_error(ENOTDIR);
     return std::unique_ptr<filesystem>(new sub_fs(std::move(base), std::move(d)));
 }
 

@@ -70,22 +70,20 @@ result<address> address::parse(std::string_view text) {
         if (close == std::string_view::npos) return errno_error(EINVAL);
         host = std::string(text.substr(1, close - 1));
         port = text.substr(close + 2);
-        auto p = parse_port(port);
-        if (!p) return unexpected(p.error());
+        auto p = GLUON_TRY(parse_port(port));
         sockaddr_in6 in6{};
         in6.sin6_family = AF_INET6;
-        in6.sin6_port = htons(*p);
+        in6.sin6_port = htons(p);
         if (inet_pton(AF_INET6, host.c_str(), &in6.sin6_addr) != 1) return errno_error(EINVAL);
         return from(reinterpret_cast<sockaddr*>(&in6), sizeof in6);
     }
     size_t colon = text.rfind(':');
     if (colon == std::string_view::npos) return errno_error(EINVAL);
     host = std::string(text.substr(0, colon));
-    auto p = parse_port(text.substr(colon + 1));
-    if (!p) return unexpected(p.error());
+    auto p = GLUON_TRY(parse_port(text.substr(colon + 1)));
     sockaddr_in in{};
     in.sin_family = AF_INET;
-    in.sin_port = htons(*p);
+    in.sin_port = htons(p);
     if (inet_pton(AF_INET, host.c_str(), &in.sin_addr) != 1) return errno_error(EINVAL);
     return from(reinterpret_cast<sockaddr*>(&in), sizeof in);
 }

@@ -302,15 +302,14 @@ result<stream> connect(std::string_view host, uint16_t port, duration timeout) {
     const deadline_t deadline = deadline_after(timeout);
     resolve_options o;
     o.timeout = timeout;
-    auto addrs = resolve(host, port, o);
-    if (!addrs) return unexpected(addrs.error());
+    auto addrs = GLUON_TRY(resolve(host, port, o));
     std::error_code last = errno_code(EHOSTUNREACH);
-    const size_t n = addrs->size();
+    const size_t n = addrs.size();
     for (size_t i = 0; i < n; ++i) {
         duration share = time_left(deadline);
         if (share.count() == 0) return errno_error(ETIMEDOUT);
         if (share != forever) share /= static_cast<int64_t>(n - i);
-        auto s = stream::connect((*addrs)[i], share);
+        auto s = stream::connect((addrs)[i], share);
         if (s) return s;
         last = s.error();
         if (last == std::errc::operation_canceled) break;

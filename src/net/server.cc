@@ -22,19 +22,16 @@ struct server::state {
 
 result<std::unique_ptr<server>> server::start(const address& addr, handler h, const listen_options& opts) {
     if (!is_vcpu()) return errno_error(EPERM);
-    auto l = listener::listen(addr, opts);
-    if (!l) return unexpected(l.error());
+    auto l = GLUON_TRY(listener::listen(addr, opts));
     std::unique_ptr<server> s(new server);
-    auto local = l->local_address();
-    if (!local) return unexpected(local.error());
-    s->local_ = *local;
-    s->listener_ = std::move(*l);
+    auto local = GLUON_TRY(l.local_address());
+    s->local_ = local;
+    s->listener_ = std::move(l);
     s->handler_ = std::move(h);
     s->nodelay_ = opts.nodelay && addr.family() != AF_UNIX;
     s->st_ = std::make_unique<state>();
-    auto f = spawn(fiber_options{.name = "accept"}, [srv = s.get()] { srv->accept_loop(); });
-    if (!f) return unexpected(f.error());
-    s->st_->acceptor = std::move(*f);
+    s->st_->acceptor =
+        GLUON_TRY(spawn(fiber_options{.name = "accept"}, [srv = s.get()] { srv->accept_loop(); }));
     return s;
 }
 

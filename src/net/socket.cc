@@ -59,10 +59,9 @@ result<int> socket_fd::get_option(int level, int name) const noexcept {
 // ---- stream -----------------------------------------------------------------------------
 
 result<stream> stream::connect(const address& addr, duration timeout) {
-    auto fd = new_socket(addr.family(), SOCK_STREAM);
-    if (!fd) return unexpected(fd.error());
-    stream s(*fd);
-    if (auto r = fd::connect(s.get(), addr.data(), addr.size(), timeout); !r) return unexpected(r.error());
+    auto fd = GLUON_TRY(new_socket(addr.family(), SOCK_STREAM));
+    stream s(fd);
+    GLUON_TRY(fd::connect(s.get(), addr.data(), addr.size(), timeout));
     if (addr.family() != AF_UNIX) (void)s.set_nodelay(true);
     return s;
 }
@@ -97,11 +96,10 @@ result<void> stream::send_file(int file_fd, int64_t off, size_t n, duration time
     while (n > 0) {
         const duration left = time_left(d);
         if (left.count() == 0) return errno_error(ETIMEDOUT);
-        auto r = fd::sendfile(fd_, file_fd, off, n, left);
-        if (!r) return unexpected(r.error());
-        if (*r == 0) return errno_error(ENODATA);
-        off += static_cast<int64_t>(*r);
-        n -= *r;
+        auto r = GLUON_TRY(fd::sendfile(fd_, file_fd, off, n, left));
+        if (r == 0) return errno_error(ENODATA);
+        off += static_cast<int64_t>(r);
+        n -= r;
     }
     return {};
 }
@@ -150,8 +148,7 @@ result<std::pair<size_t, size_t>> stream::recv_fds(void* buf, size_t n, std::spa
     msg.msg_iovlen = 1;
     msg.msg_control = ctl;
     msg.msg_controllen = sizeof ctl;
-    auto r = fd::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC, t);
-    if (!r) return unexpected(r.error());
+    auto r = GLUON_TRY(fd::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC, t));
     size_t got = 0;
     bool overflow = (msg.msg_flags & MSG_CTRUNC) != 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
@@ -172,19 +169,18 @@ result<std::pair<size_t, size_t>> stream::recv_fds(void* buf, size_t n, std::spa
         for (size_t i = 0; i < got; ++i) ::close(fds[i]);
         return errno_error(EMSGSIZE);
     }
-    return std::pair<size_t, size_t>(*r, got);
+    return std::pair<size_t, size_t>(r, got);
 }
 
 // ---- listener ---------------------------------------------------------------------------
 
 result<listener> listener::listen(const address& addr, const listen_options& opts) {
-    auto fd = new_socket(addr.family(), SOCK_STREAM);
-    if (!fd) return unexpected(fd.error());
-    listener l(*fd);
+    auto fd = GLUON_TRY(new_socket(addr.family(), SOCK_STREAM));
+    listener l(fd);
     if (addr.family() != AF_UNIX) {
         if (opts.reuse_address) (void)l.set_option(SOL_SOCKET, SO_REUSEADDR, 1);
         if (opts.reuse_port)
-            if (auto r = l.set_option(SOL_SOCKET, SO_REUSEPORT, 1); !r) return unexpected(r.error());
+            GLUON_TRY(l.set_option(SOL_SOCKET, SO_REUSEPORT, 1));
     }
     if (::bind(l.get(), addr.data(), addr.size()) < 0) return errno_error(errno);
     if (::listen(l.get(), opts.backlog) < 0) return errno_error(errno);
@@ -192,26 +188,23 @@ result<listener> listener::listen(const address& addr, const listen_options& opt
 }
 
 result<stream> listener::accept(duration t) noexcept {
-    auto c = fd::accept(fd_, nullptr, nullptr, SOCK_CLOEXEC, t);
-    if (!c) return unexpected(c.error());
-    return stream(*c);
+    auto c = GLUON_TRY(fd::accept(fd_, nullptr, nullptr, SOCK_CLOEXEC, t));
+    return stream(c);
 }
 
 result<stream> listener::accept(address& peer, duration t) noexcept {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    auto c = fd::accept(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC, t);
-    if (!c) return unexpected(c.error());
+    auto c = GLUON_TRY(fd::accept(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC, t));
     peer = address::from(reinterpret_cast<sockaddr*>(&ss), len);
-    return stream(*c);
+    return stream(c);
 }
 
 // ---- datagram ---------------------------------------------------------------------------
 
 result<datagram> datagram::open(int family) {
-    auto fd = new_socket(family, SOCK_DGRAM);
-    if (!fd) return unexpected(fd.error());
-    return datagram(*fd);
+    auto fd = GLUON_TRY(new_socket(family, SOCK_DGRAM));
+    return datagram(fd);
 }
 
 result<datagram> datagram::bind(const address& addr) {

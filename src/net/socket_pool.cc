@@ -196,9 +196,8 @@ result<socket_pool::lease> socket_pool::get_keyed(std::string key,
         }
         discarded = true;
     }
-    auto s = connect();
-    if (!s) return unexpected(s.error());
-    return lease(core_, std::move(key), std::move(*s), false);
+    auto s = GLUON_TRY(connect());
+    return lease(core_, std::move(key), std::move(s), false);
 }
 
 void socket_pool::clear() noexcept {

@@ -86,10 +86,9 @@ result<fiber_impl*> take_record(vcpu* v, size_t usable) noexcept {
         recycle_record(f);
         return f;
     }
-    auto st = stack_alloc(usable);
-    if (!st) return unexpected(st.error());
-    fiber_impl* f = new (record_of(*st)) fiber_impl;
-    f->stack = *st;
+    auto st = GLUON_TRY(stack_alloc(usable));
+    fiber_impl* f = new (record_of(st)) fiber_impl;
+    f->stack = st;
     return f;
 }
 

@@ -143,9 +143,8 @@ result<std::unique_ptr<work_pool>> work_pool::create(unsigned vcpus, bool pin) {
     o.vcpus = vcpus;
     o.pin = pin;
     o.vcpu.log_engine = false;
-    auto rt = runtime::start(o);
-    if (!rt) return unexpected(rt.error());
-    return std::unique_ptr<work_pool>(new work_pool(std::move(*rt)));
+    auto rt = GLUON_TRY(runtime::start(o));
+    return std::unique_ptr<work_pool>(new work_pool(std::move(rt)));
 }
 
 result<void> work_pool::async(std::function<void()> fn) { return rt_->post(next(), std::move(fn)); }

@@ -178,16 +178,15 @@ void idle_main(void* arg) noexcept {
 }  // namespace
 
 result<void> make_idle_fiber(vcpu* v) noexcept {
-    auto st = stack_alloc(k_idle_stack);
-    if (!st) return unexpected(st.error());
-    auto* f = new (record_of(*st)) fiber_impl;
-    f->stack = *st;
+    auto st = GLUON_TRY(stack_alloc(k_idle_stack));
+    auto* f = new (record_of(st)) fiber_impl;
+    f->stack = st;
     f->owner = v;
     f->is_main = true;  // not a user fiber: never migrates, never counted
     strncpy(f->name, "idle", sizeof f->name - 1);
 #ifdef GLUON_ASAN
-    f->asan_bottom = st->lo + k_guard_size;
-    f->asan_size = static_cast<size_t>(reinterpret_cast<char*>(f) - (st->lo + k_guard_size));
+    f->asan_bottom = st.lo + k_guard_size;
+    f->asan_size = static_cast<size_t>(reinterpret_cast<char*>(f) - (st.lo + k_guard_size));
 #endif
 #ifdef GLUON_TSAN
     f->tsan_fiber = __tsan_create_fiber(0);

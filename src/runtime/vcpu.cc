@@ -142,15 +142,13 @@ result<void> init(const init_options& opts) {
     std::unique_ptr<engine::engine> eng;
     std::string why;
     if (opts.engine && !std::getenv("GLUON_ENGINE")) {
-        auto e = engine::create(*opts.engine, eo);
-        if (!e) return unexpected(e.error());
-        eng = std::move(*e);
+        auto e = GLUON_TRY(engine::create(*opts.engine, eo));
+        eng = std::move(e);
         why = "requested by init_options";
     } else {
-        auto sel = engine::select(eo);
-        if (!sel) return unexpected(sel.error());
-        eng = std::move(sel->eng);
-        why = std::move(sel->reason);
+        auto sel = GLUON_TRY(engine::select(eo));
+        eng = std::move(sel.eng);
+        why = std::move(sel.reason);
     }
     auto* v = new vcpu(opts.stack_cache);
     v->eng = std::move(eng);

@@ -57,5 +57,95 @@ TEST(result, from_syscall_maps_negative_errno) {
     EXPECT_EQ(void_from_syscall(-EBADF).error(), std::errc::bad_file_descriptor);
 }
 
+TEST(result, and_then_chains_values_and_passes_errors_through) {
+    auto half = [](int v) -> result<int> {
+        if (v % 2) return errno_error(EINVAL);
+        return v / 2;
+    };
+    EXPECT_EQ(result<int>(8).and_then(half).and_then(half).value(), 2);
+    auto odd = result<int>(6).and_then(half).and_then(half);
+    EXPECT_EQ(odd.error(), std::errc::invalid_argument);
+    int calls = 0;
+    auto failed = result<int>(errno_error(EIO)).and_then([&](int v) -> result<int> {
+        ++calls;
+        return v;
+    });
+    EXPECT_EQ(calls, 0);
+    EXPECT_EQ(failed.error(), std::errc::io_error);
+    result<void> ok;
+    EXPECT_EQ(ok.and_then([] { return result<int>(3); }).value(), 3);
+    EXPECT_EQ(result<void>(errno_error(EIO)).and_then([] { return result<int>(3); }).error(),
+              std::errc::io_error);
+}
+
+TEST(result, transform_maps_the_value_and_may_return_void) {
+    auto len = result<std::string>(std::string("abcd")).transform([](const std::string& x) {
+        return x.size();
+    });
+    static_assert(std::is_same_v<decltype(len), result<size_t>>);
+    EXPECT_EQ(*len, 4u);
+    int seen = 0;
+    result<void> v = result<int>(5).transform([&](int x) { seen = x; });
+    EXPECT_TRUE(v);
+    EXPECT_EQ(seen, 5);
+    auto err = result<int>(errno_error(ENOENT)).transform([](int x) { return x * 2.0; });
+    static_assert(std::is_same_v<decltype(err), result<double>>);
+    EXPECT_EQ(err.error(), std::errc::no_such_file_or_directory);
+    // Moves out of an rvalue result.
+    auto moved = result<std::unique_ptr<int>>(std::make_unique<int>(7))
+                     .transform([](std::unique_ptr<int> p) { return *p; });
+    EXPECT_EQ(*moved, 7);
+}
+
+TEST(result, or_else_and_transform_error_touch_only_errors) {
+    auto recover = [](std::error_code e) -> result<int> {
+        if (e == std::errc::timed_out) return 0;
+        return unexpected(e);
+    };
+    EXPECT_EQ(result<int>(errno_error(ETIMEDOUT)).or_else(recover).value(), 0);
+    EXPECT_EQ(result<int>(errno_error(EIO)).or_else(recover).error(), std::errc::io_error);
+    EXPECT_EQ(result<int>(9).or_else(recover).value(), 9);
+    auto to_eof = [](std::error_code) { return errno_code(ENODATA); };
+    EXPECT_EQ(result<int>(errno_error(EPIPE)).transform_error(to_eof).error(),
+              std::errc::no_message_available);
+    EXPECT_EQ(result<int>(1).transform_error(to_eof).value(), 1);
+    EXPECT_EQ(result<void>(errno_error(EPIPE)).transform_error(to_eof).error(),
+              std::errc::no_message_available);
+    EXPECT_TRUE(result<void>().or_else([](std::error_code) { return result<void>(); }));
+}
+
+result<int> parse_digit(char c) {
+    if (c < '0' || c > '9') return errno_error(EINVAL);
+    return c - '0';
+}
+result<void> must_be_even(int v) {
+    if (v % 2) return errno_error(EDOM);
+    return {};
+}
+result<int> twice_even_digit(char c, int* reached) {
+    int v = GLUON_TRY(parse_digit(c));
+    GLUON_TRY(must_be_even(v));
+    *reached = v;
+    return v * 2;
+}
+
+TEST(result, try_returns_early_with_the_error_and_yields_the_value) {
+    int reached = -1;
+    EXPECT_EQ(*twice_even_digit('4', &reached), 8);
+    EXPECT_EQ(reached, 4);
+    reached = -1;
+    EXPECT_EQ(twice_even_digit('x', &reached).error(), std::errc::invalid_argument);
+    EXPECT_EQ(twice_even_digit('3', &reached).error(), std::errc::argument_out_of_domain);
+    EXPECT_EQ(reached, -1);
+    // An lvalue result is not moved from.
+    auto keep = [](const result<std::string>& r) -> result<size_t> {
+        std::string copy = GLUON_TRY(r);
+        return copy.size();
+    };
+    result<std::string> s(std::string("abc"));
+    EXPECT_EQ(*keep(s), 3u);
+    EXPECT_EQ(*s, "abc");
+}
+
 }  // namespace
 }  // namespace gluon

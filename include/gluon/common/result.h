@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cerrno>
+#include <functional>
 #include <new>
 #include <system_error>
 #include <type_traits>
@@ -26,6 +27,19 @@ inline unexpected errno_error(int e) { return unexpected(errno_code(e)); }
 namespace detail {
 /// result<T>::value() on an error: prints the error and aborts (library code throws nothing).
 [[noreturn]] void value_of_failed_result(int code, const std::error_category& cat) noexcept;
+}  // namespace detail
+
+template <typename T>
+class result;
+
+namespace detail {
+template <typename R>
+struct is_result : std::false_type {};
+template <typename T>
+struct is_result<result<T>> : std::true_type {};
+/// result<R> for R = f's return type with references and cv dropped (void stays void).
+template <typename F, typename... A>
+using transformed = result<std::remove_cv_t<std::invoke_result_t<F, A...>>>;
 }  // namespace detail
 
 /// A value or an error. The error is held as its value and category pointer, and a null category
@@ -103,7 +117,68 @@ public:
         return has_value() ? val_ : static_cast<T>(std::forward<U>(dflt));
     }
 
+    // Monadic operations with std::expected's semantics (C++23 [expected.object.monadic]):
+    //   and_then(f)        value -> f(value), which returns a result<U>; an error passes through
+    //   transform(f)       value -> result<U>{f(value)} (f may return void); an error passes through
+    //   or_else(f)         error -> f(error), which returns a result<T>; a value passes through
+    //   transform_error(f) error -> f(error), a new std::error_code; a value passes through
+    template <typename F>
+    auto and_then(F&& f) & { return and_then_impl(*this, std::forward<F>(f)); }
+    template <typename F>
+    auto and_then(F&& f) const& { return and_then_impl(*this, std::forward<F>(f)); }
+    template <typename F>
+    auto and_then(F&& f) && { return and_then_impl(std::move(*this), std::forward<F>(f)); }
+    template <typename F>
+    auto transform(F&& f) & { return transform_impl(*this, std::forward<F>(f)); }
+    template <typename F>
+    auto transform(F&& f) const& { return transform_impl(*this, std::forward<F>(f)); }
+    template <typename F>
+    auto transform(F&& f) && { return transform_impl(std::move(*this), std::forward<F>(f)); }
+    template <typename F>
+    result or_else(F&& f) const& {
+        static_assert(std::is_same_v<std::remove_cvref_t<std::invoke_result_t<F, std::error_code>>, result>,
+                      "or_else: f must return the same result type");
+        if (has_value()) return *this;
+        return std::invoke(std::forward<F>(f), error());
+    }
+    template <typename F>
+    result or_else(F&& f) && {
+        static_assert(std::is_same_v<std::remove_cvref_t<std::invoke_result_t<F, std::error_code>>, result>,
+                      "or_else: f must return the same result type");
+        if (has_value()) return std::move(*this);
+        return std::invoke(std::forward<F>(f), error());
+    }
+    template <typename F>
+    result transform_error(F&& f) const& {
+        if (has_value()) return *this;
+        return unexpected(std::error_code(std::invoke(std::forward<F>(f), error())));
+    }
+    template <typename F>
+    result transform_error(F&& f) && {
+        if (has_value()) return std::move(*this);
+        return unexpected(std::error_code(std::invoke(std::forward<F>(f), error())));
+    }
+
 private:
+    template <typename Self, typename F>
+    static auto and_then_impl(Self&& self, F&& f) {
+        using U = std::remove_cvref_t<std::invoke_result_t<F, decltype(std::forward<Self>(self).val_)>>;
+        static_assert(detail::is_result<U>::value, "and_then: f must return a result");
+        if (!self.has_value()) return U(unexpected(self.error()));
+        return std::invoke(std::forward<F>(f), std::forward<Self>(self).val_);
+    }
+    template <typename Self, typename F>
+    static auto transform_impl(Self&& self, F&& f) {
+        using R = detail::transformed<F, decltype(std::forward<Self>(self).val_)>;
+        if (!self.has_value()) return R(unexpected(self.error()));
+        if constexpr (std::is_void_v<typename R::value_type>) {
+            std::invoke(std::forward<F>(f), std::forward<Self>(self).val_);
+            return R();
+        } else {
+            return R(std::invoke(std::forward<F>(f), std::forward<Self>(self).val_));
+        }
+    }
+
     template <typename>
     friend class result;
 
@@ -147,6 +222,38 @@ public:
         return cat_ ? std::error_code(val_, *cat_) : std::error_code{};
     }
 
+    // Monadic operations as for result<T>; f takes no argument where result<T>'s takes the value.
+    template <typename F>
+    auto and_then(F&& f) const {
+        using U = std::remove_cvref_t<std::invoke_result_t<F>>;
+        static_assert(detail::is_result<U>::value, "and_then: f must return a result");
+        if (!has_value()) return U(unexpected(error()));
+        return std::invoke(std::forward<F>(f));
+    }
+    template <typename F>
+    auto transform(F&& f) const {
+        using R = detail::transformed<F>;
+        if (!has_value()) return R(unexpected(error()));
+        if constexpr (std::is_void_v<typename R::value_type>) {
+            std::invoke(std::forward<F>(f));
+            return R();
+        } else {
+            return R(std::invoke(std::forward<F>(f)));
+        }
+    }
+    template <typename F>
+    result or_else(F&& f) const {
+        static_assert(std::is_same_v<std::remove_cvref_t<std::invoke_result_t<F, std::error_code>>, result>,
+                      "or_else: f must return result<void>");
+        if (has_value()) return *this;
+        return std::invoke(std::forward<F>(f), error());
+    }
+    template <typename F>
+    result transform_error(F&& f) const {
+        if (has_value()) return *this;
+        return unexpected(std::error_code(std::invoke(std::forward<F>(f), error())));
+    }
+
 private:
     // Not a std::error_code member: its default constructor calls std::system_category(), an
     // out-of-line library call, on every successful return.
@@ -166,3 +273,22 @@ inline result<void> void_from_syscall(long r) {
 }
 
 }  // namespace gluon
+
+/// Early return for code that returns a result: evaluates expr (a result<T>); on an error,
+/// returns it from the enclosing function (converted to that function's result type); otherwise
+/// the macro's value is the T, moved out if expr is an rvalue (nothing for result<void>), like
+/// Rust's `?`:
+///
+///     result<config> load(const char* path) {
+///         int fd = GLUON_TRY(open_file(path));
+///         GLUON_TRY(check_header(fd));
+///         ...
+///
+/// A GNU statement expression (GCC and Clang).
+#define GLUON_TRY(...)                                                              \
+    ({                                                                              \
+        auto&& gluon_try_r_ = (__VA_ARGS__);                                        \
+        if (!gluon_try_r_) [[unlikely]]                                             \
+            return ::gluon::unexpected(gluon_try_r_.error());                       \
+        std::forward<decltype(gluon_try_r_)>(gluon_try_r_).value();                 \
+    })

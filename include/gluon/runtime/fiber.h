@@ -78,14 +78,13 @@ template <typename F, typename... Args>
 result<fiber> spawn(const fiber_options& opts, F&& fn, Args&&... args) {
     using state = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
     void* storage = nullptr;
-    auto f = detail::fiber_create(opts, sizeof(state), &storage, [](void* p) {
+    detail::fiber_impl* f = GLUON_TRY(detail::fiber_create(opts, sizeof(state), &storage, [](void* p) {
         auto* s = static_cast<state*>(p);
         std::apply([](auto& fn_, auto&... a) { std::invoke(std::move(fn_), std::move(a)...); }, *s);
         s->~state();
-    });
-    if (!f) return unexpected(f.error());
+    }));
     new (storage) state(std::forward<F>(fn), std::forward<Args>(args)...);
-    return fiber(*f);
+    return fiber(f);
 }
 
 template <typename F, typename... Args>

@@ -44,8 +44,7 @@ public:
         requires(!std::is_void_v<R>)
     result<R> call(unsigned i, F&& fn) {
         std::optional<R> out;
-        auto r = run(i, [&] { out.emplace(fn()); });
-        if (!r) return unexpected(r.error());
+        GLUON_TRY(run(i, [&] { out.emplace(fn()); }));
         return std::move(*out);
     }
 

@@ -129,7 +129,7 @@ bool iequal(std::string_view a, std::string_view b) noexcept {
 result<response> request(std::string_view url, const std::string_view* body,
                          const request_options& opts) noexcept {
     try {
-        if (auto r = global_init(); !r) return unexpected(r.error());
+        GLUON_TRY(global_init());
         std::unique_ptr<CURL, easy_deleter> easy(curl_easy_init());
         if (!easy) return errno_error(ENOMEM);
         CURL* e = easy.get();
@@ -155,9 +155,8 @@ result<response> request(std::string_view url, const std::string_view* body,
             curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
             curl_easy_setopt(e, CURLOPT_POSTFIELDS, body->empty() ? "" : body->data());
         }
-        auto status = perform(e, opts.timeout);
-        if (!status) return unexpected(status.error());
-        resp.status = *status;
+        auto status = GLUON_TRY(perform(e, opts.timeout));
+        resp.status = status;
         return resp;
     } catch (...) {  // std::bad_alloc from a std::string or std::vector above
         return errno_error(ENOMEM);
@@ -195,7 +194,7 @@ result<long> perform(CURL* easy, duration timeout) noexcept {
     }
     if (!easy) return errno_error(EINVAL);
     const deadline_t deadline = deadline_after(timeout);
-    if (auto r = global_init(); !r) return unexpected(r.error());
+    GLUON_TRY(global_init());
     std::error_code err;
     detail::multi* m = detail::multi::for_current_vcpu(err);
     if (!m) return unexpected(err);

@@ -127,27 +127,23 @@ result<void> add_trusted(SSL_CTX* c, const std::string& pem) {
 }
 
 result<void> load_identity(SSL_CTX* c, const context_options& o, bool server) {
-    auto chain = pem_source(o.cert_chain_pem, o.cert_chain_file);
-    if (!chain) return unexpected(chain.error());
-    auto key = pem_source(o.private_key_pem, o.private_key_file);
-    if (!key) return unexpected(key.error());
-    if (chain->empty() != key->empty())
+    auto chain = GLUON_TRY(pem_source(o.cert_chain_pem, o.cert_chain_file));
+    auto key = GLUON_TRY(pem_source(o.private_key_pem, o.private_key_file));
+    if (chain.empty() != key.empty())
         return fail(errc::invalid_configuration,
                     "a certificate chain needs a private key and the reverse");
-    if (chain->empty()) {
+    if (chain.empty()) {
         if (server)
             return fail(errc::invalid_configuration, "a TLS server needs a certificate and key");
         return {};
     }
-    if (auto r = use_chain(c, *chain); !r) return r;
-    return use_key(c, *key);
+    if (auto r = use_chain(c, chain); !r) return r;
+    return use_key(c, key);
 }
 
 result<void> load_trust(SSL_CTX* c, const context_options& o) {
-    auto pem = pem_source(o.ca_pem, o.ca_file);
-    if (!pem) return unexpected(pem.error());
-    if (!pem->empty())
-        if (auto r = add_trusted(c, *pem); !r) return r;
+    auto pem = GLUON_TRY(pem_source(o.ca_pem, o.ca_file));
+    if (!pem.empty()) GLUON_TRY(add_trusted(c, pem));
     if (!o.ca_dir.empty()) {
         struct stat st;
         if (::stat(o.ca_dir.c_str(), &st) != 0) {
@@ -158,7 +154,7 @@ result<void> load_trust(SSL_CTX* c, const context_options& o) {
             return fail(errc::invalid_configuration,
                         "CA directory " + o.ca_dir + ": " + drain_errors());
     }
-    if (pem->empty() && o.ca_dir.empty() && SSL_CTX_set_default_verify_paths(c) != 1)
+    if (pem.empty() && o.ca_dir.empty() && SSL_CTX_set_default_verify_paths(c) != 1)
         return fail(errc::invalid_configuration, "system CA locations: " + drain_errors());
     return {};
 }
@@ -216,14 +212,13 @@ result<void> configure(context::impl& im, const context_options& o) {
         if (auto r = load_trust(c, o); !r) return r;
         im.verify_mode = SSL_VERIFY_PEER | (im.server ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0);
     }
-    auto alpn = alpn_wire(o.alpn);
-    if (!alpn) return unexpected(alpn.error());
+    auto alpn = GLUON_TRY(alpn_wire(o.alpn));
     if (im.server) {
-        im.alpn_wire = std::move(*alpn);
+        im.alpn_wire = std::move(alpn);
         if (!im.alpn_wire.empty()) SSL_CTX_set_alpn_select_cb(c, select_alpn, &im);
-    } else if (!alpn->empty() &&
-               SSL_CTX_set_alpn_protos(c, reinterpret_cast<const unsigned char*>(alpn->data()),
-                                       static_cast<unsigned>(alpn->size())) != 0) {  // 0 is success
+    } else if (!alpn.empty() &&
+               SSL_CTX_set_alpn_protos(c, reinterpret_cast<const unsigned char*>(alpn.data()),
+                                       static_cast<unsigned>(alpn.size())) != 0) {  // 0 is success
         return fail(errc::invalid_configuration, "ALPN: " + drain_errors());
     }
     im.cache_max = o.session_cache_size;
@@ -314,18 +309,16 @@ void context::impl::put_session(const std::string& key, SSL_SESSION* s) {
 }
 
 result<context> context::make_client(const context_options& opts) {
-    auto im = make(opts, false);
-    if (!im) return unexpected(im.error());
+    auto im = GLUON_TRY(make(opts, false));
     context c;
-    c.impl_ = std::move(*im);
+    c.impl_ = std::move(im);
     return c;
 }
 
 result<context> context::make_server(const context_options& opts) {
-    auto im = make(opts, true);
-    if (!im) return unexpected(im.error());
+    auto im = GLUON_TRY(make(opts, true));
     context c;
-    c.impl_ = std::move(*im);
+    c.impl_ = std::move(im);
     return c;
 }
 

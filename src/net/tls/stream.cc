@@ -239,13 +239,12 @@ result<stream> stream::connect(net::stream sock, const context& ctx, std::string
     const deadline_t d = deadline_after(timeout);
     if (!ctx.impl_ || ctx.impl_->server)
         return detail::fail(errno_code(EINVAL), "tls::stream::connect needs a client context");
-    auto made = make_impl(std::move(sock), ctx.impl_, true);
-    if (!made) return unexpected(made.error());
-    impl& s = **made;
+    auto made = GLUON_TRY(make_impl(std::move(sock), ctx.impl_, true));
+    impl& s = *made;
     s.name = server_name;
     SSL_set_connect_state(s.ssl);
     if (!s.name.empty())
-        if (auto r = set_peer_name(s); !r) return unexpected(r.error());
+        GLUON_TRY(set_peer_name(s));
     if (s.ctx->cache_max > 0) {
         s.cache_key = s.name + '@' + s.peer;
         if (SSL_SESSION* sess = s.ctx->take_session(s.cache_key)) {
@@ -253,26 +252,21 @@ result<stream> stream::connect(net::stream sock, const context& ctx, std::string
             SSL_SESSION_free(sess);
         }
     }
-    auto r = drive(s, d, phase::handshake, [&] { return SSL_do_handshake(s.ssl); });
-    if (!r) return unexpected(r.error());
-    if (*r == 0)
+    if (GLUON_TRY(drive(s, d, phase::handshake, [&] { return SSL_do_handshake(s.ssl); })) == 0)
         return stream_fail(s, errc::handshake_failed, what(s, phase::handshake) + ": closed");
-    return stream(std::move(*made));
+    return stream(std::move(made));
 }
 
 result<stream> stream::accept(net::stream sock, const context& ctx, duration timeout) {
     const deadline_t d = deadline_after(timeout);
     if (!ctx.impl_ || !ctx.impl_->server)
         return detail::fail(errno_code(EINVAL), "tls::stream::accept needs a server context");
-    auto made = make_impl(std::move(sock), ctx.impl_, false);
-    if (!made) return unexpected(made.error());
-    impl& s = **made;
+    auto made = GLUON_TRY(make_impl(std::move(sock), ctx.impl_, false));
+    impl& s = *made;
     SSL_set_accept_state(s.ssl);
-    auto r = drive(s, d, phase::handshake, [&] { return SSL_do_handshake(s.ssl); });
-    if (!r) return unexpected(r.error());
-    if (*r == 0)
+    if (GLUON_TRY(drive(s, d, phase::handshake, [&] { return SSL_do_handshake(s.ssl); })) == 0)
         return stream_fail(s, errc::handshake_failed, what(s, phase::handshake) + ": closed");
-    return stream(std::move(*made));
+    return stream(std::move(made));
 }
 
 result<size_t> stream::recv_some(void* buf, size_t n, duration timeout) {
@@ -280,10 +274,8 @@ result<size_t> stream::recv_some(void* buf, size_t n, duration timeout) {
     if (impl_->failed) return already_failed(*impl_, "TLS recv");
     if (n == 0) return size_t{0};
     int len = n > INT_MAX ? INT_MAX : static_cast<int>(n);
-    auto r = drive(*impl_, deadline_after(timeout), phase::read,
-                   [&] { return SSL_read(impl_->ssl, buf, len); });
-    if (!r) return unexpected(r.error());
-    return static_cast<size_t>(*r);
+    return static_cast<size_t>(GLUON_TRY(drive(*impl_, deadline_after(timeout), phase::read,
+                                               [&] { return SSL_read(impl_->ssl, buf, len); })));
 }
 
 result<size_t> stream::send_some(const void* buf, size_t n, duration timeout) {
@@ -293,23 +285,21 @@ result<size_t> stream::send_some(const void* buf, size_t n, duration timeout) {
     if (s.shut) return stream_fail(s, errno_code(EPIPE), "TLS send after shutdown");
     if (n == 0) return size_t{0};
     int len = static_cast<int>(n < k_max_send ? n : k_max_send);
-    auto r =
-        drive(s, deadline_after(timeout), phase::write, [&] { return SSL_write(s.ssl, buf, len); });
-    if (!r) return unexpected(r.error());
-    if (*r == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
-    return static_cast<size_t>(*r);
+    auto sent = GLUON_TRY(
+        drive(s, deadline_after(timeout), phase::write, [&] { return SSL_write(s.ssl, buf, len); }));
+    if (sent == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
+    return static_cast<size_t>(sent);
 }
 
 result<void> stream::recv_exactly(void* buf, size_t n, duration timeout) {
     const deadline_t d = deadline_after(timeout);
     auto* p = static_cast<char*>(buf);
     while (n > 0) {
-        auto r = recv_some(p, n, time_left(d));
-        if (!r) return unexpected(r.error());
-        if (*r == 0)
+        auto r = GLUON_TRY(recv_some(p, n, time_left(d)));
+        if (r == 0)
             return stream_fail(*impl_, errno_code(EPIPE), "TLS recv: close_notify before the data");
-        p += *r;
-        n -= *r;
+        p += r;
+        n -= r;
     }
     return {};
 }
@@ -318,10 +308,9 @@ result<void> stream::send_all(const void* buf, size_t n, duration timeout) {
     const deadline_t d = deadline_after(timeout);
     auto* p = static_cast<const char*>(buf);
     while (n > 0) {
-        auto r = send_some(p, n, time_left(d));
-        if (!r) return unexpected(r.error());
-        p += *r;
-        n -= *r;
+        auto r = GLUON_TRY(send_some(p, n, time_left(d)));
+        p += r;
+        n -= r;
     }
     return {};
 }
@@ -333,11 +322,10 @@ result<void> stream::shutdown(duration timeout) {
     if (s.failed) return already_failed(s, "TLS shutdown");
     s.shut = true;
     // SSL_shutdown returns 0 once our close_notify is queued: we do not wait for the peer's.
-    auto r = drive(s, deadline_after(timeout), phase::shutdown, [&] {
+    GLUON_TRY(drive(s, deadline_after(timeout), phase::shutdown, [&] {
         int x = SSL_shutdown(s.ssl);
         return x >= 0 ? 1 : x;
-    });
-    if (!r) return unexpected(r.error());
+    }));
     return {};
 }
 
