@@ -81,27 +81,27 @@ engine::io_op make(engine::opcode c, int fd, void* buf = nullptr, size_t len = 0
 
 }  // namespace
 
-result<size_t> pread(file_engine& e, int fd, void* buf, size_t n, int64_t off, deadline_t d) noexcept {
+result<size_t> pread(file_engine& e, int fd, void* buf, size_t n, int64_t off, duration t) noexcept {
     auto op = make(engine::opcode::read, fd, buf, n, off);
-    return from_syscall<size_t>(e.execute(op, d));
+    return from_syscall<size_t>(e.execute(op, deadline_after(t)));
 }
 
 result<size_t> pwrite(file_engine& e, int fd, const void* buf, size_t n, int64_t off,
-                      deadline_t d) noexcept {
+                      duration t) noexcept {
     auto op = make(engine::opcode::write, fd, const_cast<void*>(buf), n, off);
-    return from_syscall<size_t>(e.execute(op, d));
+    return from_syscall<size_t>(e.execute(op, deadline_after(t)));
 }
 
 result<size_t> preadv(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
-                      deadline_t d) noexcept {
+                      duration t) noexcept {
     auto op = make(engine::opcode::readv, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
-    return from_syscall<size_t>(e.execute(op, d));
+    return from_syscall<size_t>(e.execute(op, deadline_after(t)));
 }
 
 result<size_t> pwritev(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
-                       deadline_t d) noexcept {
+                       duration t) noexcept {
     auto op = make(engine::opcode::writev, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
-    return from_syscall<size_t>(e.execute(op, d));
+    return from_syscall<size_t>(e.execute(op, deadline_after(t)));
 }
 
 result<void> fsync(file_engine& e, int fd, bool datasync) noexcept {

@@ -19,13 +19,13 @@ class aligned_file final : public detail::forwarding_file {
 public:
     aligned_file(std::unique_ptr<file> inner, size_t a) : forwarding_file(std::move(inner)), a_(a) {}
 
-    result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
+    result<size_t> do_pread(void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
         if (off < 0) return errno_error(EINVAL);
-        if (aligned(buf, n, off) || n == 0) return in_->pread(buf, n, off);
+        if (aligned(buf, n, off) || n == 0) return in_->pread(buf, n, off, time_left(d));
         const uint64_t a0 = down(off), a1 = up(static_cast<uint64_t>(off) + n);
         auto b = bounce(a1 - a0);
         if (!b) return errno_error(ENOMEM);
-        auto r = in_->pread(b.get(), a1 - a0, static_cast<int64_t>(a0));
+        auto r = in_->pread(b.get(), a1 - a0, static_cast<int64_t>(a0), time_left(d));
         if (!r) return r;
         const uint64_t skip = static_cast<uint64_t>(off) - a0;
         if (*r <= skip) return size_t{0};  // at or past end of file
@@ -34,9 +34,9 @@ public:
         return got;
     }
 
-    result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
+    result<size_t> do_pwrite(const void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
         if (off < 0) return errno_error(EINVAL);
-        if (aligned(buf, n, off) || n == 0) return in_->pwrite(buf, n, off);
+        if (aligned(buf, n, off) || n == 0) return in_->pwrite(buf, n, off, time_left(d));
         std::lock_guard lk(mu_);
         const uint64_t end = static_cast<uint64_t>(off) + n;
         const uint64_t a0 = down(off), a1 = up(end);
@@ -52,11 +52,11 @@ public:
         std::memset(b.get(), 0, a1 - a0);
         // Edge blocks that the write covers only partly keep their other bytes.
         if (static_cast<uint64_t>(off) != a0)
-            GLUON_TRY(fill(b.get(), a0));
+            GLUON_TRY(fill(b.get(), a0, d));
         if (end != a1 && (a1 - a_ != a0 || static_cast<uint64_t>(off) == a0))
-            GLUON_TRY(fill(b.get() + (a1 - a_ - a0), a1 - a_));
+            GLUON_TRY(fill(b.get() + (a1 - a_ - a0), a1 - a_, d));
         std::memcpy(b.get() + (static_cast<uint64_t>(off) - a0), buf, n);
-        GLUON_TRY(in_->pwrite_all(b.get(), a1 - a0, static_cast<int64_t>(a0)));
+        GLUON_TRY(in_->pwrite_all(b.get(), a1 - a0, static_cast<int64_t>(a0), time_left(d)));
         const uint64_t new_size = std::max(size, end);
         if (a1 > new_size)
             GLUON_TRY(in_->ftruncate(static_cast<int64_t>(new_size)));
@@ -64,11 +64,11 @@ public:
     }
 
     // Vectored calls go element by element through the aligning pread/pwrite above.
-    result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept override {
-        return file::preadv(iov, cnt, off);
+    result<size_t> do_preadv(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
+        return file::do_preadv(iov, cnt, off, d);
     }
-    result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept override {
-        return file::pwritev(iov, cnt, off);
+    result<size_t> do_pwritev(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
+        return file::do_pwritev(iov, cnt, off, d);
     }
 
 private:
@@ -83,8 +83,8 @@ private:
         return bounce_ptr(static_cast<char*>(p));
     }
     // Reads the block at `at` into dst; past the end of file it stays zero.
-    result<void> fill(char* dst, uint64_t at) noexcept {
-        GLUON_TRY(in_->pread(dst, a_, static_cast<int64_t>(at)));
+    result<void> fill(char* dst, uint64_t at, deadline_t d) noexcept {
+        GLUON_TRY(in_->pread(dst, a_, static_cast<int64_t>(at), time_left(d)));
         return {};
     }
 

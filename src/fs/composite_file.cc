@@ -18,11 +18,11 @@ class composite_file : public file {
 public:
     explicit composite_file(std::vector<std::unique_ptr<file>> parts) : parts_(std::move(parts)) {}
 
-    result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
-        return transfer(static_cast<char*>(buf), n, off, false);
+    result<size_t> do_pread(void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
+        return transfer(static_cast<char*>(buf), n, off, false, d);
     }
-    result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
-        return transfer(const_cast<char*>(static_cast<const char*>(buf)), n, off, true);
+    result<size_t> do_pwrite(const void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
+        return transfer(const_cast<char*>(static_cast<const char*>(buf)), n, off, true, d);
     }
     result<void> fsync() noexcept override {
         for (auto& p : parts_)
@@ -56,13 +56,13 @@ protected:
     std::vector<std::unique_ptr<file>> parts_;
 
 private:
-    result<size_t> transfer(char* p, size_t n, int64_t off, bool write) noexcept {
+    result<size_t> transfer(char* p, size_t n, int64_t off, bool write, deadline_t d) noexcept {
         if (off < 0) return errno_error(EINVAL);
         size_t done = 0;
         while (done < n) {
             piece pc = locate(off + static_cast<int64_t>(done), n - done);
-            auto r = write ? parts_[pc.part]->pwrite(p + done, pc.len, pc.off)
-                           : parts_[pc.part]->pread(p + done, pc.len, pc.off);
+            auto r = write ? parts_[pc.part]->pwrite(p + done, pc.len, pc.off, time_left(d))
+                           : parts_[pc.part]->pread(p + done, pc.len, pc.off, time_left(d));
             if (!r) return done ? result<size_t>(done) : r;
             done += *r;
             if (*r < pc.len) break;

@@ -23,24 +23,24 @@ result<size_t> per_element(const iovec* iov, int cnt, int64_t off, F&& one) {
 
 }  // namespace
 
-result<size_t> file::preadv(const iovec* iov, int cnt, int64_t off) noexcept {
-    return per_element(iov, cnt, off, [&](const iovec& v, int64_t o) { return pread(v.iov_base, v.iov_len, o); });
+result<size_t> file::do_preadv(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept {
+    return per_element(iov, cnt, off, [&](const iovec& v, int64_t o) { return do_pread(v.iov_base, v.iov_len, o, d); });
 }
 
-result<size_t> file::pwritev(const iovec* iov, int cnt, int64_t off) noexcept {
-    return per_element(iov, cnt, off, [&](const iovec& v, int64_t o) { return pwrite(v.iov_base, v.iov_len, o); });
+result<size_t> file::do_pwritev(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept {
+    return per_element(iov, cnt, off, [&](const iovec& v, int64_t o) { return do_pwrite(v.iov_base, v.iov_len, o, d); });
 }
 
 result<void> file::fallocate(int, int64_t, int64_t) noexcept { return errno_error(EOPNOTSUPP); }
 
-result<size_t> file::read(void* buf, size_t n) noexcept {
-    auto r = pread(buf, n, pos_);
+result<size_t> file::read(void* buf, size_t n, duration timeout) noexcept {
+    auto r = pread(buf, n, pos_, timeout);
     if (r) pos_ += static_cast<int64_t>(*r);
     return r;
 }
 
-result<size_t> file::write(const void* buf, size_t n) noexcept {
-    auto r = pwrite(buf, n, pos_);
+result<size_t> file::write(const void* buf, size_t n, duration timeout) noexcept {
+    auto r = pwrite(buf, n, pos_, timeout);
     if (r) pos_ += static_cast<int64_t>(*r);
     return r;
 }
@@ -62,10 +62,11 @@ result<int64_t> file::lseek(int64_t off, int whence) noexcept {
     return pos_;
 }
 
-result<void> file::pwrite_all(const void* buf, size_t n, int64_t off) noexcept {
+result<void> file::pwrite_all(const void* buf, size_t n, int64_t off, duration timeout) noexcept {
+    const deadline_t d = deadline_after(timeout);
     auto* p = static_cast<const char*>(buf);
     while (n > 0) {
-        auto r = GLUON_TRY(pwrite(p, n, off));
+        auto r = GLUON_TRY(do_pwrite(p, n, off, d));
         if (r == 0) return errno_error(EIO);  // a write that makes no progress would spin
         p += r;
         n -= r;
@@ -74,10 +75,11 @@ result<void> file::pwrite_all(const void* buf, size_t n, int64_t off) noexcept {
     return {};
 }
 
-result<void> file::pread_exactly(void* buf, size_t n, int64_t off) noexcept {
+result<void> file::pread_exactly(void* buf, size_t n, int64_t off, duration timeout) noexcept {
+    const deadline_t d = deadline_after(timeout);
     auto* p = static_cast<char*>(buf);
     while (n > 0) {
-        auto r = GLUON_TRY(pread(p, n, off));
+        auto r = GLUON_TRY(do_pread(p, n, off, d));
         if (r == 0) return errno_error(ENODATA);
         p += r;
         n -= r;

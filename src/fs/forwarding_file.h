@@ -12,15 +12,15 @@ class forwarding_file : public file {
 public:
     explicit forwarding_file(std::unique_ptr<file> inner) noexcept : in_(std::move(inner)) {}
 
-    result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override { return in_->pread(buf, n, off); }
-    result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
-        return in_->pwrite(buf, n, off);
+    result<size_t> do_pread(void* buf, size_t n, int64_t off, deadline_t d) noexcept override { return in_->pread(buf, n, off, time_left(d)); }
+    result<size_t> do_pwrite(const void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
+        return in_->pwrite(buf, n, off, time_left(d));
     }
-    result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept override {
-        return in_->preadv(iov, cnt, off);
+    result<size_t> do_preadv(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
+        return in_->preadv(iov, cnt, off, time_left(d));
     }
-    result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept override {
-        return in_->pwritev(iov, cnt, off);
+    result<size_t> do_pwritev(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
+        return in_->pwritev(iov, cnt, off, time_left(d));
     }
     result<struct stat> fstat() noexcept override { return in_->fstat(); }
     result<void> fsync() noexcept override { return in_->fsync(); }

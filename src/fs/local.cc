@@ -56,21 +56,21 @@ public:
         : e_(&e), fd_(fd), mem_align_(mem_align), off_align_(off_align) {}
     ~local_file() override { (void)close(); }
 
-    result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
+    result<size_t> do_pread(void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
         if (long r = usable(buf, n, off)) return errno_error(static_cast<int>(r));
-        return file_io::pread(*e_, fd_, buf, n, off);
+        return file_io::pread(*e_, fd_, buf, n, off, time_left(d));
     }
-    result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
+    result<size_t> do_pwrite(const void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
         if (long r = usable(buf, n, off)) return errno_error(static_cast<int>(r));
-        return file_io::pwrite(*e_, fd_, buf, n, off);
+        return file_io::pwrite(*e_, fd_, buf, n, off, time_left(d));
     }
-    result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept override {
+    result<size_t> do_preadv(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
         if (long r = usable_v(iov, cnt, off)) return errno_error(static_cast<int>(r));
-        return file_io::preadv(*e_, fd_, iov, cnt, off);
+        return file_io::preadv(*e_, fd_, iov, cnt, off, time_left(d));
     }
-    result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept override {
+    result<size_t> do_pwritev(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
         if (long r = usable_v(iov, cnt, off)) return errno_error(static_cast<int>(r));
-        return file_io::pwritev(*e_, fd_, iov, cnt, off);
+        return file_io::pwritev(*e_, fd_, iov, cnt, off, time_left(d));
     }
     result<struct stat> fstat() noexcept override {
         if (fd_ < 0) return errno_error(EBADF);

@@ -16,21 +16,21 @@ class throttled_file final : public detail::forwarding_file {
 public:
     throttled_file(std::unique_ptr<file> inner, throttle_limits l) : forwarding_file(std::move(inner)), lim_(l) {}
 
-    result<size_t> pread(void* buf, size_t n, int64_t off) noexcept override {
-        if (int e = admit(n)) return errno_error(e);
-        return in_->pread(buf, n, off);
+    result<size_t> do_pread(void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
+        if (int e = admit(n, d)) return errno_error(e);
+        return in_->pread(buf, n, off, time_left(d));
     }
-    result<size_t> pwrite(const void* buf, size_t n, int64_t off) noexcept override {
-        if (int e = admit(n)) return errno_error(e);
-        return in_->pwrite(buf, n, off);
+    result<size_t> do_pwrite(const void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
+        if (int e = admit(n, d)) return errno_error(e);
+        return in_->pwrite(buf, n, off, time_left(d));
     }
-    result<size_t> preadv(const iovec* iov, int cnt, int64_t off) noexcept override {
-        if (int e = admit(total(iov, cnt))) return errno_error(e);
-        return in_->preadv(iov, cnt, off);
+    result<size_t> do_preadv(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
+        if (int e = admit(total(iov, cnt), d)) return errno_error(e);
+        return in_->preadv(iov, cnt, off, time_left(d));
     }
-    result<size_t> pwritev(const iovec* iov, int cnt, int64_t off) noexcept override {
-        if (int e = admit(total(iov, cnt))) return errno_error(e);
-        return in_->pwritev(iov, cnt, off);
+    result<size_t> do_pwritev(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
+        if (int e = admit(total(iov, cnt), d)) return errno_error(e);
+        return in_->pwritev(iov, cnt, off, time_left(d));
     }
 
 private:
@@ -40,8 +40,10 @@ private:
         return t;
     }
 
-    // Returns 0, or the errno that ended the wait (ECANCELED: the fiber was interrupted).
-    int admit(size_t bytes) noexcept {
+    // Returns 0, or the errno that ended the wait (ECANCELED: the fiber was interrupted;
+    // ETIMEDOUT: the slot starts after the call's deadline, which is waited out first: the slot
+    // stays taken, as a timed-out operation may have run).
+    int admit(size_t bytes, deadline_t d) noexcept {
         const int64_t now = mono_now_ns();
         int64_t start;
         {
@@ -52,8 +54,9 @@ private:
                 next_byte_ = start + static_cast<int64_t>(static_cast<double>(bytes) * 1e9 / lim_.bytes_per_s);
         }
         if (start <= now) return 0;
-        auto r = this_fiber::sleep_until(start);  // parks a fiber; sleeps a plain thread
-        return r ? 0 : r.error().value();
+        auto r = this_fiber::sleep_until(std::min(start, d));  // parks a fiber; sleeps a thread
+        if (!r) return r.error().value();
+        return start > d ? ETIMEDOUT : 0;
     }
 
     throttle_limits lim_;

@@ -68,6 +68,20 @@ TEST_P(decorators_test, throttled_file_holds_its_rate) {
     });
 }
 
+TEST_P(decorators_test, a_throttled_read_past_its_timeout_fails_with_etimedout) {
+    using namespace std::chrono_literals;
+    in_fiber([&] {
+        auto t = fs::make_throttled(make("t", std::string(4096, 'x')), {.iops = 2, .bytes_per_s = 0});
+        char buf[16];
+        ASSERT_TRUE(t->pread(buf, sizeof buf, 0, 20ms));  // the first slot is now
+        const int64_t t0 = mono_now_ns();
+        EXPECT_EQ(t->pread(buf, sizeof buf, 0, 20ms).error(), std::errc::timed_out);
+        const double waited_ms = static_cast<double>(mono_now_ns() - t0) / 1e6;
+        EXPECT_GE(waited_ms, 19.0);  // the timeout is waited out, then the call gives up
+        EXPECT_EQ(t->pread_exactly(buf, sizeof buf, 0, 10ms).error(), std::errc::timed_out);
+    });
+}
+
 TEST_P(decorators_test, linear_and_striped_files) {
     in_fiber([&] {
         std::vector<std::unique_ptr<fs::file>> parts;

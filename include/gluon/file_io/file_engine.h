@@ -57,17 +57,18 @@ public:
 result<file_engine*> get(engine_kind k = engine_kind::automatic) noexcept;
 
 // Typed operations on plain fds through an engine. Errors are those of the syscall of the same
-// name (ENOENT, EACCES, ENOSPC, EISDIR, EBADF, EINVAL, EIO, ...) plus ETIMEDOUT / ECANCELED.
+// name (ENOENT, EACCES, ENOSPC, EISDIR, EBADF, EINVAL, EIO, ...) plus ETIMEDOUT (the timeout,
+// honoured as execute() says) / ECANCELED.
 // Reads may be short at end of file (0 = EOF); writes may be short (ENOSPC after a partial
 // write shows up as a short count, the next write fails).
 result<size_t> pread(file_engine& e, int fd, void* buf, size_t n, int64_t off,
-                     deadline_t deadline = k_no_deadline) noexcept;
+                     duration timeout = forever) noexcept;
 result<size_t> pwrite(file_engine& e, int fd, const void* buf, size_t n, int64_t off,
-                      deadline_t deadline = k_no_deadline) noexcept;
+                      duration timeout = forever) noexcept;
 result<size_t> preadv(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
-                      deadline_t deadline = k_no_deadline) noexcept;
+                      duration timeout = forever) noexcept;
 result<size_t> pwritev(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
-                       deadline_t deadline = k_no_deadline) noexcept;
+                       duration timeout = forever) noexcept;
 result<void> fsync(file_engine& e, int fd, bool datasync = false) noexcept;
 result<void> fallocate(file_engine& e, int fd, int mode, int64_t off, int64_t len) noexcept;
 result<void> ftruncate(file_engine& e, int fd, int64_t len) noexcept;
