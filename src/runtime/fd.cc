@@ -84,14 +84,18 @@ result<size_t> rw(engine::opcode code, int fd, void* buf, size_t n, int64_t off,
     return from_syscall<size_t>(rw_once(code, fd, buf, n, off, flags, dl(t)));
 }
 
-// Loops a read or write until n bytes moved; one deadline for the whole call. EOF is EPIPE.
+bool is_read(engine::opcode c) { return c == engine::opcode::read || c == engine::opcode::recv; }
+
+// Loops a read or write until n bytes moved; one deadline for the whole call. A read that finds
+// the end of the stream first fails with ENODATA (net/byte_stream.h: gluon's one end-of-stream
+// error); a write that moves nothing fails with EPIPE.
 result<void> transfer_all(engine::opcode code, int fd, void* buf, size_t n, duration t) {
     const deadline_t d = dl(t);
     auto* p = static_cast<char*>(buf);
     while (n > 0) {
         long r = rw_once(code, fd, p, n, -1, 0, d);
         if (r < 0) return errno_error(static_cast<int>(-r));
-        if (r == 0) return errno_error(EPIPE);
+        if (r == 0) return errno_error(is_read(code) ? ENODATA : EPIPE);
         p += r;
         n -= static_cast<size_t>(r);
     }

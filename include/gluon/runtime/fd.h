@@ -68,7 +68,8 @@ result<size_t> splice(int in_fd, int out_fd, size_t n, duration timeout = foreve
 /// Loops until all n bytes are written; a timeout applies to the whole call.
 /// Errors: those of write_some; on error, nothing is known about how much was written.
 result<void> write_all(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
-/// Loops until n bytes are read. Errors: those of read_some, and EPIPE for EOF before n bytes.
+/// Loops until n bytes are read. Errors: those of read_some, and ENODATA if the end of the file
+/// or stream came first (gluon's end-of-stream error everywhere; EPIPE is only a write's).
 result<void> read_exactly(int fd, void* buf, size_t n, duration timeout = forever) noexcept;
 /// write_all / read_exactly for sockets, with send(2)/recv(2) semantics (MSG_NOSIGNAL).
 result<void> send_all(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
