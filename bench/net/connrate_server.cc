@@ -30,17 +30,17 @@ namespace {
 constexpr char kResponse[] =
     "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n";
 
-void answer(net::stream& s) {
+void answer(net::byte_stream& s) {
     char buf[1024];
     size_t got = 0;
     // The request ends with an empty line; it comes in one segment in practice.
     while (got < sizeof buf) {
-        auto n = s.recv_some(buf + got, sizeof buf - got);
+        auto n = s.read_some(buf + got, sizeof buf - got);
         if (!n || *n == 0) return;
         got += *n;
         if (std::string_view(buf, got).find("\r\n\r\n") != std::string_view::npos) break;
     }
-    (void)s.send_all(kResponse, sizeof kResponse - 1);
+    (void)s.write_all(kResponse, sizeof kResponse - 1);
 }
 
 // An extra acceptor on a listening socket that another vCPU's net::server owns.

@@ -20,7 +20,7 @@ struct server::state {
     event all_done{true};  // set while no handler runs
 };
 
-result<std::unique_ptr<server>> server::start(const address& addr, handler h, const listen_options& opts) {
+result<std::unique_ptr<server>> server::start(const address& addr, handler h, const server_options& opts) {
     if (!is_vcpu()) return errno_error(EPERM);
     auto l = GLUON_TRY(listener::listen(addr, opts));
     std::unique_ptr<server> s(new server);
@@ -28,6 +28,7 @@ result<std::unique_ptr<server>> server::start(const address& addr, handler h, co
     s->local_ = local;
     s->listener_ = std::move(l);
     s->handler_ = std::move(h);
+    s->wrap_ = opts.wrap;
     s->nodelay_ = opts.nodelay && addr.family() != AF_UNIX;
     s->st_ = std::make_unique<state>();
     s->st_->acceptor =
@@ -62,8 +63,7 @@ void server::accept_loop() {
         st_->conns.push_back(*k);
         if (active_++ == 0) st_->all_done.reset();
         auto f = spawn([this, k, s = std::move(*c)]() mutable {
-            handler_(s);
-            (void)s.close();
+            serve(s);
             st_->conns.erase(*k);
             delete k;  // detaches our own handle
             if (--active_ == 0) st_->all_done.set();
@@ -78,6 +78,23 @@ void server::accept_loop() {
                                    f.error().message());
         }
     }
+}
+
+void server::serve(stream& s) {
+    if (!wrap_) {
+        handler_(s);
+        (void)s.close();
+        return;
+    }
+    auto wrapped = wrap_(std::move(s));
+    if (!wrapped) {
+        ++wrap_failures_;
+        GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: connection on {} dropped: {}",
+                               local_.to_string(), wrapped.error().message());
+        return;
+    }
+    handler_(**wrapped);
+    (void)(*wrapped)->close();
 }
 
 void server::stop(duration grace) noexcept {

@@ -23,7 +23,8 @@ result<void> attach_cpu_steering(int fd) {
 }  // namespace
 
 result<std::unique_ptr<sharded_server>> sharded_server::start(runtime& rt, const address& addr,
-                                                              server::handler h) {
+                                                              server::handler h,
+                                                              const server_options& opts) {
     std::unique_ptr<sharded_server> s(new sharded_server);
     s->rt_ = &rt;
     s->shards_.resize(rt.size());
@@ -32,7 +33,7 @@ result<std::unique_ptr<sharded_server>> sharded_server::start(runtime& rt, const
     // In vCPU order, so that group index i is vCPU i's listener.
     for (unsigned i = 0; i < rt.size() && !err; ++i) {
         auto r = rt.run(i, [&] {
-            listen_options o;
+            server_options o = opts;
             o.reuse_port = true;
             auto srv = server::start(where, h, o);
             if (!srv) {

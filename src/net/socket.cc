@@ -72,26 +72,27 @@ result<std::pair<stream, stream>> stream::pair() {
     return std::pair<stream, stream>(stream(sv[0]), stream(sv[1]));
 }
 
-result<size_t> stream::recv_some(void* buf, size_t n, duration t) noexcept {
+result<size_t> stream::do_read_some(void* buf, size_t n, duration t) {
     return fd::recv_some(fd_, buf, n, 0, t);
 }
-result<size_t> stream::send_some(const void* buf, size_t n, duration t) noexcept {
+result<size_t> stream::do_write_some(const void* buf, size_t n, duration t) {
     return fd::send_some(fd_, buf, n, 0, t);
 }
-result<void> stream::recv_exactly(void* buf, size_t n, duration t) noexcept {
-    return fd::recv_exactly(fd_, buf, n, t);
+result<size_t> stream::do_readv(const iovec* iov, int n, duration t) { return fd::readv(fd_, iov, n, t); }
+// sendmsg rather than writev: MSG_NOSIGNAL, so a peer that is gone is EPIPE, never SIGPIPE.
+result<size_t> stream::do_writev(const iovec* iov, int n, duration t) {
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = static_cast<size_t>(n);
+    return fd::sendmsg(fd_, &msg, 0, t);
 }
-result<void> stream::send_all(const void* buf, size_t n, duration t) noexcept {
-    return fd::send_all(fd_, buf, n, t);
-}
-result<size_t> stream::readv(const iovec* iov, int n, duration t) noexcept { return fd::readv(fd_, iov, n, t); }
-result<size_t> stream::writev(const iovec* iov, int n, duration t) noexcept { return fd::writev(fd_, iov, n, t); }
+result<void> stream::do_shutdown(duration) { return shutdown(SHUT_WR); }
 
-result<void> stream::send_all_zerocopy(const void* buf, size_t n, duration timeout) noexcept {
+result<void> stream::write_all_zerocopy(const void* buf, size_t n, duration timeout) noexcept {
     return fd::send_all_zerocopy(fd_, buf, n, timeout);
 }
 
-result<void> stream::send_file(int file_fd, int64_t off, size_t n, duration timeout) noexcept {
+result<void> stream::do_send_file(int file_fd, int64_t off, size_t n, duration timeout) {
     const deadline_t d = deadline_after(timeout);
     while (n > 0) {
         const duration left = time_left(d);

@@ -368,7 +368,7 @@ TEST_P(curl_test, interrupt_mid_transfer_is_ecanceled_and_the_multi_stays_usable
     std::string req;
     char buf[1024];
     while (req.find("\r\n\r\n") == std::string::npos) {
-        auto n = conn->recv_some(buf, sizeof buf, 5s);
+        auto n = conn->read_some(buf, sizeof buf, 5s);
         ASSERT_TRUE(n && *n > 0);
         req.append(buf, *n);
     }
@@ -377,7 +377,7 @@ TEST_P(curl_test, interrupt_mid_transfer_is_ecanceled_and_the_multi_stays_usable
     ASSERT_TRUE(f->join());
     EXPECT_EQ(got, std::errc::operation_canceled);
     // The handle left the multi and its connection was closed.
-    auto n = conn->recv_some(buf, sizeof buf, 5s);
+    auto n = conn->read_some(buf, sizeof buf, 5s);
     EXPECT_TRUE((n && *n == 0) || n.error() == std::errc::connection_reset);
     auto r = get(url("/hello.txt"), {.timeout = 5s});
     ASSERT_TRUE(r) << r.error().message();
@@ -386,12 +386,12 @@ TEST_P(curl_test, interrupt_mid_transfer_is_ecanceled_and_the_multi_stays_usable
 
 TEST_P(curl_test, post_sends_body_and_headers) {
     // A minimal HTTP peer on gluon that echoes the request body.
-    auto srv = server::start(address::ipv4_loopback(0), [](stream& s) {
+    auto srv = server::start(address::ipv4_loopback(0), [](byte_stream& s) {
         std::string in;
         char buf[4096];
         size_t end;
         while ((end = in.find("\r\n\r\n")) == std::string::npos) {
-            auto n = s.recv_some(buf, sizeof buf, 5s);
+            auto n = s.read_some(buf, sizeof buf, 5s);
             if (!n || *n == 0) return;
             in.append(buf, *n);
         }
@@ -400,14 +400,14 @@ TEST_P(curl_test, post_sends_body_and_headers) {
         const bool typed = in.find("Content-Type: text/x-gluon\r\n") != std::string::npos;
         std::string body = in.substr(end + 4);
         while (body.size() < len) {
-            auto n = s.recv_some(buf, sizeof buf, 5s);
+            auto n = s.read_some(buf, sizeof buf, 5s);
             if (!n || *n == 0) return;
             body.append(buf, *n);
         }
         std::string out = "HTTP/1.1 201 Created\r\nContent-Length: " + std::to_string(body.size()) +
                           "\r\nX-Typed: " + (typed ? "yes" : "no") +
                           "\r\nConnection: close\r\n\r\n" + body;
-        (void)s.send_all(out.data(), out.size(), 5s);
+        (void)s.write_all(out.data(), out.size(), 5s);
     });
     ASSERT_TRUE(srv);
     const std::string where = "http://" + (*srv)->local_address().to_string() + "/echo";

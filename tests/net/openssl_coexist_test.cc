@@ -17,14 +17,14 @@ void http_responder(tls::stream& s) {
     std::string req;
     char buf[4096];
     while (req.find("\r\n\r\n") == std::string::npos) {
-        auto n = s.recv_some(buf, sizeof buf, 5s);
+        auto n = s.read_some(buf, sizeof buf, 5s);
         if (!n || *n == 0) return;
         req.append(buf, *n);
     }
     const std::string body = "hello over tls";
     const std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
                              "\r\nConnection: close\r\n\r\n" + body;
-    (void)s.send_all(resp.data(), resp.size(), 5s);
+    (void)s.write_all(resp.data(), resp.size(), 5s);
     (void)s.shutdown(1s);
 }
 
@@ -64,10 +64,10 @@ TEST_P(openssl_coexist_test, libcurl_https_and_gluon_tls_in_one_process) {
             auto s = dial(srv.addr(), client_ctx(), "localhost");
             ASSERT_TRUE(s) << tls::last_error_message();
             const std::string req = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
-            ASSERT_TRUE(s->send_all(req.data(), req.size(), 5s));
+            ASSERT_TRUE(s->write_all(req.data(), req.size(), 5s));
             std::string resp;
             char buf[1024];
-            while (auto n = s->recv_some(buf, sizeof buf, 5s)) {
+            while (auto n = s->read_some(buf, sizeof buf, 5s)) {
                 if (*n == 0) break;
                 resp.append(buf, *n);
             }

@@ -290,9 +290,9 @@ TEST_P(resolver_test, connect_by_name_tries_each_address_in_turn) {
     ASSERT_TRUE(c) << c.error().message();
     auto s = l->accept(2s);
     ASSERT_TRUE(s);
-    ASSERT_TRUE(c->send_all("hi", 2, 2s));
+    ASSERT_TRUE(c->write_all("hi", 2, 2s));
     char buf[2];
-    ASSERT_TRUE(s->recv_exactly(buf, 2, 2s));
+    ASSERT_TRUE(s->read_exactly(buf, 2, 2s));
 
     // 127.0.0.7 refuses (the listener is bound to 127.0.0.1 only); the next address answers.
     auto fake = install_fake();

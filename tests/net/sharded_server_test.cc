@@ -29,12 +29,12 @@ TEST_P(sharded_test, connections_are_served_on_the_cpu_that_received_them) {
     auto rt = runtime::start(test::test_runtime(2, GetParam(), /*pin=*/true));
     ASSERT_TRUE(rt);
     std::atomic<int> local{0}, remote{0};
-    auto srv = sharded_server::start(**rt, address::ipv4_loopback(0), [&](stream& s) {
+    auto srv = sharded_server::start(**rt, address::ipv4_loopback(0), [&](byte_stream& s) {
         char want;
-        if (!s.recv_exactly(&want, 1, 5s)) return;
+        if (!s.read_exactly(&want, 1, 5s)) return;
         const char got = static_cast<char>('0' + sched_getcpu());
         (got == want ? local : remote)++;
-        (void)s.send_all(&got, 1);
+        (void)s.write_all(&got, 1);
     });
     ASSERT_TRUE(srv) << srv.error().message();
     constexpr int per_cpu = 25;

@@ -24,11 +24,11 @@ GLUON_ENGINE_TEST_SUITE(socket_pool_test);
 // An echo server; `replies` bounds the messages echoed per connection before the server closes
 // it (0: no bound).
 std::unique_ptr<server> echo_server(int replies = 0) {
-    auto srv = server::start(address::ipv4_loopback(0), [replies](stream& s) {
+    auto srv = server::start(address::ipv4_loopback(0), [replies](byte_stream& s) {
         char buf[256];
         for (int i = 0; replies == 0 || i < replies; ++i) {
-            auto n = s.recv_some(buf, sizeof buf, 10s);
-            if (!n || *n == 0 || !s.send_all(buf, *n, 10s)) return;
+            auto n = s.read_some(buf, sizeof buf, 10s);
+            if (!n || *n == 0 || !s.write_all(buf, *n, 10s)) return;
         }
     });
     EXPECT_TRUE(srv);
@@ -37,9 +37,9 @@ std::unique_ptr<server> echo_server(int replies = 0) {
 
 // One request/response on a leased connection.
 void ping(socket_pool::lease& l, const std::string& msg = "ping") {
-    ASSERT_TRUE(l->send_all(msg.data(), msg.size(), 5s));
+    ASSERT_TRUE(l->write_all(msg.data(), msg.size(), 5s));
     std::string in(msg.size(), '\0');
-    ASSERT_TRUE(l->recv_exactly(in.data(), in.size(), 5s));
+    ASSERT_TRUE(l->read_exactly(in.data(), in.size(), 5s));
     EXPECT_EQ(in, msg);
 }
 
@@ -123,10 +123,10 @@ TEST_P(socket_pool_test, connections_the_peer_closed_or_wrote_to_are_not_reused)
     EXPECT_EQ(pool.stats().discarded, 1u);
 
     // A server that talks out of turn: the unread bytes make the connection's state unknown.
-    auto chatty = server::start(address::ipv4_loopback(0), [](stream& s) {
-        (void)s.send_all("unasked", 7, 5s);
+    auto chatty = server::start(address::ipv4_loopback(0), [](byte_stream& s) {
+        (void)s.write_all("unasked", 7, 5s);
         char c;
-        (void)s.recv_some(&c, 1, 10s);
+        (void)s.read_some(&c, 1, 10s);
     });
     ASSERT_TRUE(chatty);
     auto c = pool.get((*chatty)->local_address());
@@ -228,8 +228,8 @@ TEST_P(socket_pool_test, fibers_on_two_vcpus_share_a_pool) {
                         auto l = pool.get(srv->local_address());
                         std::string msg = std::to_string(i) + "/" + std::to_string(r);
                         std::string in(msg.size(), '\0');
-                        if (!l || !(*l)->send_all(msg.data(), msg.size(), 5s) ||
-                            !(*l)->recv_exactly(in.data(), in.size(), 5s) || in != msg) {
+                        if (!l || !(*l)->write_all(msg.data(), msg.size(), 5s) ||
+                            !(*l)->read_exactly(in.data(), in.size(), 5s) || in != msg) {
                             ++failures;
                             continue;
                         }

@@ -41,10 +41,10 @@ GLUON_ENGINE_TEST_SUITE(net_test);
 
 // Echo server on `where`, one client that sends `n` bytes and checks the echo.
 void echo_round_trip(const address& where) {
-    auto srv = server::start(where, [](stream& s) {
+    auto srv = server::start(where, [](byte_stream& s) {
         char buf[4096];
-        while (auto n = s.recv_some(buf, sizeof buf)) {
-            if (*n == 0 || !s.send_all(buf, *n)) break;
+        while (auto n = s.read_some(buf, sizeof buf)) {
+            if (*n == 0 || !s.write_all(buf, *n)) break;
         }
     });
     ASSERT_TRUE(srv) << srv.error().message();
@@ -53,8 +53,8 @@ void echo_round_trip(const address& where) {
     std::string out(100000, '\0');
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 31 + 7);
     std::string in(out.size(), '\0');
-    auto writer = spawn([&] { ASSERT_TRUE(c->send_all(out.data(), out.size())); });
-    ASSERT_TRUE(c->recv_exactly(in.data(), in.size(), 5s));
+    auto writer = spawn([&] { ASSERT_TRUE(c->write_all(out.data(), out.size())); });
+    ASSERT_TRUE(c->read_exactly(in.data(), in.size(), 5s));
     ASSERT_TRUE(writer->join());
     EXPECT_EQ(in, out);
     ASSERT_TRUE(c->close());
@@ -80,14 +80,14 @@ TEST_P(net_test, unix_abstract_echo) {
 
 TEST_P(net_test, server_turns_nagle_off_on_accepted_tcp_connections) {
     int nodelay = -1;
-    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
-        nodelay = s.get_option(IPPROTO_TCP, TCP_NODELAY).value_or(-2);
+    auto srv = server::start(address::ipv4_loopback(0), [&](byte_stream& s) {
+        nodelay = s.socket()->get_option(IPPROTO_TCP, TCP_NODELAY).value_or(-2);
     });
     ASSERT_TRUE(srv);
     auto c = stream::connect((*srv)->local_address(), 2s);
     ASSERT_TRUE(c);
     char b;
-    EXPECT_EQ(c->recv_some(&b, 1, 2s).value_or(9), 0u);  // the handler returned: EOF
+    EXPECT_EQ(c->read_some(&b, 1, 2s).value_or(9), 0u);  // the handler returned: EOF
     EXPECT_EQ(nodelay, 1);
     (*srv)->stop(1s);
 }
@@ -100,7 +100,7 @@ TEST_P(net_test, send_file_streams_a_file_over_tcp) {
     std::string data(2 * 1024 * 1024 + 17, '\0');
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i ^ (i >> 9));
     ASSERT_EQ(::pwrite(file, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
-    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+    auto srv = server::start(address::ipv4_loopback(0), [&](byte_stream& s) {
         (void)s.send_file(file, 0, data.size());
         (void)s.send_file(file, static_cast<int64_t>(data.size()) - 5, 10).error();  // runs off the end
     });
@@ -108,7 +108,7 @@ TEST_P(net_test, send_file_streams_a_file_over_tcp) {
     auto c = stream::connect((*srv)->local_address(), 2s);
     ASSERT_TRUE(c);
     std::string in(data.size() + 5, '\0');
-    ASSERT_TRUE(c->recv_exactly(in.data(), in.size(), 5s));
+    ASSERT_TRUE(c->read_exactly(in.data(), in.size(), 5s));
     EXPECT_TRUE(in.substr(0, data.size()) == data);
     EXPECT_EQ(in.substr(data.size()), data.substr(data.size() - 5));
     (*srv)->stop(1s);
@@ -125,13 +125,13 @@ TEST_P(net_test, connect_refused_is_a_clear_error) {
 
 TEST_P(net_test, half_close_and_peer_reset) {
     auto [a, b] = *stream::pair();
-    ASSERT_TRUE(a.send_all("abc", 3));
+    ASSERT_TRUE(a.write_all("abc", 3));
     ASSERT_TRUE(a.shutdown(SHUT_WR));
     char buf[8];
-    ASSERT_TRUE(b.recv_exactly(buf, 3));
-    EXPECT_EQ(b.recv_some(buf, sizeof buf).value_or(99), 0u);  // EOF, but b can still send
-    ASSERT_TRUE(b.send_all("xy", 2));
-    ASSERT_TRUE(a.recv_exactly(buf, 2));
+    ASSERT_TRUE(b.read_exactly(buf, 3));
+    EXPECT_EQ(b.read_some(buf, sizeof buf).value_or(99), 0u);  // EOF, but b can still send
+    ASSERT_TRUE(b.write_all("xy", 2));
+    ASSERT_TRUE(a.read_exactly(buf, 2));
     EXPECT_EQ(std::string(buf, 2), "xy");
 
     // A TCP peer that resets: the reader gets ECONNRESET, not a hang.
@@ -141,7 +141,7 @@ TEST_P(net_test, half_close_and_peer_reset) {
     ASSERT_TRUE(c && s);
     ASSERT_TRUE(c->set_linger(true, 0));
     ASSERT_TRUE(c->close());
-    auto r = s->recv_some(buf, sizeof buf, 2s);
+    auto r = s->read_some(buf, sizeof buf, 2s);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::connection_reset);
 }
@@ -159,20 +159,20 @@ TEST_P(net_test, data_then_end_of_stream_in_one_arrival) {
         char buf[64 * 1024];
         // The server is waiting in a read when data and FIN arrive.
         auto reader = spawn([&] {
-            auto n = s->recv_some(buf, sizeof buf, 2s);
+            auto n = s->read_some(buf, sizeof buf, 2s);
             ASSERT_TRUE(n) << n.error().message();
             size_t got = *n;
             while (got < 3) {
-                auto m = s->recv_some(buf + got, sizeof buf - got, 2s);
+                auto m = s->read_some(buf + got, sizeof buf - got, 2s);
                 ASSERT_TRUE(m && *m > 0);
                 got += *m;
             }
-            auto eof = s->recv_some(buf, sizeof buf, 2s);
+            auto eof = s->read_some(buf, sizeof buf, 2s);
             ASSERT_TRUE(eof) << eof.error().message();  // ETIMEDOUT here: the FIN was lost
             EXPECT_EQ(*eof, 0u);
         });
         this_fiber::yield();
-        ASSERT_TRUE(c->send_all("abc", 3));
+        ASSERT_TRUE(c->write_all("abc", 3));
         ASSERT_TRUE(c->close());
         ASSERT_TRUE(reader->join());
     }
@@ -183,14 +183,14 @@ TEST_P(net_test, short_peek_then_read) {
     auto [a, b] = *stream::pair();
     char buf[64];
     // Settle b's readiness state: a read that empties it, then a wait that times out.
-    ASSERT_TRUE(a.send_all("x", 1));
-    ASSERT_TRUE(b.recv_exactly(buf, 1));
-    EXPECT_EQ(b.recv_some(buf, sizeof buf, 10ms).error(), std::errc::timed_out);
-    ASSERT_TRUE(a.send_all("hello", 5));
+    ASSERT_TRUE(a.write_all("x", 1));
+    ASSERT_TRUE(b.read_exactly(buf, 1));
+    EXPECT_EQ(b.read_some(buf, sizeof buf, 10ms).error(), std::errc::timed_out);
+    ASSERT_TRUE(a.write_all("hello", 5));
     auto p = fd::recv_some(b.get(), buf, sizeof buf, MSG_PEEK, 2s);
     ASSERT_TRUE(p);
     EXPECT_EQ(*p, 5u);
-    auto r = b.recv_some(buf, sizeof buf, 2s);
+    auto r = b.read_some(buf, sizeof buf, 2s);
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(*r, 5u);
 }
@@ -199,7 +199,7 @@ TEST_P(net_test, sending_to_a_closed_peer_is_epipe_not_sigpipe) {
     auto [a, b] = *stream::pair();
     ASSERT_TRUE(b.close());
     std::string big(1 << 20, 'x');
-    auto r = a.send_all(big.data(), big.size(), 2s);  // SIGPIPE's default action would kill us
+    auto r = a.write_all(big.data(), big.size(), 2s);  // SIGPIPE's default action would kill us
     ASSERT_FALSE(r);
     EXPECT_TRUE(r.error() == std::errc::broken_pipe || r.error() == std::errc::connection_reset);
 }
@@ -207,9 +207,9 @@ TEST_P(net_test, sending_to_a_closed_peer_is_epipe_not_sigpipe) {
 TEST_P(net_test, recv_timeout_and_interrupt) {
     auto [a, b] = *stream::pair();
     char c;
-    EXPECT_EQ(a.recv_some(&c, 1, 10ms).error(), std::errc::timed_out);
+    EXPECT_EQ(a.read_some(&c, 1, 10ms).error(), std::errc::timed_out);
     std::error_code got;
-    auto f = spawn([&] { got = a.recv_some(&c, 1).error(); });
+    auto f = spawn([&] { got = a.read_some(&c, 1).error(); });
     this_fiber::yield();
     ASSERT_TRUE(f->interrupt());
     ASSERT_TRUE(f->join());
@@ -222,13 +222,13 @@ TEST_P(net_test, recv_timeout_and_interrupt) {
 TEST_P(net_test, slow_reader_times_out_the_sender_not_the_server) {
     std::atomic<int> slow_result{0};
     event slow_done;
-    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+    auto srv = server::start(address::ipv4_loopback(0), [&](byte_stream& s) {
         char first;
-        if (!s.recv_exactly(&first, 1)) return;
+        if (!s.read_exactly(&first, 1)) return;
         if (first == 's') {  // the slow reader: push 64 MiB at it
             std::string big(1 << 20, 'z');
             for (int i = 0; i < 64; ++i) {
-                auto r = s.send_all(big.data(), big.size(), 300ms);
+                auto r = s.write_all(big.data(), big.size(), 300ms);
                 if (!r) {
                     slow_result = r.error().value();
                     break;
@@ -238,25 +238,25 @@ TEST_P(net_test, slow_reader_times_out_the_sender_not_the_server) {
             return;
         }
         char buf[512];
-        while (auto n = s.recv_some(buf, sizeof buf)) {  // everyone else: echo
-            if (*n == 0 || !s.send_all(buf, *n)) break;
+        while (auto n = s.read_some(buf, sizeof buf)) {  // everyone else: echo
+            if (*n == 0 || !s.write_all(buf, *n)) break;
         }
     });
     ASSERT_TRUE(srv);
     auto slow = stream::connect((*srv)->local_address(), 2s);
     ASSERT_TRUE(slow);
     ASSERT_TRUE(slow->set_buffer_sizes(4096, 4096));
-    ASSERT_TRUE(slow->send_all("s", 1));
+    ASSERT_TRUE(slow->write_all("s", 1));
     auto fast = stream::connect((*srv)->local_address(), 2s);
     ASSERT_TRUE(fast);
-    ASSERT_TRUE(fast->send_all("fhello", 6));
+    ASSERT_TRUE(fast->write_all("fhello", 6));
     char echo[5];
-    ASSERT_TRUE(fast->recv_exactly(echo, 5, 2s));  // served while the slow one is stuck
+    ASSERT_TRUE(fast->read_exactly(echo, 5, 2s));  // served while the slow one is stuck
     EXPECT_EQ(std::string(echo, 5), "hello");
     ASSERT_TRUE(slow_done.wait(5s));
     EXPECT_EQ(slow_result, ETIMEDOUT);
-    ASSERT_TRUE(fast->send_all("again", 5));
-    ASSERT_TRUE(fast->recv_exactly(echo, 5, 2s));
+    ASSERT_TRUE(fast->write_all("again", 5));
+    ASSERT_TRUE(fast->read_exactly(echo, 5, 2s));
     (*srv)->stop(1s);
 }
 
@@ -298,9 +298,9 @@ TEST_P(net_test, fd_passing_over_unix) {
 
 TEST_P(net_test, server_stop_interrupts_handlers_after_grace) {
     bool handler_saw_cancel = false;
-    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+    auto srv = server::start(address::ipv4_loopback(0), [&](byte_stream& s) {
         char c;
-        handler_saw_cancel = s.recv_some(&c, 1).error() == std::errc::operation_canceled;
+        handler_saw_cancel = s.read_some(&c, 1).error() == std::errc::operation_canceled;
     });
     ASSERT_TRUE(srv);
     auto c = stream::connect((*srv)->local_address());
@@ -329,9 +329,9 @@ TEST_P(net_test, accept_storm_past_the_fd_limit_keeps_serving) {
     GTEST_SKIP() << "the sanitizer runtimes need fds of their own to report; none are left here";
 #endif
     int served = 0;
-    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+    auto srv = server::start(address::ipv4_loopback(0), [&](byte_stream& s) {
         char c;
-        if (s.recv_exactly(&c, 1, 5s)) ++served;
+        if (s.read_exactly(&c, 1, 5s)) ++served;
     });
     ASSERT_TRUE(srv);
     // Client sockets made before the limit drops: connecting them needs no new fd, but the
@@ -351,7 +351,7 @@ TEST_P(net_test, accept_storm_past_the_fd_limit_keeps_serving) {
     const uint64_t accepted_during_storm = (*srv)->accepted();
     ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
     log::reset_sink();
-    for (auto& c : clients) ASSERT_TRUE(c.send_all("k", 1));
+    for (auto& c : clients) ASSERT_TRUE(c.write_all("k", 1));
     const deadline_t until = deadline_after(10s);
     while (served < n && mono_now_ns() < until) (void)this_fiber::sleep_for(1ms);
     EXPECT_EQ(accepted_during_storm, 0u);
@@ -364,9 +364,9 @@ TEST_P(net_test, accept_storm_past_the_fd_limit_keeps_serving) {
 TEST_P(net_test, server_accepts_many_connections_at_once) {
     constexpr int n = 300;
     int served = 0;
-    auto srv = server::start(address::ipv4_loopback(0), [&](stream& s) {
+    auto srv = server::start(address::ipv4_loopback(0), [&](byte_stream& s) {
         char c;
-        if (s.recv_exactly(&c, 1, 5s) && s.send_all(&c, 1, 5s)) ++served;
+        if (s.read_exactly(&c, 1, 5s) && s.write_all(&c, 1, 5s)) ++served;
     });
     ASSERT_TRUE(srv);
     const address where = (*srv)->local_address();
@@ -377,7 +377,7 @@ TEST_P(net_test, server_accepts_many_connections_at_once) {
             auto c = stream::connect(where, 5s);
             if (!c) return;
             char out = static_cast<char>(i), in = 0;
-            if (c->send_all(&out, 1, 5s) && c->recv_exactly(&in, 1, 5s) && in == out) ++ok;
+            if (c->write_all(&out, 1, 5s) && c->read_exactly(&in, 1, 5s) && in == out) ++ok;
         }));
     }
     for (auto& f : clients) ASSERT_TRUE(f.join());
@@ -400,9 +400,9 @@ TEST_P(net_test, server_stop_while_accepting_leaks_nothing) {
     for (int pending : {0, 1, 50}) {
         const int before = open_fds();
         {
-            auto srv = server::start(address::ipv4_loopback(0), [](stream& s) {
+            auto srv = server::start(address::ipv4_loopback(0), [](byte_stream& s) {
                 char c;
-                (void)s.recv_some(&c, 1);  // until the client goes or stop interrupts
+                (void)s.read_some(&c, 1);  // until the client goes or stop interrupts
             });
             ASSERT_TRUE(srv);
             if (pending) this_fiber::yield();  // the acceptor submits its accept
@@ -416,7 +416,7 @@ TEST_P(net_test, server_stop_while_accepting_leaks_nothing) {
             EXPECT_EQ((*srv)->active(), 0u);
             for (auto& c : clients) {  // every client sees its connection end
                 char b;
-                auto r = c.recv_some(&b, 1, 2s);
+                auto r = c.read_some(&b, 1, 2s);
                 EXPECT_TRUE(!r || *r == 0);
             }
             EXPECT_EQ(stream::connect((*srv)->local_address(), 1s).error(),

@@ -86,7 +86,7 @@ std::string recv_until(tls::stream& s, std::string_view end) {
     std::string got;
     char buf[4096];
     while (got.find(end) == std::string::npos) {
-        auto n = s.recv_some(buf, sizeof buf, 5s);
+        auto n = s.read_some(buf, sizeof buf, 5s);
         if (!n || *n == 0) break;
         got.append(buf, *n);
     }
@@ -116,7 +116,7 @@ TEST_P(tls_test, gluon_client_against_openssl_s_server) {
     EXPECT_EQ(c->version(), "TLSv1.3");
     EXPECT_EQ(c->alpn_selected(), "http/1.1");
     std::string req = "GET / HTTP/1.0\r\n\r\n";
-    ASSERT_TRUE(c->send_all(req.data(), req.size(), 5s));
+    ASSERT_TRUE(c->write_all(req.data(), req.size(), 5s));
     std::string resp = recv_until(*c, "</HTML>");
     EXPECT_EQ(resp.rfind("HTTP/1.0 200 ok", 0), 0u) << resp.substr(0, 200);
 }
@@ -127,7 +127,7 @@ TEST_P(tls_test, openssl_s_client_against_gluon_server) {
     std::string got;
     tls_server srv(server_ctx(), [&](tls::stream& s) {
         got = recv_until(s, "\n");
-        (void)s.send_all("hello from gluon\n", 17, 5s);
+        (void)s.write_all("hello from gluon\n", 17, 5s);
         (void)s.shutdown(1s);
     });
     write_file(dir + "/s_client.in", "hello from s_client\n");
@@ -153,7 +153,7 @@ TEST_P(tls_test, curl_against_gluon_https_server) {
         if (recv_until(s, "\r\n\r\n").rfind("GET /hello HTTP/1.1\r\n", 0) != 0) return;
         std::string resp = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n"
                            "Connection: close\r\n\r\nhello, curl\n";
-        (void)s.send_all(resp.data(), resp.size(), 5s);
+        (void)s.write_all(resp.data(), resp.size(), 5s);
         (void)s.shutdown(1s);
     });
     std::string port = std::to_string(srv.addr().port());

@@ -32,13 +32,13 @@ TEST_P(tls_test, tls13_handshake_and_full_duplex_echo_of_4_mib) {
     std::string in(out.size(), '\0');
     // A writer fiber and this reader use the stream at once.
     auto writer = spawn(
-        [&] { EXPECT_TRUE(c->send_all(out.data(), out.size(), 10s)) << c->last_error_message(); });
-    ASSERT_TRUE(c->recv_exactly(in.data(), in.size(), 10s)) << c->last_error_message();
+        [&] { EXPECT_TRUE(c->write_all(out.data(), out.size(), 10s)) << c->last_error_message(); });
+    ASSERT_TRUE(c->read_exactly(in.data(), in.size(), 10s)) << c->last_error_message();
     ASSERT_TRUE(writer->join());
     EXPECT_TRUE(in == out);
     ASSERT_TRUE(c->shutdown(1s));
     char b;
-    EXPECT_EQ(c->recv_some(&b, 1, 5s).value_or(99), 0u);  // the server's close_notify
+    EXPECT_EQ(c->read_some(&b, 1, 5s).value_or(99), 0u);  // the server's close_notify
 }
 
 TEST_P(tls_test, tls12_handshake_and_session_resumption) {
@@ -173,7 +173,7 @@ TEST_P(tls_test, client_certificates_when_the_server_requires_them) {
     EXPECT_NE(o.message.find("did not return a certificate"), std::string::npos) << o.message;
     if (d) {
         char b;
-        EXPECT_EQ(d->recv_some(&b, 1, 5s).error(), tls::errc::peer_alert)
+        EXPECT_EQ(d->read_some(&b, 1, 5s).error(), tls::errc::peer_alert)
             << d->last_error_message();
     }
 }
@@ -211,14 +211,14 @@ TEST_P(tls_test, timeouts_and_a_recv_timeout_keeps_the_stream_usable) {
     auto c = dial(srv.addr(), client_ctx(), "localhost");
     ASSERT_TRUE(c);
     char b;
-    EXPECT_EQ(c->recv_some(&b, 1, 50ms).error(), std::errc::timed_out);
+    EXPECT_EQ(c->read_some(&b, 1, 50ms).error(), std::errc::timed_out);
     ping(*c);
 }
 
 TEST_P(tls_test, close_notify_is_end_of_stream_and_a_bare_close_is_unexpected_eof) {
     bool notify = true;
     tls_server srv(server_ctx(), [&](tls::stream& s) {
-        (void)s.send_all("bye", 3, 1s);
+        (void)s.write_all("bye", 3, 1s);
         if (notify) (void)s.shutdown(1s);
     });
     for (bool n : {true, false}) {
@@ -226,8 +226,8 @@ TEST_P(tls_test, close_notify_is_end_of_stream_and_a_bare_close_is_unexpected_eo
         auto c = dial(srv.addr(), client_ctx(), "localhost");
         ASSERT_TRUE(c);
         char buf[8];
-        ASSERT_TRUE(c->recv_exactly(buf, 3, 5s));
-        auto r = c->recv_some(buf, sizeof buf, 5s);
+        ASSERT_TRUE(c->read_exactly(buf, 3, 5s));
+        auto r = c->read_some(buf, sizeof buf, 5s);
         if (n)
             EXPECT_EQ(r.value_or(99), 0u);
         else
@@ -255,9 +255,9 @@ TEST_P(tls_test, malformed_and_oversized_records_leave_other_connections_alone) 
     for (const auto& in : inputs) {
         auto raw = stream::connect(srv.addr(), 2s);
         ASSERT_TRUE(raw);
-        ASSERT_TRUE(raw->send_all(in.bytes.data(), in.bytes.size(), 2s));
+        ASSERT_TRUE(raw->write_all(in.bytes.data(), in.bytes.size(), 2s));
         char buf[256];
-        while (auto n = raw->recv_some(buf, sizeof buf, 5s))  // an alert, then the server closes
+        while (auto n = raw->read_some(buf, sizeof buf, 5s))  // an alert, then the server closes
             if (*n == 0) break;
         outcome o = srv.next();
         EXPECT_EQ(o.error, in.want) << o.error.message() << ": " << o.message;
@@ -272,7 +272,7 @@ TEST_P(tls_test, peer_resets_mid_handshake) {
     auto raw = stream::connect(srv.addr(), 2s);
     ASSERT_TRUE(raw);
     std::string partial = std::string("\x16\x03\x01\x00\x80", 5) + std::string(10, '\x01');
-    ASSERT_TRUE(raw->send_all(partial.data(), partial.size(), 2s));
+    ASSERT_TRUE(raw->write_all(partial.data(), partial.size(), 2s));
     ASSERT_TRUE(raw->set_linger(true, 0));
     ASSERT_TRUE(raw->close());
     outcome o = srv.next();
@@ -285,7 +285,7 @@ TEST_P(tls_test, peer_resets_mid_handshake) {
         auto s = l->accept(2s);
         ASSERT_TRUE(s);
         char buf[512];
-        ASSERT_TRUE(s->recv_some(buf, sizeof buf, 2s));
+        ASSERT_TRUE(s->read_some(buf, sizeof buf, 2s));
         ASSERT_TRUE(s->set_linger(true, 0));
         ASSERT_TRUE(s->close());
     });

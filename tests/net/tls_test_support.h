@@ -160,9 +160,9 @@ struct outcome {
 inline void echo(tls::stream& s) {
     std::vector<char> buf(size_t{64} * 1024);
     for (;;) {
-        auto n = s.recv_some(buf.data(), buf.size(), 10s);
+        auto n = s.read_some(buf.data(), buf.size(), 10s);
         if (!n || *n == 0) break;
-        if (!s.send_all(buf.data(), *n, 10s)) return;
+        if (!s.write_all(buf.data(), *n, 10s)) return;
     }
     (void)s.shutdown(1s);
 }
@@ -171,7 +171,7 @@ class tls_server {
 public:
     tls_server(tls::context ctx, std::function<void(tls::stream&)> h = echo)
         : ctx_(std::move(ctx)), handler_(std::move(h)) {
-        auto s = server::start(address::ipv4_loopback(0), [this](stream& sock) { serve(sock); });
+        auto s = server::start(address::ipv4_loopback(0), [this](byte_stream& sock) { serve(static_cast<stream&>(sock)); });
         EXPECT_TRUE(s);
         if (s) srv_ = std::move(*s);
     }
@@ -218,9 +218,9 @@ inline result<tls::stream> dial(const address& a, const tls::context& ctx, std::
 
 // One round trip through an echo server.
 inline void ping(tls::stream& s, const std::string& msg = "ping") {
-    ASSERT_TRUE(s.send_all(msg.data(), msg.size(), 5s)) << s.last_error_message();
+    ASSERT_TRUE(s.write_all(msg.data(), msg.size(), 5s)) << s.last_error_message();
     std::string in(msg.size(), '\0');
-    ASSERT_TRUE(s.recv_exactly(in.data(), in.size(), 5s)) << s.last_error_message();
+    ASSERT_TRUE(s.read_exactly(in.data(), in.size(), 5s)) << s.last_error_message();
     EXPECT_EQ(in, msg);
 }
 

@@ -1,6 +1,10 @@
 // A stream server: an accept loop on the calling vCPU that runs a handler per connection in its
 // own fiber, with a graceful stop. Running out of fds (EMFILE/ENFILE) neither spins the CPU nor
 // kills the listener: the loop backs off and logs (rate-limited).
+//
+// The handler gets a byte_stream: the accepted socket itself, or what server_options::wrap made
+// of it in the connection's fiber (tls::server_wrap(ctx): a TLS handshake), so one handler serves
+// plain and TLS listeners alike.
 #pragma once
 
 #include <cstddef>
@@ -13,14 +17,23 @@
 
 namespace gluon::net {
 
+/// Turns an accepted socket into the stream the handler gets; runs in the connection's fiber.
+/// An error drops the connection (the socket is closed) and counts in server::wrap_failures().
+using stream_wrapper = std::function<result<std::unique_ptr<byte_stream>>(stream&& accepted)>;
+
+struct server_options : listen_options {
+    /// Empty: the handler gets the accepted socket.
+    stream_wrapper wrap;
+};
+
 class server {
 public:
-    using handler = std::function<void(stream&)>;
+    using handler = std::function<void(byte_stream&)>;
     /// Listens on addr and starts accepting in a fiber on the calling vCPU. The handler runs
     /// in a new fiber per connection; the connection is closed when it returns.
     /// Errors: those of listener::listen, EPERM outside a vCPU.
     static result<std::unique_ptr<server>> start(const address& addr, handler h,
-                                                 const listen_options& opts = {});
+                                                 const server_options& opts = {});
     /// Stops if still running (with no grace period).
     ~server();
     server(const server&) = delete;
@@ -32,6 +45,8 @@ public:
     /// Connections whose handler is still running.
     size_t active() const noexcept { return active_; }
     uint64_t accepted() const noexcept { return accepted_; }
+    /// Accepted connections that the wrap step refused (a failed TLS handshake, ...).
+    uint64_t wrap_failures() const noexcept { return wrap_failures_; }
     /// Stops accepting (the listener is closed), lets running handlers finish for up to
     /// `grace`, then interrupts the rest (their blocking calls return ECANCELED) and waits for
     /// them. Call from the server's vCPU.
@@ -42,12 +57,15 @@ public:
 private:
     server() = default;
     void accept_loop();
+    void serve(stream& s);
 
     listener listener_;
     address local_;
     handler handler_;
+    stream_wrapper wrap_;
     size_t active_ = 0;
     uint64_t accepted_ = 0;
+    uint64_t wrap_failures_ = 0;
     bool nodelay_ = true;
     bool stopping_ = false;
     struct state;

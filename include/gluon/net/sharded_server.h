@@ -17,7 +17,8 @@ public:
     /// Starts one server per vCPU of rt on addr (port 0: one free port shared by all shards).
     /// Errors: those of listener::listen and setsockopt(SO_ATTACH_REUSEPORT_CBPF).
     static result<std::unique_ptr<sharded_server>> start(runtime& rt, const address& addr,
-                                                         server::handler h);
+                                                         server::handler h,
+                                                         const server_options& opts = {});
     /// Stops every shard (see server::stop).
     ~sharded_server();
     void stop(duration grace = forever) noexcept;

@@ -1,7 +1,7 @@
 // Stream and datagram sockets (TCP, Unix) whose calls park only the calling fiber. Every
 // blocking call takes an optional timeout (ETIMEDOUT) and returns ECANCELED when the fiber is
-// interrupted. Names say whether a transfer may be short: *_some may be short; recv_exactly and
-// send_all loop until done, end of stream (EPIPE for recv_exactly) or an error.
+// interrupted. A connected stream socket is a byte_stream (gluon/net/byte_stream.h: the transfer
+// calls, their names and errors, end of stream).
 #pragma once
 
 #include <sys/socket.h>
@@ -14,6 +14,7 @@
 #include "gluon/common/clock.h"
 #include "gluon/common/result.h"
 #include "gluon/net/address.h"
+#include "gluon/net/byte_stream.h"
 
 namespace gluon::net {
 
@@ -44,30 +45,25 @@ protected:
     int fd_ = -1;
 };
 
-class stream : public socket_fd {
+/// A connected TCP or Unix stream socket. send_file uses sendfile(2): no copy through user space.
+class stream final : public socket_fd, public byte_stream {
 public:
     using socket_fd::socket_fd;
+    stream(stream&&) noexcept = default;
+    stream& operator=(stream&&) noexcept = default;
     /// Connects to addr (TCP or Unix). Errors: ECONNREFUSED, ETIMEDOUT, ENETUNREACH, ...
     static result<stream> connect(const address& addr, duration timeout = forever);
     /// A connected pair of Unix stream sockets.
     static result<std::pair<stream, stream>> pair();
 
-    result<size_t> recv_some(void* buf, size_t n, duration timeout = forever) noexcept;
-    result<size_t> send_some(const void* buf, size_t n, duration timeout = forever) noexcept;
-    /// Errors: EPIPE if the peer closed before n bytes came.
-    result<void> recv_exactly(void* buf, size_t n, duration timeout = forever) noexcept;
-    result<void> send_all(const void* buf, size_t n, duration timeout = forever) noexcept;
-    /// send_all with zero-copy sends where the engine has them (see fd::send_all_zerocopy).
-    result<void> send_all_zerocopy(const void* buf, size_t n, duration timeout = forever) noexcept;
-    result<size_t> readv(const iovec* iov, int n, duration timeout = forever) noexcept;
-    result<size_t> writev(const iovec* iov, int n, duration timeout = forever) noexcept;
-    /// Sends n bytes of the regular file file_fd from offset off, without copying them through
-    /// user space (sendfile(2)); loops until done. The timeout applies to the whole call.
-    /// Errors: EPIPE/ECONNRESET (peer gone), ENODATA (the file ended first), ETIMEDOUT,
-    /// ECANCELED, EINVAL.
-    result<void> send_file(int file_fd, int64_t off, size_t n, duration timeout = forever) noexcept;
-    /// SHUT_RD, SHUT_WR or SHUT_RDWR.
+    /// write_all with zero-copy sends where the engine has them (see fd::send_all_zerocopy).
+    result<void> write_all_zerocopy(const void* buf, size_t n, duration timeout = forever) noexcept;
+    using byte_stream::shutdown;
+    /// SHUT_RD, SHUT_WR or SHUT_RDWR. Errors: ENOTCONN, EBADF.
     result<void> shutdown(int how) noexcept;
+    /// Closes the socket. Errors: those of close(2) (the fd is gone either way).
+    result<void> close() noexcept { return socket_fd::close(); }
+    socket_fd* socket() noexcept override { return this; }
 
     result<void> set_nodelay(bool on = true) noexcept;
     result<void> set_keepalive(bool on = true) noexcept;
@@ -82,6 +78,15 @@ public:
     /// {bytes, fd count}. Extra fds beyond the span are closed (MSG_CTRUNC is reported as EMSGSIZE).
     result<std::pair<size_t, size_t>> recv_fds(void* buf, size_t n, std::span<int> fds,
                                                duration timeout = forever) noexcept;
+
+private:
+    result<size_t> do_read_some(void* buf, size_t n, duration timeout) override;
+    result<size_t> do_write_some(const void* buf, size_t n, duration timeout) override;
+    result<size_t> do_readv(const iovec* iov, int cnt, duration timeout) override;
+    result<size_t> do_writev(const iovec* iov, int cnt, duration timeout) override;
+    result<void> do_send_file(int file_fd, int64_t off, size_t n, duration timeout) override;
+    result<void> do_shutdown(duration timeout) override;
+    result<void> do_close() noexcept override { return socket_fd::close(); }
 };
 
 struct listen_options {

@@ -22,6 +22,7 @@
 
 #include "gluon/common/clock.h"
 #include "gluon/common/result.h"
+#include "gluon/net/server.h"
 #include "gluon/net/socket.h"
 
 namespace gluon::net::tls {
@@ -97,10 +98,20 @@ private:
     std::shared_ptr<impl> impl_;
 };
 
-/// One TLS connection over an owned net::stream. Move-only. Use it from fibers of one vCPU at a
-/// time; one fiber may receive while another sends (full duplex). On an empty (default or
-/// moved-from) stream the I/O calls fail with EBADF.
-class stream {
+/// One TLS connection over an owned net::stream: a byte_stream (gluon/net/byte_stream.h), so
+/// whatever is written against byte_stream runs over TLS unchanged. Move-only. Use it from fibers
+/// of one vCPU at a time; one fiber may receive while another sends (full duplex). On an empty
+/// (default or moved-from) stream the I/O calls fail with EBADF.
+///
+/// Transfer errors, beyond byte_stream's: reads: unexpected_eof (TCP closed without
+/// close_notify: possible truncation), protocol_error, bad_record_mac, record_too_large,
+/// peer_alert, broken; a read of 0 is the peer's close_notify. A timeout or interrupt loses
+/// nothing: the stream stays usable. After any other error, every later call fails with broken.
+/// Writes: at most 64 KiB per write_some; EPIPE after shutdown(); a failed write leaves the
+/// stream broken (records may be half sent): close it. shutdown() sends close_notify (once)
+/// without waiting for the peer's. close() frees the TLS state and closes the socket without
+/// close_notify.
+class stream final : public byte_stream {
 public:
     /// Client handshake over a connected socket (which the stream takes over; on failure it is
     /// closed). server_name is sent as SNI (unless it is an IP address) and is the name the
@@ -117,30 +128,9 @@ public:
     stream() noexcept;
     stream(stream&&) noexcept;
     stream& operator=(stream&&) noexcept;
-    ~stream();
+    ~stream() override;
 
     bool valid() const noexcept { return impl_ != nullptr; }
-
-    /// May be short; 0 means the peer sent close_notify (orderly end of stream). Errors:
-    /// unexpected_eof (TCP closed without close_notify: possible truncation), protocol_error,
-    /// bad_record_mac, record_too_large, peer_alert, socket errors, ETIMEDOUT, ECANCELED, broken.
-    /// A timeout or interrupt loses nothing: the stream stays usable. After any other error,
-    /// every later call fails with broken.
-    result<size_t> recv_some(void* buf, size_t n, duration timeout = forever);
-    /// May be short (at most 64 KiB per call). Errors: socket errors (EPIPE, ECONNRESET),
-    /// ETIMEDOUT, ECANCELED, broken, EPIPE after shutdown(). A failed send leaves the stream
-    /// broken (records may be half sent): close it.
-    result<size_t> send_some(const void* buf, size_t n, duration timeout = forever);
-    /// Errors: those of recv_some, and EPIPE if close_notify came before n bytes.
-    result<void> recv_exactly(void* buf, size_t n, duration timeout = forever);
-    /// Errors: those of send_some; the timeout applies to the whole call.
-    result<void> send_all(const void* buf, size_t n, duration timeout = forever);
-    /// Sends close_notify (once; later sends fail with EPIPE). Does not wait for the peer's.
-    /// Errors: those of send_some (broken if the connection had failed).
-    result<void> shutdown(duration timeout = forever);
-    /// Frees the TLS state and closes the socket (without close_notify; see shutdown).
-    /// Errors: those of close(2).
-    result<void> close() noexcept;
 
     /// The negotiated ALPN protocol ("" if none).
     std::string_view alpn_selected() const noexcept;
@@ -156,15 +146,25 @@ public:
     /// The detailed message of this stream's last failure ("" if none).
     const std::string& last_error_message() const noexcept;
     /// The underlying socket (for options and addresses; reading or writing it directly breaks
-    /// the TLS session). Only on a valid() stream.
-    net::stream& socket() noexcept;
+    /// the TLS session); nullptr on an empty stream.
+    net::stream* socket() noexcept override;
 
     struct impl;
 
 private:
     explicit stream(std::unique_ptr<impl> i) noexcept;
+    result<size_t> do_read_some(void* buf, size_t n, duration timeout) override;
+    result<size_t> do_write_some(const void* buf, size_t n, duration timeout) override;
+    result<void> do_shutdown(duration timeout) override;
+    result<void> do_close() noexcept override;
     std::unique_ptr<impl> impl_;
 };
+
+/// The server_options::wrap step of a TLS listener: a server handshake on each accepted socket,
+/// run in the connection's fiber and bounded by handshake_timeout, so the handler gets a
+/// tls::stream. A failed handshake drops that connection only. ctx must be a server context.
+stream_wrapper server_wrap(const context& ctx,
+                           duration handshake_timeout = std::chrono::seconds(10));
 
 }  // namespace gluon::net::tls
 

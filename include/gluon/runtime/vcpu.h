@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <type_traits>
 
 #include "gluon/common/result.h"
 #include "gluon/engine/engine.h"
@@ -36,6 +37,45 @@ result<void> init(const init_options& opts = {});
 /// calls return ECANCELED) and run to completion first. Errors: EPERM (not a vCPU), EDEADLK
 /// (called from a fiber other than the one that called init).
 result<void> fini();
+
+namespace detail {
+template <typename R>
+struct run_result {
+    using type = result<R>;
+};
+template <typename T>
+struct run_result<result<T>> {
+    using type = result<T>;
+};
+}  // namespace detail
+
+/// Makes the calling thread a vCPU for the length of fn: init(opts), fn() in the vCPU's main
+/// fiber, then fini(). Whatever fn creates on its stack (servers, sockets, fiber handles) is
+/// destroyed before the vCPU goes, so nothing needs a manual reset() before fini():
+///
+///     int main() {
+///         auto r = gluon::run({}, [] { return serve(); });  // serve() returns result<int>
+///         if (!r) std::fprintf(stderr, "%s\n", r.error().message().c_str());
+///         return r.value_or(1);
+///     }
+///
+/// Returns fn's value (a result<T> from fn is passed on as it is, not nested).
+/// Errors: those of init() and fini(), and fn's own if it returns a result.
+template <typename F, typename R = std::invoke_result_t<F>>
+typename detail::run_result<R>::type run(const init_options& opts, F&& fn) {
+    using out_t = typename detail::run_result<R>::type;
+    GLUON_TRY(init(opts));
+    out_t out = [&]() -> out_t {
+        if constexpr (std::is_void_v<R>) {
+            fn();
+            return {};
+        } else {
+            return fn();
+        }
+    }();
+    if (auto f = fini(); !f && out) return unexpected(f.error());
+    return out;
+}
 
 /// True if the calling thread is a vCPU.
 bool is_vcpu() noexcept;

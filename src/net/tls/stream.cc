@@ -269,7 +269,7 @@ result<stream> stream::accept(net::stream sock, const context& ctx, duration tim
     return stream(std::move(made));
 }
 
-result<size_t> stream::recv_some(void* buf, size_t n, duration timeout) {
+result<size_t> stream::do_read_some(void* buf, size_t n, duration timeout) {
     if (!impl_) return detail::fail(errno_code(EBADF), "TLS recv on an empty stream");
     if (impl_->failed) return already_failed(*impl_, "TLS recv");
     if (n == 0) return size_t{0};
@@ -278,7 +278,7 @@ result<size_t> stream::recv_some(void* buf, size_t n, duration timeout) {
                                                [&] { return SSL_read(impl_->ssl, buf, len); })));
 }
 
-result<size_t> stream::send_some(const void* buf, size_t n, duration timeout) {
+result<size_t> stream::do_write_some(const void* buf, size_t n, duration timeout) {
     if (!impl_) return detail::fail(errno_code(EBADF), "TLS send on an empty stream");
     impl& s = *impl_;
     if (s.failed) return already_failed(s, "TLS send");
@@ -291,31 +291,7 @@ result<size_t> stream::send_some(const void* buf, size_t n, duration timeout) {
     return static_cast<size_t>(sent);
 }
 
-result<void> stream::recv_exactly(void* buf, size_t n, duration timeout) {
-    const deadline_t d = deadline_after(timeout);
-    auto* p = static_cast<char*>(buf);
-    while (n > 0) {
-        auto r = GLUON_TRY(recv_some(p, n, time_left(d)));
-        if (r == 0)
-            return stream_fail(*impl_, errno_code(EPIPE), "TLS recv: close_notify before the data");
-        p += r;
-        n -= r;
-    }
-    return {};
-}
-
-result<void> stream::send_all(const void* buf, size_t n, duration timeout) {
-    const deadline_t d = deadline_after(timeout);
-    auto* p = static_cast<const char*>(buf);
-    while (n > 0) {
-        auto r = GLUON_TRY(send_some(p, n, time_left(d)));
-        p += r;
-        n -= r;
-    }
-    return {};
-}
-
-result<void> stream::shutdown(duration timeout) {
+result<void> stream::do_shutdown(duration timeout) {
     if (!impl_) return detail::fail(errno_code(EBADF), "TLS shutdown on an empty stream");
     impl& s = *impl_;
     if (s.shut) return {};
@@ -329,7 +305,7 @@ result<void> stream::shutdown(duration timeout) {
     return {};
 }
 
-result<void> stream::close() noexcept {
+result<void> stream::do_close() noexcept {
     if (!impl_) return {};
     auto r = impl_->sock.close();
     impl_.reset();
@@ -375,8 +351,13 @@ const std::string& stream::last_error_message() const noexcept {
     return impl_ ? impl_->last_error : none;
 }
 
-net::stream& stream::socket() noexcept {
-    return impl_->sock;
+net::stream* stream::socket() noexcept { return impl_ ? &impl_->sock : nullptr; }
+
+stream_wrapper server_wrap(const context& ctx, duration handshake_timeout) {
+    return [ctx, handshake_timeout](net::stream&& sock) -> result<std::unique_ptr<byte_stream>> {
+        auto s = GLUON_TRY(stream::accept(std::move(sock), ctx, handshake_timeout));
+        return std::unique_ptr<byte_stream>(new stream(std::move(s)));
+    };
 }
 
 }  // namespace gluon::net::tls

@@ -1,0 +1,25 @@
+// Waiting for signals from a fiber: the usual end of a server's main fiber is
+//
+//     auto sig = gluon::wait_for_signals({SIGINT, SIGTERM});
+//     server->stop(1s);
+//
+// The signals are caught by a process-wide handler while the call waits (whichever thread the
+// kernel delivers them to), so nothing has to block them in every thread first. When the call
+// returns, the signals get their earlier dispositions back: a second Ctrl-C during a graceful
+// stop ends the process as usual.
+#pragma once
+
+#include <initializer_list>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+
+namespace gluon {
+
+/// Parks the calling fiber until one of `sigs` arrives, and returns its number.
+/// Errors: ETIMEDOUT, ECANCELED (interrupted), EINVAL (empty set, or a signal that cannot be
+/// caught: SIGKILL, SIGSTOP, or out of range), EBUSY (another call is waiting already),
+/// EPERM (outside a vCPU), the errors of pipe2(2) and sigaction(2).
+result<int> wait_for_signals(std::initializer_list<int> sigs, duration timeout = forever);
+
+}  // namespace gluon

@@ -1,0 +1,92 @@
+#include "gluon/runtime/signals.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "gluon/runtime/fiber.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class signals_test : public test::engine_test {};
+GLUON_ENGINE_TEST_SUITE(signals_test);
+
+bool handler_is_default(int sig) {
+    struct sigaction sa {};
+    sigaction(sig, nullptr, &sa);
+    return sa.sa_handler == SIG_DFL;
+}
+
+// Starts a fiber that waits for `sigs`; once the caller's yield returns, the fiber is parked in
+// the wait with the handlers installed.
+fiber start_waiter(std::initializer_list<int> sigs, result<int>& out) {
+    auto f = spawn([sigs, &out] { out = wait_for_signals(sigs); });
+    EXPECT_TRUE(f);
+    this_fiber::yield();
+    return std::move(*f);
+}
+
+TEST_P(signals_test, a_signal_from_another_thread_wakes_the_waiting_fiber) {
+    ASSERT_TRUE(handler_is_default(SIGUSR1));
+    result<int> got = errno_error(EINVAL);
+    fiber w = start_waiter({SIGUSR2, SIGUSR1}, got);
+    EXPECT_FALSE(handler_is_default(SIGUSR1));
+    // The signal goes to the process; whichever thread takes it, the fiber wakes.
+    std::thread sender([] { ::kill(::getpid(), SIGUSR1); });
+    ASSERT_TRUE(w.join());
+    sender.join();
+    ASSERT_TRUE(got) << got.error().message();
+    EXPECT_EQ(*got, SIGUSR1);
+    EXPECT_TRUE(handler_is_default(SIGUSR1)) << "the earlier disposition is back";
+    EXPECT_TRUE(handler_is_default(SIGUSR2));
+}
+
+TEST_P(signals_test, a_signal_that_came_during_an_earlier_wait_does_not_end_the_next) {
+    result<int> got = errno_error(EINVAL);
+    fiber w = start_waiter({SIGUSR2}, got);
+    // raise() runs the handler on this thread before it returns: two reports, one wait.
+    ASSERT_EQ(::raise(SIGUSR2), 0);
+    ASSERT_EQ(::raise(SIGUSR2), 0);
+    ASSERT_TRUE(w.join());
+    ASSERT_EQ(*got, SIGUSR2);
+    EXPECT_EQ(wait_for_signals({SIGUSR2}, 20ms).error(), std::errc::timed_out);
+}
+
+TEST_P(signals_test, the_timed_form_times_out_and_restores_the_dispositions) {
+    EXPECT_EQ(wait_for_signals({SIGUSR1}, 10ms).error(), std::errc::timed_out);
+    EXPECT_TRUE(handler_is_default(SIGUSR1));
+}
+
+TEST_P(signals_test, an_interrupt_ends_the_wait) {
+    result<int> got = 0;
+    fiber w = start_waiter({SIGUSR1}, got);
+    ASSERT_TRUE(w.interrupt());
+    ASSERT_TRUE(w.join());
+    EXPECT_EQ(got.error(), std::errc::operation_canceled);
+    EXPECT_TRUE(handler_is_default(SIGUSR1));
+}
+
+TEST_P(signals_test, bad_sets_and_a_second_waiter_are_refused) {
+    EXPECT_EQ(wait_for_signals({}).error(), std::errc::invalid_argument);
+    EXPECT_EQ(wait_for_signals({SIGKILL}).error(), std::errc::invalid_argument);
+    EXPECT_EQ(wait_for_signals({0}).error(), std::errc::invalid_argument);
+    result<int> got = 0;
+    fiber w = start_waiter({SIGUSR1}, got);
+    EXPECT_EQ(wait_for_signals({SIGUSR2}, 1s).error(), std::errc::device_or_resource_busy);
+    ASSERT_TRUE(w.interrupt());
+    ASSERT_TRUE(w.join());
+}
+
+TEST(signals, outside_a_vcpu_the_call_is_refused) {
+    EXPECT_EQ(wait_for_signals({SIGUSR1}).error(), std::errc::operation_not_permitted);
+}
+
+}  // namespace
+}  // namespace gluon
