@@ -51,6 +51,26 @@ outcome fetch(const std::string& url, duration timeout) {
     return {r->status < 400, r->body.size()};
 }
 
+// Fetches every URL in its own fiber; true if all succeeded.
+result<bool> fetch_all(const std::vector<std::string>& urls, duration timeout) {
+    std::printf("%-8s %10s %12s  %s\n", "status", "bytes", "time", "url");
+    const auto t0 = clock_type::now();
+    std::vector<outcome> results(urls.size());
+    std::vector<fiber> fibers;
+    for (size_t i = 0; i < urls.size(); ++i)
+        fibers.push_back(GLUON_TRY(spawn([&, i] { results[i] = fetch(urls[i], timeout); })));
+    for (auto& f : fibers)
+        (void)f.join();
+
+    size_t ok = 0, bytes = 0;
+    for (const auto& r : results) {
+        ok += r.ok;
+        bytes += r.bytes;
+    }
+    std::printf("%zu/%zu ok, %zu bytes in %.1f ms\n", ok, urls.size(), bytes, ms_since(t0));
+    return ok == urls.size();
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -72,32 +92,8 @@ int main(int argc, char** argv) {
     }
     if (urls.empty()) return usage();
     opts.log_engine = false;
-    if (auto r = init(opts); !r) {
-        std::fprintf(stderr, "curl_fetch: init: %s\n", r.error().message().c_str());
-        return 1;
-    }
-
-    std::printf("%-8s %10s %12s  %s\n", "status", "bytes", "time", "url");
-    const auto t0 = clock_type::now();
-    std::vector<outcome> results(urls.size());
-    std::vector<fiber> fibers;
-    for (size_t i = 0; i < urls.size(); ++i) {
-        auto f = spawn([&, i] { results[i] = fetch(urls[i], timeout); });
-        if (!f) {
-            std::fprintf(stderr, "curl_fetch: spawn: %s\n", f.error().message().c_str());
-            return 1;
-        }
-        fibers.push_back(std::move(*f));
-    }
-    for (auto& f : fibers)
-        (void)f.join();
-
-    size_t ok = 0, bytes = 0;
-    for (const auto& r : results) {
-        ok += r.ok;
-        bytes += r.bytes;
-    }
-    std::printf("%zu/%zu ok, %zu bytes in %.1f ms\n", ok, urls.size(), bytes, ms_since(t0));
-    (void)fini();  // ends the vCPU's curl driver, closing its cached connections
-    return ok == urls.size() ? 0 : 1;
+    // The vCPU (and with it the curl driver and its cached connections) ends with fetch_all.
+    auto ok = run(opts, [&] { return fetch_all(urls, timeout); });
+    if (!ok) std::fprintf(stderr, "curl_fetch: %s\n", ok.error().message().c_str());
+    return ok && *ok ? 0 : 1;
 }

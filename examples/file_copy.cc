@@ -12,7 +12,6 @@
 #include "gluon/fs/copy.h"
 #include "gluon/fs/local.h"
 #include "gluon/fs/path.h"
-#include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 
 namespace {
@@ -30,6 +29,36 @@ std::string absolute(const char* p) {
     char cwd[4096];
     if (!getcwd(cwd, sizeof cwd)) return p;
     return gluon::fs::path::join(cwd, p);
+}
+
+// Copies src to dst (a file or a tree), printing progress every 256 MiB and a summary.
+gluon::result<void> copy(const std::string& src, const std::string& dst,
+                         gluon::file_io::engine_kind engine, gluon::fs::copy_options opts) {
+    auto root = GLUON_TRY(gluon::fs::open_local("/", engine));
+    auto& fs = *root;
+    auto st = GLUON_TRY(fs.stat(src));
+    const int64_t t0 = gluon::mono_now_ns();
+    uint64_t last_report = 0;
+    opts.progress = [&](uint64_t done, uint64_t) {
+        if (done - last_report >= (256u << 20)) {
+            last_report = done;
+            std::fprintf(stderr, "  %llu MiB\n", static_cast<unsigned long long>(done >> 20));
+        }
+    };
+    gluon::fs::copy_stats stats;
+    if (S_ISDIR(st.st_mode)) {
+        stats = GLUON_TRY(gluon::fs::copy_tree(fs, src, fs, dst, opts));
+    } else {
+        stats.bytes = GLUON_TRY(gluon::fs::copy_file(fs, src, fs, dst, opts));
+        stats.files = 1;
+    }
+    const double s = static_cast<double>(gluon::mono_now_ns() - t0) / 1e9;
+    const double mib = static_cast<double>(stats.bytes) / (1 << 20);
+    std::printf("copied %llu files, %llu dirs, %llu symlinks, %.1f MiB in %.3f s (%.0f MiB/s, engine %s)\n",
+                static_cast<unsigned long long>(stats.files), static_cast<unsigned long long>(stats.dirs),
+                static_cast<unsigned long long>(stats.symlinks), mib, s, mib / (s > 0 ? s : 1),
+                gluon::file_io::kind_name(engine));
+    return {};
 }
 
 }  // namespace
@@ -64,57 +93,12 @@ int main(int argc, char** argv) {
     }
     if (dst.empty()) return usage("SRC and DST are required");
 
-    if (!gluon::init()) return 1;
-    int rc = 0;
-    auto f = gluon::spawn([&] {
-        auto root = gluon::fs::open_local("/", engine);
-        if (!root) {
-            std::fprintf(stderr, "file_copy: engine %s: %s\n", gluon::file_io::kind_name(engine),
-                         root.error().message().c_str());
-            rc = 1;
-            return;
-        }
-        auto& fs = **root;
-        auto st = fs.stat(src);
-        if (!st) {
-            std::fprintf(stderr, "file_copy: %s: %s\n", src.c_str(), st.error().message().c_str());
-            rc = 1;
-            return;
-        }
-        const int64_t t0 = gluon::mono_now_ns();
-        uint64_t last_report = 0;
-        opts.progress = [&](uint64_t done, uint64_t) {
-            if (done - last_report >= (256u << 20)) {
-                last_report = done;
-                std::fprintf(stderr, "  %llu MiB\n", static_cast<unsigned long long>(done >> 20));
-            }
-        };
-        gluon::fs::copy_stats stats;
-        if (S_ISDIR(st->st_mode)) {
-            auto r = gluon::fs::copy_tree(fs, src, fs, dst, opts);
-            if (!r) {
-                std::fprintf(stderr, "file_copy: %s\n", r.error().message().c_str());
-                rc = 1;
-                return;
-            }
-            stats = *r;
-        } else {
-            auto r = gluon::fs::copy_file(fs, src, fs, dst, opts);
-            if (!r) {
-                std::fprintf(stderr, "file_copy: %s\n", r.error().message().c_str());
-                rc = 1;
-                return;
-            }
-            stats.files = 1;
-            stats.bytes = *r;
-        }
-        const double s = static_cast<double>(gluon::mono_now_ns() - t0) / 1e9;
-        std::printf("copied %llu files, %llu dirs, %llu symlinks, %.1f MiB in %.3f s (%.0f MiB/s, engine %s)\n",
-                    static_cast<unsigned long long>(stats.files), static_cast<unsigned long long>(stats.dirs),
-                    static_cast<unsigned long long>(stats.symlinks), static_cast<double>(stats.bytes) / (1 << 20), s,
-                    static_cast<double>(stats.bytes) / (1 << 20) / (s > 0 ? s : 1), gluon::file_io::kind_name(engine));
-    });
-    if (!f || !f->join()) rc = 1;
-    (void)gluon::fini();
-    return rc;
+    // main runs as a vCPU's main fiber for the length of copy(): no extra fiber needed.
+    auto r = gluon::run({}, [&] { return copy(src, dst, engine, opts); });
+    if (!r) {
+        std::fprintf(stderr, "file_copy: %s -> %s (engine %s): %s\n", src.c_str(), dst.c_str(),
+                     gluon::file_io::kind_name(engine), r.error().message().c_str());
+        return 1;
+    }
+    return 0;
 }
