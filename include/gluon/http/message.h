@@ -1,0 +1,137 @@
+// A request as a handler sees it, and the response it fills in. Both live in the connection's
+// fiber for one exchange; views they return stay valid until the handler returns.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/http/parser.h"
+
+namespace gluon::net {
+class byte_stream;
+}
+
+namespace gluon::http {
+
+namespace detail {
+class connection;
+}
+class router;
+
+class request {
+public:
+    http::method method() const noexcept { return head_.verb; }
+    std::string_view method_name() const noexcept { return head_.method_name; }
+    /// The request target as sent (percent-encoded).
+    std::string_view target() const noexcept { return head_.target; }
+    /// The target's path (before '?'), as sent.
+    std::string_view path() const noexcept { return path_; }
+    /// The target's query (after '?'), or empty.
+    std::string_view query() const noexcept { return query_; }
+    std::string_view host() const noexcept { return head_.host; }
+    int version_minor() const noexcept { return head_.version_minor; }
+    /// The first field of that name (case-insensitive), or empty.
+    std::string_view header(std::string_view name) const noexcept { return head_.find(name); }
+    std::span<const http::header> headers() const noexcept { return {head_.headers, head_.header_count}; }
+    /// A parameter of the matched route ("/users/:id" gives "id"; a prefix route "/files/*" gives
+    /// "*", the rest of the path), or empty.
+    std::string_view param(std::string_view name) const noexcept;
+
+    /// True if a body follows the head (Content-Length > 0 or chunked).
+    bool has_body() const noexcept { return head_.body != framing::none; }
+    /// The declared length, for a Content-Length body.
+    uint64_t content_length() const noexcept { return head_.content_length; }
+    /// Reads the next piece of the body (0: the body has ended). Answers `Expect: 100-continue`
+    /// first. Errors: EMSGSIZE (over server_options::max_body_bytes: the server answers 413),
+    /// EPROTO (invalid chunked framing: 400), ENODATA (the client closed mid-body), ETIMEDOUT
+    /// (body_timeout between reads), and the stream's errors.
+    result<size_t> read_body(void* buf, size_t n);
+    /// The whole body, read into memory owned by the request. Errors: those of read_body.
+    result<std::string_view> body();
+
+    /// The connection's stream (for an upgrade, or its socket's addresses).
+    net::byte_stream& stream() noexcept;
+
+    const request_head& head() const noexcept { return head_; }
+
+private:
+    friend class detail::connection;
+    friend class router;
+    explicit request(detail::connection& c) noexcept : conn_(c) {}
+    detail::connection& conn_;
+    request_head head_;
+    std::string_view path_, query_;
+    std::vector<std::pair<std::string_view, std::string_view>> params_;
+    std::string body_;
+};
+
+class response {
+public:
+    /// The status code (200 unless set).
+    void status(int code) noexcept { status_ = static_cast<uint16_t>(code); }
+    int status() const noexcept { return status_; }
+    /// Adds a field. Names and values must not hold CR, LF or NUL (the field is dropped and
+    /// logged otherwise: no header injection). Content-Length, Transfer-Encoding, Date and
+    /// Connection are the server's: set them through the calls below.
+    void header(std::string_view name, std::string_view value);
+    void content_type(std::string_view type) { header("Content-Type", type); }
+
+    /// The body, copied into the connection's output (replaces an earlier one).
+    void body(std::string_view data);
+    /// The body, sent from memory the caller keeps alive through `owner` until it is written
+    /// (a cached file's bytes): no copy for large bodies.
+    void body(std::string_view data, std::shared_ptr<const void> owner);
+    /// The body is `len` bytes of the regular file `fd` from `offset`, sent with sendfile where
+    /// the transport allows. The response owns fd (closes it) if own_fd.
+    void file(int fd, int64_t offset, uint64_t len, bool own_fd);
+
+    /// Streams the body: the first call sends the head (with Transfer-Encoding: chunked unless
+    /// content_length() was set), each call sends its bytes. Errors: the stream's; EINVAL if
+    /// the declared content length would be exceeded.
+    result<void> write(std::string_view data);
+    /// Declares the length of a streamed body (before the first write).
+    void content_length(uint64_t n) noexcept { declared_length_ = n; }
+    /// Ends a streamed body (the last chunk); called by the server if the handler did not.
+    result<void> finish();
+
+    /// Closes the connection after this response.
+    void close_connection() noexcept { close_ = true; }
+    bool head_sent() const noexcept { return head_sent_; }
+
+private:
+    friend class detail::connection;
+    explicit response(detail::connection& c) noexcept : conn_(c) {}
+    void reset() noexcept;
+    void release() noexcept;  // the file and the body's owner
+
+    detail::connection& conn_;
+    uint16_t status_ = 200;
+    bool close_ = false;
+    bool head_sent_ = false;
+    bool streaming_ = false;
+    bool chunked_ = false;
+    bool finished_ = false;
+    enum class body_kind : uint8_t { copy, view, file } kind_ = body_kind::copy;
+    uint64_t declared_length_ = UINT64_MAX;
+    uint64_t streamed_ = 0;
+    std::string fields_;  // "Name: value\r\n"...
+    std::string body_;
+    std::string_view body_view_;
+    std::shared_ptr<const void> body_owner_;
+    int file_fd_ = -1;
+    bool own_fd_ = false;
+    int64_t file_off_ = 0;
+    uint64_t file_len_ = 0;
+};
+
+/// The standard reason phrase of a status code ("Not Found"), or "Unknown".
+std::string_view reason_phrase(int status) noexcept;
+
+}  // namespace gluon::http

@@ -1,0 +1,62 @@
+// An HTTP/1.1 server: a fiber per connection running blocking, sequential handler code.
+// Keep-alive and pipelining (requests answered in order, the responses to a batch of pipelined
+// requests written with one send), chunked bodies both ways, Expect: 100-continue, HEAD, and
+// limits and timeouts that make slow or hostile clients cheap. Over any byte stream: plain TCP,
+// Unix sockets, or TLS through net::server_options::wrap (tls::server_wrap).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/http/message.h"
+#include "gluon/net/server.h"
+
+namespace gluon::http {
+
+using handler = std::function<void(request&, response&)>;
+
+struct server_options : net::server_options {
+    http::limits limits;                       // head size (431/414) and field count (431)
+    uint64_t max_body_bytes = 1 << 20;         // 413 over it
+    uint64_t max_requests_per_connection = 0;  // 0: no limit; else Connection: close on the last
+    duration header_timeout = std::chrono::seconds(10);  // from a request's first byte to its blank line: 408
+    duration body_timeout = std::chrono::seconds(30);    // between reads of a body: 408
+    duration idle_timeout = std::chrono::seconds(60);    // a keep-alive connection waiting for a request
+    duration send_timeout = std::chrono::seconds(30);    // between writes of a response
+    bool access_log = false;  // common log format to gluon's log at info level
+    std::string server_name = "gluon";  // the Server field; empty: none
+};
+
+/// Serves HTTP/1.1 on one connection until it closes, a limit ends it, or `stopping` becomes
+/// true while it is idle. For servers of your own (net::sharded_server, a Unix socket, ...).
+void serve_connection(net::byte_stream& s, const handler& h, const server_options& opts,
+                      const bool* stopping = nullptr);
+
+class server {
+public:
+    /// Listens on addr and serves h on the calling vCPU. Errors: those of net::server::start.
+    static result<std::unique_ptr<server>> start(const net::address& addr, handler h,
+                                                 server_options opts = {});
+    ~server();
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    const net::address& local_address() const noexcept;
+    /// Connections open now.
+    size_t connections() const noexcept;
+    /// Graceful stop: no new connections; idle keep-alive connections are closed now; requests
+    /// in flight finish (their connections close after the response) for up to `grace`, then
+    /// are interrupted. Call from the server's vCPU.
+    void stop(duration grace = forever) noexcept;
+
+    struct state;
+
+private:
+    server() = default;
+    std::unique_ptr<state> st_;
+};
+
+}  // namespace gluon::http

@@ -1,0 +1,368 @@
+#include "connection.h"
+
+#include <sys/socket.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstring>
+
+#include "date.h"
+#include "gluon/common/log.h"
+#include "gluon/net/socket.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::http::detail {
+
+namespace {
+
+constexpr size_t k_initial_buffer = 8 * 1024;
+constexpr size_t k_body_room = 8 * 1024;       // free space after a head with a chunked body
+constexpr size_t k_flush_at = 64 * 1024;       // output buffered before it is written anyway
+constexpr size_t k_copy_body_below = 16 * 1024;  // smaller bodies are copied into the output
+constexpr uint64_t k_drain_limit = 64 * 1024;  // unread body discarded to keep a connection
+constexpr auto k_linger = std::chrono::seconds(1);
+
+void append_number(std::string& out, uint64_t v) {
+    char buf[24];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+bool status_has_body(int s) noexcept { return s >= 200 && s != 204 && s != 304; }
+
+}  // namespace
+
+connection::connection(net::byte_stream& s, const handler& h, const server_options& opts,
+                       const bool* stopping)
+    : s_(s), h_(h), opts_(opts), stopping_(stopping), in_(new char[k_initial_buffer]),
+      cap_(k_initial_buffer), fields_(opts.limits.max_headers), req_(*this), res_(*this) {
+    req_.head_.headers = fields_.data();
+}
+
+connection::~connection() { res_.reset(); }
+
+void connection::run() {
+    for (;;) {
+        if (read_head() != got::head) break;
+        handle();
+        if (!keep_alive_) break;
+    }
+    lingering_close();
+}
+
+void connection::grow(size_t want) {
+    size_t cap = cap_;
+    while (cap < want) cap *= 2;
+    std::unique_ptr<char[]> b(new char[cap]);
+    std::memcpy(b.get(), in_.get(), end_);
+    in_ = std::move(b);
+    cap_ = cap;
+}
+
+connection::got connection::read_head() {
+    size_t scanned = 0;
+    deadline_t deadline = k_no_deadline;
+    // A head may be preceded by up to max_head_bytes of empty lines; the parser reports an
+    // oversized head before the buffer is full.
+    const size_t max_cap = 2 * opts_.limits.max_head_bytes + 16;
+    for (;;) {
+        if (end_ > start_) {
+            size_t begin = start_;
+            parse_result r = parse_request({in_.get() + begin, end_ - begin}, req_.head_, opts_.limits, scanned);
+            if (r.state == parse_result::complete) {
+                head_end_ = begin + r.consumed;
+                start_ = head_end_;
+                if (req_.head_.body == framing::chunked && cap_ - head_end_ < k_body_room) {
+                    // Room for the body after the head; the head moves, so parse it again.
+                    grow(head_end_ + k_body_room);
+                    scanned = 0;
+                    (void)parse_request({in_.get() + begin, end_ - begin}, req_.head_, opts_.limits, scanned);
+                }
+                return got::head;
+            }
+            if (r.state == parse_result::invalid) {
+                send_error(r.status, r.why);
+                return got::failed;
+            }
+            if (deadline == k_no_deadline) deadline = deadline_after(opts_.header_timeout);
+        }
+        if (!flush()) return got::closed;
+        bool idle = end_ == start_;
+        if (idle && stopping_ && *stopping_) return got::closed;
+        if (start_ > 0) {
+            std::memmove(in_.get(), in_.get() + start_, end_ - start_);
+            end_ -= start_;
+            start_ = 0;
+        }
+        if (end_ == cap_) grow(cap_ * 2 < max_cap ? cap_ * 2 : max_cap);
+        duration t = !idle ? time_left(deadline) : served_ ? opts_.idle_timeout : opts_.header_timeout;
+        idle_ = idle;
+        auto n = s_.read_some(in_.get() + end_, cap_ - end_, t);
+        idle_ = false;
+        if (!n) {
+            if (n.error() == std::errc::timed_out && !idle) send_error(408, "header timeout");
+            return got::closed;
+        }
+        if (*n == 0) return got::closed;
+        end_ += *n;
+    }
+}
+
+void connection::handle() {
+    request_head& h = req_.head_;
+    size_t q = h.target.find('?');
+    req_.path_ = h.target.substr(0, q);
+    req_.query_ = q == std::string_view::npos ? std::string_view{} : h.target.substr(q + 1);
+    req_.params_.clear();
+    req_.body_.clear();
+    res_.reset();
+    continue_sent_ = false;
+    body_error_ = 0;
+    pending_ = 0;
+    body_done_ = h.body == framing::none;
+    body_left_ = h.body == framing::length ? h.content_length : 0;
+    if (h.body == framing::chunked) dec_ = chunked_decoder();
+    ++served_;
+    keep_alive_ = h.keep_alive && !(opts_.max_requests_per_connection && served_ >= opts_.max_requests_per_connection) &&
+                  !(stopping_ && *stopping_);
+
+    if (h.body == framing::length && h.content_length > opts_.max_body_bytes) {
+        send_error(413, "body too large");
+        return;
+    }
+    try {
+        h_(req_, res_);
+    } catch (const std::exception& e) {
+        GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: http handler for {} threw: {}",
+                               h.target, e.what());
+        if (res_.head_sent_) keep_alive_ = false;
+        else res_.reset(), res_.status(500);
+    } catch (...) {
+        GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: http handler for {} threw", h.target);
+        if (res_.head_sent_) keep_alive_ = false;
+        else res_.reset(), res_.status(500);
+    }
+    if (!finish_body()) keep_alive_ = false;
+    if (body_error_ && !res_.head_sent_ && (body_error_ == EMSGSIZE || body_error_ == EPROTO)) {
+        send_error(body_error_ == EMSGSIZE ? 413 : 400, "bad request body");
+        return;
+    }
+    if (res_.close_) keep_alive_ = false;
+    finish_response();
+    if (opts_.access_log) log_access();
+}
+
+bool connection::finish_body() {
+    if (body_done_ && !pending_) return !body_error_;
+    if (body_error_) return false;
+    // The client may be waiting for a 100 Continue that will not come: do not wait for its body.
+    if (req_.head_.expect_continue && !continue_sent_) return false;
+    char scratch[4096];
+    uint64_t drained = 0;
+    for (;;) {
+        auto n = read_body(scratch, sizeof scratch);
+        if (!n) return false;
+        if (*n == 0) return true;
+        drained += *n;
+        if (drained > k_drain_limit) return false;
+    }
+}
+
+result<size_t> connection::read_body(void* buf, size_t n) {
+    if (body_error_) return errno_error(body_error_);
+    if (body_done_ && !pending_) return size_t{0};
+    if (req_.head_.expect_continue && !continue_sent_ && !res_.head_sent_) {
+        continue_sent_ = true;
+        out_ += "HTTP/1.1 100 Continue\r\n\r\n";
+        if (!flush()) return errno_error(body_error_ = EPIPE);
+    }
+    auto fail = [&](int e) -> result<size_t> {
+        body_error_ = e;
+        keep_alive_ = false;
+        return errno_error(e);
+    };
+    if (req_.head_.body == framing::length) {
+        size_t want = n < body_left_ ? n : static_cast<size_t>(body_left_);
+        if (end_ > start_) {
+            size_t k = want < end_ - start_ ? want : end_ - start_;
+            std::memcpy(buf, in_.get() + start_, k);
+            start_ += k;
+            body_left_ -= k;
+            body_done_ = body_left_ == 0;
+            return k;
+        }
+        auto r = s_.read_some(buf, want, opts_.body_timeout);
+        if (!r) return fail(r.error().value());
+        if (*r == 0) return fail(ENODATA);
+        body_left_ -= *r;
+        body_done_ = body_left_ == 0;
+        return *r;
+    }
+    for (;;) {  // chunked
+        if (pending_) {
+            size_t k = n < pending_ ? n : pending_;
+            std::memcpy(buf, in_.get() + start_, k);
+            start_ += k;
+            pending_ -= k;
+            return k;
+        }
+        if (body_done_) return size_t{0};
+        auto st = dec_.next({in_.get() + start_, end_ - start_});
+        if (st.error) return fail(EPROTO);
+        start_ += st.consumed - st.data.size();
+        if (!st.data.empty()) {
+            if (dec_.total() > opts_.max_body_bytes) return fail(EMSGSIZE);
+            pending_ = st.data.size();
+            continue;
+        }
+        if (st.done) {
+            body_done_ = true;
+            return size_t{0};
+        }
+        // More input: move what is unread to just after the head, then read.
+        if (start_ > head_end_) {
+            std::memmove(in_.get() + head_end_, in_.get() + start_, end_ - start_);
+            end_ -= start_ - head_end_;
+            start_ = head_end_;
+        }
+        if (end_ == cap_) return fail(EPROTO);  // a chunk line longer than the room (cannot happen: 8 KiB > 4 KiB)
+        auto r = s_.read_some(in_.get() + end_, cap_ - end_, opts_.body_timeout);
+        if (!r) return fail(r.error().value());
+        if (*r == 0) return fail(ENODATA);
+        end_ += *r;
+    }
+}
+
+void connection::append_head(response& res, bool chunked, uint64_t length) {
+    if (stopping_ && *stopping_) keep_alive_ = false;  // a graceful stop began during the handler
+    out_ += "HTTP/1.1 ";
+    append_number(out_, res.status_);
+    out_ += ' ';
+    out_ += reason_phrase(res.status_);
+    out_ += "\r\n";
+    if (!opts_.server_name.empty()) {
+        out_ += "Server: ";
+        out_ += opts_.server_name;
+        out_ += "\r\n";
+    }
+    out_ += "Date: ";
+    out_ += http_date_now();
+    out_ += "\r\n";
+    out_ += res.fields_;
+    if (status_has_body(res.status_)) {
+        if (chunked) {
+            out_ += "Transfer-Encoding: chunked\r\n";
+        } else if (length != UINT64_MAX) {
+            out_ += "Content-Length: ";
+            append_number(out_, length);
+            out_ += "\r\n";
+        }
+    }
+    if (!keep_alive_) out_ += "Connection: close\r\n";
+    else if (req_.head_.version_minor == 0) out_ += "Connection: keep-alive\r\n";
+    out_ += "\r\n";
+    res.head_sent_ = true;
+}
+
+result<void> connection::write_head(response& res, bool streaming) {
+    bool chunked = streaming && res.declared_length_ == UINT64_MAX && req_.head_.version_minor == 1;
+    if (streaming && res.declared_length_ == UINT64_MAX && !chunked) keep_alive_ = false;  // ends at close
+    res.chunked_ = chunked && status_has_body(res.status_);
+    append_head(res, res.chunked_, res.declared_length_);
+    return {};
+}
+
+result<void> connection::write_raw(std::string_view a, std::string_view b) {
+    iovec v[3];
+    int cnt = 0;
+    if (!out_.empty()) v[cnt++] = {out_.data(), out_.size()};
+    if (!a.empty()) v[cnt++] = {const_cast<char*>(a.data()), a.size()};
+    if (!b.empty()) v[cnt++] = {const_cast<char*>(b.data()), b.size()};
+    if (!cnt) return {};
+    size_t total = out_.size() + a.size() + b.size();
+    auto r = s_.writev_all(v, cnt, opts_.send_timeout);
+    out_.clear();
+    if (!r) {
+        keep_alive_ = false;
+        return r;
+    }
+    bytes_sent_ += total;
+    return {};
+}
+
+bool connection::flush() {
+    if (out_.empty()) return true;
+    return static_cast<bool>(write_raw({}));
+}
+
+bool connection::body_allowed(const response& r) const noexcept {
+    return req_.head_.verb != method::head && status_has_body(r.status_);
+}
+
+void connection::finish_response() {
+    response& r = res_;
+    bool head_only = req_.head_.verb == method::head;
+    if (r.streaming_) {
+        if (!r.finished_ && !r.finish()) keep_alive_ = false;
+    } else {
+        using kind = response::body_kind;
+        uint64_t len = r.kind_ == kind::file ? r.file_len_ : r.kind_ == kind::view ? r.body_view_.size() : r.body_.size();
+        append_head(r, false, len);
+        if (!head_only && status_has_body(r.status_)) {
+            if (r.kind_ == kind::file) {
+                if (!flush() || !s_.send_file(r.file_fd_, r.file_off_, r.file_len_, opts_.send_timeout)) keep_alive_ = false;
+                else bytes_sent_ += len;
+            } else if (r.kind_ == kind::view && len >= k_copy_body_below) {
+                if (!write_raw(r.body_view_)) keep_alive_ = false;
+            } else {
+                out_ += r.kind_ == kind::view ? r.body_view_ : std::string_view(r.body_);
+            }
+        }
+        r.release();  // the file or a cached body, now written
+    }
+    if (out_.size() >= k_flush_at) (void)flush();
+}
+
+void connection::send_error(int status, const char* why) {
+    GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http: {} ({})", status, why);
+    keep_alive_ = false;
+    res_.reset();
+    res_.status(status);
+    res_.content_type("text/plain");
+    std::string body = std::to_string(status);
+    body += ' ';
+    body += reason_phrase(status);
+    body += '\n';
+    res_.body(body);
+    append_head(res_, false, res_.body_.size());
+    if (req_.head_.verb != method::head) out_ += res_.body_;
+}
+
+void connection::lingering_close() {
+    if (!flush()) return;
+    // Send our FIN, then read what the client still sends for a moment, so that unread input
+    // does not make the kernel reset the connection before the client has read our response.
+    if (!s_.shutdown(k_linger)) return;
+    deadline_t d = deadline_after(k_linger);
+    char scratch[4096];
+    uint64_t drained = 0;
+    while (drained < k_drain_limit) {
+        auto n = s_.read_some(scratch, sizeof scratch, time_left(d));
+        if (!n || *n == 0) break;
+        drained += *n;
+    }
+}
+
+void connection::wake_for_stop() noexcept {
+    if (net::socket_fd* sock = s_.socket()) (void)::shutdown(sock->get(), SHUT_RD);
+}
+
+void connection::log_access() {
+    std::string peer = "-";
+    if (net::socket_fd* sock = s_.socket())
+        if (auto a = sock->peer_address()) peer = a->to_string();
+    GLUON_INFO("{} - - [{}] \"{} {} HTTP/1.{}\" {} {}", peer, http_date_now(), req_.head_.method_name,
+               req_.head_.target, req_.head_.version_minor, res_.status_, bytes_sent_);
+}
+
+}  // namespace gluon::http::detail

@@ -1,0 +1,83 @@
+// One HTTP/1.1 connection: the loop that reads heads, runs the handler, and writes responses.
+//
+// The receive buffer holds the current request's head for as long as its handler runs (the
+// request's views point into it); its body is read into the space after the head, so the head
+// never moves while it is in use. Responses are appended to one output buffer that is written
+// when the loop would otherwise wait for input: the responses to pipelined requests go out in
+// one send.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gluon/common/intrusive_list.h"
+#include "gluon/http/server.h"
+#include "gluon/net/byte_stream.h"
+
+namespace gluon::http::detail {
+
+class connection {
+public:
+    connection(net::byte_stream& s, const handler& h, const server_options& opts, const bool* stopping);
+    ~connection();
+    void run();
+
+    /// While the loop waits for a new request (idle keep-alive): a graceful stop closes it.
+    bool idle() const noexcept { return idle_; }
+    /// Wakes an idle connection so that it sees the stop (its read ends).
+    void wake_for_stop() noexcept;
+    list_hook hook;
+
+    // For request and response.
+    result<size_t> read_body(void* buf, size_t n);
+    result<void> write_head(response& res, bool streaming);
+    result<void> write_raw(std::string_view a, std::string_view b = {});
+    net::byte_stream& stream() noexcept { return s_; }
+    const server_options& options() const noexcept { return opts_; }
+    std::string& out() noexcept { return out_; }
+    void close_after() noexcept { keep_alive_ = false; }
+    /// False for HEAD and for statuses without a body (1xx, 204, 304).
+    bool body_allowed(const response& r) const noexcept;
+
+private:
+    enum class got { head, closed, failed };
+    got read_head();
+    void handle();
+    void send_error(int status, const char* why);
+    bool finish_body();
+    void finish_response();
+    void lingering_close();
+    void log_access();
+    bool flush();
+    bool fill(size_t min_free, duration timeout, result<size_t>& got_bytes);
+    void grow(size_t want);
+    void append_head(response& res, bool chunked, uint64_t length);
+
+    net::byte_stream& s_;
+    const handler& h_;
+    const server_options& opts_;
+    const bool* stopping_;
+    bool idle_ = false;
+    bool keep_alive_ = true;
+    uint64_t served_ = 0;
+
+    // Receive buffer: [start_, end_) unread; the head of the current request at [0, head_end_).
+    std::unique_ptr<char[]> in_;
+    size_t cap_ = 0, start_ = 0, end_ = 0, head_end_ = 0;
+    std::vector<header> fields_;
+    std::string out_;
+
+    // The current exchange.
+    request req_;
+    response res_;
+    uint64_t body_left_ = 0;  // framing::length: bytes still to come
+    chunked_decoder dec_;
+    size_t pending_ = 0;      // chunked: decoded bytes at start_ not yet handed out
+    bool body_done_ = true;
+    int body_error_ = 0;      // errno of a failed body read (EMSGSIZE, EPROTO, ...)
+    bool continue_sent_ = false;
+    uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace gluon::http::detail

@@ -1,0 +1,171 @@
+#include <charconv>
+
+#include "connection.h"
+#include "gluon/common/log.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::http {
+
+// request
+
+std::string_view request::param(std::string_view name) const noexcept {
+    for (const auto& [k, v] : params_)
+        if (k == name) return v;
+    return {};
+}
+
+result<size_t> request::read_body(void* buf, size_t n) { return conn_.read_body(buf, n); }
+
+result<std::string_view> request::body() {
+    if (head_.body == framing::length) body_.reserve(head_.content_length);
+    for (;;) {
+        size_t old = body_.size();
+        body_.resize(old + 16 * 1024);
+        auto n = read_body(body_.data() + old, 16 * 1024);
+        body_.resize(old + (n ? *n : 0));
+        if (!n) return unexpected(n.error());
+        if (*n == 0) return std::string_view(body_);
+    }
+}
+
+net::byte_stream& request::stream() noexcept { return conn_.stream(); }
+
+// response
+
+namespace {
+bool safe_field_text(std::string_view s) noexcept {
+    for (char c : s)
+        if (c == '\r' || c == '\n' || c == '\0') return false;
+    return true;
+}
+}  // namespace
+
+void response::header(std::string_view name, std::string_view value) {
+    if (name.empty() || !safe_field_text(name) || !safe_field_text(value) || name.find(':') != name.npos) {
+        GLUON_LOG_RATE_LIMITED(warn, std::chrono::seconds(1), "gluon: http: response field dropped (CR, LF, NUL or ':' in it)");
+        return;
+    }
+    fields_ += name;
+    fields_ += ": ";
+    fields_ += value;
+    fields_ += "\r\n";
+}
+
+void response::body(std::string_view data) {
+    release();
+    kind_ = body_kind::copy;
+    body_.assign(data);
+}
+
+void response::body(std::string_view data, std::shared_ptr<const void> owner) {
+    release();
+    kind_ = body_kind::view;
+    body_view_ = data;
+    body_owner_ = std::move(owner);
+}
+
+void response::file(int fd, int64_t offset, uint64_t len, bool own_fd) {
+    release();
+    kind_ = body_kind::file;
+    file_fd_ = fd;
+    own_fd_ = own_fd;
+    file_off_ = offset;
+    file_len_ = len;
+}
+
+result<void> response::write(std::string_view data) {
+    if (finished_) return errno_error(EINVAL);
+    if (!head_sent_) {
+        streaming_ = true;
+        GLUON_TRY(conn_.write_head(*this, true));
+    }
+    if (declared_length_ != UINT64_MAX && streamed_ + data.size() > declared_length_) return errno_error(EINVAL);
+    streamed_ += data.size();
+    if (data.empty() || !conn_.body_allowed(*this)) return {};
+    if (!chunked_) return conn_.write_raw(data);
+    char line[24];
+    auto r = std::to_chars(line, line + 20, data.size(), 16);
+    *r.ptr++ = '\r';
+    *r.ptr++ = '\n';
+    conn_.out().append(line, static_cast<size_t>(r.ptr - line));
+    return conn_.write_raw(data, "\r\n");
+}
+
+result<void> response::finish() {
+    if (finished_) return {};
+    if (!head_sent_) {
+        streaming_ = true;
+        if (declared_length_ == UINT64_MAX) declared_length_ = 0;
+        GLUON_TRY(conn_.write_head(*this, true));
+    }
+    finished_ = true;
+    if (declared_length_ != UINT64_MAX && streamed_ != declared_length_) {
+        conn_.close_after();  // the client expects bytes that will not come
+        return errno_error(EINVAL);
+    }
+    if (chunked_ && conn_.body_allowed(*this)) conn_.out() += "0\r\n\r\n";
+    return {};
+}
+
+void response::release() noexcept {
+    if (file_fd_ >= 0 && own_fd_) (void)sys::close(file_fd_);
+    file_fd_ = -1;
+    own_fd_ = false;
+    body_owner_.reset();
+    body_view_ = {};
+}
+
+void response::reset() noexcept {
+    release();
+    status_ = 200;
+    close_ = head_sent_ = streaming_ = chunked_ = finished_ = false;
+    kind_ = body_kind::copy;
+    declared_length_ = UINT64_MAX;
+    streamed_ = 0;
+    fields_.clear();
+    body_.clear();
+}
+
+std::string_view reason_phrase(int s) noexcept {
+    switch (s) {
+        case 100: return "Continue";
+        case 101: return "Switching Protocols";
+        case 200: return "OK";
+        case 201: return "Created";
+        case 202: return "Accepted";
+        case 204: return "No Content";
+        case 206: return "Partial Content";
+        case 301: return "Moved Permanently";
+        case 302: return "Found";
+        case 303: return "See Other";
+        case 304: return "Not Modified";
+        case 307: return "Temporary Redirect";
+        case 308: return "Permanent Redirect";
+        case 400: return "Bad Request";
+        case 401: return "Unauthorized";
+        case 403: return "Forbidden";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 408: return "Request Timeout";
+        case 409: return "Conflict";
+        case 411: return "Length Required";
+        case 412: return "Precondition Failed";
+        case 413: return "Content Too Large";
+        case 414: return "URI Too Long";
+        case 415: return "Unsupported Media Type";
+        case 416: return "Range Not Satisfiable";
+        case 417: return "Expectation Failed";
+        case 426: return "Upgrade Required";
+        case 429: return "Too Many Requests";
+        case 431: return "Request Header Fields Too Large";
+        case 500: return "Internal Server Error";
+        case 501: return "Not Implemented";
+        case 502: return "Bad Gateway";
+        case 503: return "Service Unavailable";
+        case 504: return "Gateway Timeout";
+        case 505: return "HTTP Version Not Supported";
+        default: return "Unknown";
+    }
+}
+
+}  // namespace gluon::http
