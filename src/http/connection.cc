@@ -354,7 +354,7 @@ void connection::lingering_close() {
 }
 
 void connection::wake_for_stop() noexcept {
-    if (net::socket_fd* sock = s_.socket()) (void)::shutdown(sock->get(), SHUT_RD);
+    if (net::socket_fd* sock = s_.socket()) (void)sys::shutdown(sock->get(), SHUT_RD);
 }
 
 void connection::log_access() {

@@ -1,11 +1,21 @@
-// The Date field's value, formatted once a second per thread.
+// HTTP dates (RFC 9110 5.6.7, IMF-fixdate): "Sun, 06 Nov 1994 08:49:37 GMT".
 #pragma once
+
+#include <time.h>
 
 #include <string_view>
 
 namespace gluon::http::detail {
 
-/// "Sun, 06 Nov 1994 08:49:37 GMT" for now (RFC 9110 5.6.7); valid until the thread's next call.
+inline constexpr size_t k_http_date_len = 29;
+
+/// The date now, formatted once a second per thread; valid until the thread's next call.
 std::string_view http_date_now() noexcept;
+
+/// Formats t into out (k_http_date_len bytes, no terminator).
+void format_http_date(time_t t, char* out) noexcept;
+
+/// Parses an IMF-fixdate; -1 if it is not one.
+time_t parse_http_date(std::string_view s) noexcept;
 
 }  // namespace gluon::http::detail

@@ -14,6 +14,12 @@ std::string_view request::param(std::string_view name) const noexcept {
     return {};
 }
 
+bool request::has_param(std::string_view name) const noexcept {
+    for (const auto& kv : params_)
+        if (kv.first == name) return true;
+    return false;
+}
+
 result<size_t> request::read_body(void* buf, size_t n) { return conn_.read_body(buf, n); }
 
 result<std::string_view> request::body() {

@@ -10,6 +10,7 @@
 #include "gluon/http/router.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
+#include "http/client_support.h"
 #include "http/corpus.h"
 #include "test_support.h"
 
@@ -17,76 +18,6 @@ namespace gluon::http {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct reply {
-    int status = 0;
-    std::string head;  // status line and fields
-    std::string body;
-    bool keep_alive = true;
-};
-
-/// Reads one response (any framing) from s, using `buf` for bytes that arrived after it.
-std::optional<reply> read_reply(net::stream& s, std::string& buf, method verb = method::get) {
-    std::vector<header> f(100);
-    response_head h;
-    h.headers = f.data();
-    size_t scanned = 0;
-    char tmp[65536];
-    for (;;) {
-        auto r = parse_response(buf, h, {}, scanned, verb);
-        if (r.state == parse_result::invalid) return std::nullopt;
-        if (r.state == parse_result::complete) {
-            reply out;
-            out.status = h.status;
-            out.head = buf.substr(0, r.consumed);
-            out.keep_alive = h.keep_alive;
-            buf.erase(0, r.consumed);
-            if (h.body == framing::length) {
-                while (buf.size() < h.content_length) {
-                    auto n = s.read_some(tmp, sizeof tmp, 5s);
-                    if (!n || *n == 0) return std::nullopt;
-                    buf.append(tmp, *n);
-                }
-                out.body = buf.substr(0, h.content_length);
-                buf.erase(0, h.content_length);
-            } else if (h.body == framing::chunked) {
-                chunked_decoder d;
-                for (;;) {
-                    auto st = d.next(buf);
-                    if (st.error) return std::nullopt;
-                    out.body += st.data;
-                    buf.erase(0, st.consumed);
-                    if (st.done) break;
-                    if (st.consumed == 0) {
-                        auto n = s.read_some(tmp, sizeof tmp, 5s);
-                        if (!n || *n == 0) return std::nullopt;
-                        buf.append(tmp, *n);
-                    }
-                }
-            } else if (h.body == framing::to_close) {
-                for (;;) {
-                    auto n = s.read_some(tmp, sizeof tmp, 5s);
-                    if (!n || *n == 0) break;
-                    buf.append(tmp, *n);
-                }
-                out.body = std::move(buf);
-                buf.clear();
-            }
-            if (h.status == 100) return read_reply(s, buf, verb);
-            return out;
-        }
-        auto n = s.read_some(tmp, sizeof tmp, 5s);
-        if (!n || *n == 0) return std::nullopt;
-        buf.append(tmp, *n);
-    }
-}
-
-/// True once the server has closed the connection (EOF or reset), with nothing more sent.
-bool closed_by_server(net::stream& s) {
-    char c;
-    auto n = s.read_some(&c, 1, 5s);
-    return (n && *n == 0) || (!n && n.error() == std::errc::connection_reset);
-}
 
 class http_server_test : public test::engine_test {
 protected:
@@ -103,11 +34,6 @@ protected:
         auto c = net::stream::connect(srv_->local_address(), 5s);
         EXPECT_TRUE(c) << c.error().message();
         return std::move(*c);
-    }
-    std::optional<reply> exchange(net::stream& c, const std::string& req, method verb = method::get) {
-        if (!c.write_all(req.data(), req.size(), 5s)) return std::nullopt;
-        std::string buf;
-        return read_reply(c, buf, verb);
     }
     static router test_router() {
         router r;
@@ -140,7 +66,7 @@ TEST_P(http_server_test, serves_requests_on_a_kept_alive_connection) {
     start(test_router().as_handler());
     auto c = connect();
     for (int i = 0; i < 3; ++i) {
-        auto r = exchange(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        auto r = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
         ASSERT_TRUE(r);
         EXPECT_EQ(r->status, 200);
         EXPECT_EQ(r->body, "home");
@@ -168,22 +94,22 @@ TEST_P(http_server_test, answers_pipelined_requests_in_order) {
 TEST_P(http_server_test, routes_by_method_exact_parameter_and_prefix) {
     start(test_router().as_handler());
     auto c = connect();
-    auto r = exchange(c, "GET /users/7/books/42 HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto r = roundtrip(c, "GET /users/7/books/42 HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "7,42");
-    r = exchange(c, "GET /files/a/b.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(c, "GET /files/a/b.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     EXPECT_EQ(r->body, "a/b.txt");
-    r = exchange(c, "GET /nowhere HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(c, "GET /nowhere HTTP/1.1\r\nHost: t\r\n\r\n");
     EXPECT_EQ(r->status, 404);
-    r = exchange(c, "DELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(c, "DELETE /echo HTTP/1.1\r\nHost: t\r\n\r\n");
     EXPECT_EQ(r->status, 405);
     EXPECT_NE(r->head.find("\r\nAllow: POST\r\n"), std::string::npos) << r->head;
-    r = exchange(c, "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n", method::head);
+    r = roundtrip(c, "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n", method::head);
     EXPECT_EQ(r->status, 200);
     EXPECT_EQ(r->body, "");
     EXPECT_NE(r->head.find("Content-Length: 4\r\n"), std::string::npos);
     // The connection still serves after all of these.
-    r = exchange(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     EXPECT_EQ(r->body, "home");
 }
 
@@ -199,10 +125,10 @@ TEST_P(http_server_test, router_rejects_malformed_patterns) {
 TEST_P(http_server_test, reads_length_and_chunked_bodies) {
     start(test_router().as_handler());
     auto c = connect();
-    auto r = exchange(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\nhello world");
+    auto r = roundtrip(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\nhello world");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "hello world");
-    r = exchange(c, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+    r = roundtrip(c, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
                     "6\r\nhello \r\n5;ext=1\r\nworld\r\n0\r\nTrailer: x\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "hello world");
@@ -217,7 +143,7 @@ TEST_P(http_server_test, reads_length_and_chunked_bodies) {
         req += hex + part + "\r\n";
     }
     req += "0\r\n\r\n";
-    r = exchange(c, req);
+    r = roundtrip(c, req);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, big);
 }
@@ -225,10 +151,10 @@ TEST_P(http_server_test, reads_length_and_chunked_bodies) {
 TEST_P(http_server_test, an_unread_body_is_drained_and_the_connection_kept) {
     start(test_router().as_handler());
     auto c = connect();
-    auto r = exchange(c, "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nabcde");
+    auto r = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nabcde");
     ASSERT_TRUE(r);
     EXPECT_TRUE(r->keep_alive);
-    r = exchange(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "home");
 }
@@ -242,7 +168,7 @@ TEST_P(http_server_test, answers_expect_100_continue_before_reading_the_body) {
     auto n = c.read_some(buf, sizeof buf, 5s);
     ASSERT_TRUE(n);
     EXPECT_EQ(std::string(buf, *n), "HTTP/1.1 100 Continue\r\n\r\n");
-    auto r = exchange(c, "body");
+    auto r = roundtrip(c, "body");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200);
     EXPECT_EQ(r->body, "body");
@@ -251,12 +177,12 @@ TEST_P(http_server_test, answers_expect_100_continue_before_reading_the_body) {
 TEST_P(http_server_test, streams_a_chunked_response_and_an_http10_one_until_close) {
     start(test_router().as_handler());
     auto c = connect();
-    auto r = exchange(c, "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto r = roundtrip(c, "GET /stream HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_NE(r->head.find("Transfer-Encoding: chunked"), std::string::npos);
     EXPECT_EQ(r->body, "part0;part1;part2;");
     auto c10 = connect();
-    r = exchange(c10, "GET /stream HTTP/1.0\r\n\r\n");
+    r = roundtrip(c10, "GET /stream HTTP/1.0\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "part0;part1;part2;");
     EXPECT_EQ(r->head.find("Transfer-Encoding"), std::string::npos);
@@ -265,10 +191,10 @@ TEST_P(http_server_test, streams_a_chunked_response_and_an_http10_one_until_clos
 TEST_P(http_server_test, a_throwing_handler_gets_500_and_injected_fields_are_dropped) {
     start(test_router().as_handler());
     auto c = connect();
-    auto r = exchange(c, "GET /throw HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto r = roundtrip(c, "GET /throw HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 500);
-    r = exchange(c, "GET /inject HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(c, "GET /inject HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->head.find("Set-Cookie"), std::string::npos);
     EXPECT_EQ(r->head.find("X-Bad"), std::string::npos);
@@ -293,7 +219,7 @@ TEST_P(http_server_test, hostile_corpus_gets_its_status_and_a_close_and_the_serv
         }
     }
     auto c = connect();
-    auto r = exchange(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto r = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "home");
 }
@@ -304,22 +230,22 @@ TEST_P(http_server_test, limits_give_413_414_431) {
     o.limits.max_head_bytes = 1024;
     start(test_router().as_handler(), o);
     auto c = connect();
-    auto r = exchange(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 101\r\n\r\n");
+    auto r = roundtrip(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 101\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 413);
     c = connect();
-    r = exchange(c, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n" +
+    r = roundtrip(c, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n" +
                         std::string(101, 'a') + "\r\n0\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 413);
     c = connect();
-    r = exchange(c, "GET /" + std::string(2000, 'a') + " HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(c, "GET /" + std::string(2000, 'a') + " HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 414);
     c = connect();
     std::string many = "GET / HTTP/1.1\r\nHost: t\r\n";
     for (int i = 0; i < 10000; ++i) many += "X: v\r\n";
-    r = exchange(c, many + "\r\n");
+    r = roundtrip(c, many + "\r\n");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 431);
 }
@@ -338,7 +264,7 @@ TEST_P(http_server_test, slow_and_idle_clients_are_timed_out) {
     EXPECT_TRUE(closed_by_server(slow));
 
     auto idle = connect();
-    r = exchange(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_TRUE(closed_by_server(idle));  // after idle_timeout
 }
@@ -348,9 +274,9 @@ TEST_P(http_server_test, the_last_request_allowed_on_a_connection_says_close) {
     o.max_requests_per_connection = 2;
     start(test_router().as_handler(), o);
     auto c = connect();
-    auto r = exchange(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto r = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     EXPECT_TRUE(r && r->keep_alive);
-    r = exchange(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    r = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     EXPECT_FALSE(r->keep_alive);
     EXPECT_TRUE(closed_by_server(c));
@@ -367,7 +293,7 @@ TEST_P(http_server_test, graceful_stop_closes_idle_connections_and_finishes_requ
     });
     start(rt.as_handler());
     auto idle = connect();
-    auto r = exchange(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    auto r = roundtrip(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     auto busy = connect();
     ASSERT_TRUE(busy.write_all("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n", 33, 5s));

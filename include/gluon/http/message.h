@@ -43,6 +43,7 @@ public:
     /// A parameter of the matched route ("/users/:id" gives "id"; a prefix route "/files/*" gives
     /// "*", the rest of the path), or empty.
     std::string_view param(std::string_view name) const noexcept;
+    bool has_param(std::string_view name) const noexcept;
 
     /// True if a body follows the head (Content-Length > 0 or chunked).
     bool has_body() const noexcept { return head_.body != framing::none; }

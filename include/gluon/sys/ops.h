@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -61,6 +62,14 @@ inline long fallocate(int fd, int mode, int64_t off, int64_t len) noexcept {
     return ret(::fallocate(fd, mode, off, len));
 }
 inline long ftruncate(int fd, int64_t len) noexcept { return ret(::ftruncate(fd, len)); }
+inline long fstat(int fd, struct stat* out) noexcept { return ret(::fstat(fd, out)); }
+/// openat2(2) (no libc wrapper): `how` is a struct open_how from <linux/openat2.h>.
+template <typename OpenHow>
+inline long openat2(int dir, const char* path, OpenHow* how) noexcept {
+    return ret(::syscall(SYS_openat2, dir, path, how, sizeof *how));
+}
+/// shutdown(2): SHUT_RD, SHUT_WR or SHUT_RDWR.
+inline long shutdown(int fd, int how) noexcept { return ret(::shutdown(fd, how)); }
 inline long poll1(int fd, short events, int timeout_ms) noexcept {
     pollfd p{fd, events, 0};
     long r = ret(::poll(&p, 1, timeout_ms));

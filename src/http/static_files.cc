@@ -1,0 +1,359 @@
+#include "gluon/http/static_files.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+
+#include <charconv>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "chars.h"
+#include "date.h"
+#include "gluon/common/spinlock.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::http {
+
+namespace {
+
+/// The request's path as a relative file name: percent-decoded, "." and empty segments dropped.
+/// EINVAL: a bad escape, an encoded '/', or NUL (400); EACCES: a ".." segment (403).
+result<std::string> clean_path(std::string_view raw) {
+    std::string out;
+    out.reserve(raw.size());
+    size_t seg_start = 0;
+    auto end_segment = [&]() -> bool {
+        std::string_view seg = std::string_view(out).substr(seg_start);
+        if (seg == "..") return false;
+        if (seg.empty() || seg == ".") out.resize(seg_start);
+        else out += '/';
+        seg_start = out.size();
+        return true;
+    };
+    for (size_t i = 0; i < raw.size(); ++i) {
+        char c = raw[i];
+        if (c == '%') {
+            if (i + 2 >= raw.size() || !detail::is_hex(raw[i + 1]) || !detail::is_hex(raw[i + 2]))
+                return errno_error(EINVAL);
+            c = static_cast<char>(detail::hex_value(raw[i + 1]) * 16 + detail::hex_value(raw[i + 2]));
+            i += 2;
+            if (c == '/' || c == '\\') return errno_error(EINVAL);  // an encoded separator
+        }
+        if (c == '\0') return errno_error(EINVAL);
+        if (c == '/') {
+            if (!end_segment()) return errno_error(EACCES);
+            continue;
+        }
+        out += c;
+    }
+    if (!end_segment()) return errno_error(EACCES);
+    if (!out.empty() && out.back() == '/') out.pop_back();
+    return out;
+}
+
+struct file_info {
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    time_t mtime_s = 0;
+    std::string etag;
+    char last_modified[detail::k_http_date_len];
+    std::string_view mime;
+};
+
+struct cached_file {
+    file_info info;
+    std::string bytes;
+    int64_t checked_ns = 0;
+};
+
+class lru_cache {
+public:
+    explicit lru_cache(size_t cap) : cap_(cap) {}
+    std::shared_ptr<cached_file> find(const std::string& key) {
+        std::lock_guard g(lock_);
+        auto it = map_.find(key);
+        if (it == map_.end()) return nullptr;
+        order_.splice(order_.begin(), order_, it->second);
+        return it->second->second;
+    }
+    void put(const std::string& key, std::shared_ptr<cached_file> f) {
+        std::lock_guard g(lock_);
+        erase_locked(key);
+        bytes_ += f->bytes.size();
+        order_.emplace_front(key, std::move(f));
+        map_[key] = order_.begin();
+        while (bytes_ > cap_ && !order_.empty()) erase_locked(order_.back().first);
+    }
+    void erase(const std::string& key) {
+        std::lock_guard g(lock_);
+        erase_locked(key);
+    }
+
+private:
+    using entry = std::pair<std::string, std::shared_ptr<cached_file>>;
+    void erase_locked(const std::string& key) {
+        auto it = map_.find(key);
+        if (it == map_.end()) return;
+        bytes_ -= it->second->second->bytes.size();
+        auto node = it->second;
+        map_.erase(it);
+        order_.erase(node);
+    }
+    spinlock lock_;
+    size_t cap_;
+    size_t bytes_ = 0;
+    std::list<entry> order_;
+    std::unordered_map<std::string, std::list<entry>::iterator> map_;
+};
+
+struct static_state {
+    int root_fd = -1;
+    static_options opts;
+    lru_cache cache;
+    static_state(int fd, static_options o) : root_fd(fd), opts(std::move(o)), cache(opts.cache_bytes) {}
+    ~static_state() { (void)sys::close(root_fd); }
+};
+
+void plain(response& res, int status) {
+    res.status(status);
+    res.content_type("text/plain");
+    res.body(std::to_string(status) + " " + std::string(reason_phrase(status)) + "\n");
+}
+
+int status_for_open_error(int e) {
+    switch (e) {
+        case ENOENT: case ENOTDIR: case ENAMETOOLONG: return 404;
+        case EACCES: case EPERM: case EXDEV: case ELOOP: return 403;
+        default: return 500;
+    }
+}
+
+/// Opens rel under the root; a directory becomes its index file.
+long open_beneath(const static_state& st, const std::string& rel, struct stat& sb, std::string& name) {
+    open_how how{};
+    how.flags = O_RDONLY | O_CLOEXEC;
+    how.resolve = st.opts.allow_symlinks_outside_root ? RESOLVE_NO_MAGICLINKS : RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    name = rel.empty() ? "." : rel;
+    long fd = sys::openat2(st.root_fd, name.c_str(), &how);
+    if (fd < 0) return fd;
+    if (long r = sys::fstat(static_cast<int>(fd), &sb); r < 0) return (void)sys::close(static_cast<int>(fd)), r;
+    if (S_ISDIR(sb.st_mode)) {
+        (void)sys::close(static_cast<int>(fd));
+        if (st.opts.index_file.empty()) return -EACCES;
+        name = (rel.empty() ? "" : rel + "/") + st.opts.index_file;
+        fd = sys::openat2(st.root_fd, name.c_str(), &how);
+        if (fd == -ENOENT) return -EACCES;  // a directory without an index: never a listing
+        if (fd < 0) return fd;
+        if (long r = sys::fstat(static_cast<int>(fd), &sb); r < 0) return (void)sys::close(static_cast<int>(fd)), r;
+    }
+    if (!S_ISREG(sb.st_mode)) return (void)sys::close(static_cast<int>(fd)), -EACCES;
+    return fd;
+}
+
+file_info describe(const struct stat& sb, const std::string& name) {
+    file_info fi;
+    fi.size = static_cast<uint64_t>(sb.st_size);
+    fi.mtime_s = sb.st_mtim.tv_sec;
+    fi.mtime_ns = sb.st_mtim.tv_sec * 1'000'000'000LL + sb.st_mtim.tv_nsec;
+    char buf[48];
+    auto r = std::to_chars(buf + 1, buf + 24, static_cast<uint64_t>(fi.mtime_ns), 16);
+    buf[0] = '"';
+    *r.ptr++ = '-';
+    r = std::to_chars(r.ptr, buf + 46, fi.size, 16);
+    *r.ptr++ = '"';
+    fi.etag.assign(buf, static_cast<size_t>(r.ptr - buf));
+    detail::format_http_date(fi.mtime_s, fi.last_modified);
+    fi.mime = mime_type(name);
+    return fi;
+}
+
+bool etag_listed(std::string_view list, std::string_view etag) {
+    bool found = false;
+    size_t i = 0;
+    while (i < list.size() && !found) {
+        size_t c = list.find(',', i);
+        if (c == std::string_view::npos) c = list.size();
+        std::string_view t = list.substr(i, c - i);
+        while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+        while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+        if (t.substr(0, 2) == "W/") t.remove_prefix(2);  // weak comparison (RFC 9110 13.1.2)
+        found = t == "*" || t == etag;
+        i = c + 1;
+    }
+    return found;
+}
+
+/// 304 if the client's copy is current.
+bool not_modified(const request& req, const file_info& fi) {
+    std::string_view inm = req.header("If-None-Match");
+    if (!inm.empty()) return etag_listed(inm, fi.etag);
+    std::string_view ims = req.header("If-Modified-Since");
+    if (ims.empty()) return false;
+    time_t t = detail::parse_http_date(ims);
+    return t >= 0 && fi.mtime_s <= t;
+}
+
+/// A single "bytes=" range: {offset, length}; {-1, 0} unsatisfiable; {0, size} for none or
+/// a form not served as a range (several ranges: the whole file, as RFC 9110 permits).
+std::pair<int64_t, uint64_t> parse_range(std::string_view r, uint64_t size) {
+    std::pair<int64_t, uint64_t> whole{0, size};
+    if (r.substr(0, 6) != "bytes=" || r.find(',') != std::string_view::npos) return whole;
+    r.remove_prefix(6);
+    size_t dash = r.find('-');
+    if (dash == std::string_view::npos) return whole;
+    auto num = [](std::string_view s, uint64_t& v) {
+        if (s.empty()) return false;
+        auto res = std::from_chars(s.data(), s.data() + s.size(), v);
+        return res.ec == std::errc{} && res.ptr == s.data() + s.size();
+    };
+    uint64_t a = 0, b = 0;
+    std::string_view first = r.substr(0, dash), last = r.substr(dash + 1);
+    if (first.empty()) {  // suffix: the last b bytes
+        if (!num(last, b)) return whole;
+        if (b == 0) return {-1, 0};
+        if (b > size) b = size;
+        return {static_cast<int64_t>(size - b), b};
+    }
+    if (!num(first, a)) return whole;
+    if (last.empty()) b = size ? size - 1 : 0;
+    else if (!num(last, b) || b < a) return whole;
+    if (a >= size) return {-1, 0};
+    if (b >= size) b = size - 1;
+    return {static_cast<int64_t>(a), b - a + 1};
+}
+
+void common_fields(response& res, const file_info& fi) {
+    res.content_type(fi.mime);
+    res.header("Last-Modified", std::string_view(fi.last_modified, detail::k_http_date_len));
+    res.header("ETag", fi.etag);
+    res.header("Accept-Ranges", "bytes");
+}
+
+/// Applies conditionals and Range; returns the part to send, or nullopt if answered (304/416).
+std::optional<std::pair<int64_t, uint64_t>> select_part(request& req, response& res, const file_info& fi) {
+    common_fields(res, fi);
+    if (not_modified(req, fi)) {
+        res.status(304);
+        return std::nullopt;
+    }
+    std::string_view range = req.header("Range");
+    std::string_view if_range = req.header("If-Range");
+    if (range.empty() || (!if_range.empty() && if_range != fi.etag &&
+                          if_range != std::string_view(fi.last_modified, detail::k_http_date_len)))
+        return std::pair<int64_t, uint64_t>{0, fi.size};
+    auto part = parse_range(range, fi.size);
+    if (part.first < 0) {
+        res.status(416);
+        res.header("Content-Range", "bytes */" + std::to_string(fi.size));
+        return std::nullopt;
+    }
+    if (part.second != fi.size || part.first != 0) {
+        res.status(206);
+        res.header("Content-Range", "bytes " + std::to_string(part.first) + "-" +
+                                        std::to_string(part.first + static_cast<int64_t>(part.second) - 1) + "/" +
+                                        std::to_string(fi.size));
+    }
+    return part;
+}
+
+bool read_whole(int fd, std::string& out, uint64_t size) {
+    out.resize(size);
+    uint64_t got = 0;
+    while (got < size) {
+        long n = sys::read(fd, out.data() + got, size - got, static_cast<int64_t>(got));
+        if (n <= 0) return false;
+        got += static_cast<uint64_t>(n);
+    }
+    return true;
+}
+
+void serve_cached(request& req, response& res, std::shared_ptr<cached_file> f) {
+    auto part = select_part(req, res, f->info);
+    if (part) {
+        std::string_view bytes = std::string_view(f->bytes).substr(static_cast<size_t>(part->first), part->second);
+        res.body(bytes, std::move(f));
+    }
+}
+
+void serve(static_state& st, request& req, response& res) {
+    std::string_view raw = req.has_param("*") ? req.param("*") : req.path();
+    auto rel = clean_path(raw);
+    if (!rel) return plain(res, rel.error() == std::errc::invalid_argument ? 400 : 403);
+
+    int64_t now = mono_now_ns();
+    int64_t fresh_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(st.opts.revalidate_after).count();
+    std::shared_ptr<cached_file> hit = st.opts.cache_file_max ? st.cache.find(*rel) : nullptr;
+    if (hit && now - hit->checked_ns < fresh_ns) {
+        return serve_cached(req, res, std::move(hit));
+    }
+    struct stat sb;
+    std::string name;
+    long fd = open_beneath(st, *rel, sb, name);
+    if (fd < 0) {
+        if (hit) st.cache.erase(*rel);
+        return plain(res, status_for_open_error(static_cast<int>(-fd)));
+    }
+    file_info fi = describe(sb, name);
+    if (hit && hit->info.size == fi.size && hit->info.mtime_ns == fi.mtime_ns) {
+        (void)sys::close(static_cast<int>(fd));
+        auto fresh = std::make_shared<cached_file>(*hit);  // entries are immutable once shared
+        fresh->checked_ns = now;
+        st.cache.put(*rel, fresh);
+        return serve_cached(req, res, std::move(fresh));
+    }
+    if (fi.size <= st.opts.cache_file_max) {
+        auto entry = std::make_shared<cached_file>();
+        entry->info = fi;
+        entry->checked_ns = now;
+        bool ok = read_whole(static_cast<int>(fd), entry->bytes, fi.size);
+        (void)sys::close(static_cast<int>(fd));
+        if (!ok) return plain(res, 500);
+        st.cache.put(*rel, entry);
+        return serve_cached(req, res, std::move(entry));
+    }
+    auto part = select_part(req, res, fi);
+    if (!part) return (void)sys::close(static_cast<int>(fd));
+    res.file(static_cast<int>(fd), part->first, part->second, true);
+}
+
+}  // namespace
+
+result<handler> static_files(const std::string& root, static_options opts) {
+    long fd = sys::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0) return errno_error(static_cast<int>(-fd));
+    auto st = std::make_shared<static_state>(static_cast<int>(fd), std::move(opts));
+    return handler([st](request& req, response& res) { serve(*st, req, res); });
+}
+
+std::string_view mime_type(std::string_view name) noexcept {
+    static constexpr std::pair<std::string_view, std::string_view> types[] = {
+        {"html", "text/html; charset=utf-8"}, {"htm", "text/html; charset=utf-8"},
+        {"css", "text/css; charset=utf-8"},   {"js", "text/javascript; charset=utf-8"},
+        {"mjs", "text/javascript; charset=utf-8"}, {"json", "application/json"},
+        {"txt", "text/plain; charset=utf-8"}, {"md", "text/markdown; charset=utf-8"},
+        {"xml", "application/xml"},           {"svg", "image/svg+xml"},
+        {"png", "image/png"},                 {"jpg", "image/jpeg"},
+        {"jpeg", "image/jpeg"},               {"gif", "image/gif"},
+        {"webp", "image/webp"},               {"avif", "image/avif"},
+        {"ico", "image/x-icon"},              {"woff", "font/woff"},
+        {"woff2", "font/woff2"},              {"ttf", "font/ttf"},
+        {"pdf", "application/pdf"},           {"zip", "application/zip"},
+        {"gz", "application/gzip"},           {"tar", "application/x-tar"},
+        {"wasm", "application/wasm"},         {"mp4", "video/mp4"},
+        {"webm", "video/webm"},               {"mp3", "audio/mpeg"},
+        {"ogg", "audio/ogg"},                 {"csv", "text/csv; charset=utf-8"},
+    };
+    size_t slash = name.rfind('/');
+    size_t dot = name.rfind('.');
+    if (dot == std::string_view::npos || (slash != std::string_view::npos && dot < slash))
+        return "application/octet-stream";
+    std::string_view ext = name.substr(dot + 1);
+    for (const auto& [e, t] : types)
+        if (iequals(e, ext)) return t;
+    return "application/octet-stream";
+}
+
+}  // namespace gluon::http

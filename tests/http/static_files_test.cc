@@ -1,0 +1,187 @@
+// Static files: cache and sendfile paths, conditionals, ranges, and every way out of the root.
+#include "gluon/http/static_files.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gluon/http/router.h"
+#include "http/client_support.h"
+#include "test_support.h"
+
+namespace gluon::http {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+void write_file(const fs::path& p, const std::string& s) {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f << s;
+}
+
+class static_files_test : public test::engine_test {
+protected:
+    void SetUp() override {
+        test::engine_test::SetUp();
+        if (IsSkipped()) return;
+        std::string tmpl = testing::TempDir() + "gluon-static-XXXXXX";
+        ASSERT_TRUE(mkdtemp(tmpl.data()));
+        dir_ = tmpl;
+        root_ = dir_ / "root";
+        fs::create_directories(root_ / "sub");
+        fs::create_directories(root_ / "noindex");
+        write_file(root_ / "small.txt", "hello, static world\n");
+        big_.resize(200 * 1000);
+        for (size_t i = 0; i < big_.size(); ++i) big_[i] = static_cast<char>('a' + (i * 7) % 26);
+        write_file(root_ / "big.bin", big_);
+        write_file(root_ / "sub" / "index.html", "<p>index</p>");
+        write_file(dir_ / "secret.txt", "outside the root");
+        fs::create_symlink(dir_ / "secret.txt", root_ / "escape.txt");
+        fs::create_symlink("small.txt", root_ / "inside.txt");
+    }
+    void TearDown() override {
+        srv_.reset();
+        if (!dir_.empty()) fs::remove_all(dir_);
+        test::engine_test::TearDown();
+    }
+    void start(static_options o = {}) {
+        o.cache_file_max = 64 * 1024;
+        auto h = static_files(root_.string(), o);
+        ASSERT_TRUE(h) << h.error().message();
+        router r;
+        r.get("/static/*", *h);
+        auto s = server::start(net::address::ipv4_loopback(0), r.as_handler());
+        ASSERT_TRUE(s);
+        srv_ = std::move(*s);
+    }
+    std::optional<test_reply> get(const std::string& target, const std::string& extra = {},
+                                  method verb = method::get) {
+        auto c = net::stream::connect(srv_->local_address(), 5s);
+        if (!c) return std::nullopt;
+        std::string req = std::string(verb == method::head ? "HEAD " : "GET ") + target +
+                          " HTTP/1.1\r\nHost: t\r\n" + extra + "\r\n";
+        return roundtrip(*c, req, verb);
+    }
+    fs::path dir_, root_;
+    std::string big_;
+    std::unique_ptr<server> srv_;
+};
+
+TEST_P(static_files_test, serves_small_and_large_files_with_type_and_validators) {
+    start();
+    for (int round = 0; round < 2; ++round) {  // a miss, then a cache hit
+        auto r = get("/static/small.txt");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(r->body, "hello, static world\n");
+        EXPECT_NE(r->head.find("Content-Type: text/plain; charset=utf-8\r\n"), std::string::npos);
+        EXPECT_NE(r->head.find("\r\nETag: \""), std::string::npos);
+        EXPECT_NE(r->head.find("\r\nLast-Modified: "), std::string::npos);
+    }
+    auto big = get("/static/big.bin");
+    ASSERT_TRUE(big);
+    EXPECT_EQ(big->body, big_);
+    EXPECT_NE(big->head.find("application/octet-stream"), std::string::npos);
+    auto head = get("/static/big.bin", {}, method::head);
+    ASSERT_TRUE(head);
+    EXPECT_EQ(head->body, "");
+    EXPECT_NE(head->head.find("Content-Length: 200000\r\n"), std::string::npos);
+}
+
+TEST_P(static_files_test, conditionals_give_304) {
+    start();
+    auto r = get("/static/small.txt");
+    ASSERT_TRUE(r);
+    std::string etag = field(r->head, "ETag");
+    std::string lm = field(r->head, "Last-Modified");
+    ASSERT_FALSE(etag.empty());
+    EXPECT_EQ(get("/static/small.txt", "If-None-Match: " + etag + "\r\n")->status, 304);
+    EXPECT_EQ(get("/static/small.txt", "If-None-Match: \"other\", W/" + etag + "\r\n")->status, 304);
+    EXPECT_EQ(get("/static/small.txt", "If-None-Match: \"other\"\r\n")->status, 200);
+    EXPECT_EQ(get("/static/small.txt", "If-Modified-Since: " + lm + "\r\n")->status, 304);
+    EXPECT_EQ(get("/static/big.bin", "If-Modified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n")->status, 200);
+}
+
+TEST_P(static_files_test, ranges_give_206_and_416) {
+    start();
+    auto r = get("/static/small.txt", "Range: bytes=7-12\r\n");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 206);
+    EXPECT_EQ(r->body, "static");
+    EXPECT_EQ(field(r->head, "Content-Range"), "bytes 7-12/20");
+    r = get("/static/small.txt", "Range: bytes=-6\r\n");
+    EXPECT_EQ(r->body, "world\n");
+    r = get("/static/big.bin", "Range: bytes=100000-\r\n");
+    EXPECT_EQ(r->status, 206);
+    EXPECT_EQ(r->body, big_.substr(100000));
+    r = get("/static/small.txt", "Range: bytes=50-60\r\n");
+    EXPECT_EQ(r->status, 416);
+    EXPECT_EQ(field(r->head, "Content-Range"), "bytes */20");
+    r = get("/static/small.txt", "Range: bytes=0-1, 4-5\r\n");  // several ranges: the whole file
+    EXPECT_EQ(r->status, 200);
+}
+
+TEST_P(static_files_test, directories_serve_their_index_and_never_a_listing) {
+    start();
+    auto r = get("/static/sub/");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "<p>index</p>");
+    EXPECT_NE(r->head.find("text/html"), std::string::npos);
+    EXPECT_EQ(get("/static/noindex/")->status, 403);
+    EXPECT_EQ(get("/static/missing.txt")->status, 404);
+}
+
+TEST_P(static_files_test, every_way_out_of_the_root_is_refused) {
+    start();
+    EXPECT_EQ(get("/static/../secret.txt")->status, 403);
+    EXPECT_EQ(get("/static/sub/../../secret.txt")->status, 403);
+    EXPECT_EQ(get("/static/%2e%2e/secret.txt")->status, 403);
+    EXPECT_EQ(get("/static/%2E%2E/secret.txt")->status, 403);
+    EXPECT_EQ(get("/static/..%2fsecret.txt")->status, 400);
+    EXPECT_EQ(get("/static/..%2Fsecret.txt")->status, 400);
+    EXPECT_EQ(get("/static/..%5csecret.txt")->status, 400);
+    EXPECT_EQ(get("/static/small.txt%00.png")->status, 400);
+    EXPECT_EQ(get("/static/%zz")->status, 400);
+    EXPECT_EQ(get("/static/escape.txt")->status, 403);
+    auto inside = get("/static/inside.txt");
+    ASSERT_TRUE(inside);
+    EXPECT_EQ(inside->body, "hello, static world\n");
+    // Encoded characters that are not separators are decoded.
+    EXPECT_EQ(get("/static/sm%61ll.txt")->body, "hello, static world\n");
+}
+
+TEST_P(static_files_test, symlinks_outside_are_followed_only_when_allowed) {
+    static_options o;
+    o.allow_symlinks_outside_root = true;
+    start(o);
+    auto r = get("/static/escape.txt");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "outside the root");
+    EXPECT_EQ(get("/static/../secret.txt")->status, 403);
+}
+
+TEST_P(static_files_test, a_changed_file_is_served_fresh_after_revalidation) {
+    static_options o;
+    o.revalidate_after = 0s;
+    start(o);
+    EXPECT_EQ(get("/static/small.txt")->body, "hello, static world\n");
+    write_file(root_ / "small.txt", "changed, and longer than before\n");
+    EXPECT_EQ(get("/static/small.txt")->body, "changed, and longer than before\n");
+    fs::remove(root_ / "small.txt");
+    EXPECT_EQ(get("/static/small.txt")->status, 404);
+}
+
+TEST(static_files, unusable_roots_and_mime_types) {
+    EXPECT_EQ(static_files("/nonexistent-gluon-root").error(), std::errc::no_such_file_or_directory);
+    EXPECT_EQ(mime_type("a/b.HTML"), "text/html; charset=utf-8");
+    EXPECT_EQ(mime_type("x.tar.gz"), "application/gzip");
+    EXPECT_EQ(mime_type("dir.d/noext"), "application/octet-stream");
+}
+
+GLUON_ENGINE_TEST_SUITE(static_files_test);
+
+}  // namespace
+}  // namespace gluon::http
