@@ -16,7 +16,8 @@ release:
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
-## demo: a gluon echo server and its load generator, side by side with a plain epoll server.
+## demo: a directory served by gluon's HTTP server and by nginx under the same load, side by side
+## (then gluon's echo server beside a plain epoll server).
 demo: release
 	@scripts/deps.sh bench
 	bench/run demo
@@ -32,6 +33,7 @@ test-dev:
 	bench/run runtime --quick
 	bench/run io --quick
 	bench/run connrate --quick
+	bench/run http --quick
 
 test-asan:
 	@scripts/deps.sh test

@@ -8,13 +8,14 @@ pkgs=(cmake ninja-build g++ pkg-config liburing-dev libaio-dev libfmt-dev libgte
 case "$profile" in
   build) ;;
   test) pkgs+=(gdb valgrind) ;;
-  bench) pkgs+=(libboost-context-dev libasio-dev fio) ;;
+  bench) pkgs+=(libboost-context-dev libasio-dev fio nginx-light) ;;
   *) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
 esac
 pkgs+=(libcurl4-openssl-dev)  # gluon::curl (src/net/curl)
 if [ "$profile" = test ]; then pkgs+=(nginx-light); fi  # the peer of tests/net/curl_test
 pkgs+=(libssl-dev)  # gluon::tls (src/net/tls)
 if [ "$profile" = test ]; then pkgs+=(openssl curl); fi  # the peers of tests/net/tls_test
+if [ "$profile" != build ]; then pkgs+=(wrk); fi  # the load generator of bench/run http
 
 missing=()
 for p in "${pkgs[@]}"; do

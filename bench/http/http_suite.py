@@ -1,0 +1,185 @@
+"""HTTP/1.1 (B4) for bench/run: gluon's HTTP server (examples/http_server) against nginx with one
+worker, and the floor: a plain-C epoll responder that answers every request with a canned
+response and does nothing else (bench/peers/http-c).
+
+Server pinned to CPU 0, wrk -t1 on CPU 1; alternating runs; the metric is requests per server
+CPU-second (utime+stime of the server process over the run), with requests/s and wrk's p50/p99.
+Every run is verified: no socket errors, no non-2xx answers, and at least the body's bytes per
+request read, or the suite fails.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import connrate  # bench/net/connrate.py: nginx process handling
+
+BODY_SMALL = 13
+FILE_4K = 4096
+FILE_1M = 1 << 20
+
+PIPELINE_LUA = """
+init = function(args)
+  local r = {}
+  for i = 1, 16 do r[i] = wrk.format(nil, wrk.path) end
+  req = table.concat(r)
+end
+request = function() return req end
+"""
+
+
+class Nginx(connrate.Nginx):
+    """nginx, one worker, serving the benchmark's directory and `return 200` for /hello."""
+
+    def __init__(self, root):
+        super().__init__(1)
+        self.root = root
+
+    def _write_conf(self):
+        d = self.dir
+        lines = ["master_process off;", "worker_processes 1;", f"pid {d}/nginx.pid;",
+                 f"error_log {d}/error.log warn;", "worker_rlimit_nofile 20000;"]
+        if os.geteuid() == 0:
+            lines.append("user root root;")
+        lines += ["events { worker_connections 8192; }", "http {", "  access_log off;", "  sendfile on;",
+                  "  tcp_nopush on;", "  open_file_cache max=1000 inactive=60s;",
+                  "  keepalive_requests 10000000;", "  keepalive_timeout 60s;",
+                  "  types { application/octet-stream bin; }"]
+        lines += [f"  {t}_temp_path {d}/tmp_{t};" for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")]
+        lines += [f"  server {{ listen 127.0.0.1:{self.port} backlog=4096; root {self.root};",
+                  "    location = /hello { default_type text/plain; return 200 \"Hello, World!\"; } }", "}"]
+        with open(os.path.join(d, "nginx.conf"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def _start(cmd):
+    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if not line.startswith("listening"):
+        p.kill()
+        sys.exit(f"bench/run: {cmd[0]} did not start: {line!r} {p.stderr.read()}")
+    return p, int(line.split()[1])
+
+
+def _cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _seconds(v):
+    m = re.match(r"([\d.]+)(us|ms|s|m)", v)
+    if not m:
+        return None
+    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def _size(v, unit):
+    return float(v) * {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}[unit]
+
+
+def _wrk(port, path, dur, extra, script_dir, pid, min_bytes):
+    cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c100", f"-d{dur}s", "--latency"] + extra
+    if extra == ["pipeline"]:
+        cmd = cmd[:-1] + ["-s", os.path.join(script_dir, "pipeline.lua")]
+    cmd.append(f"http://127.0.0.1:{port}{path}")
+    c0 = _cpu_s(pid)
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=dur + 60).stdout
+    cpu = _cpu_s(pid) - c0
+    m = re.search(r"(\d+) requests in ([\d.]+)(\w+), ([\d.]+)(\w+) read", out)
+    if not m:
+        sys.exit(f"bench/run: wrk output not understood:\n{out}")
+    reqs = int(m.group(1))
+    secs = _seconds(m.group(2) + m.group(3))
+    nbytes = _size(m.group(4), m.group(5))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    # wrk counts a server's close after a "Connection: close" answer as a read error.
+    counted = errs.groups() if errs else ()
+    if "Connection: close" in extra:
+        counted = counted[0:1] + counted[2:]
+    if bad or any(int(x) for x in counted) or reqs == 0:
+        sys.exit(f"bench/run: verification failed (errors or non-2xx answers):\n{out}")
+    if nbytes < reqs * min_bytes * 0.99:
+        sys.exit(f"bench/run: verification failed: {nbytes:.0f} bytes read for {reqs} responses of >= {min_bytes}")
+    lat = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    return {"rps": reqs / secs, "per_cpu": reqs / cpu if cpu > 0 else 0, "mbps": nbytes / secs / 1e6,
+            "p50": _seconds(lat.get("50", "")), "p99": _seconds(lat.get("99", ""))}
+
+
+def run(args, res, build, log, build_peer, demo=False):
+    if not shutil.which("wrk"):
+        sys.exit("bench/run: wrk is not installed (scripts/deps.sh bench)")
+    quick = args.quick
+    dur = 1 if quick else 3 if demo else 5
+    runs = args.runs or (1 if quick else 3 if demo else 5)
+    work = tempfile.mkdtemp(prefix="gluon-http-bench-")
+    root = os.path.join(work, "www")
+    os.makedirs(root)
+    for name, size in (("4k.bin", FILE_4K), ("1m.bin", FILE_1M)):
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(os.urandom(size))
+    with open(os.path.join(work, "pipeline.lua"), "w") as f:
+        f.write(PIPELINE_LUA)
+
+    server = os.path.join(build, "examples", "http_server")
+    impls = {"gluon": [server, "--root", root, "--engine", "io_uring"],
+             "gluon-epoll": [server, "--root", root, "--engine", "epoll"]}
+    nginx_bin = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
+    if nginx_bin:
+        impls["nginx"] = None
+    else:
+        log("[http] nginx: not run (not installed)")
+    floor = build_peer("http-c")
+    # workload -> (path, wrk extra args, bytes of body per response, floor's canned body or None)
+    workloads = {
+        "static-4k": ("/4k.bin", [], FILE_4K, FILE_4K),
+        "hello-13b": ("/hello", [], BODY_SMALL, BODY_SMALL),
+        "pipelined-16": ("/hello", ["pipeline"], BODY_SMALL, BODY_SMALL),
+        "conn-close": ("/hello", ["-H", "Connection: close"], BODY_SMALL, BODY_SMALL),
+        "file-1m": ("/1m.bin", [], FILE_1M, None),
+    }
+    if quick or demo:
+        keep = ("static-4k", "pipelined-16") if quick else ("static-4k", "hello-13b", "pipelined-16")
+        workloads = {k: v for k, v in workloads.items() if k in keep}
+    # "limit": the plain-C responder, the floor (not a peer in the ratio column).
+    names = list(impls) + (["limit"] if floor else [])
+    try:
+        for i in range(runs):
+            for wname, (path, extra, body, canned) in workloads.items():
+                for name in names:
+                    if name == "limit" and canned is None:
+                        continue
+                    log(f"[http] run {i + 1}/{runs}: {wname} on {name}")
+                    ngx = None
+                    if name == "nginx":
+                        ngx = Nginx(root).start(nginx_bin)
+                        port, pid = ngx.port, ngx.pids[0]
+                        proc = None
+                    else:
+                        cmd = [floor, "--body", str(canned)] if name == "limit" else impls[name]
+                        proc, port = _start(cmd + ["--port", "0"])
+                        pid = proc.pid
+                    try:
+                        r = _wrk(port, path, dur, extra, work, pid, body)
+                    finally:
+                        if ngx:
+                            ngx.cleanup()
+                        else:
+                            connrate._stop(proc)
+                    res.add(wname, name, "req_per_cpu_s", r["per_cpu"], "higher")
+                    res.add(wname, name, "req_per_s", r["rps"], "higher")
+                    res.add(wname, name, "mb_per_s", r["mbps"], "higher")
+                    if r["p50"] and r["p99"]:
+                        res.add(wname, name, "p50_us", r["p50"] * 1e6, "lower")
+                        res.add(wname, name, "p99_us", r["p99"] * 1e6, "lower")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out = ["requests per server CPU-second (the headline; ratio: gluon / nginx; limit: the plain-C responder):",
+           res.table("req_per_cpu_s", names), "", "requests per second:", res.table("req_per_s", names), "",
+           "MB/s read by the client:", res.table("mb_per_s", names), "",
+           "latency p50 (us):", res.table("p50_us", names), "", "latency p99 (us):", res.table("p99_us", names)]
+    return "\n".join(out)
