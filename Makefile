@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON := -G Ninja
 
-.PHONY: all build release demo test test-dev test-asan test-tsan bench clean
+.PHONY: all build release demo test test-dev test-asan test-tsan fuzz bench clean
 
 all: build
 
@@ -34,6 +34,7 @@ test-dev:
 	bench/run io --quick
 	bench/run connrate --quick
 	bench/run http --quick
+	scripts/fuzz.sh 10
 
 test-asan:
 	@scripts/deps.sh test
@@ -46,6 +47,11 @@ test-tsan:
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan
+
+## fuzz: each libFuzzer target (HTTP request, response, chunked) for 10 minutes.
+fuzz:
+	@scripts/deps.sh test
+	scripts/fuzz.sh 600
 
 bench: release
 	@scripts/deps.sh bench

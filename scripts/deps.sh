@@ -16,6 +16,7 @@ if [ "$profile" = test ]; then pkgs+=(nginx-light); fi  # the peer of tests/net/
 pkgs+=(libssl-dev)  # gluon::tls (src/net/tls)
 if [ "$profile" = test ]; then pkgs+=(openssl curl); fi  # the peers of tests/net/tls_test
 if [ "$profile" != build ]; then pkgs+=(wrk); fi  # the load generator of bench/run http
+if [ "$profile" = test ]; then pkgs+=(clang libclang-rt-14-dev); fi  # libFuzzer (scripts/fuzz.sh)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined) and runs each for
+# SECONDS (default 60) from its seed corpus; any crash fails. New inputs go to a scratch corpus
+# under build/fuzz, never into the repository's seeds.
+#   scripts/fuzz.sh [SECONDS]      (make test: 10 s each; make fuzz: 10 min each)
+set -euo pipefail
+seconds=${1:-60}
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out="$top/build/fuzz"
+mkdir -p "$out"
+cxx=$(command -v clang++ || command -v clang++-14 || true)
+if [ -z "$cxx" ]; then echo "fuzz: clang++ not found (scripts/deps.sh test installs clang)" >&2; exit 1; fi
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$top/include")
+sources=("$top/src/http/parser.cc" "$top/src/http/chunked.cc")
+for target in request response chunked; do
+  bin="$out/${target}_fuzz"
+  "$cxx" "${flags[@]}" "${sources[@]}" "$top/tests/http/fuzz/${target}_fuzz.cc" -o "$bin"
+  scratch="$out/corpus-$target"
+  mkdir -p "$scratch"
+  echo "fuzz: $target for ${seconds}s"
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$scratch" "$top/tests/http/fuzz/seeds/$target" 2>"$out/$target.log" \
+    || { tail -40 "$out/$target.log" >&2; echo "fuzz: $target FAILED (log: $out/$target.log)" >&2; exit 1; }
+  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/$target.log" | tr '\n' ' '; echo
+done
