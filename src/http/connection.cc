@@ -142,12 +142,16 @@ void connection::handle() {
         if (res_.head_sent_) keep_alive_ = false;
         else res_.reset(), res_.status(500);
     }
-    if (!finish_body()) keep_alive_ = false;
+    if (!res_.detached_ && !finish_body()) keep_alive_ = false;
     if (body_error_ && !res_.head_sent_ && (body_error_ == EMSGSIZE || body_error_ == EPROTO)) {
         send_error(body_error_ == EMSGSIZE ? 413 : 400, "bad request body");
         return;
     }
     if (res_.close_) keep_alive_ = false;
+    if (res_.detached_) {
+        detached_ = true;
+        return;
+    }
     finish_response();
     if (opts_.access_log) log_access();
 }
@@ -339,7 +343,7 @@ void connection::send_error(int status, const char* why) {
 }
 
 void connection::lingering_close() {
-    if (!flush()) return;
+    if (detached_ || !flush()) return;
     // Send our FIN, then read what the client still sends for a moment, so that unread input
     // does not make the kernel reset the connection before the client has read our response.
     if (!s_.shutdown(k_linger)) return;

@@ -60,6 +60,7 @@ private:
     const bool* stopping_;
     bool idle_ = false;
     bool keep_alive_ = true;
+    bool detached_ = false;  // a handler took the connection over
     uint64_t served_ = 0;
 
     // Receive buffer: [start_, end_) unread; the head of the current request at [0, head_end_).

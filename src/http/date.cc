@@ -15,7 +15,7 @@ constexpr const char* k_months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 void format_http_date(time_t t, char* out) noexcept {
     tm g;
     gmtime_r(&t, &g);
-    char buf[k_http_date_len + 1];
+    char buf[48];
     std::snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", k_days[g.tm_wday], g.tm_mday,
                   k_months[g.tm_mon], g.tm_year + 1900, g.tm_hour, g.tm_min, g.tm_sec);
     std::memcpy(out, buf, k_http_date_len);

@@ -124,7 +124,7 @@ void response::release() noexcept {
 void response::reset() noexcept {
     release();
     status_ = 200;
-    close_ = head_sent_ = streaming_ = chunked_ = finished_ = false;
+    close_ = detached_ = head_sent_ = streaming_ = chunked_ = finished_ = false;
     kind_ = body_kind::copy;
     declared_length_ = UINT64_MAX;
     streamed_ = 0;

@@ -104,6 +104,10 @@ public:
 
     /// Closes the connection after this response.
     void close_connection() noexcept { close_ = true; }
+    /// The handler has taken the connection over (a CONNECT tunnel, a protocol upgrade) and
+    /// writes to request::stream() itself: the server writes no response and closes the
+    /// connection when the handler returns.
+    void detach() noexcept { detached_ = close_ = true; }
     bool head_sent() const noexcept { return head_sent_; }
 
 private:
@@ -115,6 +119,7 @@ private:
     detail::connection& conn_;
     uint16_t status_ = 200;
     bool close_ = false;
+    bool detached_ = false;
     bool head_sent_ = false;
     bool streaming_ = false;
     bool chunked_ = false;

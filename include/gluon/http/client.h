@@ -1,0 +1,109 @@
+// An HTTP/1.1 client for fibers: a keep-alive connection pool per origin (and vCPU), bounded
+// redirects, retries of idempotent requests on a connection that failed before answering,
+// connect/read/total timeouts, chunked and streamed bodies both ways, HTTPS with verification on
+// by default, and HTTP proxies (absolute-form requests; CONNECT tunnels for HTTPS).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/http/parser.h"
+
+namespace gluon::net::tls {
+class context;
+}
+
+namespace gluon::http {
+
+struct client_options {
+    duration connect_timeout = std::chrono::seconds(10);  // name resolution, TCP and TLS handshakes
+    duration read_timeout = std::chrono::seconds(30);     // between reads of a response
+    duration total_timeout = std::chrono::minutes(2);     // the whole call, redirects included
+    int max_redirects = 5;                                // 0: redirects are returned, not followed
+    int retries = 1;  // idempotent requests: new attempts after a connection failed before answering
+    size_t max_idle_per_origin = 8;
+    duration idle_timeout = std::chrono::seconds(30);  // an idle pooled connection older is closed
+    uint64_t max_body_bytes = 64 << 20;                // a response body over it: EMSGSIZE
+    http::limits limits;                               // for response heads
+    /// For https:// URLs; nullptr: a default context verifying against the system's CAs.
+    const net::tls::context* tls = nullptr;
+    /// "http://host:port" of an HTTP proxy; empty: none.
+    std::string proxy;
+    std::string user_agent = "gluon";
+};
+
+struct client_request {
+    http::method method = method::get;
+    std::string url;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;
+    /// A body streamed with chunked coding instead of `body`: called until it returns 0 (or an
+    /// error). A streamed request is never retried or redirected with its body.
+    std::function<result<size_t>(char* buf, size_t n)> body_source;
+};
+
+struct client_response {
+    int status = 0;
+    std::string reason;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;  // empty when streamed to a callback
+    std::string url;   // the URL that answered (after redirects)
+    /// The first field of that name (case-insensitive), or empty.
+    std::string_view header(std::string_view name) const noexcept;
+};
+
+class client {
+public:
+    explicit client(client_options opts = {});
+    ~client();
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+
+    /// Sends a request and reads the whole response. Errors: EINVAL (a malformed URL or an
+    /// unsupported scheme), resolution and connect errors, TLS errors (verify_failed, ...),
+    /// ETIMEDOUT (connect, read or total timeout), EPROTO (a malformed response), EMSGSIZE (a
+    /// body over max_body_bytes), ELOOP (more redirects than max_redirects... when following),
+    /// ECONNRESET / ENODATA (the server closed mid-response), ECANCELED.
+    result<client_response> send(const client_request& req);
+    result<client_response> get(std::string_view url);
+    /// As send(), but the body is handed to on_body piece by piece (returning false stops the
+    /// transfer and closes the connection: ECANCELED).
+    result<client_response> send(const client_request& req,
+                                 const std::function<bool(std::string_view piece)>& on_body);
+
+    struct stats {
+        uint64_t connections_opened = 0;
+        uint64_t connections_reused = 0;
+        uint64_t retries = 0;
+        size_t idle = 0;
+    };
+    stats statistics() const noexcept;
+
+    struct impl;
+
+private:
+    std::unique_ptr<impl> impl_;
+};
+
+/// The parts of an http:// or https:// URL. Errors: EINVAL.
+struct url {
+    std::string scheme;  // "http" or "https"
+    std::string host;    // without brackets for IPv6
+    uint16_t port = 0;
+    std::string target;  // path and query, "/" if empty
+    static result<url> parse(std::string_view s);
+    /// A Location value resolved against this URL (absolute, or absolute-path, or relative).
+    result<url> resolve(std::string_view location) const;
+    /// "host" or "host:port" as a Host field (the port only when not the scheme's default).
+    std::string authority() const;
+    std::string to_string() const;
+};
+
+}  // namespace gluon::http

@@ -1,0 +1,372 @@
+#include "gluon/http/client.h"
+
+#include <sys/socket.h>
+
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "gluon/common/spinlock.h"
+#include "gluon/net/resolver.h"
+#include "gluon/net/tls.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::http {
+
+std::string_view client_response::header(std::string_view name) const noexcept {
+    for (const auto& [k, v] : headers)
+        if (iequals(k, name)) return v;
+    return {};
+}
+
+namespace {
+
+struct connection {
+    std::unique_ptr<net::byte_stream> s;
+    int64_t idle_since = 0;
+    bool reused = false;
+};
+
+bool idempotent(method m) {
+    return m == method::get || m == method::head || m == method::put || m == method::delete_ ||
+           m == method::options || m == method::trace;
+}
+
+/// Errors that mean "the connection failed", after which an idempotent request may be retried.
+bool connection_failure(const std::error_code& e) {
+    return e == std::errc::connection_reset || e == std::errc::broken_pipe || e == std::errc::no_message_available ||
+           e == std::errc::connection_aborted || e == std::errc::connection_refused;
+}
+
+duration min_left(duration d, deadline_t total) {
+    duration left = time_left(total);
+    return d < left ? d : left;
+}
+
+}  // namespace
+
+struct client::impl {
+    client_options opts;
+    net::tls::context default_tls;
+    spinlock lock;
+    // (vCPU thread, origin) -> idle connections, the most recent last.
+    std::map<std::pair<std::thread::id, std::string>, std::vector<connection>> idle;
+    stats st;
+
+    std::string pool_key(const url& u) const { return u.scheme + "://" + u.authority() + "|" + opts.proxy; }
+
+    result<const net::tls::context*> tls_context() {
+        if (opts.tls) return opts.tls;
+        std::lock_guard g(lock);
+        if (!default_tls.valid()) {
+            net::tls::context_options o;
+            o.alpn = {"http/1.1"};
+            default_tls = GLUON_TRY(net::tls::context::make_client(o));
+        }
+        return &default_tls;
+    }
+
+    /// A pooled connection that is still healthy (no EOF, no unread bytes), or none.
+    std::optional<connection> take_idle(const std::string& key) {
+        auto now = mono_now_ns();
+        for (;;) {
+            connection c;
+            {
+                std::lock_guard g(lock);
+                auto it = idle.find({std::this_thread::get_id(), key});
+                if (it == idle.end() || it->second.empty()) return std::nullopt;
+                c = std::move(it->second.back());
+                it->second.pop_back();
+            }
+            bool fresh = now - c.idle_since < std::chrono::duration_cast<std::chrono::nanoseconds>(opts.idle_timeout).count();
+            char probe;
+            net::socket_fd* sock = c.s->socket();
+            if (fresh && sock && sys::recv(sock->get(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) == -EAGAIN) {
+                c.reused = true;
+                return c;
+            }
+            (void)c.s->close();
+        }
+    }
+
+    void give_back(const std::string& key, connection c) {
+        c.idle_since = mono_now_ns();
+        c.reused = false;
+        std::lock_guard g(lock);
+        auto& v = idle[{std::this_thread::get_id(), key}];
+        v.push_back(std::move(c));
+        if (v.size() > opts.max_idle_per_origin) {
+            (void)v.front().s->close();
+            v.erase(v.begin());
+        }
+    }
+
+    result<connection> open(const url& u, deadline_t total) {
+        duration t = min_left(opts.connect_timeout, total);
+        connection c;
+        net::stream sock;
+        if (!opts.proxy.empty()) {
+            url p = GLUON_TRY(url::parse(opts.proxy));
+            sock = GLUON_TRY(net::connect(p.host, p.port, t));
+        } else {
+            sock = GLUON_TRY(net::connect(u.host, u.port, t));
+        }
+        (void)sock.set_nodelay(true);
+        if (!opts.proxy.empty() && u.scheme == "https") GLUON_TRY(tunnel(sock, u, t));
+        if (u.scheme == "https") {
+            const net::tls::context* ctx = GLUON_TRY(tls_context());
+            auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *ctx, u.host, min_left(opts.connect_timeout, total)));
+            c.s = std::make_unique<net::tls::stream>(std::move(tls));
+        } else {
+            c.s = std::make_unique<net::stream>(std::move(sock));
+        }
+        std::lock_guard g(lock);
+        ++st.connections_opened;
+        return c;
+    }
+
+    /// CONNECT through the proxy; the socket then carries the TLS session to the origin.
+    result<void> tunnel(net::stream& sock, const url& u, duration t) {
+        std::string hp = u.host.find(':') != std::string::npos ? "[" + u.host + "]" : u.host;
+        hp += ":" + std::to_string(u.port);
+        std::string req = "CONNECT " + hp + " HTTP/1.1\r\nHost: " + hp + "\r\n\r\n";
+        GLUON_TRY(sock.write_all(req.data(), req.size(), t));
+        std::string buf;
+        std::vector<header> f(opts.limits.max_headers);
+        response_head h;
+        h.headers = f.data();
+        size_t scanned = 0;
+        char tmp[4096];
+        for (;;) {
+            // Read byte-wise past the head: what follows belongs to the TLS session.
+            auto n = GLUON_TRY(sock.read_some(tmp, 1, t));
+            if (n == 0) return errno_error(ECONNRESET);
+            buf.append(tmp, n);
+            auto r = parse_response(buf, h, opts.limits, scanned, method::connect);
+            if (r.state == parse_result::invalid) return errno_error(EPROTO);
+            if (r.state == parse_result::complete) {
+                if (h.status < 200 || h.status >= 300) return errno_error(ECONNREFUSED);
+                return {};
+            }
+        }
+    }
+
+    struct attempt {
+        bool started = false;  // a response byte arrived: no retry
+        bool keep = false;     // the connection may go back to the pool
+    };
+
+    result<void> exchange(connection& c, const url& u, const client_request& req, bool with_body,
+                          bool cross_origin, method verb,
+                          deadline_t total, const std::function<bool(std::string_view)>* on_body,
+                          client_response& out, attempt& at) {
+        net::byte_stream& s = *c.s;
+        duration rt = opts.read_timeout;
+        // The head.
+        std::string head(method_name(verb).empty() ? "GET" : method_name(verb));
+        head += ' ';
+        head += !opts.proxy.empty() && u.scheme == "http" ? u.to_string() : u.target;
+        head += " HTTP/1.1\r\nHost: ";
+        head += u.authority();
+        head += "\r\n";
+        bool has_ua = false;
+        for (const auto& [k, v] : req.headers) {
+            if (iequals(k, "host") || iequals(k, "content-length") || iequals(k, "transfer-encoding")) continue;
+            // Credentials are not sent on to another origin after a redirect.
+            if (cross_origin && (iequals(k, "authorization") || iequals(k, "cookie") || iequals(k, "proxy-authorization"))) continue;
+            if (k.find_first_of("\r\n:") != std::string::npos || v.find_first_of("\r\n") != std::string::npos ||
+                k.find('\0') != std::string::npos || v.find('\0') != std::string::npos)
+                return errno_error(EINVAL);
+            has_ua |= iequals(k, "user-agent");
+            head += k + ": " + v + "\r\n";
+        }
+        if (!has_ua && !opts.user_agent.empty()) head += "User-Agent: " + opts.user_agent + "\r\n";
+        bool streamed = with_body && req.body_source;
+        if (streamed) head += "Transfer-Encoding: chunked\r\n";
+        else if (with_body && (!req.body.empty() || verb == method::post || verb == method::put || verb == method::patch))
+            head += "Content-Length: " + std::to_string(req.body.size()) + "\r\n";
+        head += "\r\n";
+        iovec v[2] = {{head.data(), head.size()}, {const_cast<char*>(req.body.data()), with_body && !streamed ? req.body.size() : 0}};
+        GLUON_TRY(s.writev_all(v, v[1].iov_len ? 2 : 1, min_left(rt, total)));
+        if (streamed) {
+            char chunk[16 * 1024];
+            for (;;) {
+                size_t n = GLUON_TRY(req.body_source(chunk, sizeof chunk));
+                char line[24];
+                auto r = std::to_chars(line, line + 20, n, 16);
+                *r.ptr++ = '\r';
+                *r.ptr++ = '\n';
+                iovec cv[3] = {{line, static_cast<size_t>(r.ptr - line)}, {chunk, n}, {const_cast<char*>("\r\n"), 2}};
+                GLUON_TRY(s.writev_all(cv, 3, min_left(rt, total)));
+                if (n == 0) break;
+            }
+        }
+
+        // The response head, skipping interim 1xx answers.
+        std::string buf;
+        std::vector<header> f(opts.limits.max_headers);
+        response_head h;
+        h.headers = f.data();
+        char tmp[16 * 1024];
+        size_t head_len = 0;
+        for (size_t scanned = 0;;) {
+            auto r = parse_response(buf, h, opts.limits, scanned, verb);
+            if (r.state == parse_result::invalid) return errno_error(EPROTO);
+            if (r.state == parse_result::complete) {
+                if (h.status >= 100 && h.status < 200 && h.status != 101) {
+                    buf.erase(0, r.consumed);
+                    scanned = 0;
+                    continue;
+                }
+                head_len = r.consumed;
+                break;
+            }
+            auto n = GLUON_TRY(s.read_some(tmp, sizeof tmp, min_left(rt, total)));
+            if (n == 0) return errno_error(buf.empty() ? ENODATA : EPROTO);
+            at.started = true;
+            buf.append(tmp, n);
+        }
+        out.status = h.status;
+        out.reason = std::string(h.reason);
+        out.headers.clear();
+        for (size_t i = 0; i < h.header_count; ++i) out.headers.emplace_back(h.headers[i].name, h.headers[i].value);
+        out.body.clear();
+        buf.erase(0, head_len);
+
+        // The body.
+        uint64_t got = 0;
+        auto deliver = [&](std::string_view piece) -> result<void> {
+            got += piece.size();
+            if (got > opts.max_body_bytes) return errno_error(EMSGSIZE);
+            if (on_body) {
+                if (!(*on_body)(piece)) return errno_error(ECANCELED);
+            } else {
+                out.body.append(piece);
+            }
+            return {};
+        };
+        auto more = [&]() -> result<size_t> {
+            auto n = GLUON_TRY(s.read_some(tmp, sizeof tmp, min_left(rt, total)));
+            buf.append(tmp, n);
+            return n;
+        };
+        if (h.body == framing::length) {
+            uint64_t left = h.content_length;
+            for (;;) {
+                size_t take = buf.size() < left ? buf.size() : static_cast<size_t>(left);
+                GLUON_TRY(deliver(std::string_view(buf).substr(0, take)));
+                buf.erase(0, take);
+                left -= take;
+                if (left == 0) break;
+                if (GLUON_TRY(more()) == 0) return errno_error(ENODATA);
+            }
+        } else if (h.body == framing::chunked) {
+            chunked_decoder d;
+            for (;;) {
+                auto st = d.next(buf);
+                if (st.error) return errno_error(EPROTO);
+                GLUON_TRY(deliver(st.data));
+                buf.erase(0, st.consumed);
+                if (st.done) break;
+                if (st.consumed == 0 && GLUON_TRY(more()) == 0) return errno_error(ENODATA);
+            }
+        } else if (h.body == framing::to_close) {
+            for (;;) {
+                GLUON_TRY(deliver(buf));
+                buf.clear();
+                if (GLUON_TRY(more()) == 0) break;
+            }
+        }
+        at.keep = h.keep_alive && h.body != framing::to_close && buf.empty() && h.status != 101;
+        return {};
+    }
+
+    result<client_response> send(const client_request& req, const std::function<bool(std::string_view)>* on_body) {
+        deadline_t total = deadline_after(opts.total_timeout);
+        url u = GLUON_TRY(url::parse(req.url));
+        const std::string first_origin = pool_key(u);
+        method verb = req.method;
+        bool with_body = true;
+        client_response out;
+        for (int redirects = 0;; ++redirects) {
+            int retries_left = idempotent(verb) && !req.body_source ? opts.retries : 0;
+            bool cross_origin = pool_key(u) != first_origin;
+            std::string key = pool_key(u);
+            for (;;) {
+                auto pooled = take_idle(key);
+                connection c;
+                if (pooled) {
+                    c = std::move(*pooled);
+                } else {
+                    auto fresh = open(u, total);
+                    if (!fresh) {
+                        if (retries_left-- > 0 && connection_failure(fresh.error())) continue;
+                        return unexpected(fresh.error());
+                    }
+                    c = std::move(*fresh);
+                }
+                if (c.reused) {
+                    std::lock_guard g(lock);
+                    ++st.connections_reused;
+                }
+                attempt at;
+                auto r = exchange(c, u, req, with_body, cross_origin, verb, total, on_body, out, at);
+                if (!r) {
+                    (void)c.s->close();
+                    // Nothing came back on a connection that failed: the request may be sent again.
+                    if (!at.started && connection_failure(r.error()) && retries_left-- > 0) {
+                        std::lock_guard g(lock);
+                        ++st.retries;
+                        continue;
+                    }
+                    return unexpected(r.error());
+                }
+                if (at.keep) give_back(key, std::move(c));
+                else (void)c.s->close();
+                break;
+            }
+            out.url = u.to_string();
+            bool redirect = out.status == 301 || out.status == 302 || out.status == 303 || out.status == 307 || out.status == 308;
+            std::string_view loc = out.header("Location");
+            if (!redirect || loc.empty() || opts.max_redirects == 0) return out;
+            if (redirects == opts.max_redirects) return errno_error(ELOOP);
+            if (req.body_source && (out.status == 307 || out.status == 308)) return out;  // cannot resend
+            url next = GLUON_TRY(u.resolve(loc));
+            if (out.status == 303 || ((out.status == 301 || out.status == 302) && verb == method::post)) {
+                verb = method::get;
+                with_body = false;
+            }
+            u = std::move(next);
+        }
+    }
+};
+
+client::client(client_options opts) : impl_(std::make_unique<impl>()) { impl_->opts = std::move(opts); }
+
+client::~client() {
+    for (auto& [k, v] : impl_->idle)
+        for (auto& c : v) (void)c.s->close();
+}
+
+result<client_response> client::send(const client_request& req) { return impl_->send(req, nullptr); }
+
+result<client_response> client::send(const client_request& req, const std::function<bool(std::string_view)>& on_body) {
+    return impl_->send(req, &on_body);
+}
+
+result<client_response> client::get(std::string_view u) {
+    client_request r;
+    r.url = std::string(u);
+    return send(r);
+}
+
+client::stats client::statistics() const noexcept {
+    std::lock_guard g(impl_->lock);
+    stats s = impl_->st;
+    for (const auto& [k, v] : impl_->idle) s.idle += v.size();
+    return s;
+}
+
+}  // namespace gluon::http

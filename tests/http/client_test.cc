@@ -1,0 +1,283 @@
+// The HTTP client against gluon's own server (plain and TLS), a misbehaving raw server, and a
+// CONNECT proxy, on every engine.
+#include "gluon/http/client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "gluon/http/router.h"
+#include "gluon/net/resolver.h"
+#include "gluon/net/tls.h"
+#include "gluon/runtime/fiber.h"
+#include "net/tls_test_support.h"
+#include "test_support.h"
+
+namespace gluon::http {
+namespace {
+
+using namespace std::chrono_literals;
+
+class http_client_test : public test::engine_test {
+protected:
+    void TearDown() override {
+        servers_.clear();
+        raw_.clear();
+        test::engine_test::TearDown();
+    }
+    std::string serve(handler h, server_options o = {}) {
+        auto s = server::start(net::address::ipv4_loopback(0), std::move(h), std::move(o));
+        EXPECT_TRUE(s) << s.error().message();
+        std::string origin = "http://127.0.0.1:" + std::to_string((*s)->local_address().port());
+        servers_.push_back(std::move(*s));
+        return origin;
+    }
+    /// A raw server for behaviour an HTTP server would not show.
+    uint16_t serve_raw(net::server::handler h) {
+        auto s = net::server::start(net::address::ipv4_loopback(0), std::move(h));
+        EXPECT_TRUE(s);
+        uint16_t port = (*s)->local_address().port();
+        raw_.push_back(std::move(*s));
+        return port;
+    }
+    router app() {
+        router r;
+        r.get("/hello", [](request&, response& res) { res.body("hello"); });
+        r.post("/echo", [](request& req, response& res) {
+            auto b = req.body();
+            if (b) res.body(*b);
+        });
+        r.get("/chunked", [](request&, response& res) {
+            for (int i = 0; i < 100; ++i) ASSERT_TRUE(res.write(std::string(1000, static_cast<char>('a' + i % 26))));
+        });
+        r.get("/headers", [](request& req, response& res) {
+            res.body(std::string(req.header("Authorization")) + "|" + std::string(req.header("X-Custom")));
+        });
+        r.get("/big", [](request&, response& res) { res.body(std::string(100000, 'b')); });
+        return r;
+    }
+    std::vector<std::unique_ptr<server>> servers_;
+    std::vector<std::unique_ptr<net::server>> raw_;
+};
+
+TEST_P(http_client_test, gets_and_reuses_a_kept_alive_connection) {
+    std::string origin = serve(app().as_handler());
+    client c;
+    for (int i = 0; i < 3; ++i) {
+        auto r = c.get(origin + "/hello");
+        ASSERT_TRUE(r) << r.error().message();
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(r->body, "hello");
+        EXPECT_EQ(r->header("content-length"), "5");
+    }
+    auto st = c.statistics();
+    EXPECT_EQ(st.connections_opened, 1u);
+    EXPECT_EQ(st.connections_reused, 2u);
+    EXPECT_EQ(st.idle, 1u);
+}
+
+TEST_P(http_client_test, sends_bodies_whole_and_streamed_and_reads_chunked_ones) {
+    std::string origin = serve(app().as_handler());
+    client c;
+    client_request req;
+    req.method = method::post;
+    req.url = origin + "/echo";
+    req.body = "a body";
+    auto r = c.send(req);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "a body");
+
+    int calls = 0;
+    req.body.clear();
+    req.body_source = [&](char* buf, size_t n) -> result<size_t> {
+        if (calls++ == 50) return size_t{0};
+        std::memset(buf, 'z', n < 3000 ? n : 3000);
+        return n < 3000 ? n : size_t{3000};
+    };
+    r = c.send(req);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, std::string(150000, 'z'));
+
+    r = c.get(origin + "/chunked");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body.size(), 100000u);
+    EXPECT_EQ(r->body.substr(1000, 3), "bbb");
+
+    size_t streamed = 0;
+    client_request big;
+    big.url = origin + "/big";
+    r = c.send(big, [&](std::string_view piece) {
+        streamed += piece.size();
+        return true;
+    });
+    ASSERT_TRUE(r);
+    EXPECT_EQ(streamed, 100000u);
+    EXPECT_TRUE(r->body.empty());
+}
+
+TEST_P(http_client_test, follows_redirects_within_bounds_and_drops_credentials_across_origins) {
+    std::string other = serve(app().as_handler());
+    router r = app();
+    r.get("/to-hello", [](request&, response& res) {
+        res.status(302);
+        res.header("Location", "hello");  // relative
+    });
+    r.get("/loop", [](request&, response& res) {
+        res.status(307);
+        res.header("Location", "/loop");
+    });
+    r.post("/see-other", [](request&, response& res) {
+        res.status(303);
+        res.header("Location", "/hello");
+    });
+    std::string away_target = other + "/headers";
+    r.get("/away", [away_target](request&, response& res) {
+        res.status(301);
+        res.header("Location", away_target);
+    });
+    std::string origin = serve(r.as_handler());
+    client c;
+    auto got = c.get(origin + "/to-hello");
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->body, "hello");
+    EXPECT_EQ(got->url, origin + "/hello");
+    EXPECT_EQ(c.get(origin + "/loop").error(), std::errc::too_many_symbolic_link_levels);
+    client_request post;
+    post.method = method::post;
+    post.url = origin + "/see-other";
+    post.body = "x";
+    got = c.send(post);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->body, "hello");
+    client_request auth;
+    auth.url = origin + "/away";
+    auth.headers = {{"Authorization", "Bearer secret"}, {"X-Custom", "kept"}};
+    got = c.send(auth);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->body, "|kept");
+    client no_follow({.max_redirects = 0});
+    got = no_follow.get(origin + "/to-hello");
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->status, 302);
+}
+
+TEST_P(http_client_test, retries_an_idempotent_request_once_when_the_connection_dies_unanswered) {
+    std::atomic<bool> hang_next{false};
+    uint16_t port = serve_raw([&](net::byte_stream& s) {
+        char buf[4096];
+        auto n = s.read_some(buf, sizeof buf, 5s);
+        if (!n || *n == 0) return;
+        if (hang_next.exchange(false)) return;  // hang up without answering
+        std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+        (void)s.write_all(ok.data(), ok.size(), 5s);
+    });
+    std::string origin = "http://127.0.0.1:" + std::to_string(port);
+    client c;
+    hang_next = true;
+    auto r = c.get(origin + "/");
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "ok");
+    EXPECT_EQ(c.statistics().retries, 1u);
+    client_request post;
+    post.method = method::post;
+    post.url = origin + "/";
+    post.body = "once";
+    hang_next = true;
+    EXPECT_FALSE(c.send(post));  // not idempotent: not sent twice
+    EXPECT_EQ(c.statistics().retries, 1u);
+    client no_retries({.retries = 0});
+    hang_next = true;
+    EXPECT_FALSE(no_retries.get(origin + "/"));
+}
+
+TEST_P(http_client_test, read_timeout_and_body_limit_fail_clearly) {
+    uint16_t silent = serve_raw([](net::byte_stream& s) {
+        char buf[4096];
+        (void)s.read_some(buf, sizeof buf, 5s);
+        (void)s.read_some(buf, sizeof buf, 5s);  // never answers
+    });
+    client slow({.read_timeout = 100ms});
+    EXPECT_EQ(slow.get("http://127.0.0.1:" + std::to_string(silent) + "/").error(), std::errc::timed_out);
+    std::string origin = serve(app().as_handler());
+    client small({.max_body_bytes = 1000});
+    EXPECT_EQ(small.get(origin + "/big").error(), std::errc::message_size);
+    client c;
+    EXPECT_EQ(c.get("ftp://127.0.0.1/").error(), std::errc::invalid_argument);
+    EXPECT_EQ(c.get("http://127.0.0.1:99999/").error(), std::errc::invalid_argument);
+    client_request inj;
+    inj.url = origin + "/hello";
+    inj.headers = {{"X-Bad", "a\r\nInjected: 1"}};
+    EXPECT_EQ(c.send(inj).error(), std::errc::invalid_argument);
+    EXPECT_EQ(c.get(origin + "/a b").error(), std::errc::invalid_argument);
+}
+
+TEST_P(http_client_test, https_with_verification_and_a_connect_proxy) {
+    using namespace net::tls_testing;
+    server_options o;
+    o.wrap = net::tls::server_wrap(server_ctx(), 5s);
+    auto s = server::start(net::address::ipv4_loopback(0), app().as_handler(), o);
+    ASSERT_TRUE(s);
+    uint16_t port = (*s)->local_address().port();
+    servers_.push_back(std::move(*s));
+    auto trusting = client_ctx();
+    client c({.tls = &trusting});
+    auto r = c.get("https://localhost:" + std::to_string(port) + "/hello");
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "hello");
+    client untrusting;  // the system's CAs do not know the test CA
+    EXPECT_FALSE(untrusting.get("https://localhost:" + std::to_string(port) + "/hello"));
+
+    // A CONNECT proxy built on the server: the handler takes the connection over.
+    std::atomic<int> tunnels{0};
+    std::string proxy = serve([&](request& req, response& res) {
+        if (req.method() != method::connect) return res.status(405);
+        auto colon = req.target().rfind(':');
+        auto up = net::connect(req.target().substr(0, colon),
+                               static_cast<uint16_t>(std::stoi(std::string(req.target().substr(colon + 1)))), 5s);
+        if (!up) return res.status(502);
+        ++tunnels;
+        res.detach();
+        net::byte_stream& down = req.stream();
+        const char ok[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+        if (!down.write_all(ok, sizeof ok - 1, 5s)) return;
+        auto pump = [](net::byte_stream& from, net::byte_stream& to) {
+            char buf[16384];
+            for (;;) {
+                auto n = from.read_some(buf, sizeof buf, 5s);
+                if (!n || *n == 0 || !to.write_all(buf, *n, 5s)) break;
+            }
+            (void)to.shutdown(1s);
+        };
+        auto f = spawn([&] { pump(*up, down); });
+        pump(down, *up);
+        if (f) (void)f->join();
+    });
+    client via({.tls = &trusting, .proxy = proxy});
+    r = via.get("https://localhost:" + std::to_string(port) + "/hello");
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "hello");
+    EXPECT_EQ(tunnels.load(), 1);
+}
+
+TEST(http_url, parses_and_resolves) {
+    auto u = url::parse("HTTPS://[::1]:8443/a/b?c=d#frag");
+    ASSERT_TRUE(u);
+    EXPECT_EQ(u->scheme, "https");
+    EXPECT_EQ(u->host, "::1");
+    EXPECT_EQ(u->port, 8443);
+    EXPECT_EQ(u->target, "/a/b?c=d");
+    EXPECT_EQ(u->authority(), "[::1]:8443");
+    EXPECT_EQ(u->resolve("e")->target, "/a/e");
+    EXPECT_EQ(u->resolve("/x")->to_string(), "https://[::1]:8443/x");
+    EXPECT_EQ(u->resolve("//other/y")->to_string(), "https://other/y");
+    EXPECT_EQ(url::parse("http://h")->target, "/");
+    EXPECT_EQ(url::parse("http://h?q")->target, "/?q");
+    for (const char* bad : {"h/x", "http://", "http://u@h/", "http://h:0/", "http://h:x/", "http://[::1/", "http://h/ a"})
+        EXPECT_FALSE(url::parse(bad)) << bad;
+}
+
+GLUON_ENGINE_TEST_SUITE(http_client_test);
+
+}  // namespace
+}  // namespace gluon::http
