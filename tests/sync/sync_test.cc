@@ -210,10 +210,27 @@ TEST_P(sync_test, buffered_channel_try_and_timeouts) {
     EXPECT_EQ(*ch.recv(), "a");
     ch.close();
     EXPECT_EQ(*ch.recv(), "b");  // drained after close
-    EXPECT_EQ(ch.recv().error(), std::errc::broken_pipe);
+    EXPECT_EQ(ch.recv().error(), std::errc::no_message_available);  // the end, as for a byte stream
+    EXPECT_EQ(ch.try_recv().error(), std::errc::no_message_available);
     channel<int> empty(1);
     EXPECT_EQ(empty.try_recv().error(), std::errc::resource_unavailable_try_again);
     EXPECT_EQ(empty.recv(2ms).error(), std::errc::timed_out);
+}
+
+TEST_P(sync_test, close_ends_blocked_receivers_with_enodata_and_blocked_senders_with_epipe) {
+    channel<int> none(0), full(1);
+    ASSERT_TRUE(full.try_send(1));
+    std::error_code recv_err, send_err;
+    auto r = spawn([&] { recv_err = none.recv().error(); });
+    auto s = spawn([&] { send_err = full.send(2).error(); });
+    ASSERT_TRUE(r && s);
+    this_fiber::yield();  // both are blocked now
+    none.close();
+    full.close();
+    ASSERT_TRUE(r->join());
+    ASSERT_TRUE(s->join());
+    EXPECT_EQ(recv_err, std::errc::no_message_available);
+    EXPECT_EQ(send_err, std::errc::broken_pipe);
 }
 
 TEST_P(sync_test, blocked_sender_hands_value_through_full_buffer) {

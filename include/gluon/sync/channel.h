@@ -1,6 +1,7 @@
 // channel<T>: a typed FIFO between fibers (and threads, across vCPUs). capacity 0 is unbuffered:
 // a send completes only when a receiver takes the value (rendezvous). close() wakes everyone:
-// sends then fail with EPIPE, receives drain what is buffered and then fail with EPIPE.
+// sends then fail with EPIPE, receives drain what is buffered and then fail with ENODATA (the
+// end of a stream, as for byte streams).
 // A channel can be iterated with range-for, which ends when it is closed and drained.
 #pragma once
 
@@ -26,20 +27,22 @@ public:
 
     /// Errors: EPIPE (closed), ETIMEDOUT, ECANCELED (interrupted).
     result<void> send(T v, duration timeout = forever) { return send_impl(v, deadline_after(timeout)); }
-    /// Errors: EPIPE (closed and drained), ETIMEDOUT, ECANCELED.
+    /// Errors: ENODATA (closed and drained), ETIMEDOUT, ECANCELED.
     result<T> recv(duration timeout = forever) { return recv_impl(deadline_after(timeout)); }
-    /// Never blocks. Errors: EAGAIN (would block), EPIPE.
+    /// Never blocks. Errors: EAGAIN (would block), EPIPE (closed).
     result<void> try_send(T v) { return send_impl(v, 0); }
+    /// Never blocks. Errors: EAGAIN (would block), ENODATA (closed and drained).
     result<T> try_recv() { return recv_impl(0); }
 
     void close() noexcept {
-        waiter_list all;
+        waiter_list senders, receivers;
         lk_.lock();
         closed_ = true;
-        detail::take_all(senders_, all);
-        detail::take_all(receivers_, all);
+        detail::take_all(senders_, senders);
+        detail::take_all(receivers_, receivers);
         lk_.unlock();
-        detail::wake_all(all, -EPIPE);
+        detail::wake_all(senders, -EPIPE);
+        detail::wake_all(receivers, -ENODATA);
     }
     bool closed() const noexcept {
         lk_.lock();
@@ -129,7 +132,7 @@ private:
         }
         if (closed_ || deadline == 0) {
             lk_.unlock();
-            return errno_error(closed_ ? EPIPE : EAGAIN);
+            return errno_error(closed_ ? ENODATA : EAGAIN);
         }
         std::optional<T> slot;
         waiter w;
