@@ -2,6 +2,7 @@
 #include "gluon/runtime/fiber.h"
 
 #include <sched.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <time.h>
 
@@ -288,6 +289,20 @@ void set_name(const char* name) noexcept {
 }
 
 const char* name() noexcept { return cur_vcpu() ? running(cur_vcpu())->name : ""; }
+
+void trim_stack() noexcept {
+    vcpu* v = cur_vcpu();
+    if (!v) return;
+    fiber_impl* f = running(v);
+    if (f->is_main || !f->stack.lo) return;
+    // Everything a page below the current frame is unused now; the kernel gives zero pages
+    // back if it is touched again. The guard page is left alone.
+    char marker;
+    auto sp = reinterpret_cast<uintptr_t>(&marker);
+    uintptr_t lo = reinterpret_cast<uintptr_t>(f->stack.lo) + k_guard_size;
+    uintptr_t hi = (sp & ~uintptr_t(4095)) - 2 * 4096;
+    if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
 
 bool interrupt_pending() noexcept {
     return cur_vcpu() && running(cur_vcpu())->interrupt_pending.load(std::memory_order_relaxed);

@@ -17,6 +17,29 @@ using namespace std::chrono_literals;
 class fiber_test : public test::engine_test {};
 GLUON_ENGINE_TEST_SUITE(fiber_test);
 
+namespace {
+__attribute__((noinline)) int deep_sum(int depth) {
+    volatile char frame[8192];
+    for (size_t i = 0; i < sizeof frame; i += 512) frame[i] = static_cast<char>(depth);
+    int here = frame[depth % 16 * 512];
+    return depth == 0 ? here : here + deep_sum(depth - 1);
+}
+}  // namespace
+
+TEST_P(fiber_test, trim_stack_gives_back_deep_pages_and_the_fiber_goes_on) {
+    this_fiber::trim_stack();  // the main fiber: a no-op
+    int first = 0, again = 0;
+    auto f = spawn([&] {
+        first = deep_sum(16);  // about 136 KiB of frames
+        this_fiber::trim_stack();
+        again = deep_sum(16);  // the trimmed pages come back as zero pages, written again
+    });
+    ASSERT_TRUE(f);
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(first, again);
+    EXPECT_EQ(first, 136);
+}
+
 TEST_P(fiber_test, runs_with_arguments_and_joins) {
     int out = 0;
     std::string s;

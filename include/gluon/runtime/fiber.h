@@ -106,6 +106,10 @@ uint64_t id() noexcept;
 /// Names the calling fiber (truncated to 31 bytes).
 void set_name(const char* name) noexcept;
 const char* name() noexcept;
+/// Gives back the memory of the calling fiber's stack below its current depth, for a fiber about
+/// to wait long (an idle keep-alive connection): a blocked fiber then costs the pages its
+/// frames use now. A no-op outside a fiber.
+void trim_stack() noexcept;
 /// True if an interrupt is pending for the calling fiber (does not consume it).
 bool interrupt_pending() noexcept;
 /// Moves the calling fiber to another vCPU; returns once it runs there. Errors: EINVAL.
