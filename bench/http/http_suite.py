@@ -15,10 +15,12 @@ import sys
 import tempfile
 
 import connrate  # bench/net/connrate.py: nginx process handling
+import idle  # bench/net/idle.py: memory per idle connection
 
 BODY_SMALL = 13
 FILE_4K = 4096
 FILE_1M = 1 << 20
+IDLE_CONNS = 10000
 
 PIPELINE_LUA = """
 init = function(args)
@@ -33,9 +35,10 @@ request = function() return req end
 class Nginx(connrate.Nginx):
     """nginx, one worker, serving the benchmark's directory and `return 200` for /hello."""
 
-    def __init__(self, root):
+    def __init__(self, root, tls=None):
         super().__init__(1)
         self.root = root
+        self.tls = tls  # (certificate file, key file) for an HTTPS listener
 
     def _write_conf(self):
         d = self.dir
@@ -48,7 +51,11 @@ class Nginx(connrate.Nginx):
                   "  keepalive_requests 10000000;", "  keepalive_timeout 60s;",
                   "  types { application/octet-stream bin; }"]
         lines += [f"  {t}_temp_path {d}/tmp_{t};" for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")]
-        lines += [f"  server {{ listen 127.0.0.1:{self.port} backlog=4096; root {self.root};",
+        ssl = ""
+        if self.tls:
+            ssl = (f" ssl; ssl_certificate {self.tls[0]}; ssl_certificate_key {self.tls[1]};"
+                   " ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:SSL:10m")
+        lines += [f"  server {{ listen 127.0.0.1:{self.port} backlog=4096{ssl}; root {self.root};",
                   "    location = /hello { default_type text/plain; return 200 \"Hello, World!\"; } }", "}"]
         with open(os.path.join(d, "nginx.conf"), "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -81,11 +88,11 @@ def _size(v, unit):
     return float(v) * {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}[unit]
 
 
-def _wrk(port, path, dur, extra, script_dir, pid, min_bytes):
+def _wrk(port, path, dur, extra, script_dir, pid, min_bytes, scheme="http"):
     cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c100", f"-d{dur}s", "--latency"] + extra
     if extra == ["pipeline"]:
         cmd = cmd[:-1] + ["-s", os.path.join(script_dir, "pipeline.lua")]
-    cmd.append(f"http://127.0.0.1:{port}{path}")
+    cmd.append(f"{scheme}://127.0.0.1:{port}{path}")
     c0 = _cpu_s(pid)
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=dur + 60).stdout
     cpu = _cpu_s(pid) - c0
@@ -134,37 +141,47 @@ def run(args, res, build, log, build_peer, demo=False):
     else:
         log("[http] nginx: not run (not installed)")
     floor = build_peer("http-c")
-    # workload -> (path, wrk extra args, bytes of body per response, floor's canned body or None)
+    # The same certificate and key for every HTTPS server.
+    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # workload -> (path, wrk extra args, bytes of body per response, floor's canned body or None, TLS)
     workloads = {
-        "static-4k": ("/4k.bin", [], FILE_4K, FILE_4K),
-        "hello-13b": ("/hello", [], BODY_SMALL, BODY_SMALL),
-        "pipelined-16": ("/hello", ["pipeline"], BODY_SMALL, BODY_SMALL),
-        "conn-close": ("/hello", ["-H", "Connection: close"], BODY_SMALL, BODY_SMALL),
-        "file-1m": ("/1m.bin", [], FILE_1M, None),
+        "static-4k": ("/4k.bin", [], FILE_4K, FILE_4K, False),
+        "hello-13b": ("/hello", [], BODY_SMALL, BODY_SMALL, False),
+        "pipelined-16": ("/hello", ["pipeline"], BODY_SMALL, BODY_SMALL, False),
+        "conn-close": ("/hello", ["-H", "Connection: close"], BODY_SMALL, BODY_SMALL, False),
+        "file-1m": ("/1m.bin", [], FILE_1M, None, False),
+        "https-4k": ("/4k.bin", [], FILE_4K, None, True),
     }
     if quick or demo:
         keep = ("static-4k", "pipelined-16") if quick else ("static-4k", "hello-13b", "pipelined-16")
         workloads = {k: v for k, v in workloads.items() if k in keep}
     # "limit": the plain-C responder, the floor (not a peer in the ratio column).
+    if getattr(args, "only", None):
+        workloads = {k: v for k, v in workloads.items() if args.only in k}
     names = list(impls) + (["limit"] if floor else [])
     try:
         for i in range(runs):
-            for wname, (path, extra, body, canned) in workloads.items():
+            for wname, (path, extra, body, canned, tls) in workloads.items():
                 for name in names:
                     if name == "limit" and canned is None:
                         continue
                     log(f"[http] run {i + 1}/{runs}: {wname} on {name}")
                     ngx = None
                     if name == "nginx":
-                        ngx = Nginx(root).start(nginx_bin)
+                        ngx = Nginx(root, (cert, key) if tls else None).start(nginx_bin)
                         port, pid = ngx.port, ngx.pids[0]
                         proc = None
                     else:
                         cmd = [floor, "--body", str(canned)] if name == "limit" else impls[name]
+                        if tls:
+                            cmd = cmd + ["--cert", cert, "--key", key]
                         proc, port = _start(cmd + ["--port", "0"])
                         pid = proc.pid
                     try:
-                        r = _wrk(port, path, dur, extra, work, pid, body)
+                        r = _wrk(port, path, dur, extra, work, pid, body, "https" if tls else "http")
                     finally:
                         if ngx:
                             ngx.cleanup()
@@ -176,10 +193,32 @@ def run(args, res, build, log, build_peer, demo=False):
                     if r["p50"] and r["p99"]:
                         res.add(wname, name, "p50_us", r["p50"] * 1e6, "lower")
                         res.add(wname, name, "p99_us", r["p99"] * 1e6, "lower")
+        if not quick and not demo and (not getattr(args, "only", None) or args.only in "idle"):
+            for name in [n for n in names if n != "limit"]:
+                log(f"[http] idle keep-alive connections on {name}")
+                ngx = None
+                if name == "nginx":
+                    ngx = Nginx(root).start(nginx_bin)
+                    port, pid, proc = ngx.port, ngx.pids[0], None
+                else:
+                    proc, port = _start(impls[name] + ["--port", "0"])
+                    pid = proc.pid
+                try:
+                    kib, _ = idle.measure(pid, port, IDLE_CONNS, b"GET /hello HTTP/1.1\r\nHost: b\r\n\r\n",
+                                          b"Hello, World!")
+                finally:
+                    if ngx:
+                        ngx.cleanup()
+                    else:
+                        connrate._stop(proc)
+                res.add(f"idle-{IDLE_CONNS // 1000}k", name, "kib_per_conn", kib, "lower")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = ["requests per server CPU-second (the headline; ratio: gluon / nginx; limit: the plain-C responder):",
            res.table("req_per_cpu_s", names), "", "requests per second:", res.table("req_per_s", names), "",
            "MB/s read by the client:", res.table("mb_per_s", names), "",
            "latency p50 (us):", res.table("p50_us", names), "", "latency p99 (us):", res.table("p99_us", names)]
+    if not quick and not demo:
+        out += ["", f"server memory per idle keep-alive connection ({IDLE_CONNS} held, KiB):",
+                res.table("kib_per_conn", [n for n in names if n != "limit"])]
     return "\n".join(out)

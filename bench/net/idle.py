@@ -1,5 +1,5 @@
 """Memory per idle connection: a server's resident memory before and after N connections that
-each completed one echo round trip and then stay open, idle."""
+each completed one round trip (an echo, or an HTTP request) and then stay open, idle."""
 import selectors
 import socket
 import time
@@ -13,10 +13,12 @@ def rss_kib(pid):
     return 0
 
 
-def open_idle(port, n, timeout=60.0):
-    """Opens n connections to 127.0.0.1:port, each echoing one byte; returns the sockets."""
+def open_idle(port, n, timeout=60.0, request=b"x", answer_ends=b"x"):
+    """Opens n connections to 127.0.0.1:port, each sending `request` and reading until what came
+    back ends with `answer_ends`; returns the sockets."""
     sel = selectors.DefaultSelector()
     socks = []
+    got = {}
     pending = 0
     deadline = time.time() + timeout
     for i in range(n):
@@ -34,21 +36,25 @@ def open_idle(port, n, timeout=60.0):
                 for key, ev in sel.select(timeout=1.0):
                     s = key.fileobj
                     if key.data == "connect":
-                        s.send(b"x")
-                        sel.modify(s, selectors.EVENT_READ, "echo")
+                        s.send(request)
+                        sel.modify(s, selectors.EVENT_READ, "answer")
                     else:
-                        if s.recv(1) != b"x":
-                            raise RuntimeError("idle connections: bad echo")
-                        sel.unregister(s)
-                        pending -= 1
+                        data = s.recv(65536)
+                        if not data:
+                            raise RuntimeError("idle connections: closed by the server")
+                        got[s] = got.get(s, b"") + data
+                        if got[s].endswith(answer_ends):
+                            sel.unregister(s)
+                            del got[s]
+                            pending -= 1
     sel.close()
     return socks
 
 
-def measure(pid, port, n):
+def measure(pid, port, n, request=b"x", answer_ends=b"x"):
     """Returns (KiB per connection, connections) for the server process pid listening on port."""
     before = rss_kib(pid)
-    socks = open_idle(port, n)  # every connection has had its echo: the server holds n handlers
+    socks = open_idle(port, n, request=request, answer_ends=answer_ends)  # every connection has had its echo: the server holds n handlers
     after = rss_kib(pid)
     for s in socks:
         s.close()

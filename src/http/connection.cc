@@ -1,14 +1,20 @@
 #include "connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "date.h"
 #include "gluon/common/log.h"
 #include "gluon/net/socket.h"
+#include "gluon/runtime/fiber.h"
 #include "gluon/sys/ops.h"
 
 namespace gluon::http::detail {
@@ -22,6 +28,11 @@ constexpr size_t k_copy_body_below = 16 * 1024;  // smaller bodies are copied in
 constexpr uint64_t k_drain_limit = 64 * 1024;  // unread body discarded to keep a connection
 constexpr auto k_linger = std::chrono::seconds(1);
 
+// Where discarded input goes (an unread body, what arrives while closing). Per thread rather
+// than on the stack: a 4 KiB array in a frame of the connection loop would make every parked
+// connection's fiber span another page.
+thread_local char t_discard[4096];
+
 void append_number(std::string& out, uint64_t v) {
     char buf[24];
     auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -34,9 +45,16 @@ bool status_has_body(int s) noexcept { return s >= 200 && s != 204 && s != 304; 
 
 connection::connection(net::byte_stream& s, const handler& h, const server_options& opts,
                        const bool* stopping)
-    : s_(s), h_(h), opts_(opts), stopping_(stopping), in_(new char[k_initial_buffer]),
-      cap_(k_initial_buffer), fields_(opts.limits.max_headers), req_(*this), res_(*this) {
-    req_.head_.headers = fields_.data();
+    : s_(s), h_(h), opts_(opts), stopping_(stopping), req_(*this), res_(*this) {
+    // One page-aligned block for the head's fields and the receive buffer, so that an idle
+    // connection can hand its pages back with one madvise and keep the block.
+    fields_bytes_ = (opts.limits.max_headers * sizeof(header) + 63) & ~size_t(63);
+    block_size_ = (fields_bytes_ + k_initial_buffer + 4095) & ~size_t(4095);
+    block_.reset(static_cast<char*>(std::aligned_alloc(4096, block_size_)));
+    if (!block_) throw std::bad_alloc();
+    req_.head_.headers = reinterpret_cast<header*>(block_.get());
+    in_ = block_.get() + fields_bytes_;
+    cap_ = block_size_ - fields_bytes_;
 }
 
 connection::~connection() { res_.reset(); }
@@ -54,9 +72,40 @@ void connection::grow(size_t want) {
     size_t cap = cap_;
     while (cap < want) cap *= 2;
     std::unique_ptr<char[]> b(new char[cap]);
-    std::memcpy(b.get(), in_.get(), end_);
-    in_ = std::move(b);
+    std::memcpy(b.get(), in_, end_);
+    grown_ = std::move(b);
+    in_ = grown_.get();
     cap_ = cap;
+}
+
+result<size_t> connection::wait_idle(duration timeout) {
+    start_ = end_ = 0;
+    deadline_t d = deadline_after(timeout);
+    idle_ = true;
+    // A connection that stays idle long enough gives its memory back: an idle keep-alive
+    // connection then costs little more than its fiber's stack.
+    duration first = timeout < opts_.release_buffers_after ? timeout : opts_.release_buffers_after;
+    auto n = s_.read_some(in_, cap_, first);
+    if (!n && n.error() == std::errc::timed_out && time_left(d).count() > 0) {
+        release_memory();
+        n = s_.read_some(in_, cap_, time_left(d));
+    }
+    idle_ = false;
+    if (n) end_ = *n;
+    return n;
+}
+
+void connection::release_memory() noexcept {
+    if (grown_) {
+        grown_.reset();
+        in_ = block_.get() + fields_bytes_;
+        cap_ = block_size_ - fields_bytes_;
+    }
+    (void)::madvise(block_.get(), block_size_, MADV_DONTNEED);  // zero pages on the next touch
+    std::string().swap(out_);
+    res_.shrink();
+    req_.shrink();
+    this_fiber::trim_stack();
 }
 
 connection::got connection::read_head() {
@@ -68,7 +117,7 @@ connection::got connection::read_head() {
     for (;;) {
         if (end_ > start_) {
             size_t begin = start_;
-            parse_result r = parse_request({in_.get() + begin, end_ - begin}, req_.head_, opts_.limits, scanned);
+            parse_result r = parse_request({in_ + begin, end_ - begin}, req_.head_, opts_.limits, scanned);
             if (r.state == parse_result::complete) {
                 head_end_ = begin + r.consumed;
                 start_ = head_end_;
@@ -76,7 +125,7 @@ connection::got connection::read_head() {
                     // Room for the body after the head; the head moves, so parse it again.
                     grow(head_end_ + k_body_room);
                     scanned = 0;
-                    (void)parse_request({in_.get() + begin, end_ - begin}, req_.head_, opts_.limits, scanned);
+                    (void)parse_request({in_ + begin, end_ - begin}, req_.head_, opts_.limits, scanned);
                 }
                 return got::head;
             }
@@ -89,18 +138,20 @@ connection::got connection::read_head() {
         if (!flush()) return got::closed;
         bool idle = end_ == start_;
         if (idle && stopping_ && *stopping_) return got::closed;
+        if (idle) {
+            auto n = wait_idle(served_ ? opts_.idle_timeout : opts_.header_timeout);
+            if (!n || *n == 0) return got::closed;
+            continue;
+        }
         if (start_ > 0) {
-            std::memmove(in_.get(), in_.get() + start_, end_ - start_);
+            std::memmove(in_, in_ + start_, end_ - start_);
             end_ -= start_;
             start_ = 0;
         }
         if (end_ == cap_) grow(cap_ * 2 < max_cap ? cap_ * 2 : max_cap);
-        duration t = !idle ? time_left(deadline) : served_ ? opts_.idle_timeout : opts_.header_timeout;
-        idle_ = idle;
-        auto n = s_.read_some(in_.get() + end_, cap_ - end_, t);
-        idle_ = false;
+        auto n = s_.read_some(in_ + end_, cap_ - end_, time_left(deadline));
         if (!n) {
-            if (n.error() == std::errc::timed_out && !idle) send_error(408, "header timeout");
+            if (n.error() == std::errc::timed_out) send_error(408, "header timeout");
             return got::closed;
         }
         if (*n == 0) return got::closed;
@@ -142,7 +193,10 @@ void connection::handle() {
         if (res_.head_sent_) keep_alive_ = false;
         else res_.reset(), res_.status(500);
     }
-    if (!res_.detached_ && !finish_body()) keep_alive_ = false;
+    if (!res_.detached_ && !finish_body()) {
+        keep_alive_ = false;
+        must_linger_ = true;
+    }
     if (body_error_ && !res_.head_sent_ && (body_error_ == EMSGSIZE || body_error_ == EPROTO)) {
         send_error(body_error_ == EMSGSIZE ? 413 : 400, "bad request body");
         return;
@@ -161,10 +215,9 @@ bool connection::finish_body() {
     if (body_error_) return false;
     // The client may be waiting for a 100 Continue that will not come: do not wait for its body.
     if (req_.head_.expect_continue && !continue_sent_) return false;
-    char scratch[4096];
     uint64_t drained = 0;
     for (;;) {
-        auto n = read_body(scratch, sizeof scratch);
+        auto n = read_body(t_discard, sizeof t_discard);
         if (!n) return false;
         if (*n == 0) return true;
         drained += *n;
@@ -189,7 +242,7 @@ result<size_t> connection::read_body(void* buf, size_t n) {
         size_t want = n < body_left_ ? n : static_cast<size_t>(body_left_);
         if (end_ > start_) {
             size_t k = want < end_ - start_ ? want : end_ - start_;
-            std::memcpy(buf, in_.get() + start_, k);
+            std::memcpy(buf, in_ + start_, k);
             start_ += k;
             body_left_ -= k;
             body_done_ = body_left_ == 0;
@@ -205,13 +258,13 @@ result<size_t> connection::read_body(void* buf, size_t n) {
     for (;;) {  // chunked
         if (pending_) {
             size_t k = n < pending_ ? n : pending_;
-            std::memcpy(buf, in_.get() + start_, k);
+            std::memcpy(buf, in_ + start_, k);
             start_ += k;
             pending_ -= k;
             return k;
         }
         if (body_done_) return size_t{0};
-        auto st = dec_.next({in_.get() + start_, end_ - start_});
+        auto st = dec_.next({in_ + start_, end_ - start_});
         if (st.error) return fail(EPROTO);
         start_ += st.consumed - st.data.size();
         if (!st.data.empty()) {
@@ -225,12 +278,12 @@ result<size_t> connection::read_body(void* buf, size_t n) {
         }
         // More input: move what is unread to just after the head, then read.
         if (start_ > head_end_) {
-            std::memmove(in_.get() + head_end_, in_.get() + start_, end_ - start_);
+            std::memmove(in_ + head_end_, in_ + start_, end_ - start_);
             end_ -= start_ - head_end_;
             start_ = head_end_;
         }
         if (end_ == cap_) return fail(EPROTO);  // a chunk line longer than the room (cannot happen: 8 KiB > 4 KiB)
-        auto r = s_.read_some(in_.get() + end_, cap_ - end_, opts_.body_timeout);
+        auto r = s_.read_some(in_ + end_, cap_ - end_, opts_.body_timeout);
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         end_ += *r;
@@ -314,7 +367,7 @@ void connection::finish_response() {
         append_head(r, false, len);
         if (!head_only && status_has_body(r.status_)) {
             if (r.kind_ == kind::file) {
-                if (!flush() || !s_.send_file(r.file_fd_, r.file_off_, r.file_len_, opts_.send_timeout)) keep_alive_ = false;
+                if (!send_file(r)) keep_alive_ = false;
                 else bytes_sent_ += len;
             } else if (r.kind_ == kind::view && len >= k_copy_body_below) {
                 if (!write_raw(r.body_view_)) keep_alive_ = false;
@@ -327,9 +380,20 @@ void connection::finish_response() {
     if (out_.size() >= k_flush_at) (void)flush();
 }
 
+bool connection::send_file(response& r) {
+    // Corked, the head and the file leave in full-sized segments instead of the head alone and
+    // then whatever fits each time the send buffer drains.
+    net::socket_fd* sock = s_.socket();
+    bool cork = sock && sock->set_option(IPPROTO_TCP, TCP_CORK, 1);
+    bool ok = flush() && s_.send_file(r.file_fd_, r.file_off_, r.file_len_, opts_.send_timeout);
+    if (cork) (void)sock->set_option(IPPROTO_TCP, TCP_CORK, 0);
+    return ok;
+}
+
 void connection::send_error(int status, const char* why) {
     GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http: {} ({})", status, why);
     keep_alive_ = false;
+    must_linger_ = true;  // the client may still be sending what we refused
     res_.reset();
     res_.status(status);
     res_.content_type("text/plain");
@@ -344,14 +408,15 @@ void connection::send_error(int status, const char* why) {
 
 void connection::lingering_close() {
     if (detached_ || !flush()) return;
-    // Send our FIN, then read what the client still sends for a moment, so that unread input
-    // does not make the kernel reset the connection before the client has read our response.
+    // With nothing left unread, closing is clean. Otherwise send our FIN and read what the
+    // client still sends for a moment, so that unread input does not make the kernel reset the
+    // connection before the client has read our response.
+    if (end_ == start_ && !must_linger_) return;
     if (!s_.shutdown(k_linger)) return;
     deadline_t d = deadline_after(k_linger);
-    char scratch[4096];
     uint64_t drained = 0;
     while (drained < k_drain_limit) {
-        auto n = s_.read_some(scratch, sizeof scratch, time_left(d));
+        auto n = s_.read_some(t_discard, sizeof t_discard, time_left(d));
         if (!n || *n == 0) break;
         drained += *n;
     }

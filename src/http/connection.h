@@ -7,6 +7,7 @@
 // one send.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ private:
     void lingering_close();
     void log_access();
     bool flush();
+    bool send_file(response& r);
+    result<size_t> wait_idle(duration timeout);
+    void release_memory() noexcept;
     bool fill(size_t min_free, duration timeout, result<size_t>& got_bytes);
     void grow(size_t want);
     void append_head(response& res, bool chunked, uint64_t length);
@@ -61,12 +65,18 @@ private:
     bool idle_ = false;
     bool keep_alive_ = true;
     bool detached_ = false;  // a handler took the connection over
+    bool must_linger_ = false;  // input may still be coming (a refused request, an unread body)
     uint64_t served_ = 0;
 
     // Receive buffer: [start_, end_) unread; the head of the current request at [0, head_end_).
-    std::unique_ptr<char[]> in_;
+    struct free_deleter {
+        void operator()(char* p) const noexcept { std::free(p); }
+    };
+    std::unique_ptr<char, free_deleter> block_;  // [fields | receive buffer], page-aligned
+    size_t block_size_ = 0, fields_bytes_ = 0;
+    std::unique_ptr<char[]> grown_;  // a receive buffer outgrown the block's (a large head)
+    char* in_ = nullptr;
     size_t cap_ = 0, start_ = 0, end_ = 0, head_end_ = 0;
-    std::vector<header> fields_;
     std::string out_;
 
     // The current exchange.

@@ -269,6 +269,19 @@ TEST_P(http_server_test, slow_and_idle_clients_are_timed_out) {
     EXPECT_TRUE(closed_by_server(idle));  // after idle_timeout
 }
 
+TEST_P(http_server_test, an_idle_connection_gives_its_buffers_back_and_serves_again) {
+    server_options o;
+    o.release_buffers_after = 1ms;
+    start(test_router().as_handler(), o);
+    auto c = connect();
+    for (int i = 0; i < 3; ++i) {
+        auto r = roundtrip(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc");
+        ASSERT_TRUE(r) << i;
+        EXPECT_EQ(r->body, "abc");
+        ASSERT_TRUE(this_fiber::sleep_for(20ms));  // idle past release_buffers_after: the behaviour under test
+    }
+}
+
 TEST_P(http_server_test, the_last_request_allowed_on_a_connection_says_close) {
     server_options o;
     o.max_requests_per_connection = 2;

@@ -66,6 +66,10 @@ private:
     friend class detail::connection;
     friend class router;
     explicit request(detail::connection& c) noexcept : conn_(c) {}
+    void shrink() noexcept {
+        decltype(params_)().swap(params_);
+        std::string().swap(body_);
+    }
     detail::connection& conn_;
     request_head head_;
     std::string_view path_, query_;
@@ -115,6 +119,10 @@ private:
     explicit response(detail::connection& c) noexcept : conn_(c) {}
     void reset() noexcept;
     void release() noexcept;  // the file and the body's owner
+    void shrink() noexcept {
+        std::string().swap(fields_);
+        std::string().swap(body_);
+    }
 
     detail::connection& conn_;
     uint16_t status_ = 200;

@@ -26,6 +26,9 @@ struct server_options : net::server_options {
     duration body_timeout = std::chrono::seconds(30);    // between reads of a body: 408
     duration idle_timeout = std::chrono::seconds(60);    // a keep-alive connection waiting for a request
     duration send_timeout = std::chrono::seconds(30);    // between writes of a response
+    /// A keep-alive connection idle this long gives its buffers back (about 12 KiB), keeping
+    /// only its fiber's stack until the next request.
+    duration release_buffers_after = std::chrono::seconds(1);
     bool access_log = false;  // common log format to gluon's log at info level
     std::string server_name = "gluon";  // the Server field; empty: none
 };
