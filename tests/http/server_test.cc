@@ -2,6 +2,7 @@
 // the test's own.
 #include "gluon/http/server.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -323,6 +324,73 @@ TEST_P(http_server_test, graceful_stop_closes_idle_connections_and_finishes_requ
     EXPECT_TRUE(closed_by_server(busy));
     ASSERT_TRUE(stopper->join());
     EXPECT_EQ(srv_->connections(), 0u);
+}
+
+/// Open fds of this process (the server and the test's clients share it).
+size_t open_fds() {
+    size_t n = 0;
+    if (DIR* d = opendir("/proc/self/fd")) {
+        while (readdir(d)) ++n;
+        closedir(d);
+    }
+    return n;
+}
+
+/// Polls a condition the server reaches on its own (a connection's fiber ending), up to 5 s.
+template <typename F>
+bool eventually(F&& f) {
+    for (int i = 0; i < 5000; ++i) {
+        if (f()) return true;
+        (void)this_fiber::sleep_for(1ms);
+    }
+    return f();
+}
+
+TEST_P(http_server_test, clients_that_reset_or_never_read_cost_nothing_lasting) {
+    server_options o;
+    o.send_timeout = 200ms;
+    router r = test_router();
+    r.get("/huge", [](request&, response& res) { res.body(std::string(32 << 20, 'h')); });
+    start(r.as_handler(), o);
+    size_t fds = open_fds();
+    {
+        // Never reads its 32 MiB answer: the send times out and the connection goes.
+        auto lazy = connect();
+        ASSERT_TRUE(lazy.write_all("GET /huge HTTP/1.1\r\nHost: t\r\n\r\n", 33, 5s));
+        // Resets in the middle of a request head.
+        auto half = connect();
+        ASSERT_TRUE(half.write_all("GET / HTTP/1.1\r\nHo", 18, 5s));
+        ASSERT_TRUE(half.set_linger(true, 0));
+        ASSERT_TRUE(half.close());
+        // Resets in the middle of its answer.
+        auto mid = connect();
+        ASSERT_TRUE(mid.write_all("GET /huge HTTP/1.1\r\nHost: t\r\n\r\n", 33, 5s));
+        char buf[1000];
+        ASSERT_TRUE(mid.read_some(buf, sizeof buf, 5s));
+        ASSERT_TRUE(mid.set_linger(true, 0));
+        ASSERT_TRUE(mid.close());
+        EXPECT_TRUE(eventually([&] { return srv_->connections() <= 1; }));
+        auto c = connect();  // others are served meanwhile
+        auto ok = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        ASSERT_TRUE(ok);
+        EXPECT_EQ(ok->body, "home");
+        EXPECT_TRUE(eventually([&] { return srv_->connections() == 1; }));  // c; the lazy one timed out
+    }
+    EXPECT_TRUE(eventually([&] { return srv_->connections() == 0; }));
+    EXPECT_TRUE(eventually([&] { return open_fds() == fds; })) << open_fds() << " fds, " << fds << " before";
+}
+
+TEST_P(http_server_test, after_the_hostile_corpus_no_connection_or_fd_is_left) {
+    start(test_router().as_handler());
+    size_t fds = open_fds();
+    for (const auto& e : http_testing::load_corpus()) {
+        auto c = connect();
+        ASSERT_TRUE(c.write_all(e.bytes.data(), e.bytes.size(), 5s)) << e.name;
+        std::string buf;
+        ASSERT_TRUE(read_reply(c, buf)) << e.name;
+    }
+    EXPECT_TRUE(eventually([&] { return srv_->connections() == 0; }));
+    EXPECT_TRUE(eventually([&] { return open_fds() == fds; })) << open_fds() << " fds, " << fds << " before";
 }
 
 GLUON_ENGINE_TEST_SUITE(http_server_test);
