@@ -89,6 +89,11 @@ inline std::optional<test_reply> roundtrip(net::stream& c, const std::string& re
     return read_reply(c, buf, verb);
 }
 
+/// Writes all of text (its length counted here, never by hand).
+inline bool send_text(net::stream& c, std::string_view text) {
+    return static_cast<bool>(c.write_all(text.data(), text.size(), 5s));
+}
+
 /// The value of a field in a response head ("" if absent).
 inline std::string field(const std::string& head, const std::string& name) {
     size_t p = head.find("\r\n" + name + ": ");

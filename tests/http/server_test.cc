@@ -257,7 +257,7 @@ TEST_P(http_server_test, slow_and_idle_clients_are_timed_out) {
     o.idle_timeout = 100ms;
     start(test_router().as_handler(), o);
     auto slow = connect();
-    ASSERT_TRUE(slow.write_all("GET / HTTP/1.1\r\nHo", 18, 5s));
+    ASSERT_TRUE(send_text(slow, "GET / HTTP/1.1\r\nHo"));
     std::string buf;
     auto r = read_reply(slow, buf);
     ASSERT_TRUE(r);
@@ -310,7 +310,7 @@ TEST_P(http_server_test, graceful_stop_closes_idle_connections_and_finishes_requ
     auto r = roundtrip(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     ASSERT_TRUE(r);
     auto busy = connect();
-    ASSERT_TRUE(busy.write_all("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n", 33, 5s));
+    ASSERT_TRUE(send_text(busy, "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n"));
     ASSERT_TRUE(entered.wait(5s));
     auto stopper = spawn([&] { srv_->stop(5s); });
     ASSERT_TRUE(stopper);
@@ -356,15 +356,15 @@ TEST_P(http_server_test, clients_that_reset_or_never_read_cost_nothing_lasting) 
     {
         // Never reads its 32 MiB answer: the send times out and the connection goes.
         auto lazy = connect();
-        ASSERT_TRUE(lazy.write_all("GET /huge HTTP/1.1\r\nHost: t\r\n\r\n", 33, 5s));
+        ASSERT_TRUE(send_text(lazy, "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"));
         // Resets in the middle of a request head.
         auto half = connect();
-        ASSERT_TRUE(half.write_all("GET / HTTP/1.1\r\nHo", 18, 5s));
+        ASSERT_TRUE(send_text(half, "GET / HTTP/1.1\r\nHo"));
         ASSERT_TRUE(half.set_linger(true, 0));
         ASSERT_TRUE(half.close());
         // Resets in the middle of its answer.
         auto mid = connect();
-        ASSERT_TRUE(mid.write_all("GET /huge HTTP/1.1\r\nHost: t\r\n\r\n", 33, 5s));
+        ASSERT_TRUE(send_text(mid, "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n"));
         char buf[1000];
         ASSERT_TRUE(mid.read_some(buf, sizeof buf, 5s));
         ASSERT_TRUE(mid.set_linger(true, 0));
