@@ -84,6 +84,28 @@ std::vector<address> with_port(const std::vector<address>& in, uint16_t port) {
     return out;
 }
 
+// "localhost" and names under ".localhost" (RFC 6761 6.3) are the loopback addresses, whatever
+// the system's resolver or /etc/hosts say (curl does the same). With a trailing dot too.
+bool is_localhost(std::string_view host) {
+    if (!host.empty() && host.back() == '.') host.remove_suffix(1);
+    auto iends = [&](std::string_view suffix) {
+        if (host.size() < suffix.size()) return false;
+        std::string_view tail = host.substr(host.size() - suffix.size());
+        for (size_t i = 0; i < tail.size(); ++i)
+            if (std::tolower(static_cast<unsigned char>(tail[i])) != suffix[i]) return false;
+        return true;
+    };
+    return host.size() == 9 ? iends("localhost") : iends(".localhost");
+}
+
+// IPv4 first: servers on loopback listen on 127.0.0.1 more often than on ::1.
+std::vector<address> loopback(uint16_t port, int family) {
+    std::vector<address> v;
+    if (family != AF_INET6) v.push_back(address::ipv4_loopback(port));
+    if (family != AF_INET) v.push_back(address::ipv6_loopback(port));
+    return v;
+}
+
 // An IP literal, answered without a lookup; std::nullopt if host is not one (a name).
 std::optional<result<std::vector<address>>> literal(std::string_view host, uint16_t port,
                                                     int family) {
@@ -265,6 +287,7 @@ result<std::vector<address>> resolve(std::string_view host, uint16_t port,
     if (host.empty() || host.size() > k_max_host || host.find('\0') != std::string_view::npos)
         return errno_error(EINVAL);
     if (auto lit = literal(host, port, opts.family)) return std::move(*lit);
+    if (is_localhost(host)) return loopback(port, opts.family);
 
     const deadline_t deadline = deadline_after(opts.timeout);
     std::string key = cache_key(host, opts.family);

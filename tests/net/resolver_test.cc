@@ -140,18 +140,20 @@ TEST_P(resolver_test, literals_are_answered_in_place) {
     EXPECT_EQ(fake->call_count(), 0);
 }
 
-TEST_P(resolver_test, localhost_resolves_through_the_system_resolver) {
-    auto r = resolve("localhost", 8080);
-    ASSERT_TRUE(r) << r.error().message();
-    ASSERT_FALSE(r->empty());
-    for (const auto& a : *r) {
-        EXPECT_EQ(a.port(), 8080);
-        EXPECT_TRUE(a.to_string() == "127.0.0.1:8080" || a.to_string() == "[::1]:8080")
-            << a.to_string();
-    }
-    resolve_options v4;
+TEST_P(resolver_test, localhost_names_are_loopback_without_asking_the_system) {
+    auto fake = install_fake();  // a lookup would be seen here
+    EXPECT_EQ(texts(*resolve("localhost", 8080)), (strings{"127.0.0.1:8080", "[::1]:8080"}));
+    EXPECT_EQ(texts(*resolve("api.LocalHost.", 1)), (strings{"127.0.0.1:1", "[::1]:1"}));
+    resolve_options v4, v6;
     v4.family = AF_INET;
+    v6.family = AF_INET6;
     EXPECT_EQ(texts(*resolve("LocalHost", 1, v4)), strings{"127.0.0.1:1"});
+    EXPECT_EQ(texts(*resolve("x.localhost", 2, v6)), strings{"[::1]:2"});
+    EXPECT_EQ(fake->call_count(), 0);
+    // Not under .localhost: these go to the resolver.
+    (void)resolve("notlocalhost", 1);
+    (void)resolve("localhost.example", 1);
+    EXPECT_EQ(fake->call_count(), 2);
 }
 
 TEST_P(resolver_test, a_name_that_does_not_exist_is_a_dns_error_and_is_cached) {
