@@ -29,7 +29,7 @@ test-dev:
 	@scripts/deps.sh test
 	cmake --preset dev >/dev/null
 	cmake --build --preset dev -j $(JOBS)
-	ctest --preset dev
+	GLUON_REQUIRE_PEERS=1 ctest --preset dev
 	bench/run runtime --quick
 	bench/run io --quick
 	bench/run connrate --quick
@@ -40,13 +40,13 @@ test-asan:
 	@scripts/deps.sh test
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
-	ctest --preset asan
+	GLUON_REQUIRE_PEERS=1 ctest --preset asan
 
 test-tsan:
 	@scripts/deps.sh test
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
-	ctest --preset tsan
+	GLUON_REQUIRE_PEERS=1 ctest --preset tsan
 
 ## fuzz: each libFuzzer target (HTTP request, response, chunked) for 10 minutes.
 fuzz:

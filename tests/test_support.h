@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,18 @@ inline std::string engine_param_name(const ::testing::TestParamInfo<engine::kind
 }
 
 }  // namespace gluon::test
+
+/// A test that needs a peer program (openssl, curl, nginx, ...) skips when it is missing, unless
+/// GLUON_REQUIRE_PEERS=1 (make test and CI set it): there a missing peer fails the test, so that
+/// a suite cannot pass by testing nothing.
+#define GLUON_REQUIRE_PEER(available, why)                                                      \
+    do {                                                                                        \
+        if (!(available)) {                                                                     \
+            const char* req_ = std::getenv("GLUON_REQUIRE_PEERS");                              \
+            if (req_ && std::string(req_) == "1") FAIL() << "missing peer (GLUON_REQUIRE_PEERS=1): " << (why); \
+            GTEST_SKIP() << (why);                                                              \
+        }                                                                                       \
+    } while (0)
 
 #define GLUON_ENGINE_TEST_SUITE(suite)                                                    \
     INSTANTIATE_TEST_SUITE_P(engines, suite, ::testing::ValuesIn(::gluon::test::all_engines()), \

@@ -190,7 +190,7 @@ protected:
         server_ = nullptr;
     }
     void SetUp() override {
-        if (!server_) GTEST_SKIP() << why_;
+        GLUON_REQUIRE_PEER(server_, why_);
         test::engine_test::SetUp();
     }
     static std::string url(const std::string& path) { return server_->url(path); }

@@ -94,7 +94,7 @@ std::string recv_until(tls::stream& s, std::string_view end) {
 }
 
 TEST_P(tls_test, gluon_client_against_openssl_s_server) {
-    if (!have_tool("openssl")) GTEST_SKIP() << "no openssl command";
+    GLUON_REQUIRE_PEER(have_tool("openssl"), "no openssl command");
     const std::string& dir = certs().dir;
     uint16_t port = free_port();
     child srv({"openssl", "s_server", "-accept", "127.0.0.1:" + std::to_string(port), "-cert",
@@ -122,7 +122,7 @@ TEST_P(tls_test, gluon_client_against_openssl_s_server) {
 }
 
 TEST_P(tls_test, openssl_s_client_against_gluon_server) {
-    if (!have_tool("openssl")) GTEST_SKIP() << "no openssl command";
+    GLUON_REQUIRE_PEER(have_tool("openssl"), "no openssl command");
     const std::string& dir = certs().dir;
     std::string got;
     tls_server srv(server_ctx(), [&](tls::stream& s) {
@@ -145,7 +145,7 @@ TEST_P(tls_test, openssl_s_client_against_gluon_server) {
 }
 
 TEST_P(tls_test, curl_against_gluon_https_server) {
-    if (!have_tool("curl")) GTEST_SKIP() << "no curl command";
+    GLUON_REQUIRE_PEER(have_tool("curl"), "no curl command");
     const std::string& dir = certs().dir;
     tls::context_options so;
     so.alpn = {"http/1.1"};
