@@ -1,10 +1,12 @@
 #include "gluon/net/address.h"
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/un.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 namespace gluon::net {
@@ -57,35 +59,55 @@ address address::ipv6_loopback(uint16_t port) noexcept {
 result<address> address::unix_path(std::string_view path) { return unix_impl(path, false); }
 result<address> address::unix_abstract(std::string_view name) { return unix_impl(name, true); }
 
+result<address> address::from_ip(std::string_view host, uint16_t port) {
+    const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+    if (bracketed) host = host.substr(1, host.size() - 2);
+    char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
+    if (host.empty() || host.size() >= sizeof buf) return errno_error(EINVAL);
+    std::memcpy(buf, host.data(), host.size());
+    buf[host.size()] = '\0';
+    sockaddr_in v4{};
+    if (!bracketed && ::inet_pton(AF_INET, buf, &v4.sin_addr) == 1) {
+        v4.sin_family = AF_INET;
+        v4.sin_port = htons(port);
+        return from(reinterpret_cast<sockaddr*>(&v4), sizeof v4);
+    }
+    sockaddr_in6 v6{};
+    char* scope = std::strchr(buf, '%');
+    if (scope) *scope++ = '\0';
+    if (::inet_pton(AF_INET6, buf, &v6.sin6_addr) != 1) return errno_error(EINVAL);
+    if (scope) {
+        char* end = nullptr;
+        unsigned long id = std::strtoul(scope, &end, 10);
+        // A name is an interface; if_nametoindex is an ioctl, it does not block.
+        if (*scope == '\0' || *end != '\0') id = ::if_nametoindex(scope);
+        if (*scope == '\0') return errno_error(EINVAL);
+        if (id == 0 || id > UINT32_MAX) return errno_error(ENXIO);
+        v6.sin6_scope_id = static_cast<uint32_t>(id);
+    }
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons(port);
+    return from(reinterpret_cast<sockaddr*>(&v6), sizeof v6);
+}
+
 result<address> address::parse(std::string_view text) {
     if (text.starts_with("unix:")) {
         std::string_view rest = text.substr(5);
         if (rest.starts_with("@")) return unix_abstract(rest.substr(1));
         return unix_path(rest);
     }
-    std::string host;
-    std::string_view port;
-    if (text.starts_with("[")) {
+    if (text.starts_with("[")) {  // [IPv6]:port
         size_t close = text.find("]:");
         if (close == std::string_view::npos) return errno_error(EINVAL);
-        host = std::string(text.substr(1, close - 1));
-        port = text.substr(close + 2);
-        auto p = GLUON_TRY(parse_port(port));
-        sockaddr_in6 in6{};
-        in6.sin6_family = AF_INET6;
-        in6.sin6_port = htons(p);
-        if (inet_pton(AF_INET6, host.c_str(), &in6.sin6_addr) != 1) return errno_error(EINVAL);
-        return from(reinterpret_cast<sockaddr*>(&in6), sizeof in6);
+        auto p = GLUON_TRY(parse_port(text.substr(close + 2)));
+        return from_ip(text.substr(0, close + 1), p);
     }
-    size_t colon = text.rfind(':');
+    size_t colon = text.rfind(':');  // IPv4:port (an IPv6 address needs its brackets here)
     if (colon == std::string_view::npos) return errno_error(EINVAL);
-    host = std::string(text.substr(0, colon));
+    std::string_view host = text.substr(0, colon);
+    if (host.find(':') != std::string_view::npos) return errno_error(EINVAL);
     auto p = GLUON_TRY(parse_port(text.substr(colon + 1)));
-    sockaddr_in in{};
-    in.sin_family = AF_INET;
-    in.sin_port = htons(p);
-    if (inet_pton(AF_INET, host.c_str(), &in.sin_addr) != 1) return errno_error(EINVAL);
-    return from(reinterpret_cast<sockaddr*>(&in), sizeof in);
+    return from_ip(host, p);
 }
 
 uint16_t address::port() const noexcept {

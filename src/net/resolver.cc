@@ -109,40 +109,15 @@ std::vector<address> loopback(uint16_t port, int family) {
 // An IP literal, answered without a lookup; std::nullopt if host is not one (a name).
 std::optional<result<std::vector<address>>> literal(std::string_view host, uint16_t port,
                                                     int family) {
-    const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
-    if (bracketed) host = host.substr(1, host.size() - 2);
-    char buf[k_max_host + 1];
-    std::memcpy(buf, host.data(), host.size());
-    buf[host.size()] = '\0';
-    auto answer = [&](const void* sa, socklen_t len, int fam) -> result<std::vector<address>> {
-        if (family != AF_UNSPEC && family != fam) return unexpected(dns_error(EAI_ADDRFAMILY));
-        return std::vector<address>{address::from(static_cast<const sockaddr*>(sa), len)};
-    };
-    sockaddr_in v4{};
-    if (!bracketed && ::inet_pton(AF_INET, buf, &v4.sin_addr) == 1) {
-        v4.sin_family = AF_INET;
-        v4.sin_port = htons(port);
-        return answer(&v4, sizeof v4, AF_INET);
-    }
-    sockaddr_in6 v6{};
-    char* scope = std::strchr(buf, '%');
-    if (scope) *scope++ = '\0';
-    if (::inet_pton(AF_INET6, buf, &v6.sin6_addr) != 1) {
-        if (bracketed) return result<std::vector<address>>(errno_error(EINVAL));
+    auto a = address::from_ip(host, port);
+    if (!a) {
+        if (a.error() == std::errc::no_such_device_or_address)  // a scope id naming no interface
+            return result<std::vector<address>>(unexpected(dns_error(EAI_NONAME)));
+        if (host.starts_with("[")) return result<std::vector<address>>(errno_error(EINVAL));
         return std::nullopt;
     }
-    if (scope) {
-        char* end = nullptr;
-        unsigned long id = std::strtoul(scope, &end, 10);
-        // A name is an interface; if_nametoindex is an ioctl, it does not block.
-        if (*scope == '\0' || *end != '\0') id = ::if_nametoindex(scope);
-        if (id == 0 || id > UINT32_MAX)
-            return result<std::vector<address>>(unexpected(dns_error(EAI_NONAME)));
-        v6.sin6_scope_id = static_cast<uint32_t>(id);
-    }
-    v6.sin6_family = AF_INET6;
-    v6.sin6_port = htons(port);
-    return answer(&v6, sizeof v6, AF_INET6);
+    if (family != AF_UNSPEC && family != a->family()) return result<std::vector<address>>(unexpected(dns_error(EAI_ADDRFAMILY)));
+    return result<std::vector<address>>(std::vector<address>{*a});
 }
 
 // The cache key: names are case-insensitive, and each family has its own answer.

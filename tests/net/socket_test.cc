@@ -1,6 +1,7 @@
 #include "gluon/net/socket.h"
 
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +35,24 @@ TEST(address, parses_and_prints) {
     EXPECT_EQ(address::parse("1.2.3.4:99999").error(), std::errc::invalid_argument);
     EXPECT_EQ(address::parse("1.2.3.4").error(), std::errc::invalid_argument);
     EXPECT_EQ(address::parse("unix:" + std::string(200, 'x')).error(), std::errc::filename_too_long);
+}
+
+TEST(address, ip_literals_have_one_parser) {
+    EXPECT_EQ(address::from_ip("192.0.2.1", 80)->to_string(), "192.0.2.1:80");
+    EXPECT_EQ(address::from_ip("2001:db8::1", 443)->to_string(), "[2001:db8::1]:443");
+    EXPECT_EQ(address::from_ip("[2001:db8::1]", 443)->to_string(), "[2001:db8::1]:443");
+    auto by_number = address::from_ip("fe80::1%1", 22);
+    ASSERT_TRUE(by_number);
+    EXPECT_EQ(reinterpret_cast<const sockaddr_in6*>(by_number->data())->sin6_scope_id, 1u);
+    auto by_name = address::from_ip("fe80::1%lo", 22);
+    ASSERT_TRUE(by_name);
+    EXPECT_EQ(reinterpret_cast<const sockaddr_in6*>(by_name->data())->sin6_scope_id, if_nametoindex("lo"));
+    // The same parser behind address::parse: a scope id there too.
+    EXPECT_TRUE(address::parse("[fe80::1%lo]:22"));
+    for (const char* bad : {"", "1.2.3", "[::1", "::1]", "[1.2.3.4]", "example.com", "fe80::1%"})
+        EXPECT_EQ(address::from_ip(bad, 1).error(), std::errc::invalid_argument) << bad;
+    EXPECT_EQ(address::from_ip("fe80::1%nosuchif", 1).error(), std::errc::no_such_device_or_address);
+    EXPECT_EQ(address::parse("::1:80").error(), std::errc::invalid_argument);  // IPv6 needs brackets
 }
 
 class net_test : public test::engine_test {};

@@ -17,6 +17,11 @@ public:
     /// Parses "1.2.3.4:80", "[::1]:80", "unix:/run/x.sock" or "unix:@abstract-name".
     /// Errors: EINVAL (malformed), ENAMETOOLONG (Unix path too long). No name resolution.
     static result<address> parse(std::string_view text);
+    /// An IP literal and a port: "192.0.2.1", "2001:db8::1", "[2001:db8::1]", and IPv6 with a
+    /// scope id by interface name or number ("fe80::1%eth0", "fe80::1%2"). The one IP-literal
+    /// parser: parse() and name resolution use it. Errors: EINVAL (not an IP literal), ENXIO (a
+    /// scope id that names no interface). No name resolution.
+    static result<address> from_ip(std::string_view host, uint16_t port);
     static address ipv4_loopback(uint16_t port) noexcept;
     static address ipv6_loopback(uint16_t port) noexcept;
     static result<address> unix_path(std::string_view path);
