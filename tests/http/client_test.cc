@@ -6,12 +6,14 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 
 #include "gluon/http/router.h"
 #include "gluon/net/resolver.h"
 #include "gluon/net/tls.h"
 #include "gluon/runtime/fiber.h"
 #include "net/tls_test_support.h"
+#include "support/nginx.h"
 #include "test_support.h"
 
 namespace gluon::http {
@@ -259,6 +261,60 @@ TEST_P(http_client_test, https_with_verification_and_a_connect_proxy) {
     EXPECT_EQ(r->body, "hello");
     EXPECT_EQ(tunnels.load(), 1);
 }
+
+// Against an independent server: nginx.
+class http_client_nginx_test : public test::engine_test {
+protected:
+    static void SetUpTestSuite() {
+        server_ = test::nginx::start(why_).release();
+        if (!server_) return;
+        std::ofstream(server_->www() + "/hello.txt") << "hello from nginx\n";
+        std::string big(300000, 'n');
+        std::ofstream(server_->www() + "/big.bin", std::ios::binary) << big;
+    }
+    static void TearDownTestSuite() {
+        delete server_;
+        server_ = nullptr;
+    }
+    void SetUp() override {
+        GLUON_REQUIRE_PEER(server_, why_);
+        test::engine_test::SetUp();
+    }
+    static inline test::nginx* server_ = nullptr;
+    static inline std::string why_;
+};
+
+TEST_P(http_client_nginx_test, fetches_files_keeps_the_connection_and_reads_errors) {
+    client c;
+    auto r = c.get(server_->url("/hello.txt"));
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "hello from nginx\n");
+    EXPECT_EQ(r->header("Content-Type"), "text/plain");
+    r = c.get(server_->url("/big.bin"));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, std::string(300000, 'n'));
+    client_request head;
+    head.method = method::head;
+    head.url = server_->url("/big.bin");
+    r = c.send(head);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->header("Content-Length"), "300000");
+    EXPECT_TRUE(r->body.empty());
+    client_request range;
+    range.url = server_->url("/hello.txt");
+    range.headers = {{"Range", "bytes=6-9"}};
+    r = c.send(range);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 206);
+    EXPECT_EQ(r->body, "from");
+    r = c.get(server_->url("/missing"));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404);
+    EXPECT_EQ(c.statistics().connections_opened, 1u);  // every request on one kept-alive connection
+}
+
+GLUON_ENGINE_TEST_SUITE(http_client_nginx_test);
 
 TEST(http_url, parses_and_resolves) {
     auto u = url::parse("HTTPS://[::1]:8443/a/b?c=d#frag");

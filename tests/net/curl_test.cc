@@ -2,11 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +18,7 @@
 #include "gluon/net/socket.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
+#include "support/nginx.h"
 #include "test_support.h"
 
 namespace gluon::net::curl {
@@ -47,144 +45,21 @@ std::string big_content() {
     return s;
 }
 
-std::string find_nginx() {
-    std::vector<std::string> dirs = {"/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin"};
-    if (const char* path = std::getenv("PATH")) {
-        std::string p = path;
-        for (size_t b = 0, e; b <= p.size(); b = e + 1) {
-            e = p.find(':', b);
-            if (e == std::string::npos) e = p.size();
-            dirs.push_back(p.substr(b, e - b));
-        }
-    }
-    for (const auto& d : dirs)
-        if (::access((d + "/nginx").c_str(), X_OK) == 0) return d + "/nginx";
-    return {};
+// nginx serving the test's files.
+std::unique_ptr<test::nginx> start_nginx(std::string& why) {
+    auto n = test::nginx::start(why);
+    if (!n) return n;
+    const std::string www = n->www();
+    fs::create_directories(www + "/small");
+    std::ofstream(www + "/hello.txt") << "hello, gluon\n";
+    for (int i = 0; i < k_small_files; ++i) std::ofstream(www + "/small/" + std::to_string(i) + ".txt") << small_content(i);
+    std::ofstream(www + "/big.bin", std::ios::binary) << big_content();
+    return n;
 }
-
-// A port that was free a moment ago (nginx binds it; a lost race shows as nginx exiting).
-uint16_t pick_port() {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    uint16_t port = 0;
-    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-        port = ntohs(a.sin_port);
-    ::close(s);
-    return port;
-}
-
-bool can_connect(uint16_t port) {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(s);
-    return ok;
-}
-
-// A real nginx serving a static directory from a private temporary prefix.
-class nginx {
-public:
-    static std::unique_ptr<nginx> start(std::string& why) {
-        const std::string bin = find_nginx();
-        if (bin.empty()) {
-            why = "nginx not installed";
-            return nullptr;
-        }
-        char tmpl[] = "/tmp/gluon-curl-test-XXXXXX";
-        if (!::mkdtemp(tmpl)) {
-            why = "mkdtemp failed";
-            return nullptr;
-        }
-        std::unique_ptr<nginx> n(new nginx);
-        n->dir_ = tmpl;
-        n->fill_www();
-        for (int attempt = 0; attempt < 3; ++attempt)
-            if (n->launch(bin)) return n;
-        why = "nginx did not start; see " + n->dir_ + "/error.log";
-        n->keep_dir_ = true;
-        return nullptr;
-    }
-    ~nginx() {
-        if (pid_ > 0) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-        std::error_code ec;
-        if (!keep_dir_) fs::remove_all(dir_, ec);
-    }
-    std::string url(const std::string& path) const {
-        return "http://127.0.0.1:" + std::to_string(port_) + path;
-    }
-
-private:
-    nginx() = default;
-
-    void fill_www() {
-        fs::create_directories(dir_ + "/www/small");
-        std::ofstream(dir_ + "/www/hello.txt") << "hello, gluon\n";
-        for (int i = 0; i < k_small_files; ++i)
-            std::ofstream(dir_ + "/www/small/" + std::to_string(i) + ".txt") << small_content(i);
-        std::ofstream(dir_ + "/www/big.bin", std::ios::binary) << big_content();
-    }
-
-    void write_conf() {
-        std::ofstream c(dir_ + "/nginx.conf");
-        c << "master_process off;\nworker_processes 1;\n"
-          << "pid " << dir_ << "/nginx.pid;\nerror_log " << dir_ << "/error.log warn;\n";
-        if (::geteuid() == 0) c << "user root root;\n";  // else it would drop to nobody
-        c << "events { worker_connections 1024; }\nhttp {\n"
-          << "  access_log " << dir_ << "/access.log;\n";
-        for (const char* t : {"client_body", "proxy", "fastcgi", "uwsgi", "scgi"})
-            c << "  " << t << "_temp_path " << dir_ << "/tmp_" << t << ";\n";
-        c << "  types { text/plain txt; application/octet-stream bin; }\n"
-          << "  default_type application/octet-stream;\n  keepalive_requests 100000;\n"
-          << "  server { listen 127.0.0.1:" << port_ << "; root " << dir_ << "/www; }\n}\n";
-    }
-
-    bool launch(const std::string& bin) {
-        port_ = pick_port();
-        write_conf();
-        const std::string prefix = dir_ + "/", conf = dir_ + "/nginx.conf",
-                          err = dir_ + "/error.log";
-        std::vector<const char*> argv = {bin.c_str(),   "-p",   prefix.c_str(), "-c",
-                                         conf.c_str(),  "-e",   err.c_str(),    "-g",
-                                         "daemon off;", nullptr};
-        pid_ = ::fork();
-        if (pid_ == 0) {
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-            ::execv(argv[0], const_cast<char* const*>(argv.data()));
-            ::_exit(127);
-        }
-        if (pid_ < 0) return false;
-        // Ready once it accepts connections; if it exits instead, the port was taken.
-        const auto give_up = std::chrono::steady_clock::now() + 10s;
-        while (std::chrono::steady_clock::now() < give_up) {
-            if (can_connect(port_)) return true;
-            if (::waitpid(pid_, nullptr, WNOHANG) == pid_) break;
-            ::sched_yield();
-        }
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        pid_ = -1;
-        return false;
-    }
-
-    std::string dir_;
-    uint16_t port_ = 0;
-    pid_t pid_ = -1;
-    bool keep_dir_ = false;
-};
 
 class curl_test : public test::engine_test {
 protected:
-    static void SetUpTestSuite() { server_ = nginx::start(why_).release(); }
+    static void SetUpTestSuite() { server_ = start_nginx(why_).release(); }
     static void TearDownTestSuite() {
         delete server_;
         server_ = nullptr;
@@ -195,7 +70,7 @@ protected:
     }
     static std::string url(const std::string& path) { return server_->url(path); }
 
-    static inline nginx* server_ = nullptr;
+    static inline test::nginx* server_ = nullptr;
     static inline std::string why_;
 };
 GLUON_ENGINE_TEST_SUITE(curl_test);

@@ -16,9 +16,8 @@
 #include "gluon/net/tls.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
+#include "support/process.h"
 #include "tls_test_support.h"
-
-extern char** environ;
 
 namespace gluon::net {
 namespace {
@@ -27,59 +26,9 @@ using namespace tls_testing;
 
 // The tls_test fixture is instantiated for every engine in tls_test.cc.
 
-bool have_tool(const char* name) {
-    const char* path = std::getenv("PATH");
-    std::stringstream dirs(path ? path : "/usr/bin:/bin");
-    for (std::string d; std::getline(dirs, d, ':');)
-        if (!d.empty() && ::access((d + "/" + name).c_str(), X_OK) == 0) return true;
-    return false;
-}
-
-// A process with stdin from `in` and stdout/stderr to `out` / `out`.err; killed if still running
-// when destroyed.
-class child {
-public:
-    child(std::vector<std::string> args, const std::string& in, const std::string& out) {
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        posix_spawn_file_actions_addopen(&fa, 2, (out + ".err").c_str(),
-                                         O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        std::vector<char*> argv;
-        argv.reserve(args.size() + 1);
-        for (auto& a : args)
-            argv.push_back(a.data());
-        argv.push_back(nullptr);
-        if (posix_spawnp(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-        posix_spawn_file_actions_destroy(&fa);
-    }
-    ~child() {
-        if (pid_ <= 0) return;
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-    }
-    bool started() const { return pid_ > 0; }
-    /// The exit status once the process ends (parking only the fiber), -1 on a timeout.
-    int wait(duration timeout) {
-        int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-        if (pfd < 0) return -1;
-        auto ready = fd::poll(pfd, POLLIN, timeout);
-        (void)fd::close(pfd);
-        int st = 0;
-        if (!ready || ::waitpid(pid_, &st, WNOHANG) != pid_) return -1;
-        pid_ = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-
-private:
-    pid_t pid_ = -1;
-};
-
-uint16_t free_port() {
-    auto l = listener::listen(address::ipv4_loopback(0));
-    return l ? l->local_address()->port() : 0;
-}
+bool have_tool(const char* name) { return !test::find_program(name).empty(); }
+using test::child;
+using test::free_port;
 
 // Reads until `end` appears (or EOF/error); returns what came.
 std::string recv_until(tls::stream& s, std::string_view end) {
