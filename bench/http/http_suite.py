@@ -204,8 +204,10 @@ def run(args, res, build, log, build_peer, demo=False):
                     proc, port = _start(impls[name] + ["--port", "0"])
                     pid = proc.pid
                 try:
+                    # Measured once the connections have been idle for 2 s: a gluon connection
+                    # gives its buffers back after 1 s (server_options::release_buffers_after).
                     kib, _ = idle.measure(pid, port, IDLE_CONNS, b"GET /hello HTTP/1.1\r\nHost: b\r\n\r\n",
-                                          b"Hello, World!")
+                                          b"Hello, World!", settle_s=2.0)
                 finally:
                     if ngx:
                         ngx.cleanup()

@@ -51,10 +51,13 @@ def open_idle(port, n, timeout=60.0, request=b"x", answer_ends=b"x"):
     return socks
 
 
-def measure(pid, port, n, request=b"x", answer_ends=b"x"):
-    """Returns (KiB per connection, connections) for the server process pid listening on port."""
+def measure(pid, port, n, request=b"x", answer_ends=b"x", settle_s=0.0):
+    """Returns (KiB per connection, connections) for the server process pid listening on port,
+    measured settle_s seconds after the last connection went idle."""
     before = rss_kib(pid)
-    socks = open_idle(port, n, request=request, answer_ends=answer_ends)  # every connection has had its echo: the server holds n handlers
+    # Every connection has had its answer: the server holds n idle connections.
+    socks = open_idle(port, n, request=request, answer_ends=answer_ends)
+    time.sleep(settle_s)
     after = rss_kib(pid)
     for s in socks:
         s.close()
