@@ -216,6 +216,11 @@ def run(args, res, build, log, build_peer, demo=False):
                 res.add(f"idle-{IDLE_CONNS // 1000}k", name, "kib_per_conn", kib, "lower")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if demo:  # the short form: the headline, the rate and the tail
+        return "\n".join(["requests per server CPU-second (the headline; ratio: gluon / nginx; limit: a "
+                          "runtime-free C responder):", res.table("req_per_cpu_s", names), "",
+                          "requests per second:", res.table("req_per_s", names), "",
+                          "latency p99 (us):", res.table("p99_us", names)])
     out = ["requests per server CPU-second (the headline; ratio: gluon / nginx; limit: the plain-C responder):",
            res.table("req_per_cpu_s", names), "", "requests per second:", res.table("req_per_s", names), "",
            "MB/s read by the client:", res.table("mb_per_s", names), "",
