@@ -7,6 +7,7 @@ CPU-second (utime+stime of the server process over the run), with requests/s and
 Every run is verified: no socket errors, no non-2xx answers, and at least the body's bytes per
 request read, or the suite fails.
 """
+import json
 import os
 import re
 import shutil
@@ -117,6 +118,43 @@ def _wrk(port, path, dur, extra, script_dir, pid, min_bytes, scheme="http"):
             "p50": _seconds(lat.get("50", "")), "p99": _seconds(lat.get("99", ""))}
 
 
+def _children_cpu_s():
+    import resource
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def _clients(build, root, nginx_bin, runs, dur, res, log):
+    """gluon's HTTP client (bench/http/http_load.cc) and wrk against the same nginx, alternating;
+    both measured by their own CPU time (the children's rusage), warm-up included for both."""
+    ngx = Nginx(root).start(nginx_bin)
+    url = f"http://127.0.0.1:{ngx.port}/4k.bin"
+    try:
+        for i in range(runs):
+            for name in ("gluon", "wrk"):
+                log(f"[http] run {i + 1}/{runs}: client on {name}")
+                c0 = _children_cpu_s()
+                if name == "wrk":
+                    out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c100", f"-d{dur}s", url],
+                                         stdout=subprocess.PIPE, text=True, timeout=dur + 60).stdout
+                    m = re.search(r"(\d+) requests in", out)
+                    if not m or "Non-2xx" in out or "Socket errors" in out:
+                        sys.exit(f"bench/run: wrk against nginx failed:\n{out}")
+                    reqs = int(m.group(1))
+                else:
+                    r = subprocess.run(["taskset", "-c", "1", os.path.join(build, "bench", "http_load"), "--url", url,
+                                        "--conns", "100", "--duration", str(dur), "--warmup", "0",
+                                        "--expect-bytes", str(FILE_4K), "--json"],
+                                       stdout=subprocess.PIPE, text=True, timeout=dur + 60)
+                    if r.returncode != 0:
+                        sys.exit("bench/run: http_load failed (verification error?)")
+                    reqs = json.loads(r.stdout.strip().splitlines()[-1])["requests"]
+                cpu = _children_cpu_s() - c0
+                res.add("client-4k", name, "req_per_client_cpu_s", reqs / cpu, "higher")
+    finally:
+        ngx.cleanup()
+
+
 def run(args, res, build, log, build_peer, demo=False):
     if not shutil.which("wrk"):
         sys.exit("bench/run: wrk is not installed (scripts/deps.sh bench)")
@@ -193,6 +231,8 @@ def run(args, res, build, log, build_peer, demo=False):
                     if r["p50"] and r["p99"]:
                         res.add(wname, name, "p50_us", r["p50"] * 1e6, "lower")
                         res.add(wname, name, "p99_us", r["p99"] * 1e6, "lower")
+        if nginx_bin and not demo and (not getattr(args, "only", None) or args.only in "client"):
+            _clients(build, root, nginx_bin, runs, dur, res, log)
         if not quick and not demo and (not getattr(args, "only", None) or args.only in "idle"):
             for name in [n for n in names if n != "limit"]:
                 log(f"[http] idle keep-alive connections on {name}")
@@ -225,6 +265,10 @@ def run(args, res, build, log, build_peer, demo=False):
            res.table("req_per_cpu_s", names), "", "requests per second:", res.table("req_per_s", names), "",
            "MB/s read by the client:", res.table("mb_per_s", names), "",
            "latency p50 (us):", res.table("p50_us", names), "", "latency p99 (us):", res.table("p99_us", names)]
+    if any(k[2] == "req_per_client_cpu_s" for k in res.cells):
+        out += ["", "the client as a load generator against nginx (4 KiB file, 100 connections, one "
+                "core): requests per client CPU-second (ratio: gluon's http_load / wrk):",
+                res.table("req_per_client_cpu_s", ["gluon", "wrk"])]
     if not quick and not demo:
         out += ["", f"server memory per idle keep-alive connection ({IDLE_CONNS} held, KiB):",
                 res.table("kib_per_conn", [n for n in names if n != "limit"])]

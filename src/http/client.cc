@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,10 @@ namespace {
 
 struct connection {
     std::unique_ptr<net::byte_stream> s;
+    std::unique_ptr<char[]> rbuf;  // receive buffer, kept with the connection
+    size_t rcap = 0;
+    std::string head;            // the request head being sent
+    std::vector<header> fields;  // the response head's fields
     int64_t idle_since = 0;
     bool reused = false;
 };
@@ -165,7 +170,8 @@ struct client::impl {
         net::byte_stream& s = *c.s;
         duration rt = opts.read_timeout;
         // The head.
-        std::string head(method_name(verb).empty() ? "GET" : method_name(verb));
+        std::string& head = c.head;  // the connection's: reused, and never shared across a wait
+        head.assign(method_name(verb).empty() ? "GET" : method_name(verb));
         head += ' ';
         head += !opts.proxy.empty() && u.scheme == "http" ? u.to_string() : u.target;
         head += " HTTP/1.1\r\nHost: ";
@@ -204,36 +210,45 @@ struct client::impl {
             }
         }
 
-        // The response head, skipping interim 1xx answers.
-        std::string buf;
-        std::vector<header> f(opts.limits.max_headers);
+        // The response head, skipping interim 1xx answers. The connection's receive buffer
+        // holds the head and whatever followed it; a body goes from there straight to its
+        // destination.
+        if (!c.rbuf) {
+            c.rcap = opts.limits.max_head_bytes + 1 > 16 * 1024 ? opts.limits.max_head_bytes + 1 : 16 * 1024;
+            c.rbuf.reset(new char[c.rcap]);
+        }
+        char* rb = c.rbuf.get();
+        size_t have = 0, pos = 0;  // bytes in rb; where the unparsed part starts
+        c.fields.resize(opts.limits.max_headers);
         response_head h;
-        h.headers = f.data();
-        char tmp[16 * 1024];
-        size_t head_len = 0;
+        h.headers = c.fields.data();
         for (size_t scanned = 0;;) {
-            auto r = parse_response(buf, h, opts.limits, scanned, verb);
+            auto r = parse_response({rb + pos, have - pos}, h, opts.limits, scanned, verb);
             if (r.state == parse_result::invalid) return errno_error(EPROTO);
             if (r.state == parse_result::complete) {
+                pos += r.consumed;
                 if (h.status >= 100 && h.status < 200 && h.status != 101) {
-                    buf.erase(0, r.consumed);
                     scanned = 0;
                     continue;
                 }
-                head_len = r.consumed;
                 break;
             }
-            auto n = GLUON_TRY(s.read_some(tmp, sizeof tmp, min_left(rt, total)));
-            if (n == 0) return errno_error(buf.empty() ? ENODATA : EPROTO);
+            if (pos > 0) {
+                std::memmove(rb, rb + pos, have - pos);
+                have -= pos;
+                pos = 0;
+            }
+            if (have == c.rcap) return errno_error(EPROTO);  // cannot happen: the parser's limit is lower
+            auto n = GLUON_TRY(s.read_some(rb + have, c.rcap - have, min_left(rt, total)));
+            if (n == 0) return errno_error(have == 0 ? ENODATA : EPROTO);
             at.started = true;
-            buf.append(tmp, n);
+            have += n;
         }
         out.status = h.status;
-        out.reason = std::string(h.reason);
+        out.reason.assign(h.reason);
         out.headers.clear();
         for (size_t i = 0; i < h.header_count; ++i) out.headers.emplace_back(h.headers[i].name, h.headers[i].value);
         out.body.clear();
-        buf.erase(0, head_len);
 
         // The body.
         uint64_t got = 0;
@@ -247,39 +262,61 @@ struct client::impl {
             }
             return {};
         };
+        // Refills rb after what is unconsumed; returns the bytes read (0: the peer closed).
         auto more = [&]() -> result<size_t> {
-            auto n = GLUON_TRY(s.read_some(tmp, sizeof tmp, min_left(rt, total)));
-            buf.append(tmp, n);
+            if (pos > 0) {
+                std::memmove(rb, rb + pos, have - pos);
+                have -= pos;
+                pos = 0;
+            }
+            if (have == c.rcap) return errno_error(EPROTO);
+            auto n = GLUON_TRY(s.read_some(rb + have, c.rcap - have, min_left(rt, total)));
+            have += n;
             return n;
         };
         if (h.body == framing::length) {
+            if (h.content_length > opts.max_body_bytes) return errno_error(EMSGSIZE);
             uint64_t left = h.content_length;
-            for (;;) {
-                size_t take = buf.size() < left ? buf.size() : static_cast<size_t>(left);
-                GLUON_TRY(deliver(std::string_view(buf).substr(0, take)));
-                buf.erase(0, take);
-                left -= take;
-                if (left == 0) break;
+            size_t take = have - pos < left ? have - pos : static_cast<size_t>(left);
+            GLUON_TRY(deliver({rb + pos, take}));
+            pos += take;
+            left -= take;
+            if (!on_body && left > 0) {
+                // The rest goes straight into the body: no copy through the receive buffer.
+                size_t at_ = out.body.size();
+                out.body.resize(at_ + left);
+                while (left > 0) {
+                    auto n = GLUON_TRY(s.read_some(out.body.data() + out.body.size() - left, left, min_left(rt, total)));
+                    if (n == 0) return errno_error(ENODATA);
+                    left -= n;
+                    got += n;
+                }
+            }
+            while (left > 0) {
                 if (GLUON_TRY(more()) == 0) return errno_error(ENODATA);
+                take = have - pos < left ? have - pos : static_cast<size_t>(left);
+                GLUON_TRY(deliver({rb + pos, take}));
+                pos += take;
+                left -= take;
             }
         } else if (h.body == framing::chunked) {
             chunked_decoder d;
             for (;;) {
-                auto st = d.next(buf);
+                auto st = d.next({rb + pos, have - pos});
                 if (st.error) return errno_error(EPROTO);
                 GLUON_TRY(deliver(st.data));
-                buf.erase(0, st.consumed);
+                pos += st.consumed;
                 if (st.done) break;
                 if (st.consumed == 0 && GLUON_TRY(more()) == 0) return errno_error(ENODATA);
             }
         } else if (h.body == framing::to_close) {
             for (;;) {
-                GLUON_TRY(deliver(buf));
-                buf.clear();
+                GLUON_TRY(deliver({rb + pos, have - pos}));
+                pos = have;
                 if (GLUON_TRY(more()) == 0) break;
             }
         }
-        at.keep = h.keep_alive && h.body != framing::to_close && buf.empty() && h.status != 101;
+        at.keep = h.keep_alive && h.body != framing::to_close && pos == have && h.status != 101;
         return {};
     }
 
