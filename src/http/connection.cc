@@ -292,6 +292,7 @@ result<size_t> connection::read_body(void* buf, size_t n) {
 
 void connection::append_head(response& res, bool chunked, uint64_t length) {
     if (stopping_ && *stopping_) keep_alive_ = false;  // a graceful stop began during the handler
+    const size_t head_start = out_.size();
     out_ += "HTTP/1.1 ";
     append_number(out_, res.status_);
     out_ += ' ';
@@ -319,6 +320,7 @@ void connection::append_head(response& res, bool chunked, uint64_t length) {
     else if (req_.head_.version_minor == 0) out_ += "Connection: keep-alive\r\n";
     out_ += "\r\n";
     res.head_sent_ = true;
+    response_bytes_ = out_.size() - head_start;  // the body's bytes are added as they are sent
 }
 
 result<void> connection::write_head(response& res, bool streaming) {
@@ -343,7 +345,6 @@ result<void> connection::write_raw(std::string_view a, std::string_view b) {
         keep_alive_ = false;
         return r;
     }
-    bytes_sent_ += total;
     return {};
 }
 
@@ -361,6 +362,7 @@ void connection::finish_response() {
     bool head_only = req_.head_.verb == method::head;
     if (r.streaming_) {
         if (!r.finished_ && !r.finish()) keep_alive_ = false;
+        response_bytes_ += r.streamed_;
     } else {
         using kind = response::body_kind;
         uint64_t len = r.kind_ == kind::file ? r.file_len_ : r.kind_ == kind::view ? r.body_view_.size() : r.body_.size();
@@ -368,11 +370,13 @@ void connection::finish_response() {
         if (!head_only && status_has_body(r.status_)) {
             if (r.kind_ == kind::file) {
                 if (!send_file(r)) keep_alive_ = false;
-                else bytes_sent_ += len;
+                else response_bytes_ += len;
             } else if (r.kind_ == kind::view && len >= k_copy_body_below) {
                 if (!write_raw(r.body_view_)) keep_alive_ = false;
+                else response_bytes_ += len;
             } else {
                 out_ += r.kind_ == kind::view ? r.body_view_ : std::string_view(r.body_);
+                response_bytes_ += len;
             }
         }
         r.release();  // the file or a cached body, now written
@@ -431,7 +435,7 @@ void connection::log_access() {
     if (net::socket_fd* sock = s_.socket())
         if (auto a = sock->peer_address()) peer = a->to_string();
     GLUON_INFO("{} - - [{}] \"{} {} HTTP/1.{}\" {} {}", peer, http_date_now(), req_.head_.method_name,
-               req_.head_.target, req_.head_.version_minor, res_.status_, bytes_sent_);
+               req_.head_.target, req_.head_.version_minor, res_.status_, response_bytes_);
 }
 
 }  // namespace gluon::http::detail

@@ -88,7 +88,7 @@ private:
     bool body_done_ = true;
     int body_error_ = 0;      // errno of a failed body read (EMSGSIZE, EPROTO, ...)
     bool continue_sent_ = false;
-    uint64_t bytes_sent_ = 0;
+    uint64_t response_bytes_ = 0;  // of the last response, for the access log
 };
 
 }  // namespace gluon::http::detail

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gluon/common/log.h"
 #include "gluon/http/router.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
@@ -324,6 +325,42 @@ TEST_P(http_server_test, graceful_stop_closes_idle_connections_and_finishes_requ
     EXPECT_TRUE(closed_by_server(busy));
     ASSERT_TRUE(stopper->join());
     EXPECT_EQ(srv_->connections(), 0u);
+}
+
+TEST_P(http_server_test, middleware_runs_first_and_can_answer_and_the_access_log_records) {
+    std::vector<std::string> lines;
+    log::set_sink([](log::level, std::string_view line, void* ctx) {
+        static_cast<std::vector<std::string>*>(ctx)->emplace_back(line);
+    }, &lines);
+    router r = test_router();
+    int seen = 0;
+    r.use([&](request& req, response& res) {
+        ++seen;
+        if (req.header("Authorization") == "let me in") return true;
+        res.status(401);
+        res.body("no\n");
+        return false;
+    });
+    server_options o;
+    o.access_log = true;
+    start(r.as_handler(), o);
+    auto c = connect();
+    auto denied = roundtrip(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    ASSERT_TRUE(denied);
+    EXPECT_EQ(denied->status, 401);
+    auto ok = roundtrip(c, "GET /path?q=1 HTTP/1.1\r\nHost: t\r\nAuthorization: let me in\r\n\r\n");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->body, "/path?q=1");
+    EXPECT_EQ(seen, 2);
+    log::reset_sink();
+    std::vector<std::string> access;
+    for (auto& l : lines)
+        if (l.find("\"GET ") != std::string::npos) access.push_back(l);
+    ASSERT_EQ(access.size(), 2u);
+    EXPECT_NE(access[0].find("127.0.0.1"), std::string::npos) << access[0];
+    EXPECT_NE(access[0].find("\"GET / HTTP/1.1\" 401"), std::string::npos) << access[0];
+    EXPECT_NE(access[1].find("\"GET /path?q=1 HTTP/1.1\" 200 " + std::to_string(ok->head.size() + 9)),
+              std::string::npos) << access[1];  // the bytes of this response: head and body
 }
 
 /// Open fds of this process (the server and the test's clients share it).
