@@ -34,11 +34,12 @@ struct config {
     net::tls::context_options tls;
 };
 
-result<void> serve(const config& c) {
+result<void> serve(config c) {
     http::server_options o;
     o.access_log = c.access_log;
     o.max_requests_per_connection = 0;
     if (!c.tls.cert_chain_file.empty()) {
+        c.tls.alpn = {"http/1.1"};
         auto ctx = net::tls::context::make_server(c.tls);
         if (!ctx) {
             std::fprintf(stderr, "http_server: %s\n", net::tls::last_error_message().c_str());

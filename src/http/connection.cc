@@ -161,9 +161,17 @@ connection::got connection::read_head() {
 
 void connection::handle() {
     request_head& h = req_.head_;
-    size_t q = h.target.find('?');
-    req_.path_ = h.target.substr(0, q);
-    req_.query_ = q == std::string_view::npos ? std::string_view{} : h.target.substr(q + 1);
+    // origin-form "/p?q"; absolute-form "http://host/p?q" (its path is the part after the
+    // authority, RFC 9112 3.2.2); authority-form (CONNECT) and "*" have no path of their own.
+    std::string_view t = h.target;
+    if (!t.empty() && t[0] != '/' && h.verb != method::connect && t != "*") {
+        size_t scheme = t.find("://");
+        size_t slash = scheme == std::string_view::npos ? std::string_view::npos : t.find('/', scheme + 3);
+        t = slash == std::string_view::npos ? std::string_view("/") : t.substr(slash);
+    }
+    size_t q = t.find('?');
+    req_.path_ = t.substr(0, q);
+    req_.query_ = q == std::string_view::npos ? std::string_view{} : t.substr(q + 1);
     req_.params_.clear();
     req_.body_.clear();
     res_.reset();
@@ -197,8 +205,8 @@ void connection::handle() {
         keep_alive_ = false;
         must_linger_ = true;
     }
-    if (body_error_ && !res_.head_sent_ && (body_error_ == EMSGSIZE || body_error_ == EPROTO)) {
-        send_error(body_error_ == EMSGSIZE ? 413 : 400, "bad request body");
+    if (body_error_ && !res_.head_sent_ && (body_error_ == EMSGSIZE || body_error_ == EPROTO || body_error_ == ETIMEDOUT)) {
+        send_error(body_error_ == EMSGSIZE ? 413 : body_error_ == ETIMEDOUT ? 408 : 400, "bad request body");
         return;
     }
     if (res_.close_) keep_alive_ = false;

@@ -316,6 +316,26 @@ TEST_P(http_client_nginx_test, fetches_files_keeps_the_connection_and_reads_erro
 
 GLUON_ENGINE_TEST_SUITE(http_client_nginx_test);
 
+TEST_P(http_client_test, a_plain_http_proxy_gets_absolute_form_requests) {
+    std::string origin = serve(app().as_handler());
+    // A forward proxy built from the server and the client: it sees the absolute URL.
+    std::vector<std::string> seen;
+    std::string proxy = serve([&](request& req, response& res) {
+        seen.emplace_back(req.target());
+        client upstream;
+        auto r = upstream.get(std::string(req.target()));
+        if (!r) return res.status(502);
+        res.status(r->status);
+        res.body(r->body);
+    });
+    client c({.proxy = proxy});
+    auto r = c.get(origin + "/hello");
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "hello");
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen[0], origin + "/hello");
+}
+
 TEST(http_url, parses_and_resolves) {
     auto u = url::parse("HTTPS://[::1]:8443/a/b?c=d#frag");
     ASSERT_TRUE(u);

@@ -204,7 +204,11 @@ TEST_P(http_server_test, a_throwing_handler_gets_500_and_injected_fields_are_dro
 }
 
 TEST_P(http_server_test, hostile_corpus_gets_its_status_and_a_close_and_the_server_goes_on) {
-    start(test_router().as_handler());
+    // Every valid request of the corpus is answered 200 after its body is read.
+    start([](request& req, response& res) {
+        auto b = req.body();
+        if (b) res.body(req.path() == "/" ? "home" : "ok");
+    });
     for (const auto& e : http_testing::load_corpus()) {
         auto c = connect();
         // Valid requests go to /echo (POST) or / (GET); the corpus targets / or /x.
@@ -282,6 +286,24 @@ TEST_P(http_server_test, an_idle_connection_gives_its_buffers_back_and_serves_ag
         EXPECT_EQ(r->body, "abc");
         ASSERT_TRUE(this_fiber::sleep_for(20ms));  // idle past release_buffers_after: the behaviour under test
     }
+}
+
+TEST_P(http_server_test, a_body_that_stalls_gets_408_and_absolute_form_targets_route_by_path) {
+    server_options o;
+    o.body_timeout = 100ms;
+    start(test_router().as_handler(), o);
+    auto c = connect();
+    ASSERT_TRUE(send_text(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf"));
+    std::string buf;
+    auto r = read_reply(c, buf);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 408);
+    EXPECT_TRUE(closed_by_server(c));
+    auto d = connect();
+    r = roundtrip(d, "GET http://t/path?x=1 HTTP/1.1\r\nHost: t\r\n\r\n");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "http://t/path?x=1");  // the handler sees the target as sent
 }
 
 TEST_P(http_server_test, the_last_request_allowed_on_a_connection_says_close) {
