@@ -80,15 +80,14 @@ void connection::grow(size_t want) {
 
 result<size_t> connection::wait_idle(duration timeout) {
     start_ = end_ = 0;
-    deadline_t d = deadline_after(timeout);
     idle_ = true;
     // A connection that stays idle long enough gives its memory back: an idle keep-alive
     // connection then costs little more than its fiber's stack.
     duration first = timeout < opts_.release_buffers_after ? timeout : opts_.release_buffers_after;
     auto n = s_.read_some(in_, cap_, first);
-    if (!n && n.error() == std::errc::timed_out && time_left(d).count() > 0) {
+    if (!n && n.error() == std::errc::timed_out && timeout > first) {
         release_memory();
-        n = s_.read_some(in_, cap_, time_left(d));
+        n = s_.read_some(in_, cap_, timeout - first);
     }
     idle_ = false;
     if (n) end_ = *n;

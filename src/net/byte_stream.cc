@@ -32,10 +32,10 @@ result<size_t> byte_stream::do_writev(const iovec* iov, int cnt, duration timeou
 }
 
 result<void> byte_stream::read_exactly(void* buf, size_t n, duration timeout) {
-    const deadline_t d = deadline_after(timeout);
+    step_timeouts left(timeout);
     auto* p = static_cast<char*>(buf);
     while (n > 0) {
-        size_t got = GLUON_TRY(do_read_some(p, n, time_left(d)));
+        size_t got = GLUON_TRY(do_read_some(p, n, left.next()));
         if (got == 0) return errno_error(ENODATA);
         p += got;
         n -= got;
@@ -44,10 +44,10 @@ result<void> byte_stream::read_exactly(void* buf, size_t n, duration timeout) {
 }
 
 result<void> byte_stream::write_all(const void* buf, size_t n, duration timeout) {
-    const deadline_t d = deadline_after(timeout);
+    step_timeouts left(timeout);
     auto* p = static_cast<const char*>(buf);
     while (n > 0) {
-        size_t put = GLUON_TRY(do_write_some(p, n, time_left(d)));
+        size_t put = GLUON_TRY(do_write_some(p, n, left.next()));
         if (put == 0) return errno_error(EPIPE);  // a transport that takes nothing would spin
         p += put;
         n -= put;
@@ -57,7 +57,7 @@ result<void> byte_stream::write_all(const void* buf, size_t n, duration timeout)
 
 result<void> byte_stream::writev_all(const iovec* iov, int cnt, duration timeout) {
     if (cnt < 0 || cnt > IOV_MAX) return errno_error(EINVAL);
-    const deadline_t d = deadline_after(timeout);
+    step_timeouts left(timeout);
     // The caller's array is const: after a short write, continue from a copy of the rest.
     constexpr int k_batch = 64;
     iovec rest[k_batch];
@@ -70,7 +70,7 @@ result<void> byte_stream::writev_all(const iovec* iov, int cnt, duration timeout
         while (n > 0) {
             while (n > 0 && v->iov_len == 0) ++v, --n;
             if (n == 0) break;
-            size_t put = GLUON_TRY(do_writev(v, n, time_left(d)));
+            size_t put = GLUON_TRY(do_writev(v, n, left.next()));
             if (put == 0) return errno_error(EPIPE);
             while (n > 0 && put >= v->iov_len) {
                 put -= v->iov_len;

@@ -18,12 +18,20 @@ struct op_cancel_ctx {
     engine::io_op* op;
 };
 
-long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline) noexcept {
+// Runs op, waiting until `deadline`, or for `timeout` from when it starts to wait (a timeout
+// becomes a deadline only if the op has to wait: an op that completes at submission, as most
+// sends and a read that finds data do, reads no clock).
+long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline,
+            duration timeout = forever) noexcept {
     if (long r = take_interrupt()) return r;
     fiber_impl* f = running(v);
     op.user = f;
     op.on_complete = [](engine::io_op* o, long r) { resume(static_cast<fiber_impl*>(o->user), r); };
     op.deadline_ns = 0;
+    if (timeout != forever && eng->native_timeouts()) {  // the engine needs the deadline up front
+        deadline = deadline_after(timeout);
+        timeout = forever;
+    }
     deadline_t park_deadline = deadline;
     if (deadline != k_no_deadline && eng->native_timeouts()) {
         op.deadline_ns = deadline;
@@ -31,6 +39,7 @@ long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline
     }
     long r = eng->submit(op);
     if (r != engine::engine::pending) return r;
+    if (timeout != forever) park_deadline = deadline_after(timeout);
     op_cancel_ctx ctx{eng, &op};
     return park_current(
         v, park_deadline,
@@ -67,8 +76,18 @@ namespace {
 
 deadline_t dl(duration t) { return deadline_after(t); }
 
+// One op for t from when it has to wait.
+long run_for(engine::io_op& op, duration t) {
+    vcpu* v = vcpu_or_misuse();
+    if (!v) return -EPERM;
+    return run_on(v, v->eng.get(), op, k_no_deadline, t);
+}
+
+// One read or write: until the deadline d, or for t from when it has to wait.
 long rw_once(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int flags,
-             deadline_t d) {
+             deadline_t d, duration t = forever) {
+    vcpu* v = vcpu_or_misuse();
+    if (!v) return -EPERM;
     engine::io_op op;
     op.code = code;
     op.fd = fd;
@@ -76,12 +95,12 @@ long rw_once(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int 
     op.len = n;
     op.offset = off;
     op.flags = flags;
-    return run_op(op, d);
+    return run_on(v, v->eng.get(), op, d, t);
 }
 
 result<size_t> rw(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int flags,
                   duration t) {
-    return from_syscall<size_t>(rw_once(code, fd, buf, n, off, flags, dl(t)));
+    return from_syscall<size_t>(rw_once(code, fd, buf, n, off, flags, k_no_deadline, t));
 }
 
 bool is_read(engine::opcode c) { return c == engine::opcode::read || c == engine::opcode::recv; }
@@ -142,7 +161,7 @@ result<int> accept(int fd, sockaddr* addr, socklen_t* addrlen, int flags, durati
     op.buf = addr;
     op.addrlen = addrlen;
     op.flags = flags;
-    return from_syscall<int>(run_op(op, dl(t)));
+    return from_syscall<int>(run_for(op, t));
 }
 
 result<void> connect(int fd, const sockaddr* addr, socklen_t len, duration t) noexcept {
@@ -151,7 +170,7 @@ result<void> connect(int fd, const sockaddr* addr, socklen_t len, duration t) no
     op.fd = fd;
     op.buf = const_cast<sockaddr*>(addr);
     op.len = len;
-    return void_from_syscall(run_op(op, dl(t)));
+    return void_from_syscall(run_for(op, t));
 }
 
 result<short> poll(int fd, short events, duration t) noexcept {
@@ -159,7 +178,7 @@ result<short> poll(int fd, short events, duration t) noexcept {
     op.code = engine::opcode::poll;
     op.fd = fd;
     op.poll_events = static_cast<uint16_t>(events);
-    return from_syscall<short>(run_op(op, dl(t)));
+    return from_syscall<short>(run_for(op, t));
 }
 
 result<void> fsync(int fd, bool datasync) noexcept {

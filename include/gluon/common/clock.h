@@ -38,6 +38,27 @@ inline duration time_left(deadline_t d) noexcept {
     return duration(left > 0 ? left : 0);
 }
 
+/// The timeouts of the steps of one call bounded by one deadline: the first step gets the whole
+/// timeout (the deadline was set a moment ago), later ones what is left. Saves a clock read in
+/// the common case of a call done in one step.
+class step_timeouts {
+public:
+    explicit step_timeouts(duration t) noexcept : t_(t), d_(deadline_after(t)) {}
+    duration next() noexcept {
+        if (first_) {
+            first_ = false;
+            return t_;
+        }
+        return time_left(d_);
+    }
+    deadline_t deadline() const noexcept { return d_; }
+
+private:
+    duration t_;
+    deadline_t d_;
+    bool first_ = true;
+};
+
 /// Converts a std::chrono::steady_clock time point (CLOCK_MONOTONIC on Linux) to a deadline.
 template <typename Clock, typename Dur>
 deadline_t deadline_at(std::chrono::time_point<Clock, Dur> tp) noexcept {
