@@ -1,8 +1,9 @@
 #include "gluon/engine/engine.h"
 
+#include <fcntl.h>
+
 #include <atomic>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -10,6 +11,7 @@
 
 #include "epoll/epoll_engine.h"
 #include "io_uring/io_uring_engine.h"
+#include "gluon/sys/ops.h"
 
 namespace gluon::engine {
 
@@ -29,12 +31,12 @@ result<std::unique_ptr<engine>> create(kind k, const options& opts) {
 namespace {
 // 0 allowed, 1 unprivileged users refused, 2 disabled for everyone.
 int io_uring_disabled_sysctl() {
-    FILE* f = std::fopen("/proc/sys/kernel/io_uring_disabled", "r");
-    if (!f) return 0;
-    int v = 0;
-    if (std::fscanf(f, "%d", &v) != 1) v = 0;
-    std::fclose(f);
-    return v;
+    long fd = sys::openat(AT_FDCWD, "/proc/sys/kernel/io_uring_disabled", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    char c = '0';
+    long n = sys::read(static_cast<int>(fd), &c, 1, -1);
+    (void)sys::close(static_cast<int>(fd));
+    return n == 1 && c >= '0' && c <= '9' ? c - '0' : 0;
 }
 }  // namespace
 

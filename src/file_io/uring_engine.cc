@@ -112,12 +112,12 @@ std::atomic<uint32_t> g_class[k_max_fd];
 uint32_t tagged(int fd, uint8_t c) noexcept { return (engine::fd_generation(fd) << 8) | c; }
 
 uint8_t classify(int fd) noexcept {
-    int fl = ::fcntl(fd, F_GETFL);
+    long fl = sys::fcntl(fd, F_GETFL);
     struct stat st;
-    if (fl < 0 || ::fstat(fd, &st) < 0) return k_async_only;
+    if (fl < 0 || sys::fstat(fd, &st) < 0) return k_async_only;
     if ((fl & O_DIRECT) || !S_ISREG(st.st_mode)) return k_async_only;
     struct statfs sf;
-    if (::fstatfs(fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC))
+    if (sys::fstatfs(fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC))
         return k_inline;
     return k_nowait_first;
 }
@@ -135,9 +135,8 @@ long nowait_attempt(const engine::io_op& op) noexcept {
     const iovec* iov = vec ? static_cast<const iovec*>(op.buf) : &one;
     const int cnt = vec ? static_cast<int>(op.len) : 1;
     const bool rd = op.code == engine::opcode::read || op.code == engine::opcode::readv;
-    long r = sys::ret(rd ? ::preadv2(op.fd, iov, cnt, op.offset, RWF_NOWAIT)
-                         : ::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT));
-    return r;
+    return rd ? sys::preadv2(op.fd, iov, cnt, op.offset, RWF_NOWAIT)
+              : sys::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT);
 }
 
 long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {

@@ -12,6 +12,7 @@
 
 #include "fiber_local_impl.h"
 #include "gluon/common/misuse.h"
+#include "gluon/sys/proc.h"
 #include "scheduler.h"
 
 namespace gluon::detail {
@@ -235,7 +236,7 @@ namespace this_fiber {
 void detail::yield_slow() noexcept {
     vcpu* v = cur_vcpu();
     if (!v) {
-        sched_yield();
+        (void)sys::sched_yield();
         return;
     }
     fiber_impl* cur = running(v);
@@ -258,7 +259,7 @@ result<void> sleep_until(deadline_t deadline) noexcept {
     vcpu* v = cur_vcpu();
     if (!v) {
         timespec ts{deadline / 1'000'000'000, deadline % 1'000'000'000};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+        while (sys::sleep_until_mono(&ts) == -EINTR) {
         }
         return {};
     }
