@@ -11,7 +11,9 @@
 
 #include "epoll/epoll_engine.h"
 #include "io_uring/io_uring_engine.h"
+#include "gluon/common/fd_table.h"
 #include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 
 namespace gluon::engine {
 
@@ -73,16 +75,21 @@ result<selection> select(const options& opts) {
 }
 
 namespace {
-constexpr int k_tracked_fds = 1 << 16;
-std::atomic<uint32_t> g_fd_gen[k_tracked_fds];
+// Close generations, for every fd number the process may use (never freed: closes can come
+// from any thread until exit).
+fd_table<std::atomic<uint32_t>>& generations() noexcept {
+    static auto* t = new fd_table<std::atomic<uint32_t>>(sys::fd_limit());
+    return *t;
+}
 }  // namespace
 
 void note_fd_closed(int fd) noexcept {
-    if (fd >= 0 && fd < k_tracked_fds) g_fd_gen[fd].fetch_add(1, std::memory_order_release);
+    if (auto* g = generations().get(fd)) g->fetch_add(1, std::memory_order_release);
 }
 
 uint32_t fd_generation(int fd) noexcept {
-    return fd >= 0 && fd < k_tracked_fds ? g_fd_gen[fd].load(std::memory_order_acquire) : 0;
+    const auto* g = generations().find(fd);
+    return g ? g->load(std::memory_order_acquire) : 0;
 }
 
 }  // namespace gluon::engine

@@ -22,11 +22,13 @@
 #include <memory>
 
 #include "engines.h"
+#include "gluon/common/fd_table.h"
 #include "gluon/common/log.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 #include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 
 namespace gluon::file_io::detail {
 namespace {
@@ -104,10 +106,12 @@ long run_async(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
 // ---- the inline fast path ----------------------------------------------------------------------
 
 enum fd_class : uint8_t { k_unknown, k_async_only, k_nowait_first, k_inline };
-constexpr int k_max_fd = 1 << 16;
 // Per fd number: (close generation << 8) | fd_class. A class learned before the number was
 // last closed (engine::fd_generation moved on) is stale and learned again.
-std::atomic<uint32_t> g_class[k_max_fd];
+fd_table<std::atomic<uint32_t>>& classes() noexcept {
+    static auto* t = new fd_table<std::atomic<uint32_t>>(sys::fd_limit());  // never freed: used until exit
+    return *t;
+}
 
 uint32_t tagged(int fd, uint8_t c) noexcept { return (engine::fd_generation(fd) << 8) | c; }
 
@@ -125,8 +129,7 @@ uint8_t classify(int fd) noexcept {
 // Positioned I/O that preadv2/pwritev2 can do: not into registered buffers or files.
 bool is_positioned_rw(const engine::io_op& op) noexcept {
     return engine::is_positioned_io(op) && op.code != engine::opcode::read_fixed &&
-           op.code != engine::opcode::write_fixed && !op.fixed_file && op.fd >= 0 &&
-           op.fd < k_max_fd;
+           op.code != engine::opcode::write_fixed && !op.fixed_file && op.fd >= 0;
 }
 
 long nowait_attempt(const engine::io_op& op) noexcept {
@@ -140,7 +143,9 @@ long nowait_attempt(const engine::io_op& op) noexcept {
 }
 
 long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
-    std::atomic<uint32_t>& cls = g_class[op.fd];
+    std::atomic<uint32_t>* slot = classes().get(op.fd);
+    if (!slot) return run_async(eng, op, d);  // beyond the fd limit, or out of memory
+    std::atomic<uint32_t>& cls = *slot;
     const uint32_t v = cls.load(std::memory_order_relaxed);
     auto c = static_cast<uint8_t>(v & 0xff);
     if (c == k_unknown || (v >> 8) != (engine::fd_generation(op.fd) & 0xffffff)) {

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "gluon/sys/raw.h"
@@ -60,6 +61,16 @@ inline long sigaction(int sig, const struct sigaction* sa, struct sigaction* old
 inline long getrlimit(int resource, rlimit* out) noexcept {
     return GLUON_SYSCALL(::getrlimit(resource, out), SYS_prlimit64, 0, resource,
                          nullptr, out);
+}
+
+/// How many fd numbers the process can ever use: RLIMIT_NOFILE's hard limit (the soft limit
+/// can be raised up to it at any time), capped at the kernel's largest possible fd table.
+inline size_t fd_limit() noexcept {
+    constexpr size_t k_kernel_max = size_t{1} << 30;  // fs.nr_open cannot exceed this
+    rlimit rl{};
+    if (sys::getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_max == RLIM_INFINITY || rl.rlim_max > k_kernel_max)
+        return k_kernel_max;
+    return rl.rlim_max < 1024 ? 1024 : static_cast<size_t>(rl.rlim_max);
 }
 
 }  // namespace gluon::sys
