@@ -1,8 +1,9 @@
 #include "gluon/common/log.h"
 
+#include "gluon/sys/ops.h"
+
 #include <time.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <cstdlib>
 
@@ -25,7 +26,7 @@ void stderr_sink(level, std::string_view line, void*) {
     // One writev(2) per line so lines from different threads do not interleave.
     char nl = '\n';
     iovec iov[2] = {{const_cast<char*>(line.data()), line.size()}, {&nl, 1}};
-    (void)!::writev(2, iov, 2);
+    (void)sys::writev(2, iov, 2, -1);
 }
 
 int initial_level() {

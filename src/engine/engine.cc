@@ -1,8 +1,9 @@
 #include "gluon/engine/engine.h"
 
+#include <fcntl.h>
+
 #include <atomic>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -10,6 +11,9 @@
 
 #include "epoll/epoll_engine.h"
 #include "io_uring/io_uring_engine.h"
+#include "gluon/common/fd_table.h"
+#include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 
 namespace gluon::engine {
 
@@ -29,12 +33,12 @@ result<std::unique_ptr<engine>> create(kind k, const options& opts) {
 namespace {
 // 0 allowed, 1 unprivileged users refused, 2 disabled for everyone.
 int io_uring_disabled_sysctl() {
-    FILE* f = std::fopen("/proc/sys/kernel/io_uring_disabled", "r");
-    if (!f) return 0;
-    int v = 0;
-    if (std::fscanf(f, "%d", &v) != 1) v = 0;
-    std::fclose(f);
-    return v;
+    long fd = sys::openat(AT_FDCWD, "/proc/sys/kernel/io_uring_disabled", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    char c = '0';
+    long n = sys::read(static_cast<int>(fd), &c, 1, -1);
+    (void)sys::close(static_cast<int>(fd));
+    return n == 1 && c >= '0' && c <= '9' ? c - '0' : 0;
 }
 }  // namespace
 
@@ -71,16 +75,21 @@ result<selection> select(const options& opts) {
 }
 
 namespace {
-constexpr int k_tracked_fds = 1 << 16;
-std::atomic<uint32_t> g_fd_gen[k_tracked_fds];
+// Close generations, for every fd number the process may use (never freed: closes can come
+// from any thread until exit).
+fd_table<std::atomic<uint32_t>>& generations() noexcept {
+    static auto* t = new fd_table<std::atomic<uint32_t>>(sys::fd_limit());
+    return *t;
+}
 }  // namespace
 
 void note_fd_closed(int fd) noexcept {
-    if (fd >= 0 && fd < k_tracked_fds) g_fd_gen[fd].fetch_add(1, std::memory_order_release);
+    if (auto* g = generations().get(fd)) g->fetch_add(1, std::memory_order_release);
 }
 
 uint32_t fd_generation(int fd) noexcept {
-    return fd >= 0 && fd < k_tracked_fds ? g_fd_gen[fd].load(std::memory_order_acquire) : 0;
+    const auto* g = generations().find(fd);
+    return g ? g->load(std::memory_order_acquire) : 0;
 }
 
 }  // namespace gluon::engine

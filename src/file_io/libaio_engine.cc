@@ -2,16 +2,17 @@
 // signalled on an eventfd that the vCPU's event engine watches. One AIO context per vCPU
 // thread, reaped by a driver fiber that runs only while operations are in flight. Linux AIO is
 // asynchronous only for O_DIRECT; on buffered files io_submit itself does the I/O. Everything
-// else (metadata, current-position I/O) goes to the offload pool.
-#include <libaio.h>
+// else (metadata, current-position I/O) goes to the offload pool. The system calls are made
+// directly (sys/aio.h), not through libaio, whose wrappers enter the kernel through libc.
 #include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "engines.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/oneshot.h"
 #include "gluon/runtime/vcpu.h"
+#include "gluon/sys/aio.h"
+#include "gluon/sys/ops.h"
 
 namespace gluon::file_io::detail {
 namespace {
@@ -25,21 +26,21 @@ struct request {
 };
 
 struct aio_context {
-    io_context_t ctx = nullptr;
+    aio_context_t ctx = 0;
     int evfd = -1;
     unsigned inflight = 0;
     bool driving = false;
     bool failed = false;
 
     ~aio_context() {
-        if (ctx) io_destroy(ctx);
-        if (evfd >= 0) ::close(evfd);
+        if (ctx) (void)sys::aio_destroy(ctx);
+        if (evfd >= 0) (void)sys::close(evfd);
     }
     bool ready() {
         if (ctx || failed) return !failed;
-        evfd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (evfd < 0 || io_setup(k_aio_depth, &ctx) < 0) {
-            ctx = nullptr;
+        evfd = static_cast<int>(sys::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        if (evfd < 0 || sys::aio_setup(k_aio_depth, &ctx) < 0) {
+            ctx = 0;
             failed = true;
         }
         return !failed;
@@ -52,10 +53,10 @@ void reap(aio_context* a) {
     io_event evs[64];
     timespec zero{};
     for (;;) {
-        int n = io_getevents(a->ctx, 0, 64, evs, &zero);
+        long n = sys::aio_getevents(a->ctx, 0, 64, evs, &zero);
         if (n <= 0) return;
-        for (int i = 0; i < n; ++i) {
-            auto* rq = static_cast<request*>(evs[i].data);
+        for (long i = 0; i < n; ++i) {
+            auto* rq = reinterpret_cast<request*>(static_cast<uintptr_t>(evs[i].data));
             rq->res = static_cast<long>(evs[i].res);
             --a->inflight;
             rq->done.signal();
@@ -74,21 +75,24 @@ void drive(aio_context* a) {
     a->driving = false;
 }
 
+// Fills rq.cb for op: false if Linux AIO cannot do it.
 bool prep(request& rq, engine::io_op& op) {
     if (op.offset < 0 || op.fixed_file) return false;
     switch (op.code) {
         case engine::opcode::read:
-        case engine::opcode::read_fixed: io_prep_pread(&rq.cb, op.fd, op.buf, op.len, op.offset); return true;
+        case engine::opcode::read_fixed: rq.cb.aio_lio_opcode = IOCB_CMD_PREAD; break;
         case engine::opcode::write:
-        case engine::opcode::write_fixed: io_prep_pwrite(&rq.cb, op.fd, op.buf, op.len, op.offset); return true;
-        case engine::opcode::readv:
-            io_prep_preadv(&rq.cb, op.fd, static_cast<iovec*>(op.buf), static_cast<int>(op.len), op.offset);
-            return true;
-        case engine::opcode::writev:
-            io_prep_pwritev(&rq.cb, op.fd, static_cast<iovec*>(op.buf), static_cast<int>(op.len), op.offset);
-            return true;
+        case engine::opcode::write_fixed: rq.cb.aio_lio_opcode = IOCB_CMD_PWRITE; break;
+        case engine::opcode::readv: rq.cb.aio_lio_opcode = IOCB_CMD_PREADV; break;
+        case engine::opcode::writev: rq.cb.aio_lio_opcode = IOCB_CMD_PWRITEV; break;
         default: return false;
     }
+    rq.cb.aio_fildes = static_cast<uint32_t>(op.fd);
+    rq.cb.aio_buf = reinterpret_cast<uintptr_t>(op.buf);
+    rq.cb.aio_nbytes = op.len;  // the iovec count for the vectored forms
+    rq.cb.aio_offset = op.offset;
+    rq.cb.aio_data = reinterpret_cast<uintptr_t>(&rq);
+    return true;
 }
 
 class libaio final : public file_engine {
@@ -99,10 +103,10 @@ public:
         request rq;
         if (!prep(rq, op) || !t_aio.ready()) return offload_execute(op);
         aio_context& a = t_aio;
-        io_set_eventfd(&rq.cb, a.evfd);
-        rq.cb.data = &rq;
+        rq.cb.aio_flags = IOCB_FLAG_RESFD;
+        rq.cb.aio_resfd = static_cast<uint32_t>(a.evfd);
         iocb* cbs[1] = {&rq.cb};
-        int r = io_submit(a.ctx, 1, cbs);
+        long r = sys::aio_submit(a.ctx, 1, cbs);
         // EAGAIN: the context is full, do not fail the caller. EINVAL: AIO refuses this file
         // (a directory, a filesystem without AIO): the syscall gives the honest error.
         if (r == -EAGAIN || r == -EINVAL) return offload_execute(op);
@@ -121,7 +125,7 @@ public:
             // Timed out or interrupted: try to cancel, then wait for the kernel to let go of
             // the buffer either way.
             io_event ev;
-            bool cancelled = io_cancel(a.ctx, &rq.cb, &ev) == 0;
+            bool cancelled = sys::aio_cancel(a.ctx, &rq.cb, &ev) == 0;
             if (cancelled) {
                 --a.inflight;
                 return w;
@@ -137,9 +141,9 @@ public:
 
 bool libaio_available() noexcept {
     static const bool ok = [] {
-        io_context_t ctx = nullptr;
-        if (io_setup(1, &ctx) < 0) return false;
-        io_destroy(ctx);
+        aio_context_t ctx = 0;
+        if (sys::aio_setup(1, &ctx) < 0) return false;
+        (void)sys::aio_destroy(ctx);
         return true;
     }();
     return ok;

@@ -22,11 +22,13 @@
 #include <memory>
 
 #include "engines.h"
+#include "gluon/common/fd_table.h"
 #include "gluon/common/log.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 #include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 
 namespace gluon::file_io::detail {
 namespace {
@@ -104,20 +106,22 @@ long run_async(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
 // ---- the inline fast path ----------------------------------------------------------------------
 
 enum fd_class : uint8_t { k_unknown, k_async_only, k_nowait_first, k_inline };
-constexpr int k_max_fd = 1 << 16;
 // Per fd number: (close generation << 8) | fd_class. A class learned before the number was
 // last closed (engine::fd_generation moved on) is stale and learned again.
-std::atomic<uint32_t> g_class[k_max_fd];
+fd_table<std::atomic<uint32_t>>& classes() noexcept {
+    static auto* t = new fd_table<std::atomic<uint32_t>>(sys::fd_limit());  // never freed: used until exit
+    return *t;
+}
 
 uint32_t tagged(int fd, uint8_t c) noexcept { return (engine::fd_generation(fd) << 8) | c; }
 
 uint8_t classify(int fd) noexcept {
-    int fl = ::fcntl(fd, F_GETFL);
+    long fl = sys::fcntl(fd, F_GETFL);
     struct stat st;
-    if (fl < 0 || ::fstat(fd, &st) < 0) return k_async_only;
+    if (fl < 0 || sys::fstat(fd, &st) < 0) return k_async_only;
     if ((fl & O_DIRECT) || !S_ISREG(st.st_mode)) return k_async_only;
     struct statfs sf;
-    if (::fstatfs(fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC))
+    if (sys::fstatfs(fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC))
         return k_inline;
     return k_nowait_first;
 }
@@ -125,8 +129,7 @@ uint8_t classify(int fd) noexcept {
 // Positioned I/O that preadv2/pwritev2 can do: not into registered buffers or files.
 bool is_positioned_rw(const engine::io_op& op) noexcept {
     return engine::is_positioned_io(op) && op.code != engine::opcode::read_fixed &&
-           op.code != engine::opcode::write_fixed && !op.fixed_file && op.fd >= 0 &&
-           op.fd < k_max_fd;
+           op.code != engine::opcode::write_fixed && !op.fixed_file && op.fd >= 0;
 }
 
 long nowait_attempt(const engine::io_op& op) noexcept {
@@ -135,13 +138,14 @@ long nowait_attempt(const engine::io_op& op) noexcept {
     const iovec* iov = vec ? static_cast<const iovec*>(op.buf) : &one;
     const int cnt = vec ? static_cast<int>(op.len) : 1;
     const bool rd = op.code == engine::opcode::read || op.code == engine::opcode::readv;
-    long r = sys::ret(rd ? ::preadv2(op.fd, iov, cnt, op.offset, RWF_NOWAIT)
-                         : ::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT));
-    return r;
+    return rd ? sys::preadv2(op.fd, iov, cnt, op.offset, RWF_NOWAIT)
+              : sys::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT);
 }
 
 long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
-    std::atomic<uint32_t>& cls = g_class[op.fd];
+    std::atomic<uint32_t>* slot = classes().get(op.fd);
+    if (!slot) return run_async(eng, op, d);  // beyond the fd limit, or out of memory
+    std::atomic<uint32_t>& cls = *slot;
     const uint32_t v = cls.load(std::memory_order_relaxed);
     auto c = static_cast<uint8_t>(v & 0xff);
     if (c == k_unknown || (v >> 8) != (engine::fd_generation(op.fd) & 0xffffff)) {

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -48,6 +47,24 @@ struct stat to_stat(const struct statx& x) {
     s.st_mtim = {x.stx_mtime.tv_sec, x.stx_mtime.tv_nsec};
     s.st_ctim = {x.stx_ctime.tv_sec, x.stx_ctime.tv_nsec};
     return s;
+}
+
+// statvfs from the kernel's statfs, as libc's fstatvfs fills it.
+struct statvfs to_statvfs(const struct statfs& f) {
+    struct statvfs v {};
+    v.f_bsize = static_cast<unsigned long>(f.f_bsize);
+    v.f_frsize = static_cast<unsigned long>(f.f_frsize ? f.f_frsize : f.f_bsize);
+    v.f_blocks = f.f_blocks;
+    v.f_bfree = f.f_bfree;
+    v.f_bavail = f.f_bavail;
+    v.f_files = f.f_files;
+    v.f_ffree = f.f_ffree;
+    v.f_favail = f.f_ffree;
+    v.f_fsid = static_cast<unsigned int>(f.f_fsid.__val[0]);
+    constexpr unsigned long k_st_valid = 0x20;  // the kernel's "f_flags is filled in" bit
+    v.f_flag = static_cast<unsigned long>(f.f_flags) & ~k_st_valid;
+    v.f_namemax = static_cast<unsigned long>(f.f_namelen);
+    return v;
 }
 
 class local_file final : public file {
@@ -118,7 +135,7 @@ private:
 };
 
 result<std::unique_ptr<file>> make_file(file_io::file_engine& e, int fd) {
-    int fl = ::fcntl(fd, F_GETFL);
+    long fl = sys::fcntl(fd, F_GETFL);
     size_t mem = 0, off = 0;
     if (fl >= 0 && (fl & O_DIRECT)) {
         auto x = file_io::statx(e, fd, "", AT_EMPTY_PATH, STATX_DIOALIGN);
@@ -140,7 +157,7 @@ public:
     result<std::optional<dir_entry>> next() noexcept override {
         for (;;) {
             if (pos_ >= len_) {
-                long r = blocking(*e_, [&] { return sys::ret(::syscall(SYS_getdents64, fd_, buf_.data(), buf_.size())); });
+                long r = blocking(*e_, [&] { return sys::getdents64(fd_, buf_.data(), buf_.size()); });
                 if (r < 0) return errno_error(static_cast<int>(-r));
                 if (r == 0) return std::optional<dir_entry>{};
                 len_ = static_cast<size_t>(r);
@@ -163,7 +180,7 @@ private:
 class local_fs final : public filesystem {
 public:
     local_fs(file_io::file_engine& e, int root) : e_(&e), root_(root) {}
-    ~local_fs() override { ::close(root_); }
+    ~local_fs() override { (void)sys::close(root_); }
 
     result<std::unique_ptr<file>> open(std::string_view path, int flags, mode_t mode) noexcept override {
         auto fd = GLUON_TRY(file_io::openat(*e_, root_, rel(path).c_str(), flags | O_CLOEXEC, mode));
@@ -183,16 +200,16 @@ public:
     }
     result<void> link(std::string_view existing, std::string_view np) noexcept override {
         std::string a = rel(existing), b = rel(np);
-        return void_from_syscall(blocking(*e_, [&] { return sys::ret(::linkat(root_, a.c_str(), root_, b.c_str(), 0)); }));
+        return void_from_syscall(blocking(*e_, [&] { return sys::linkat(root_, a.c_str(), root_, b.c_str(), 0); }));
     }
     result<void> symlink(std::string_view target, std::string_view lp) noexcept override {
         std::string t(target), l = rel(lp);
-        return void_from_syscall(blocking(*e_, [&] { return sys::ret(::symlinkat(t.c_str(), root_, l.c_str())); }));
+        return void_from_syscall(blocking(*e_, [&] { return sys::symlinkat(t.c_str(), root_, l.c_str()); }));
     }
     result<std::string> readlink(std::string_view p) noexcept override {
         std::string r = rel(p);
         std::string out(PATH_MAX, '\0');
-        long n = blocking(*e_, [&] { return sys::ret(::readlinkat(root_, r.c_str(), out.data(), out.size())); });
+        long n = blocking(*e_, [&] { return sys::readlinkat(root_, r.c_str(), out.data(), out.size()); });
         if (n < 0) return errno_error(static_cast<int>(-n));
         out.resize(static_cast<size_t>(n));
         return out;
@@ -207,7 +224,9 @@ public:
         long rc = blocking(*e_, [&] {
             long fd = sys::openat(root_, r.c_str(), O_PATH | O_CLOEXEC, 0);
             if (fd < 0) return fd;
-            long v = sys::ret(::fstatvfs(static_cast<int>(fd), &out));
+            struct statfs sf;
+            long v = sys::fstatfs(static_cast<int>(fd), &sf);
+            if (v == 0) out = to_statvfs(sf);
             (void)sys::close(static_cast<int>(fd));
             return v;
         });
@@ -216,7 +235,7 @@ public:
     }
     result<void> access(std::string_view p, int mode) noexcept override {
         std::string r = rel(p);
-        return void_from_syscall(blocking(*e_, [&] { return sys::ret(::faccessat(root_, r.c_str(), mode, 0)); }));
+        return void_from_syscall(blocking(*e_, [&] { return sys::faccessat(root_, r.c_str(), mode); }));
     }
     result<void> truncate(std::string_view p, int64_t len) noexcept override {
         if (len < 0) return errno_error(EINVAL);
@@ -225,7 +244,7 @@ public:
     }
     result<void> utimes(std::string_view p, const timespec times[2]) noexcept override {
         std::string r = rel(p);
-        return void_from_syscall(blocking(*e_, [&] { return sys::ret(::utimensat(root_, r.c_str(), times, 0)); }));
+        return void_from_syscall(blocking(*e_, [&] { return sys::utimensat(root_, r.c_str(), times, 0); }));
     }
     result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
         auto fd = GLUON_TRY(file_io::openat(*e_, root_, rel(p).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -253,7 +272,7 @@ result<std::unique_ptr<filesystem>> open_local(const std::string& root, file_io:
 
 result<std::unique_ptr<file>> adopt_fd(int fd, file_io::engine_kind engine) {
     auto e = GLUON_TRY(file_io::get(engine));
-    if (::fcntl(fd, F_GETFD) < 0) return errno_error(EBADF);
+    if (sys::fcntl(fd, F_GETFD) < 0) return errno_error(EBADF);
     return make_file(*e, fd);
 }
 

@@ -15,6 +15,7 @@
 #include "gluon/common/log.h"
 #include "gluon/net/socket.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/sys/mm.h"
 #include "gluon/sys/ops.h"
 
 namespace gluon::http::detail {
@@ -100,7 +101,7 @@ void connection::release_memory() noexcept {
         in_ = block_.get() + fields_bytes_;
         cap_ = block_size_ - fields_bytes_;
     }
-    (void)::madvise(block_.get(), block_size_, MADV_DONTNEED);  // zero pages on the next touch
+    (void)sys::madvise(block_.get(), block_size_, MADV_DONTNEED);  // zero pages on the next touch
     std::string().swap(out_);
     res_.shrink();
     req_.shrink();

@@ -3,6 +3,8 @@
 #include <linux/filter.h>
 #include <sys/socket.h>
 
+#include "gluon/sys/ops.h"
+
 namespace gluon::net {
 namespace {
 
@@ -15,9 +17,7 @@ result<void> attach_cpu_steering(int fd) {
         {BPF_RET | BPF_A, 0, 0, 0},
     };
     sock_fprog prog{static_cast<unsigned short>(sizeof code / sizeof code[0]), code};
-    if (::setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) < 0)
-        return errno_error(errno);
-    return {};
+    return void_from_syscall(sys::setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog));
 }
 
 }  // namespace

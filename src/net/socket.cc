@@ -2,7 +2,6 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <unistd.h>
 
 #include <cstring>
 
@@ -13,17 +12,15 @@ namespace gluon::net {
 namespace {
 
 result<int> new_socket(int family, int type) {
-    int fd = ::socket(family, type | SOCK_CLOEXEC, 0);
-    if (fd < 0) return errno_error(errno);
-    return fd;
+    return from_syscall<int>(sys::socket(family, type | SOCK_CLOEXEC, 0));
 }
 
 result<address> sock_name(int fd, bool peer) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    int r = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len)
-                 : ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-    if (r < 0) return errno_error(errno);
+    long r = peer ? sys::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len)
+                  : sys::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    if (r < 0) return errno_error(static_cast<int>(-r));
     return address::from(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
@@ -46,13 +43,13 @@ result<address> socket_fd::local_address() const { return sock_name(fd_, false);
 result<address> socket_fd::peer_address() const { return sock_name(fd_, true); }
 
 result<void> socket_fd::set_option(int level, int name, int value) noexcept {
-    return void_from_syscall(sys::ret(::setsockopt(fd_, level, name, &value, sizeof value)));
+    return void_from_syscall(sys::setsockopt(fd_, level, name, &value, sizeof value));
 }
 
 result<int> socket_fd::get_option(int level, int name) const noexcept {
     int v = 0;
     socklen_t len = sizeof v;
-    if (::getsockopt(fd_, level, name, &v, &len) < 0) return errno_error(errno);
+    if (long r = sys::getsockopt(fd_, level, name, &v, &len); r < 0) return errno_error(static_cast<int>(-r));
     return v;
 }
 
@@ -68,7 +65,7 @@ result<stream> stream::connect(const address& addr, duration timeout) {
 
 result<std::pair<stream, stream>> stream::pair() {
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return errno_error(errno);
+    GLUON_TRY(void_from_syscall(sys::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)));
     return std::pair<stream, stream>(stream(sv[0]), stream(sv[1]));
 }
 
@@ -105,7 +102,7 @@ result<void> stream::do_send_file(int file_fd, int64_t off, size_t n, duration t
     return {};
 }
 
-result<void> stream::shutdown(int how) noexcept { return void_from_syscall(sys::ret(::shutdown(fd_, how))); }
+result<void> stream::shutdown(int how) noexcept { return void_from_syscall(sys::shutdown(fd_, how)); }
 result<void> stream::set_nodelay(bool on) noexcept { return set_option(IPPROTO_TCP, TCP_NODELAY, on); }
 result<void> stream::set_keepalive(bool on) noexcept { return set_option(SOL_SOCKET, SO_KEEPALIVE, on); }
 
@@ -118,7 +115,7 @@ result<void> stream::set_buffer_sizes(int recv_bytes, int send_bytes) noexcept {
 
 result<void> stream::set_linger(bool on, int seconds) noexcept {
     linger l{on ? 1 : 0, seconds};
-    return void_from_syscall(sys::ret(::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l)));
+    return void_from_syscall(sys::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l));
 }
 
 result<size_t> stream::send_fds(const void* buf, size_t n, std::span<const int> fds, duration t) noexcept {
@@ -161,13 +158,13 @@ result<std::pair<size_t, size_t>> stream::recv_fds(void* buf, size_t n, std::spa
             if (got < fds.size())
                 fds[got++] = passed;
             else {
-                ::close(passed);  // no room: never leak an fd we were given
+                (void)sys::close(passed);  // no room: never leak an fd we were given
                 overflow = true;
             }
         }
     }
     if (overflow) {
-        for (size_t i = 0; i < got; ++i) ::close(fds[i]);
+        for (size_t i = 0; i < got; ++i) (void)sys::close(fds[i]);
         return errno_error(EMSGSIZE);
     }
     return std::pair<size_t, size_t>(r, got);
@@ -183,8 +180,8 @@ result<listener> listener::listen(const address& addr, const listen_options& opt
         if (opts.reuse_port)
             GLUON_TRY(l.set_option(SOL_SOCKET, SO_REUSEPORT, 1));
     }
-    if (::bind(l.get(), addr.data(), addr.size()) < 0) return errno_error(errno);
-    if (::listen(l.get(), opts.backlog) < 0) return errno_error(errno);
+    GLUON_TRY(void_from_syscall(sys::bind(l.get(), addr.data(), addr.size())));
+    GLUON_TRY(void_from_syscall(sys::listen(l.get(), opts.backlog)));
     return l;
 }
 
@@ -211,7 +208,7 @@ result<datagram> datagram::open(int family) {
 result<datagram> datagram::bind(const address& addr) {
     auto d = open(addr.family());
     if (!d) return d;
-    if (::bind(d->get(), addr.data(), addr.size()) < 0) return errno_error(errno);
+    GLUON_TRY(void_from_syscall(sys::bind(d->get(), addr.data(), addr.size())));
     return d;
 }
 

@@ -223,7 +223,7 @@ result<size_t> retry_ready(F&& attempt, duration t) {
 
 bool is_pipe(int fd) {
     struct stat st;
-    return ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+    return sys::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
 }  // namespace
@@ -233,8 +233,8 @@ result<size_t> sendfile(int out_fd, int in_fd, int64_t off, size_t n, duration t
     if (long r = sys::set_nonblocking(out_fd); r < 0) return errno_error(static_cast<int>(-r));
     return retry_ready(
         [&](int& wfd, short& ev) {
-            off_t o = off;
-            long r = sys::ret(::sendfile(out_fd, in_fd, &o, n));
+            int64_t o = off;
+            long r = sys::sendfile(out_fd, in_fd, &o, n);
             wfd = out_fd;
             ev = POLLOUT;
             return r;
@@ -249,7 +249,7 @@ result<size_t> splice(int in_fd, int out_fd, size_t n, duration t) noexcept {
     }
     return retry_ready(
         [&](int& wfd, short& ev) {
-            long r = sys::ret(::splice(in_fd, nullptr, out_fd, nullptr, n, SPLICE_F_NONBLOCK | SPLICE_F_MOVE));
+            long r = sys::splice(in_fd, out_fd, n, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
             if (r == -EAGAIN) {
                 // Which side is not ready: wait for input unless input is already there.
                 const bool readable = sys::poll1(in_fd, POLLIN, 0) > 0;

@@ -13,6 +13,8 @@
 
 #include "fiber_local_impl.h"
 #include "gluon/common/misuse.h"
+#include "gluon/sys/mm.h"
+#include "gluon/sys/proc.h"
 #include "scheduler.h"
 
 namespace gluon::detail {
@@ -236,7 +238,7 @@ namespace this_fiber {
 void detail::yield_slow() noexcept {
     vcpu* v = cur_vcpu();
     if (!v) {
-        sched_yield();
+        (void)sys::sched_yield();
         return;
     }
     fiber_impl* cur = running(v);
@@ -259,7 +261,7 @@ result<void> sleep_until(deadline_t deadline) noexcept {
     vcpu* v = cur_vcpu();
     if (!v) {
         timespec ts{deadline / 1'000'000'000, deadline % 1'000'000'000};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+        while (sys::sleep_until_mono(&ts) == -EINTR) {
         }
         return {};
     }
@@ -301,7 +303,7 @@ void trim_stack() noexcept {
     auto sp = reinterpret_cast<uintptr_t>(&marker);
     uintptr_t lo = reinterpret_cast<uintptr_t>(f->stack.lo) + k_guard_size;
     uintptr_t hi = (sp & ~uintptr_t(4095)) - 2 * 4096;
-    if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    if (hi > lo) (void)sys::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 bool interrupt_pending() noexcept {

@@ -1,9 +1,8 @@
 #include "gluon/runtime/prim_lock.h"
 
 #include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "gluon/sys/proc.h"
 #include "scheduler.h"
 
 namespace gluon {
@@ -13,7 +12,7 @@ thread_local constinit biased_sections t_biased;
 
 bool biasing_available() noexcept {
     static const bool ok = [] {
-        return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+        return sys::membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
     }();
     return ok;
 }
@@ -34,7 +33,7 @@ void prim_lock::lock_slow() noexcept {
         if (mode != 0) {
             // After this barrier, the owner either has its "inside" count visible to us, or
             // sees k_revoking when it re-reads the mode and does not enter.
-            syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+            (void)sys::membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
             wait_biased_sections_of(mode, this);
         }
         mode_.store(k_shared, std::memory_order_release);

@@ -1,6 +1,5 @@
 #include "gluon/runtime/runtime.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/waiter.h"
 #include "gluon/runtime/oneshot.h"
+#include "gluon/sys/proc.h"
 #include "scheduler.h"
 
 namespace gluon {
@@ -69,7 +69,7 @@ result<std::unique_ptr<runtime>> runtime::start(const runtime_options& opts) {
                 cpu_set_t set;
                 CPU_ZERO(&set);
                 CPU_SET(static_cast<int>(i % static_cast<unsigned>(cpus)), &set);
-                pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+                (void)sys::set_affinity(&set);
             }
             auto r = init(io);
             {

@@ -8,6 +8,7 @@
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/vcpu.h"
 #include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 
 namespace gluon {
 namespace {
@@ -22,7 +23,7 @@ std::atomic<bool> g_busy{false};
 result<void> make_pipe_once() {
     if (g_read_fd >= 0) return {};
     int p[2];
-    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return errno_error(errno);
+    GLUON_TRY(void_from_syscall(sys::pipe2(p, O_CLOEXEC | O_NONBLOCK)));
     g_read_fd = p[0];
     g_report_fd.store(p[1], std::memory_order_release);
     return {};
@@ -56,7 +57,7 @@ public:
             sa.sa_handler = report_signal;
             sigemptyset(&sa.sa_mask);
             sa.sa_flags = SA_RESTART;
-            if (::sigaction(s, &sa, &old_[n_].sa) != 0) return errno_error(errno);
+            GLUON_TRY(void_from_syscall(sys::sigaction(s, &sa, &old_[n_].sa)));
             old_[n_++].sig = s;
         }
         return {};
@@ -64,7 +65,7 @@ public:
     ~handlers() {
         while (n_ > 0) {
             --n_;
-            ::sigaction(old_[n_].sig, &old_[n_].sa, nullptr);
+            (void)sys::sigaction(old_[n_].sig, &old_[n_].sa, nullptr);
         }
     }
 

@@ -1,12 +1,13 @@
 #include "stack.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
+
+#include "gluon/sys/mm.h"
 
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -30,13 +31,13 @@ std::atomic<int> g_guard_madvise{-1};
 
 int install_guard(char* lo) {
     if (g_guard_madvise.load(std::memory_order_relaxed) != 0) {
-        if (::madvise(lo, k_guard_size, MADV_GUARD_INSTALL) == 0) {
+        if (sys::madvise(lo, k_guard_size, MADV_GUARD_INSTALL) == 0) {
             g_guard_madvise.store(1, std::memory_order_relaxed);
             return 0;
         }
         g_guard_madvise.store(0, std::memory_order_relaxed);
     }
-    return ::mprotect(lo, k_guard_size, PROT_NONE) == 0 ? 0 : -errno;
+    return static_cast<int>(sys::mprotect(lo, k_guard_size, PROT_NONE));
 }
 
 // Process-wide free list of default-size stacks (decommitted) and the slab they come from.
@@ -51,14 +52,14 @@ global_stacks& globals() {
 
 int map_slab(size_t stack_bytes, std::vector<stack_mem>& out) {
     size_t total = stack_bytes * k_slab_stacks;
-    void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return -errno;
+    void* p = sys::mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (sys::is_error(p)) return static_cast<int>(reinterpret_cast<long>(p));
     auto* base = static_cast<char*>(p);
     for (size_t i = 0; i < k_slab_stacks; ++i) {
         char* lo = base + i * stack_bytes;
         if (int r = install_guard(lo); r < 0) {
-            ::munmap(base, total);
+            (void)sys::munmap(base, total);
             return r;
         }
         out.push_back({lo, stack_bytes});
@@ -110,12 +111,12 @@ result<stack_mem> stack_alloc(size_t usable) {
         register_stack(s);
         return s;
     }
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return errno_error(errno);
+    void* p = sys::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (sys::is_error(p)) return errno_error(static_cast<int>(-reinterpret_cast<long>(p)));
     stack_mem s{static_cast<char*>(p), bytes};
     if (int r = install_guard(s.lo); r < 0) {
-        ::munmap(p, bytes);
+        (void)sys::munmap(p, bytes);
         return errno_error(-r);
     }
     register_stack(s);
@@ -127,13 +128,13 @@ void stack_free(stack_mem s) {
     deregister_stack(s);
     if (s.size == stack_round(default_stack_size())) {
         // Give the memory back but keep the address range (and its guard) for reuse.
-        ::madvise(s.lo + k_guard_size, s.size - k_guard_size, MADV_DONTNEED);
+        (void)sys::madvise(s.lo + k_guard_size, s.size - k_guard_size, MADV_DONTNEED);
         auto& g = globals();
         std::lock_guard lk(g.mu);
         g.free.push_back(s);
         return;
     }
-    ::munmap(s.lo, s.size);
+    (void)sys::munmap(s.lo, s.size);
 }
 
 stack_cache::~stack_cache() {

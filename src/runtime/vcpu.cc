@@ -3,9 +3,6 @@
 #include "gluon/runtime/vcpu.h"
 
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +11,9 @@
 
 #include "gluon/common/log.h"
 #include "gluon/common/misuse.h"
+#include "gluon/sys/mm.h"
+#include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 #include "scheduler.h"
 
 // The registry has C linkage and plain names so that debuggers find it without symbols for
@@ -72,6 +72,12 @@ void unregister_vcpu(vcpu* v) {
         }
 }
 
+void default_segv() {
+    struct sigaction sa {};
+    sa.sa_handler = SIG_DFL;
+    (void)sys::sigaction(SIGSEGV, &sa, nullptr);
+}
+
 // Async-signal-safe report of a fiber stack overflow, then the default action (core dump).
 void on_segv(int sig, siginfo_t* info, void* uctx) {
     vcpu* v = cur_vcpu();
@@ -83,8 +89,8 @@ void on_segv(int sig, siginfo_t* info, void* uctx) {
                          "the guard page was hit\n",
                          f->name[0] ? f->name : "(unnamed)", static_cast<unsigned long long>(f->id),
                          (f->stack.size - k_guard_size) / 1024);
-        (void)!write(2, buf, static_cast<size_t>(n));
-        signal(SIGSEGV, SIG_DFL);
+        (void)sys::write(2, buf, static_cast<size_t>(n), -1);
+        default_segv();
         return;  // re-executes the faulting access, now with the default action
     }
     if (g_prev_segv.sa_flags & SA_SIGINFO) {
@@ -92,7 +98,7 @@ void on_segv(int sig, siginfo_t* info, void* uctx) {
     } else if (g_prev_segv.sa_handler != SIG_DFL && g_prev_segv.sa_handler != SIG_IGN) {
         return g_prev_segv.sa_handler(sig);
     }
-    signal(SIGSEGV, SIG_DFL);
+    default_segv();
 }
 
 void install_segv_handler() {
@@ -100,20 +106,20 @@ void install_segv_handler() {
     sa.sa_sigaction = on_segv;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &g_prev_segv);
+    (void)sys::sigaction(SIGSEGV, &sa, &g_prev_segv);
 }
 
 void setup_altstack(vcpu* v) {
-    void* p = mmap(nullptr, k_altstack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return;
+    void* p = sys::mmap(nullptr, k_altstack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (sys::is_error(p)) return;
     stack_t ss{};
     ss.ss_sp = p;
     ss.ss_size = k_altstack_size;
     stack_t old{};
-    if (sigaltstack(&ss, &old) < 0 || (old.ss_sp && !(old.ss_flags & SS_DISABLE))) {
+    if (sys::sigaltstack(&ss, &old) < 0 || (old.ss_sp && !(old.ss_flags & SS_DISABLE))) {
         // Keep a stack someone else installed (e.g. a sanitizer runtime).
-        if (old.ss_sp && !(old.ss_flags & SS_DISABLE)) sigaltstack(&old, nullptr);
-        munmap(p, k_altstack_size);
+        if (old.ss_sp && !(old.ss_flags & SS_DISABLE)) (void)sys::sigaltstack(&old, nullptr);
+        (void)sys::munmap(p, k_altstack_size);
         return;
     }
     v->altstack = p;
@@ -123,8 +129,8 @@ void teardown_altstack(vcpu* v) {
     if (!v->altstack) return;
     stack_t ss{};
     ss.ss_flags = SS_DISABLE;
-    sigaltstack(&ss, nullptr);
-    munmap(v->altstack, k_altstack_size);
+    (void)sys::sigaltstack(&ss, nullptr);
+    (void)sys::munmap(v->altstack, k_altstack_size);
     v->altstack = nullptr;
 }
 
@@ -152,7 +158,7 @@ result<void> init(const init_options& opts) {
     }
     auto* v = new vcpu(opts.stack_cache);
     v->eng = std::move(eng);
-    v->tid = static_cast<pid_t>(syscall(SYS_gettid));
+    v->tid = static_cast<pid_t>(sys::gettid());
     unsigned spin_us = opts.idle_spin_us;
     if (const char* env = std::getenv("GLUON_IDLE_SPIN_US")) spin_us = static_cast<unsigned>(std::atoi(env));
     v->idle_spin_ns = static_cast<int64_t>(spin_us) * 1000;

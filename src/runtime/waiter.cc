@@ -1,10 +1,7 @@
 // park()/wake() for fibers and for plain OS threads (futex), with timeout and interrupt.
 #include "gluon/runtime/waiter.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
+#include "gluon/sys/proc.h"
 #include "scheduler.h"
 
 namespace gluon {
@@ -13,10 +10,7 @@ using namespace detail;
 namespace {
 
 long futex_wait(std::atomic<uint32_t>* word, const timespec* abs_mono) noexcept {
-    long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word),
-                     FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0u, abs_mono, nullptr,
-                     FUTEX_BITSET_MATCH_ANY);
-    return r < 0 ? -errno : r;
+    return sys::futex_wait(reinterpret_cast<uint32_t*>(word), 0, abs_mono);
 }
 
 long park_thread(prim_lock& lk, waiter& w, const park_options& o) noexcept {
@@ -83,8 +77,7 @@ void wake(waiter& w, long result) noexcept { wake_inline(w, result); }
 
 void detail::wake_thread(waiter& w) noexcept {
     w.word.store(1, std::memory_order_release);
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&w.word), FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1,
-            nullptr, nullptr, 0);
+    (void)sys::futex_wake(reinterpret_cast<uint32_t*>(&w.word), 1);
 }
 
 long take_interrupt() noexcept {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gluon/runtime/fiber.h"
+#include "high_fd.h"
 #include "gluon/runtime/vcpu.h"
 #include "file_io/io_fixture.h"
 
@@ -64,6 +65,25 @@ TEST_P(file_engine_test, write_then_read_back) {
         EXPECT_EQ(*eof, 0u);
         EXPECT_TRUE(file_io::fsync(*e_, fd).has_value());
         EXPECT_TRUE(file_io::fsync(*e_, fd, true).has_value());
+        EXPECT_TRUE(file_io::close(*e_, fd).has_value());
+    });
+}
+
+// A file at an fd above 65,536 is read and written like any other (the io_uring engine's
+// per-fd classes cover every fd the process may open).
+TEST_P(file_engine_test, fds_above_65536_read_and_write) {
+    test::high_fds high;
+    if (!high.available()) GTEST_SKIP() << "RLIMIT_NOFILE's hard limit keeps fds below 65,536 here";
+    in_fiber([&] {
+        const int fd = high.move_high(create("high"));
+        ASSERT_GE(fd, test::high_fds::k_first);
+        const std::string data(20000, 'h');
+        ASSERT_EQ(file_io::pwrite(*e_, fd, data.data(), data.size(), 0).value_or(0), data.size());
+        for (int i = 0; i < 2; ++i) {  // the second read goes by the class the first one learned
+            std::string back(data.size(), '\0');
+            ASSERT_EQ(file_io::pread(*e_, fd, back.data(), back.size(), 0).value_or(0), data.size());
+            EXPECT_EQ(back, data);
+        }
         EXPECT_TRUE(file_io::close(*e_, fd).has_value());
     });
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gluon/runtime/fiber.h"
+#include "high_fd.h"
 #include "test_support.h"
 
 namespace gluon {
@@ -295,6 +296,40 @@ TEST(fd_cross_vcpu, a_number_closed_elsewhere_and_reused_still_wakes) {
         ::close(fresh[0]);
         ::close(fresh[1]);
     }
+}
+
+}  // namespace
+}  // namespace gluon
+
+namespace gluon {
+namespace {
+
+// fds above 65,536 get the same per-fd state as low ones: engine registrations and close
+// generations (the tables grow with RLIMIT_NOFILE).
+TEST_P(fd_test, fds_above_65536_work_and_are_tracked) {
+    test::high_fds high;
+    if (!high.available()) GTEST_SKIP() << "RLIMIT_NOFILE's hard limit keeps fds below 65,536 here";
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    const int a = high.move_high(sv[0]), b = high.move_high(sv[1]);
+    ASSERT_GE(a, test::high_fds::k_first);
+    ASSERT_GE(b, test::high_fds::k_first);
+    auto f = spawn([&] {
+        auto reader = spawn([&] {
+            char buf[5];
+            ASSERT_TRUE(fd::read_exactly(b, buf, sizeof buf));
+            EXPECT_EQ(std::string(buf, sizeof buf), "hello");
+        });
+        ASSERT_TRUE(reader);
+        ASSERT_TRUE(fd::write_all(a, "hello", 5));
+        ASSERT_TRUE(reader->join());
+    });
+    ASSERT_TRUE(f);
+    ASSERT_TRUE(f->join());
+    const uint32_t gen = engine::fd_generation(a);
+    ASSERT_TRUE(fd::close(a));
+    EXPECT_EQ(engine::fd_generation(a), gen + 1);
+    ASSERT_TRUE(fd::close(b));
 }
 
 }  // namespace

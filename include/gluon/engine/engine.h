@@ -150,7 +150,8 @@ public:
 /// vCPUs that still hold state for the fd number drop it and register the next file that
 /// gets the number afresh. Thread-safe.
 void note_fd_closed(int fd) noexcept;
-/// How many times fd's number has been closed through note_fd_closed (0 beyond 65535).
+/// How many times fd's number has been closed through note_fd_closed (0 for fd < 0, or beyond
+/// RLIMIT_NOFILE's hard limit as it was at the first call).
 uint32_t fd_generation(int fd) noexcept;
 
 /// Performs op with one blocking syscall on the calling thread (no O_NONBLOCK retry, no

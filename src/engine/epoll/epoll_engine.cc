@@ -16,30 +16,28 @@ constexpr uint32_t k_out_events = EPOLLOUT | EPOLLHUP | EPOLLERR;
 }  // namespace
 
 result<std::unique_ptr<engine>> epoll_engine::create(const options&) {
-    int epfd = ::epoll_create1(EPOLL_CLOEXEC);
-    if (epfd < 0) return errno_error(errno);
-    int evfd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    long epfd = sys::epoll_create(EPOLL_CLOEXEC);
+    if (epfd < 0) return errno_error(static_cast<int>(-epfd));
+    long evfd = sys::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (evfd < 0) {
-        int e = errno;
-        ::close(epfd);
-        return errno_error(e);
+        (void)sys::close(static_cast<int>(epfd));
+        return errno_error(static_cast<int>(-evfd));
     }
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLET;
     ev.data.u64 = k_notify_tag;
-    if (::epoll_ctl(epfd, EPOLL_CTL_ADD, evfd, &ev) < 0) {
-        int e = errno;
-        ::close(evfd);
-        ::close(epfd);
-        return errno_error(e);
+    if (long r = sys::epoll_ctl(static_cast<int>(epfd), EPOLL_CTL_ADD, static_cast<int>(evfd), &ev); r < 0) {
+        (void)sys::close(static_cast<int>(evfd));
+        (void)sys::close(static_cast<int>(epfd));
+        return errno_error(static_cast<int>(-r));
     }
-    return std::unique_ptr<engine>(new epoll_engine(epfd, evfd));
+    return std::unique_ptr<engine>(new epoll_engine(static_cast<int>(epfd), static_cast<int>(evfd)));
 }
 
 epoll_engine::~epoll_engine() {
     for (auto* st : fds_) delete st;
-    ::close(evfd_);
-    ::close(epfd_);
+    (void)sys::close(evfd_);
+    (void)sys::close(epfd_);
 }
 
 epoll_engine::fd_state* epoll_engine::state_for(int fd) noexcept {
@@ -55,19 +53,19 @@ long epoll_engine::register_fd(int fd, fd_state& st) noexcept {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
     ev.data.u64 = static_cast<uint64_t>(fd);
-    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    if (long r = sys::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev); r < 0) {
         // EPERM: a regular file or directory, which is always ready; the caller's syscall
         // then simply completes (blocking briefly, as the kernel does for such files).
-        if (errno == EPERM) {
+        if (r == -EPERM) {
             st.registered = true;  // remembered, so we do not ask again on every operation
             return 0;
         }
-        if (errno != EEXIST) return -errno;
+        if (r != -EEXIST) return r;
     }
     st.registered = true;
     int type = 0;
     socklen_t len = sizeof type;
-    st.stream = ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+    st.stream = sys::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
     st.drained = false;
     st.hup = false;
     return 0;
@@ -156,14 +154,14 @@ int epoll_engine::wait(int64_t timeout_ns) noexcept {
         ts.tv_nsec = timeout_ns % 1'000'000'000;
         tsp = &ts;
     }
-    int n = ::epoll_pwait2(epfd_, evs, 256, tsp, nullptr);
+    int n = static_cast<int>(sys::epoll_wait(epfd_, evs, 256, tsp));
     if (n < 0) return 0;  // EINTR: the caller simply loops
     int done = 0;
     for (int i = 0; i < n; ++i) {
         uint64_t tag = evs[i].data.u64;
         if (tag == k_notify_tag) {
             uint64_t v;
-            (void)!::read(evfd_, &v, sizeof v);
+            (void)sys::read(evfd_, &v, sizeof v, -1);
             continue;
         }
         auto fd = static_cast<size_t>(tag);
@@ -183,7 +181,7 @@ int epoll_engine::wait(int64_t timeout_ns) noexcept {
 
 void epoll_engine::notify() noexcept {
     uint64_t one = 1;
-    (void)!::write(evfd_, &one, sizeof one);
+    (void)sys::write(evfd_, &one, sizeof one, -1);
 }
 
 // Ops still waiting on a closed fd would never complete: finish them with EBADF.
@@ -196,7 +194,7 @@ void epoll_engine::forget_fd(int fd) noexcept {
     if (fd < 0 || static_cast<size_t>(fd) >= fds_.size() || !fds_[fd]) return;
     fd_state* st = fds_[fd];
     fail_waiters(*st);
-    if (st->registered) ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    if (st->registered) (void)sys::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
     st->registered = false;
 }
 

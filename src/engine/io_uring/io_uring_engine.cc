@@ -138,15 +138,16 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
         }
         io_uring_free_probe(probe);
     }
-    e->evfd_ = ::eventfd(0, EFD_CLOEXEC);
-    if (e->evfd_ < 0) return errno_error(errno);
+    long evfd = sys::eventfd(0, EFD_CLOEXEC);
+    if (evfd < 0) return errno_error(static_cast<int>(-evfd));
+    e->evfd_ = static_cast<int>(evfd);
     e->arm_notify();
     return std::unique_ptr<engine>(std::move(e));
 }
 
 io_uring_engine::~io_uring_engine() {
     if (ring_.ring_fd > 0) io_uring_queue_exit(&ring_);
-    if (evfd_ >= 0) ::close(evfd_);
+    if (evfd_ >= 0) (void)sys::close(evfd_);
 }
 
 io_uring_sqe* io_uring_engine::get_sqe() noexcept {
@@ -391,7 +392,7 @@ bool io_uring_engine::has_pending() noexcept {
 void io_uring_engine::notify() noexcept {
     if (notify_pending_.exchange(true, std::memory_order_acq_rel)) return;
     uint64_t one = 1;
-    (void)!::write(evfd_, &one, sizeof one);
+    (void)sys::write(evfd_, &one, sizeof one, -1);
 }
 
 }  // namespace gluon::engine

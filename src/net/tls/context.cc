@@ -1,7 +1,6 @@
 // tls::context: an SSL_CTX configured from context_options, plus the client session cache.
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -10,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "gluon/sys/ops.h"
 #include "internal.h"
 
 namespace gluon::net::tls {
@@ -37,25 +37,25 @@ int no_password(char*, int, int, void*) {
 
 // Configuration files are small and read once at setup, possibly outside a vCPU: plain read(2).
 result<std::string> read_file(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    long fd = sys::openat(AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
-        int e = errno;
+        int e = static_cast<int>(-fd);
         return fail(errno_code(e), "cannot open " + path + ": " + std::strerror(e));
     }
     std::string out;
     char buf[8192];
     for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
+        long n = sys::read(static_cast<int>(fd), buf, sizeof buf, -1);
+        if (n == -EINTR) continue;
         if (n < 0) {
-            int e = errno;
-            ::close(fd);
+            int e = static_cast<int>(-n);
+            (void)sys::close(static_cast<int>(fd));
             return fail(errno_code(e), "cannot read " + path + ": " + std::strerror(e));
         }
         if (n == 0) break;
         out.append(buf, static_cast<size_t>(n));
     }
-    ::close(fd);
+    (void)sys::close(static_cast<int>(fd));
     return out;
 }
 
@@ -145,9 +145,9 @@ result<void> load_trust(SSL_CTX* c, const context_options& o) {
     auto pem = GLUON_TRY(pem_source(o.ca_pem, o.ca_file));
     if (!pem.empty()) GLUON_TRY(add_trusted(c, pem));
     if (!o.ca_dir.empty()) {
-        struct stat st;
-        if (::stat(o.ca_dir.c_str(), &st) != 0) {
-            int e = errno;
+        struct statx st;
+        if (long r = sys::statx(AT_FDCWD, o.ca_dir.c_str(), 0, STATX_TYPE, &st); r < 0) {
+            int e = static_cast<int>(-r);
             return fail(errno_code(e), "CA directory " + o.ca_dir + ": " + std::strerror(e));
         }
         if (SSL_CTX_load_verify_dir(c, o.ca_dir.c_str()) != 1)
