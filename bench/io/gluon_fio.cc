@@ -101,15 +101,12 @@ void worker(worker_ctx* c, unsigned idx, char* buf) {
         }
         const int64_t off = static_cast<int64_t>(blk * o.bs);
         if (o.write) bench::stamp(buf, o.bs, off);
-        op = {};
-        op.code = o.fixedbufs ? (o.write ? engine::opcode::write_fixed : engine::opcode::read_fixed)
-                              : (o.write ? engine::opcode::write : engine::opcode::read);
-        op.fd = c->fd;
+        if (o.fixedbufs)  // registered buffer `idx`
+            op = engine::io_op::fixed(o.write ? engine::opcode::write_fixed : engine::opcode::read_fixed, c->fd, buf,
+                                      o.bs, off, static_cast<int>(idx));
+        else
+            op = engine::io_op::transfer(o.write ? engine::opcode::write : engine::opcode::read, c->fd, buf, o.bs, off);
         op.fixed_file = c->fixed_file;
-        op.buf = buf;
-        op.len = o.bs;
-        op.offset = off;
-        op.flags = static_cast<int>(idx);  // registered buffer index (fixedbufs)
         const int64_t t0 = o.lat ? now_ns() : 0;
         long r = c->eng->execute(op);
         if (r < 0) die(std::string("I/O failed: ") + std::strerror(static_cast<int>(-r)));

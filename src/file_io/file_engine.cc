@@ -65,97 +65,79 @@ result<file_engine*> get(engine_kind k) noexcept {
 
 // ---- typed operations ------------------------------------------------------------------------
 
-namespace {
-
-engine::io_op make(engine::opcode c, int fd, void* buf = nullptr, size_t len = 0, int64_t off = -1,
-                   int flags = 0) {
-    engine::io_op op;
-    op.code = c;
-    op.fd = fd;
-    op.buf = buf;
-    op.len = len;
-    op.offset = off;
-    op.flags = flags;
-    return op;
-}
-
-}  // namespace
 
 result<size_t> pread(file_engine& e, int fd, void* buf, size_t n, int64_t off, duration t) noexcept {
-    auto op = make(engine::opcode::read, fd, buf, n, off);
+    auto op = engine::io_op::transfer(engine::opcode::read, fd, buf, n, off);
     return from_syscall<size_t>(e.execute(op, deadline_after(t)));
 }
 
 result<size_t> pwrite(file_engine& e, int fd, const void* buf, size_t n, int64_t off,
                       duration t) noexcept {
-    auto op = make(engine::opcode::write, fd, const_cast<void*>(buf), n, off);
+    auto op = engine::io_op::transfer(engine::opcode::write, fd, const_cast<void*>(buf), n, off);
     return from_syscall<size_t>(e.execute(op, deadline_after(t)));
 }
 
 result<size_t> preadv(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
                       duration t) noexcept {
-    auto op = make(engine::opcode::readv, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
+    auto op = engine::io_op::vectored(engine::opcode::readv, fd, iov, cnt, off);
     return from_syscall<size_t>(e.execute(op, deadline_after(t)));
 }
 
 result<size_t> pwritev(file_engine& e, int fd, const iovec* iov, int cnt, int64_t off,
                        duration t) noexcept {
-    auto op = make(engine::opcode::writev, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
+    auto op = engine::io_op::vectored(engine::opcode::writev, fd, iov, cnt, off);
     return from_syscall<size_t>(e.execute(op, deadline_after(t)));
 }
 
 result<void> fsync(file_engine& e, int fd, bool datasync) noexcept {
-    auto op = make(engine::opcode::fsync, fd, nullptr, 0, -1, datasync ? 1 : 0);
+    auto op = engine::io_op::fsync(fd, datasync);
     return void_from_syscall(e.execute(op));
 }
 
 result<void> fallocate(file_engine& e, int fd, int mode, int64_t off, int64_t len) noexcept {
     if (off < 0 || len <= 0) return errno_error(EINVAL);
-    auto op = make(engine::opcode::fallocate, fd, nullptr, static_cast<size_t>(len), off, mode);
+    auto op = engine::io_op::fallocate(fd, mode, off, len);
     return void_from_syscall(e.execute(op));
 }
 
 result<void> ftruncate(file_engine& e, int fd, int64_t len) noexcept {
     if (len < 0) return errno_error(EINVAL);
-    auto op = make(engine::opcode::ftruncate, fd, nullptr, 0, len);
+    auto op = engine::io_op::ftruncate(fd, len);
     return void_from_syscall(e.execute(op));
 }
 
 result<int> openat(file_engine& e, int dir, const char* path, int flags, mode_t mode) noexcept {
-    auto op = make(engine::opcode::openat, dir, const_cast<char*>(path), mode, -1, flags);
+    auto op = engine::io_op::openat(dir, path, flags, mode);
     return from_syscall<int>(e.execute(op));
 }
 
 result<void> close(file_engine& e, int fd) noexcept {
     fd::closing(fd);
-    auto op = make(engine::opcode::close, fd);
+    auto op = engine::io_op::close(fd);
     return void_from_syscall(e.execute(op));
 }
 
 result<struct statx> statx(file_engine& e, int dir, const char* path, int flags, unsigned mask) noexcept {
     struct statx st {};
-    auto op = make(engine::opcode::statx, dir, const_cast<char*>(path), mask, -1, flags);
-    op.buf2 = &st;
+    auto op = engine::io_op::statx(dir, path, flags, mask, &st);
     long r = e.execute(op);
     if (r < 0) return errno_error(static_cast<int>(-r));
     return st;
 }
 
 result<void> unlinkat(file_engine& e, int dir, const char* path, int flags) noexcept {
-    auto op = make(engine::opcode::unlinkat, dir, const_cast<char*>(path), 0, -1, flags);
+    auto op = engine::io_op::unlinkat(dir, path, flags);
     return void_from_syscall(e.execute(op));
 }
 
 result<void> renameat(file_engine& e, int od, const char* op_path, int nd, const char* np,
                       unsigned flags) noexcept {
-    auto op = make(engine::opcode::renameat, od, const_cast<char*>(op_path), 0, -1, static_cast<int>(flags));
-    op.fd2 = nd;
-    op.buf2 = const_cast<char*>(np);
+    auto op = engine::io_op::renameat(od, op_path, nd, np, flags);
     return void_from_syscall(e.execute(op));
 }
 
 result<void> mkdirat(file_engine& e, int dir, const char* path, mode_t mode) noexcept {
-    auto op = make(engine::opcode::mkdirat, dir, const_cast<char*>(path), mode);
+    auto op = engine::io_op::mkdirat(dir, path, mode);
     return void_from_syscall(e.execute(op));
 }
 

@@ -88,13 +88,7 @@ long rw_once(engine::opcode code, int fd, void* buf, size_t n, int64_t off, int 
              deadline_t d, duration t = forever) {
     vcpu* v = vcpu_or_misuse();
     if (!v) return -EPERM;
-    engine::io_op op;
-    op.code = code;
-    op.fd = fd;
-    op.buf = buf;
-    op.len = n;
-    op.offset = off;
-    op.flags = flags;
+    auto op = engine::io_op::transfer(code, fd, buf, n, off, flags);
     return run_on(v, v->eng.get(), op, d, t);
 }
 
@@ -155,37 +149,22 @@ result<size_t> sendmsg(int fd, const msghdr* msg, int flags, duration t) noexcep
 }
 
 result<int> accept(int fd, sockaddr* addr, socklen_t* addrlen, int flags, duration t) noexcept {
-    engine::io_op op;
-    op.code = engine::opcode::accept;
-    op.fd = fd;
-    op.buf = addr;
-    op.addrlen = addrlen;
-    op.flags = flags;
+    auto op = engine::io_op::accept(fd, addr, addrlen, flags);
     return from_syscall<int>(run_for(op, t));
 }
 
 result<void> connect(int fd, const sockaddr* addr, socklen_t len, duration t) noexcept {
-    engine::io_op op;
-    op.code = engine::opcode::connect;
-    op.fd = fd;
-    op.buf = const_cast<sockaddr*>(addr);
-    op.len = len;
+    auto op = engine::io_op::connect(fd, addr, len);
     return void_from_syscall(run_for(op, t));
 }
 
 result<short> poll(int fd, short events, duration t) noexcept {
-    engine::io_op op;
-    op.code = engine::opcode::poll;
-    op.fd = fd;
-    op.poll_events = static_cast<uint16_t>(events);
+    auto op = engine::io_op::poll(fd, events);
     return from_syscall<short>(run_for(op, t));
 }
 
 result<void> fsync(int fd, bool datasync) noexcept {
-    engine::io_op op;
-    op.code = engine::opcode::fsync;
-    op.fd = fd;
-    op.flags = datasync ? 1 : 0;
+    auto op = engine::io_op::fsync(fd, datasync);
     return void_from_syscall(run_op(op));
 }
 
@@ -213,10 +192,7 @@ result<size_t> retry_ready(F&& attempt, duration t) {
         long r = attempt(wfd, ev);
         if (r >= 0) return static_cast<size_t>(r);
         if (r != -EAGAIN) return errno_error(static_cast<int>(-r));
-        engine::io_op op;
-        op.code = engine::opcode::poll;
-        op.fd = wfd;
-        op.poll_events = static_cast<uint16_t>(ev);
+        auto op = engine::io_op::poll(wfd, ev);
         if (long p = run_op(op, d); p < 0) return errno_error(static_cast<int>(-p));
     }
 }

@@ -218,24 +218,13 @@ TEST_P(file_engine_test, registered_buffers_and_files) {
     EXPECT_EQ(rb.has_value(), eng->type() == engine::kind::io_uring);
     EXPECT_EQ(rf.has_value(), eng->type() == engine::kind::io_uring);
     in_fiber([&] {
-        engine::io_op op;
-        op.code = engine::opcode::read_fixed;
-        op.fd = native ? 0 : fd;
+        auto op = engine::io_op::fixed(engine::opcode::read_fixed, native ? 0 : fd, buf, 11, 0, 0);
         op.fixed_file = native;
-        op.buf = buf;
-        op.len = 11;
-        op.offset = 0;
-        op.flags = 0;  // buffer index
         EXPECT_EQ(e_->execute(op), 11);
         EXPECT_EQ(std::string(buf, 11), "registered!");
         if (!native) {
-            engine::io_op bad;
-            bad.code = engine::opcode::read;
-            bad.fd = 0;
+            auto bad = engine::io_op::transfer(engine::opcode::read, 0, buf, 1, 0);
             bad.fixed_file = true;
-            bad.buf = buf;
-            bad.len = 1;
-            bad.offset = 0;
             EXPECT_EQ(e_->execute(bad), -EOPNOTSUPP);
         }
     });

@@ -53,7 +53,75 @@ struct io_op;
 using completion_fn = void (*)(io_op* op, long result);
 
 /// One operation. It must stay alive and unmoved until its completion has been delivered.
+///
+/// Build it with the typed constructors (io_op::read, io_op::accept, io_op::statx, ...): the raw
+/// operand fields below change meaning by opcode (len is a byte count, an iovec count, a mode
+/// or a mask; flags a buffer index or fsync's datasync bit; offset a length) and are read by the
+/// engines only.
 struct io_op {
+    // ---- typed constructors -------------------------------------------------------------------
+    /// read/write/recv/send/send_zc of n bytes (at `off` for files, -1: the current position).
+    static io_op transfer(opcode c, int fd, void* buf, size_t n, int64_t off = -1, int flags = 0) noexcept {
+        io_op op;
+        op.code = c;
+        op.fd = fd;
+        op.buf = buf;
+        op.len = n;
+        op.offset = off;
+        op.flags = flags;
+        return op;
+    }
+    /// readv/writev of cnt buffers.
+    static io_op vectored(opcode c, int fd, const iovec* iov, int cnt, int64_t off = -1) noexcept {
+        return transfer(c, fd, const_cast<iovec*>(iov), static_cast<size_t>(cnt), off);
+    }
+    /// recvmsg/sendmsg.
+    static io_op message(opcode c, int fd, msghdr* m, int flags) noexcept { return transfer(c, fd, m, 0, -1, flags); }
+    /// read_fixed/write_fixed into or from registered buffer `index`.
+    static io_op fixed(opcode c, int fd, void* buf, size_t n, int64_t off, int index) noexcept {
+        return transfer(c, fd, buf, n, off, index);
+    }
+    static io_op accept(int fd, sockaddr* addr, socklen_t* addrlen, int flags) noexcept {
+        io_op op = transfer(opcode::accept, fd, addr, 0, -1, flags);
+        op.addrlen = addrlen;
+        return op;
+    }
+    static io_op connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
+        return transfer(opcode::connect, fd, const_cast<sockaddr*>(addr), len);
+    }
+    static io_op poll(int fd, short events) noexcept {
+        io_op op = transfer(opcode::poll, fd, nullptr, 0);
+        op.poll_events = static_cast<uint16_t>(events);
+        return op;
+    }
+    static io_op fsync(int fd, bool datasync) noexcept { return transfer(opcode::fsync, fd, nullptr, 0, -1, datasync ? 1 : 0); }
+    static io_op fallocate(int fd, int mode, int64_t off, int64_t len) noexcept {
+        return transfer(opcode::fallocate, fd, nullptr, static_cast<size_t>(len), off, mode);
+    }
+    static io_op ftruncate(int fd, int64_t len) noexcept { return transfer(opcode::ftruncate, fd, nullptr, 0, len); }
+    static io_op openat(int dir, const char* path, int flags, unsigned mode) noexcept {
+        return transfer(opcode::openat, dir, const_cast<char*>(path), mode, -1, flags);
+    }
+    static io_op close(int fd) noexcept { return transfer(opcode::close, fd, nullptr, 0); }
+    static io_op statx(int dir, const char* path, int flags, unsigned mask, void* out) noexcept {
+        io_op op = transfer(opcode::statx, dir, const_cast<char*>(path), mask, -1, flags);
+        op.buf2 = out;
+        return op;
+    }
+    static io_op unlinkat(int dir, const char* path, int flags) noexcept {
+        return transfer(opcode::unlinkat, dir, const_cast<char*>(path), 0, -1, flags);
+    }
+    static io_op renameat(int old_dir, const char* old_path, int new_dir, const char* new_path, unsigned flags) noexcept {
+        io_op op = transfer(opcode::renameat, old_dir, const_cast<char*>(old_path), 0, -1, static_cast<int>(flags));
+        op.fd2 = new_dir;
+        op.buf2 = const_cast<char*>(new_path);
+        return op;
+    }
+    static io_op mkdirat(int dir, const char* path, unsigned mode) noexcept {
+        return transfer(opcode::mkdirat, dir, const_cast<char*>(path), mode);
+    }
+
+    // ---- operands (read by the engines) --------------------------------------------------------
     opcode code = opcode::nop;
     int fd = -1;
     void* buf = nullptr;  // or iovec*, msghdr*, sockaddr*

@@ -195,10 +195,7 @@ int multi::on_timer(CURLM*, long timeout_ms, void* self) noexcept {
 
 void multi::arm(watch& w) noexcept {
     if (w.removed || w.in_flight || w.want == 0 || w.ready_hook.linked()) return;
-    w.op = engine::io_op{};
-    w.op.code = engine::opcode::poll;
-    w.op.fd = w.fd;
-    w.op.poll_events = static_cast<uint16_t>(w.want);
+    w.op = engine::io_op::poll(w.fd, static_cast<short>(w.want));
     w.op.on_complete = &multi::on_poll;
     w.op.user = &w;
     const long r = eng_->submit(w.op);
