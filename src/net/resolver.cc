@@ -196,14 +196,14 @@ void run_lookup(const std::shared_ptr<flight>& f, const std::string& key, const 
         else if (negative_cacheable(rc))
             cache_put(s, key, {}, error, s.config.negative_ttl);
     }
-    waiter_list woken;
+    woken_batch woken;
     f->lk.lock();
     f->addrs = std::move(addrs);
     f->error = error;
     f->done = true;
-    woken.splice_back(f->waiters);
+    woken.take_all(f->waiters);
     f->lk.unlock();
-    while (waiter* w = woken.pop_front()) wake(*w, 0);
+    woken.wake_all(0);
 }
 
 result<std::vector<address>> answer_of(const std::vector<address>& addrs, std::error_code error,

@@ -237,6 +237,8 @@ inline void wake_inline(waiter& w, long result) noexcept {
     w.result = result;
     if (w.fiber)
         resume(impl(w.fiber), result);
+    else if (w.resume)
+        w.resume(w.resume_ctx, result);
     else
         wake_thread(w);
 }

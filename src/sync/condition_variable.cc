@@ -12,7 +12,7 @@ void condition_variable::notify_one() noexcept {
 }
 
 void condition_variable::notify_all() noexcept {
-    waiter_list all;
+    woken_batch all;
     lk_.lock();
     detail::take_all(waiters_, all);
     lk_.unlock();

@@ -44,8 +44,9 @@ result<void> mutex::lock_until(deadline_t deadline, bool interruptible) noexcept
     return {};
 }
 
-void mutex::unlock() noexcept {
-    const uintptr_t me = current_owner_token();
+void mutex::unlock() noexcept { unlock(current_owner_token()); }
+
+void mutex::unlock(uintptr_t me) noexcept {
     lk_.lock();
     if (!locked_ || owner_ != me) {
         lk_.unlock();
@@ -53,10 +54,26 @@ void mutex::unlock() noexcept {
         return;
     }
     waiter* w = waiters_.pop_front();
-    owner_ = 0;
-    if (!w) locked_ = false;  // else: hand-off, the mutex stays locked for w
+    // Hand-off: the mutex stays locked for w. A fiber records itself as the owner when it
+    // resumes; a continuation cannot, so its owner token (in w->data) is recorded here.
+    owner_ = w && w->resume ? reinterpret_cast<uintptr_t>(w->data) : 0;
+    if (!w) locked_ = false;
     lk_.unlock();
     if (w) wake(*w, 0);
+}
+
+long mutex::lock_async(waiter& w, uintptr_t owner) noexcept {
+    lk_.lock();
+    if (!locked_) {
+        locked_ = true;
+        owner_ = owner;
+        lk_.unlock();
+        return 0;
+    }
+    w.data = reinterpret_cast<void*>(owner);
+    waiters_.push_back(w);
+    lk_.unlock();
+    return k_waiting;
 }
 
 void recursive_mutex::lock() noexcept {

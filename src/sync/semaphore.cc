@@ -4,12 +4,12 @@
 
 namespace gluon {
 void counting_semaphore::release(int64_t n) noexcept {
-    waiter_list woken;
+    woken_batch woken;
     lk_.lock();
     count_ += n;
     // A woken waiter owns its permit already (taken here), so none can be stolen meanwhile.
     while (count_ > 0 && !waiters_.empty()) {
-        woken.push_back(*waiters_.pop_front());
+        woken.add(*waiters_.pop_front());
         --count_;
     }
     lk_.unlock();
@@ -25,6 +25,18 @@ result<void> counting_semaphore::acquire(duration timeout) noexcept {
     }
     waiter w;
     return detail::park_result(detail::wait_in(lk_, waiters_, w, {.deadline = deadline_after(timeout)}));
+}
+
+long counting_semaphore::acquire_async(waiter& w) noexcept {
+    lk_.lock();
+    if (count_ > 0) {
+        --count_;
+        lk_.unlock();
+        return 0;
+    }
+    waiters_.push_back(w);
+    lk_.unlock();
+    return k_waiting;
 }
 
 bool counting_semaphore::try_acquire() noexcept {
@@ -43,7 +55,7 @@ int64_t counting_semaphore::available() const noexcept {
 }
 
 void latch::count_down(int64_t n) noexcept {
-    waiter_list woken;
+    woken_batch woken;
     lk_.lock();
     count_ -= n;
     if (count_ <= 0) detail::take_all(waiters_, woken);
@@ -76,7 +88,7 @@ void wait_group::add(int64_t n) noexcept {
 }
 
 void event::set() noexcept {
-    waiter_list woken;
+    woken_batch woken;
     lk_.lock();
     set_ = true;
     detail::take_all(waiters_, woken);
@@ -88,6 +100,17 @@ void event::reset() noexcept {
     lk_.lock();
     set_ = false;
     lk_.unlock();
+}
+
+long event::wait_async(waiter& w) noexcept {
+    lk_.lock();
+    if (set_) {
+        lk_.unlock();
+        return 0;
+    }
+    waiters_.push_back(w);
+    lk_.unlock();
+    return k_waiting;
 }
 
 bool event::is_set() const noexcept {

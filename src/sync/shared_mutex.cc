@@ -6,9 +6,9 @@
 namespace gluon {
 // Wakes every queued reader (lk_ held). They own their read lock when they wake.
 void shared_mutex::admit_readers_locked() noexcept {
-    waiter_list woken;
+    woken_batch woken;
     detail::take_all(readers_q_, woken);
-    woken.for_each([this](waiter&) { ++readers_; });
+    readers_ += static_cast<decltype(readers_)>(woken.size());
     detail::wake_all(woken, 0);
 }
 

@@ -14,16 +14,68 @@
 
 namespace gluon {
 
+/// What a continuation waiter runs when it is woken: fn(ctx, result), on the waking thread.
+using continuation_fn = void (*)(void* ctx, long result) noexcept;
+
+/// A waiter resumes one of three targets: a fiber parked in park(), an OS thread blocked on the
+/// futex `word`, or a continuation (a function and its context) that wake() calls. The third is
+/// how code that is not a fiber (a C++20 task, a callback) waits on the same mutex, semaphore,
+/// event and channel: the primitives' *_async entry points link such a waiter without parking,
+/// and their cancel() unlinks it. A continuation runs on whichever thread wakes it, with the
+/// primitive's lock released; it must not block (a task posts itself to its vCPU).
 struct waiter {
+    enum class target : uint8_t { fiber, thread, continuation };
+
     list_hook hook;
-    detail::fiber_hot* fiber;  // the waiting fiber; nullptr: an OS thread, woken through `word`
+    detail::fiber_hot* fiber;  // the waiting fiber; nullptr: a thread or a continuation
     std::atomic<uint32_t> word{0};
     long result = 0;
     void* data = nullptr;  // for the primitive (a channel's value slot, a reader flag, ...)
+    continuation_fn resume = nullptr;
+    void* resume_ctx;      // read only when resume is set
+    waiter* next_woken;    // set when the waiter joins a woken_batch
 
     /// Prepares a waiter for the calling fiber or thread.
     waiter() noexcept : fiber(detail::t_hot ? detail::t_hot->current : nullptr) {}
+    /// A continuation waiter: wake() calls fn(ctx, result).
+    waiter(continuation_fn fn, void* ctx) noexcept : fiber(nullptr), resume(fn), resume_ctx(ctx) {}
+
+    target kind() const noexcept {
+        return fiber ? target::fiber : resume ? target::continuation : target::thread;
+    }
 };
+
+/// Waiters taken off a primitive's list under its lock, to be woken once it is released. Each
+/// is unlinked as it is taken, so a racing timeout, interrupt or cancel (which checks
+/// hook.linked() under the same lock) sees that its wake-up is on its way and leaves it alone.
+/// (A plain local waiter_list would keep them linked: the canceller would unlink them from the
+/// waker's list while the waker walks it, and both would wake them.)
+class woken_batch {
+public:
+    /// Takes every waiter of q (its lock held).
+    void take_all(intrusive_list<waiter, &waiter::hook>& q) noexcept {
+        while (waiter* w = q.pop_front()) add(*w);
+    }
+    /// Adds a waiter already unlinked from its list (its lock held).
+    void add(waiter& w) noexcept {
+        w.next_woken = nullptr;
+        (tail_ ? tail_->next_woken : head_) = &w;
+        tail_ = &w;
+        ++count_;
+    }
+    size_t size() const noexcept { return count_; }
+    /// Wakes them all, in order (call without the lock).
+    void wake_all(long result) noexcept;
+
+private:
+    waiter* head_ = nullptr;
+    waiter* tail_ = nullptr;
+    size_t count_ = 0;
+};
+
+/// Returned by the primitives' *_async calls when the waiter was linked: its continuation will
+/// be called with the outcome (0, or -errno).
+inline constexpr long k_waiting = 1;
 
 using waiter_list = intrusive_list<waiter, &waiter::hook>;
 
@@ -78,6 +130,30 @@ inline long park(prim_lock& lk, waiter& w, const park_options& opts = {}) noexce
 
 /// Wakes a waiter that the caller has unlinked (under the primitive's lock); any thread.
 void wake(waiter& w, long result) noexcept;
+
+inline void woken_batch::wake_all(long result) noexcept {
+    waiter* w = head_;
+    head_ = tail_ = nullptr;
+    count_ = 0;
+    while (w) {
+        waiter* next = w->next_woken;  // before the wake-up: w may be gone after it
+        wake(*w, result);
+        w = next;
+    }
+}
+
+namespace detail {
+/// Unlinks a continuation waiter from its primitive's list if no wake-up has claimed it yet
+/// (`lk` not held on entry). True: it was unlinked and will never be woken; false: its wake-up
+/// has been or is being delivered. The primitives' cancel() calls this.
+inline bool cancel_linked(prim_lock& lk, waiter& w) noexcept {
+    lk.lock();
+    bool linked = w.hook.linked();
+    if (linked) waiter_list::unlink(w);
+    lk.unlock();
+    return linked;
+}
+}  // namespace detail
 
 /// For a wait that ended with -ECANCELED although the operation had completed (its result
 /// wins, see gluon/runtime/fiber.h): puts the consumed interrupt back for the next blocking call.

@@ -34,8 +34,51 @@ public:
     /// Never blocks. Errors: EAGAIN (would block), ENODATA (closed and drained).
     result<T> try_recv() { return recv_impl(0); }
 
+    /// For waiters that are not fibers (see waiter.h). Sends v now (0), fails now (-EPIPE:
+    /// closed), or links the continuation waiter `w` (k_waiting): v must then stay alive until
+    /// the continuation is called, with 0 once a receiver has moved v out, or -EPIPE (closed).
+    long send_async(waiter& w, T& v) {
+        for (;;) {
+            lk_.lock();
+            if (!closed_ && receivers_.empty() && count_ >= cap_) {  // it would wait: link w
+                w.data = &v;  // a receiver moves the value out, then wakes w
+                senders_.push_back(w);
+                lk_.unlock();
+                return k_waiting;
+            }
+            lk_.unlock();
+            auto r = send_impl(v, 0);  // completes, unless another sender took the room meanwhile
+            if (r) return 0;
+            if (r.error() != std::errc::resource_unavailable_try_again) return -r.error().value();
+        }
+    }
+    /// Receives into `slot` now (0), fails now (-ENODATA: closed and drained), or links the
+    /// continuation waiter `w` (k_waiting), called with 0 once `slot` holds a value, or
+    /// -ENODATA. `slot` must stay alive until then.
+    long recv_async(waiter& w, std::optional<T>& slot) {
+        for (;;) {
+            lk_.lock();
+            if (!closed_ && count_ == 0 && senders_.empty()) {  // it would wait: link w
+                w.data = &slot;
+                receivers_.push_back(w);
+                lk_.unlock();
+                return k_waiting;
+            }
+            lk_.unlock();
+            auto r = recv_impl(0);  // completes, unless another receiver took the value meanwhile
+            if (r) {
+                slot.emplace(std::move(*r));
+                return 0;
+            }
+            if (r.error() != std::errc::resource_unavailable_try_again) return -r.error().value();
+        }
+    }
+    /// Unlinks a waiter of send_async/recv_async that has not been served. True: it never will
+    /// be (a sender's value was not taken); false: its continuation runs or has run.
+    bool cancel(waiter& w) noexcept { return detail::cancel_linked(lk_, w); }
+
     void close() noexcept {
-        waiter_list senders, receivers;
+        woken_batch senders, receivers;
         lk_.lock();
         closed_ = true;
         detail::take_all(senders_, senders);

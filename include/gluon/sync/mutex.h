@@ -38,6 +38,16 @@ public:
     /// Unlocking a mutex the caller does not hold is misuse.
     void unlock() noexcept;
 
+    /// For waiters that are not fibers (see waiter.h): takes the mutex now (0) or links the
+    /// continuation waiter `w` (k_waiting), which is called with 0 once the mutex is handed to
+    /// it. `owner` identifies the holder (any non-zero value unique to it) for unlock(owner).
+    long lock_async(waiter& w, uintptr_t owner) noexcept;
+    /// Releases a mutex taken with lock_async by `owner`. Misuse if owner does not hold it.
+    void unlock(uintptr_t owner) noexcept;
+    /// Unlinks a waiter of lock_async that has not been handed the mutex. True: it never will
+    /// be; false: the hand-off has happened or is on its way (the continuation runs).
+    bool cancel(waiter& w) noexcept { return detail::cancel_linked(lk_, w); }
+
     /// A token for the calling fiber or thread (for ownership checks).
     static uintptr_t current_owner_token() noexcept;
 

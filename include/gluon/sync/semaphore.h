@@ -21,6 +21,11 @@ public:
     /// Takes one permit. Errors: ETIMEDOUT, ECANCELED (interrupted).
     result<void> acquire(duration timeout = forever) noexcept;
     bool try_acquire() noexcept;
+    /// For waiters that are not fibers (see waiter.h): takes a permit now (0) or links the
+    /// continuation waiter `w` (k_waiting), called with 0 once a permit is its own.
+    long acquire_async(waiter& w) noexcept;
+    /// Unlinks a waiter of acquire_async that has no permit yet. True: it never will have one.
+    bool cancel(waiter& w) noexcept { return detail::cancel_linked(lk_, w); }
     int64_t available() const noexcept;
 
 private:
@@ -71,6 +76,11 @@ public:
     bool is_set() const noexcept;
     /// Errors: ETIMEDOUT, ECANCELED.
     result<void> wait(duration timeout = forever) noexcept;
+    /// For waiters that are not fibers (see waiter.h): 0 if set now, else links the
+    /// continuation waiter `w` (k_waiting), called with 0 by set().
+    long wait_async(waiter& w) noexcept;
+    /// Unlinks a waiter of wait_async that set() has not woken. True: it never will be.
+    bool cancel(waiter& w) noexcept { return detail::cancel_linked(lk_, w); }
 
 private:
     mutable prim_lock lk_;

@@ -13,12 +13,10 @@ inline long wait_in(prim_lock& lk, waiter_list& q, waiter& w, const park_options
 }
 
 /// Unlinks every waiter of q (lk held) so they can be woken after lk is released.
-inline void take_all(waiter_list& q, waiter_list& out) noexcept { out.splice_back(q); }
+inline void take_all(waiter_list& q, woken_batch& out) noexcept { out.take_all(q); }
 
-/// Wakes every waiter of a list taken with take_all.
-inline void wake_all(waiter_list& l, long result) noexcept {
-    while (waiter* w = l.pop_front()) wake(*w, result);
-}
+/// Wakes every waiter taken with take_all.
+inline void wake_all(woken_batch& b, long result) noexcept { b.wake_all(result); }
 
 /// A park() outcome as a result: 0 is success, -errno an error.
 inline result<void> park_result(long r) noexcept {
