@@ -42,7 +42,9 @@ protected:
     }
     void TearDown() override {
         srv_.reset();
-        if (is_vcpu()) ASSERT_TRUE(fini());
+        if (is_vcpu()) {
+            ASSERT_TRUE(fini());
+        }
     }
     engine::kind kind() const { return std::get<0>(GetParam()); }
     transport tp() const { return std::get<1>(GetParam()); }
