@@ -87,6 +87,10 @@ public:
     /// Connection are the server's: set them through the calls below.
     void header(std::string_view name, std::string_view value);
     void content_type(std::string_view type) { header("Content-Type", type); }
+    /// Adds fields already formatted as "Name: value\r\n" lines, unchecked: for a handler that
+    /// sends the same fields with many responses (a cached file's type, validators, ...) and
+    /// checked them once with header()'s rules.
+    void header_lines(std::string_view lines) { fields_ += lines; }
 
     /// The body, copied into the connection's output (replaces an earlier one).
     void body(std::string_view data);
