@@ -346,7 +346,6 @@ result<void> connection::write_raw(std::string_view a, std::string_view b) {
     if (!a.empty()) v[cnt++] = {const_cast<char*>(a.data()), a.size()};
     if (!b.empty()) v[cnt++] = {const_cast<char*>(b.data()), b.size()};
     if (!cnt) return {};
-    size_t total = out_.size() + a.size() + b.size();
     auto r = s_.writev_all(v, cnt, opts_.send_timeout);
     out_.clear();
     if (!r) {

@@ -27,16 +27,8 @@ long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline
     fiber_impl* f = running(v);
     op.user = f;
     op.on_complete = [](engine::io_op* o, long r) { resume(static_cast<fiber_impl*>(o->user), r); };
-    op.deadline_ns = 0;
-    if (timeout != forever && eng->native_timeouts()) {  // the engine needs the deadline up front
-        deadline = deadline_after(timeout);
-        timeout = forever;
-    }
+    // Timeouts are the vCPU's (its timer heap): an expiry cancels the op (ADR 0015).
     deadline_t park_deadline = deadline;
-    if (deadline != k_no_deadline && eng->native_timeouts()) {
-        op.deadline_ns = deadline;
-        park_deadline = k_no_deadline;
-    }
     long r = eng->submit(op);
     if (r != engine::engine::pending) return r;
     if (timeout != forever) park_deadline = deadline_after(timeout);

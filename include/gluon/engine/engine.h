@@ -134,16 +134,12 @@ struct io_op {
     /// fd is an index into the engine's registered files (io_uring only).
     bool fixed_file = false;
     uint32_t poll_events = 0;
-    /// Absolute CLOCK_MONOTONIC deadline in ns (0 = none), honoured by engines with native
-    /// timeouts; the others leave timeouts to the caller.
-    int64_t deadline_ns = 0;
     completion_fn on_complete = nullptr;
     void* user = nullptr;
     // Engine-private state.
     list_hook hook;
     int cancel_errno = 0;  // why the op was cancelled (ECANCELED, ETIMEDOUT); 0 = not cancelled
     bool engine_busy = false;
-    int64_t engine_ts[2] = {};  // a __kernel_timespec the kernel reads at submission
     long engine_result = 0;     // a result held back until a later completion (SEND_ZC)
 };
 
@@ -186,8 +182,6 @@ public:
     /// Asks a pending op to stop. Its completion still arrives: -err if it was stopped, or its
     /// real result if it had already finished (nothing is lost). err is ECANCELED or ETIMEDOUT.
     virtual void cancel(io_op& op, int err) noexcept = 0;
-    /// True if io_op::deadline_ns is applied by the engine itself (linked timeouts).
-    virtual bool native_timeouts() const noexcept = 0;
     /// Flushes queued submissions, waits up to timeout_ns (-1 forever, 0 poll) for completions
     /// or a notify(), and dispatches every completion available. Returns how many it dispatched.
     virtual int wait(int64_t timeout_ns) noexcept = 0;

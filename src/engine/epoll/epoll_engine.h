@@ -23,7 +23,6 @@ public:
     const char* name() const noexcept override { return "epoll"; }
     long submit(io_op& op) noexcept override;
     void cancel(io_op& op, int err) noexcept override;
-    bool native_timeouts() const noexcept override { return false; }
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
     void forget_fd(int fd) noexcept override;

@@ -49,12 +49,6 @@ constexpr uint64_t k_notify_tag = 3;
 // An io_op pointer with this bit set is the op's readiness poll (non-blocking fd on EAGAIN).
 constexpr uint64_t k_poll_bit = 4;
 
-int64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
-}
-
 bool is_socket_like(opcode c) {
     switch (c) {
         case opcode::read:
@@ -80,11 +74,10 @@ bool is_socket_like(opcode c) {
 // inside io_uring_enter, so submitting earlier only adds system calls.
 constexpr unsigned k_file_io_batch = 4;
 
-// -ECANCELED from the kernel means either cancel() (say why) or the linked timeout.
+// -ECANCELED from the kernel after cancel(): say why it was cancelled.
 long cancelled_result(const io_op& op, long r) {
     if (r != -ECANCELED) return r;
-    if (op.cancel_errno) return -op.cancel_errno;
-    return op.deadline_ns != 0 ? -ETIMEDOUT : r;
+    return op.cancel_errno ? -op.cancel_errno : r;
 }
 
 short wanted_events(const io_op& op) {
@@ -235,31 +228,14 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
     io_uring_sqe_set_data(sqe, &op);
 }
 
-void io_uring_engine::link_timeout(io_op& op) noexcept {
-    // The timespec lives in the op: the kernel reads it when the batch is submitted, later.
-    int64_t left = op.deadline_ns - now_ns();
-    if (left < 1) left = 1;
-    op.engine_ts[0] = left / 1'000'000'000;
-    op.engine_ts[1] = left % 1'000'000'000;
-    io_uring_sqe* t = get_sqe();
-    io_uring_prep_link_timeout(t, reinterpret_cast<__kernel_timespec*>(op.engine_ts), 0);
-    io_uring_sqe_set_data64(t, k_ignore_tag);
-}
-
-// Prepares op (or its readiness poll, when poll_tag) with its linked timeout, if any.
+// Prepares op, or its readiness poll when poll_phase.
 void io_uring_engine::queue(io_op& op, bool poll_phase) noexcept {
-    const bool timed = op.deadline_ns != 0;
-    if (timed && io_uring_sq_space_left(&ring_) < 2) io_uring_submit(&ring_);  // keep the pair adjacent
     io_uring_sqe* sqe = get_sqe();
     if (poll_phase) {
         io_uring_prep_poll_add(sqe, op.fd, static_cast<unsigned>(wanted_events(op)));
         io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(&op) | k_poll_bit);
     } else {
         prep(sqe, op);
-    }
-    if (timed) {
-        sqe->flags |= IOSQE_IO_LINK;
-        link_timeout(op);
     }
 }
 

@@ -1,6 +1,6 @@
 // io_uring engine: one ring per vCPU, SINGLE_ISSUER|DEFER_TASKRUN where the kernel has it
 // (COOP_TASKRUN otherwise), registered ring fd, submissions batched until the vCPU runs out of
-// ready fibers, linked timeouts, ASYNC_CANCEL, and an eventfd read kept posted for cross-thread
+// ready fibers, ASYNC_CANCEL, and an eventfd read kept posted for cross-thread
 // wake-ups. liburing is used here and nowhere else in gluon.
 #pragma once
 
@@ -26,7 +26,7 @@ public:
     // Timeouts run on the vCPU's timer heap (an expiry cancels the op), not as linked timeout
     // SQEs: a kernel hrtimer armed and cancelled per timed op cost 14% of an HTTP server's
     // requests per CPU-second (ADR 0015).
-    bool native_timeouts() const noexcept override { return false; }
+
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
     void forget_fd(int fd) noexcept override {
@@ -50,7 +50,6 @@ private:
     void prep(io_uring_sqe* sqe, io_op& op) noexcept;
     void arm_notify() noexcept;
     void on_cqe(uint64_t tag, int res, unsigned flags) noexcept;
-    void link_timeout(io_op& op) noexcept;
     void queue(io_op& op, bool poll_phase) noexcept;
 
     io_uring ring_{};
