@@ -4,7 +4,7 @@
 set -euo pipefail
 
 profile=${1:-build}
-pkgs=(cmake ninja-build g++ pkg-config liburing-dev libaio-dev libfmt-dev libgtest-dev libgmock-dev)
+pkgs=(cmake ninja-build g++ pkg-config liburing-dev libfmt-dev libgtest-dev libgmock-dev)
 case "$profile" in
   build) ;;
   test) pkgs+=(gdb valgrind) ;;
