@@ -59,6 +59,8 @@ struct client::impl {
     // (vCPU thread, origin) -> idle connections, the most recent last.
     std::map<std::pair<std::thread::id, std::string>, std::vector<connection>> idle;
     stats st;
+    std::string last_url_, last_key_;
+    url last_parsed_;
 
     std::string pool_key(const url& u) const { return u.scheme + "://" + u.authority() + "|" + opts.proxy; }
 
@@ -322,15 +324,31 @@ struct client::impl {
 
     result<client_response> send(const client_request& req, const std::function<bool(std::string_view)>* on_body) {
         deadline_t total = deadline_after(opts.total_timeout);
-        url u = GLUON_TRY(url::parse(req.url));
-        const std::string first_origin = pool_key(u);
+        url u;
+        std::string key;
+        {  // A client usually fetches the same URLs again: the last one is kept parsed.
+            std::lock_guard g(lock);
+            if (req.url == last_url_) {
+                u = last_parsed_;
+                key = last_key_;
+            }
+        }
+        if (key.empty()) {
+            u = GLUON_TRY(url::parse(req.url));
+            key = pool_key(u);
+            std::lock_guard g(lock);
+            last_url_ = req.url;
+            last_parsed_ = u;
+            last_key_ = key;
+        }
+        const std::string first_origin = key;
         method verb = req.method;
         bool with_body = true;
         client_response out;
         for (int redirects = 0;; ++redirects) {
             int retries_left = idempotent(verb) && !req.body_source ? opts.retries : 0;
-            bool cross_origin = pool_key(u) != first_origin;
-            std::string key = pool_key(u);
+            if (redirects > 0) key = pool_key(u);
+            bool cross_origin = key != first_origin;
             for (;;) {
                 auto pooled = take_idle(key);
                 connection c;
