@@ -378,7 +378,9 @@ void connection::finish_response() {
             if (r.kind_ == kind::file) {
                 if (!send_file(r)) keep_alive_ = false;
                 else response_bytes_ += len;
-            } else if (r.kind_ == kind::view && len >= k_copy_body_below) {
+            } else if (r.kind_ == kind::view && (len >= k_copy_body_below || end_ == start_)) {
+                // Large, or nothing pipelined behind it (the output is written before the next
+                // read anyway): head and body in one writev, without copying the body.
                 if (!write_raw(r.body_view_)) keep_alive_ = false;
                 else response_bytes_ += len;
             } else {
