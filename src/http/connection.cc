@@ -331,11 +331,36 @@ void connection::append_head(response& res, bool chunked, uint64_t length) {
     response_bytes_ = out_.size() - head_start;  // the body's bytes are added as they are sent
 }
 
-result<void> connection::write_head(response& res, bool streaming) {
-    bool chunked = streaming && res.declared_length_ == UINT64_MAX && req_.head_.version_minor == 1;
-    if (streaming && res.declared_length_ == UINT64_MAX && !chunked) keep_alive_ = false;  // ends at close
+void connection::write_head(response& res) {
+    bool chunked = res.declared_length_ == UINT64_MAX && req_.head_.version_minor == 1;
+    if (res.declared_length_ == UINT64_MAX && !chunked) keep_alive_ = false;  // ends at close
     res.chunked_ = chunked && status_has_body(res.status_);
     append_head(res, res.chunked_, res.declared_length_);
+}
+
+result<void> connection::write_body(response& r, std::string_view data) {
+    if (!r.head_sent_) write_head(r);
+    if (data.empty() || !body_allowed(r)) return {};
+    if (!r.chunked_) return write_raw(data);
+    char line[24];
+    auto e = std::to_chars(line, line + 20, data.size(), 16);
+    *e.ptr++ = '\r';
+    *e.ptr++ = '\n';
+    out_.append(line, static_cast<size_t>(e.ptr - line));
+    return write_raw(data, "\r\n");
+}
+
+result<void> connection::finish_body(response& r, bool short_body) {
+    if (!r.head_sent_) write_head(r);
+    if (short_body) {
+        keep_alive_ = false;  // the client expects bytes that will not come
+        return errno_error(EINVAL);
+    }
+    if (r.chunked_ && body_allowed(r)) {
+        out_ += "0\r\n";
+        out_ += r.trailers_;
+        out_ += "\r\n";
+    }
     return {};
 }
 

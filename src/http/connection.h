@@ -14,11 +14,12 @@
 
 #include "gluon/common/intrusive_list.h"
 #include "gluon/http/server.h"
+#include "exchange.h"
 #include "gluon/net/byte_stream.h"
 
 namespace gluon::http::detail {
 
-class connection {
+class connection final : public exchange {
 public:
     connection(net::byte_stream& s, const handler& h, const server_options& opts, const bool* stopping);
     ~connection();
@@ -30,16 +31,11 @@ public:
     void wake_for_stop() noexcept;
     list_hook hook;
 
-    // For request and response.
-    result<size_t> read_body(void* buf, size_t n);
-    result<void> write_head(response& res, bool streaming);
-    result<void> write_raw(std::string_view a, std::string_view b = {});
-    net::byte_stream& stream() noexcept { return s_; }
-    const server_options& options() const noexcept { return opts_; }
-    std::string& out() noexcept { return out_; }
-    void close_after() noexcept { keep_alive_ = false; }
-    /// False for HEAD and for statuses without a body (1xx, 204, 304).
-    bool body_allowed(const response& r) const noexcept;
+    // exchange
+    result<size_t> read_body(void* buf, size_t n) override;
+    net::byte_stream& stream() noexcept override { return s_; }
+    result<void> write_body(response& r, std::string_view data) override;
+    result<void> finish_body(response& r, bool short_body) override;
 
 private:
     enum class got { head, closed, failed };
@@ -57,6 +53,10 @@ private:
     bool fill(size_t min_free, duration timeout, result<size_t>& got_bytes);
     void grow(size_t want);
     void append_head(response& res, bool chunked, uint64_t length);
+    void write_head(response& res);  // of a streamed body
+    result<void> write_raw(std::string_view a, std::string_view b = {});
+    /// False for HEAD and for statuses without a body (1xx, 204, 304).
+    bool body_allowed(const response& r) const noexcept;
 
     net::byte_stream& s_;
     const handler& h_;

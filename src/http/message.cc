@@ -1,6 +1,6 @@
 #include <charconv>
 
-#include "connection.h"
+#include "exchange.h"
 #include "gluon/common/log.h"
 #include "gluon/sys/ops.h"
 
@@ -81,20 +81,10 @@ void response::file(int fd, int64_t offset, uint64_t len, bool own_fd) {
 
 result<void> response::write(std::string_view data) {
     if (finished_) return errno_error(EINVAL);
-    if (!head_sent_) {
-        streaming_ = true;
-        GLUON_TRY(conn_.write_head(*this, true));
-    }
     if (declared_length_ != UINT64_MAX && streamed_ + data.size() > declared_length_) return errno_error(EINVAL);
+    streaming_ = true;
     streamed_ += data.size();
-    if (data.empty() || !conn_.body_allowed(*this)) return {};
-    if (!chunked_) return conn_.write_raw(data);
-    char line[24];
-    auto r = std::to_chars(line, line + 20, data.size(), 16);
-    *r.ptr++ = '\r';
-    *r.ptr++ = '\n';
-    conn_.out().append(line, static_cast<size_t>(r.ptr - line));
-    return conn_.write_raw(data, "\r\n");
+    return conn_.write_body(*this, data);
 }
 
 result<void> response::finish() {
@@ -102,15 +92,20 @@ result<void> response::finish() {
     if (!head_sent_) {
         streaming_ = true;
         if (declared_length_ == UINT64_MAX) declared_length_ = 0;
-        GLUON_TRY(conn_.write_head(*this, true));
     }
     finished_ = true;
-    if (declared_length_ != UINT64_MAX && streamed_ != declared_length_) {
-        conn_.close_after();  // the client expects bytes that will not come
-        return errno_error(EINVAL);
+    return conn_.finish_body(*this, declared_length_ != UINT64_MAX && streamed_ != declared_length_);
+}
+
+void response::trailer(std::string_view name, std::string_view value) {
+    if (name.empty() || !safe_field_text(name) || !safe_field_text(value) || name.find(':') != name.npos) {
+        GLUON_LOG_RATE_LIMITED(warn, std::chrono::seconds(1), "gluon: http: response trailer dropped (CR, LF, NUL or ':' in it)");
+        return;
     }
-    if (chunked_ && conn_.body_allowed(*this)) conn_.out() += "0\r\n\r\n";
-    return {};
+    trailers_ += name;
+    trailers_ += ": ";
+    trailers_ += value;
+    trailers_ += "\r\n";
 }
 
 void response::release() noexcept {
@@ -129,6 +124,7 @@ void response::reset() noexcept {
     declared_length_ = UINT64_MAX;
     streamed_ = 0;
     fields_.clear();
+    trailers_.clear();
     body_.clear();
 }
 

@@ -21,7 +21,9 @@ class byte_stream;
 namespace gluon::http {
 
 namespace detail {
+class exchange;
 class connection;
+class h2_stream;
 }
 class router;
 
@@ -37,6 +39,8 @@ public:
     std::string_view query() const noexcept { return query_; }
     std::string_view host() const noexcept { return head_.host; }
     int version_minor() const noexcept { return head_.version_minor; }
+    /// 1 for HTTP/1.x, 2 for HTTP/2.
+    int version_major() const noexcept { return head_.version_major; }
     /// The first field of that name (case-insensitive), or empty.
     std::string_view header(std::string_view name) const noexcept { return head_.find(name); }
     std::span<const http::header> headers() const noexcept { return {head_.headers, head_.header_count}; }
@@ -64,13 +68,14 @@ public:
 
 private:
     friend class detail::connection;
+    friend class detail::h2_stream;
     friend class router;
-    explicit request(detail::connection& c) noexcept : conn_(c) {}
+    explicit request(detail::exchange& c) noexcept : conn_(c) {}
     void shrink() noexcept {
         decltype(params_)().swap(params_);
         std::string().swap(body_);
     }
-    detail::connection& conn_;
+    detail::exchange& conn_;
     request_head head_;
     std::string_view path_, query_;
     std::vector<std::pair<std::string_view, std::string_view>> params_;
@@ -109,6 +114,10 @@ public:
     void content_length(uint64_t n) noexcept { declared_length_ = n; }
     /// Ends a streamed body (the last chunk); called by the server if the handler did not.
     result<void> finish();
+    /// Adds a trailer field, sent after a streamed body (HTTP/1.1 chunked, HTTP/2) when the
+    /// body ends; the rules of header(). A response that is not streamed over HTTP/1.1 has no
+    /// trailer section: its trailers are dropped.
+    void trailer(std::string_view name, std::string_view value);
 
     /// Closes the connection after this response.
     void close_connection() noexcept { close_ = true; }
@@ -120,7 +129,8 @@ public:
 
 private:
     friend class detail::connection;
-    explicit response(detail::connection& c) noexcept : conn_(c) {}
+    friend class detail::h2_stream;
+    explicit response(detail::exchange& c) noexcept : conn_(c) {}
     void reset() noexcept;
     void release() noexcept;  // the file and the body's owner
     void shrink() noexcept {
@@ -128,7 +138,7 @@ private:
         std::string().swap(body_);
     }
 
-    detail::connection& conn_;
+    detail::exchange& conn_;
     uint16_t status_ = 200;
     bool close_ = false;
     bool detached_ = false;
@@ -140,6 +150,7 @@ private:
     uint64_t declared_length_ = UINT64_MAX;
     uint64_t streamed_ = 0;
     std::string fields_;  // "Name: value\r\n"...
+    std::string trailers_;  // the same form
     std::string body_;
     std::string_view body_view_;
     std::shared_ptr<const void> body_owner_;

@@ -48,7 +48,8 @@ struct parse_result {
 struct message_head {
     header* headers = nullptr;  // the fields in order; room for limits::max_headers, the caller's
     size_t header_count = 0;
-    uint8_t version_minor = 1;  // HTTP/1.<minor>: 0 or 1
+    uint8_t version_major = 1;  // 1, or 2 for a request that came over HTTP/2
+    uint8_t version_minor = 1;  // HTTP/1.<minor>: 0 or 1 (0 for HTTP/2)
     framing body = framing::none;
     uint64_t content_length = 0;  // for framing::length
     bool keep_alive = true;       // after this message (Connection and version)

@@ -1,0 +1,29 @@
+// What a request and its response reach their connection through: an HTTP/1.1 connection, or
+// one stream of an HTTP/2 connection. The handler API is the same over both.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "gluon/common/result.h"
+#include "gluon/http/message.h"
+
+namespace gluon::http::detail {
+
+class exchange {
+public:
+    /// The next piece of the request body (0: it has ended). Errors: see request::read_body.
+    virtual result<size_t> read_body(void* buf, size_t n) = 0;
+    /// The connection's stream.
+    virtual net::byte_stream& stream() noexcept = 0;
+    /// A piece of a streamed response body; sends the head first if it has not gone yet.
+    virtual result<void> write_body(response& r, std::string_view data) = 0;
+    /// Ends a streamed body (its head first if nothing was written), with the trailers.
+    /// `short_body`: fewer bytes were written than declared.
+    virtual result<void> finish_body(response& r, bool short_body) = 0;
+
+protected:
+    ~exchange() = default;
+};
+
+}  // namespace gluon::http::detail
