@@ -39,7 +39,7 @@ result<void> serve(config c) {
     o.access_log = c.access_log;
     o.max_requests_per_connection = 0;
     if (!c.tls.cert_chain_file.empty()) {
-        c.tls.alpn = {"http/1.1"};
+        c.tls.alpn = {"h2", "http/1.1"};
         auto ctx = net::tls::context::make_server(c.tls);
         if (!ctx) {
             std::fprintf(stderr, "http_server: %s\n", net::tls::last_error_message().c_str());

@@ -14,6 +14,8 @@ esac
 pkgs+=(libcurl4-openssl-dev)  # gluon::curl (src/net/curl)
 if [ "$profile" = test ]; then pkgs+=(nginx-light); fi  # the peer of tests/net/curl_test
 pkgs+=(libssl-dev)  # gluon::tls (src/net/tls)
+pkgs+=(libnghttp2-dev)  # HTTP/2 framing (src/http/h2)
+if [ "$profile" != build ]; then pkgs+=(nghttp2-client); fi  # h2load, the HTTP/2 peer and load generator
 if [ "$profile" = test ]; then pkgs+=(openssl curl); fi  # the peers of tests/net/tls_test
 if [ "$profile" != build ]; then pkgs+=(wrk); fi  # the load generator of bench/run http
 if [ "$profile" = test ]; then pkgs+=(clang libclang-rt-14-dev); fi  # libFuzzer (scripts/fuzz.sh)

@@ -12,6 +12,8 @@
 #include <new>
 
 #include "date.h"
+#include "gluon/net/tls.h"
+#include "h2/session.h"
 #include "gluon/common/log.h"
 #include "gluon/net/socket.h"
 #include "gluon/runtime/fiber.h"
@@ -61,12 +63,23 @@ connection::connection(net::byte_stream& s, const handler& h, const server_optio
 connection::~connection() { res_.reset(); }
 
 void connection::run() {
+    if (opts_.http2) {
+        auto* tls = dynamic_cast<net::tls::stream*>(&s_);
+        if (tls && tls->alpn_selected() == "h2") return run_h2({});
+    }
     for (;;) {
-        if (read_head() != got::head) break;
+        got g = read_head();
+        if (g == got::h2) return run_h2({in_ + start_, end_ - start_});
+        if (g != got::head) break;
         handle();
         if (!keep_alive_) break;
     }
     lingering_close();
+}
+
+void connection::run_h2(std::string_view preread) {
+    h2_session h2(s_, h_, opts_, stopping_, &idle_, in_, cap_);
+    h2.run(preread);
 }
 
 void connection::grow(size_t want) {
@@ -115,7 +128,16 @@ connection::got connection::read_head() {
     // oversized head before the buffer is full.
     const size_t max_cap = 2 * opts_.limits.max_head_bytes + 16;
     for (;;) {
-        if (end_ > start_) {
+        bool partial_preface = false;
+        if (end_ > start_ && served_ == 0 && opts_.http2 && in_[start_] == 'P') {
+            // HTTP/2 with prior knowledge opens with its connection preface.
+            static constexpr std::string_view preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+            std::string_view got_bytes(in_ + start_, std::min(end_ - start_, preface.size()));
+            if (got_bytes == preface) return got::h2;
+            partial_preface = preface.starts_with(got_bytes);
+            if (partial_preface && deadline == k_no_deadline) deadline = deadline_after(opts_.header_timeout);
+        }
+        if (end_ > start_ && !partial_preface) {
             size_t begin = start_;
             parse_result r = parse_request({in_ + begin, end_ - begin}, req_.head_, opts_.limits, scanned);
             if (r.state == parse_result::complete) {

@@ -38,9 +38,10 @@ public:
     result<void> finish_body(response& r, bool short_body) override;
 
 private:
-    enum class got { head, closed, failed };
+    enum class got { head, closed, failed, h2 };
     got read_head();
     void handle();
+    void run_h2(std::string_view preread);
     void send_error(int status, const char* why);
     bool finish_body();
     void finish_response();

@@ -255,6 +255,8 @@ method classify(std::string_view m) noexcept {
 
 }  // namespace
 
+method method_from_name(std::string_view name) noexcept { return classify(name); }
+
 parse_result parse_request(std::string_view buf, request_head& out, const limits& lim,
                            size_t& scanned) noexcept {
     size_t skip;

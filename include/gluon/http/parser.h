@@ -120,5 +120,7 @@ bool iequals(std::string_view a, std::string_view b) noexcept;
 
 /// The method's canonical name ("GET", ...); "" for method::other.
 std::string_view method_name(method m) noexcept;
+/// The method a name stands for (case-sensitive, as RFC 9110 says); method::other if unknown.
+method method_from_name(std::string_view name) noexcept;
 
 }  // namespace gluon::http

@@ -30,6 +30,13 @@ struct server_options : net::server_options {
     /// only its fiber's stack until the next request.
     duration release_buffers_after = std::chrono::seconds(1);
     bool access_log = false;  // common log format to gluon's log at info level
+    /// HTTP/2 (ADR 0016) on the same handlers: in clear text for a client that opens with
+    /// HTTP/2's connection preface (prior knowledge), and over TLS when ALPN picks "h2" (list
+    /// "h2" before "http/1.1" in the TLS context's alpn).
+    bool http2 = true;
+    uint32_t h2_max_concurrent_streams = 100;  // streams opened past it are refused
+    uint32_t h2_stream_window = 256 * 1024;    // request body bytes buffered per stream
+    uint32_t h2_connection_window = 1 << 20;   // ... and per connection, over all its streams
     std::string server_name = "gluon";  // the Server field; empty: none
 };
 

@@ -1,0 +1,259 @@
+#include "session.h"
+
+#include <sys/socket.h>
+
+#include <new>
+
+#include "gluon/common/log.h"
+#include "gluon/net/socket.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::http::detail {
+
+namespace {
+
+constexpr size_t k_send_batch = 64 * 1024;  // frames gathered before a send
+
+h2_session& session_of(void* u) { return *static_cast<h2_session*>(u); }
+
+bool request_headers(const nghttp2_frame* f) {
+    return f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST;
+}
+
+int on_begin_headers(nghttp2_session*, const nghttp2_frame* f, void* u) {
+    return request_headers(f) ? session_of(u).begin_headers(f->hd.stream_id) : 0;
+}
+
+int on_header(nghttp2_session*, const nghttp2_frame* f, const uint8_t* name, size_t namelen, const uint8_t* value,
+              size_t valuelen, uint8_t, void* u) {
+    if (!request_headers(f)) return 0;  // trailers are not kept
+    return session_of(u).on_header(f->hd.stream_id, {reinterpret_cast<const char*>(name), namelen},
+                                   {reinterpret_cast<const char*>(value), valuelen});
+}
+
+int on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* u) { return session_of(u).on_frame(*f); }
+
+int on_data_chunk(nghttp2_session* ng, uint8_t, int32_t id, const uint8_t* data, size_t len, void*) {
+    auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng, id));
+    if (st) st->on_data(data, len);
+    else nghttp2_session_consume(ng, id, len);
+    return 0;
+}
+
+int on_stream_close(nghttp2_session*, int32_t id, uint32_t ec, void* u) {
+    return session_of(u).on_stream_close(id, ec);
+}
+
+struct setup {
+    nghttp2_session_callbacks* cbs = nullptr;
+    nghttp2_option* opt = nullptr;
+    setup() {
+        if (nghttp2_session_callbacks_new(&cbs) != 0 || nghttp2_option_new(&opt) != 0) throw std::bad_alloc();
+        nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+        nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+        nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+        // Request bodies are buffered until the handler reads them: the window opens as it does.
+        nghttp2_option_set_no_auto_window_update(opt, 1);
+        // Hostile peers (RFC 9113 10.5): SETTINGS floods, rapid reset storms, CONTINUATION floods.
+        nghttp2_option_set_max_settings(opt, 32);
+        nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
+        nghttp2_option_set_max_continuations(opt, 8);
+    }
+};
+
+const setup& nghttp2_setup() {
+    static const setup s;
+    return s;
+}
+
+}  // namespace
+
+h2_session::h2_session(net::byte_stream& s, const handler& h, const server_options& opts, const bool* stopping,
+                       bool* idle, char* buf, size_t cap)
+    : s_(s), h_(h), opts_(opts), stopping_(stopping), idle_(idle), buf_(buf), cap_(cap) {
+    const setup& su = nghttp2_setup();
+    if (nghttp2_session_server_new2(&ng_, su.cbs, this, su.opt) != 0) throw std::bad_alloc();
+}
+
+h2_session::~h2_session() {
+    while (h2_stream* st = streams_.pop_front()) delete st;
+    nghttp2_session_del(ng_);
+}
+
+void h2_session::free_stream(h2_stream& st) noexcept {
+    streams_.erase(st);
+    delete &st;
+}
+
+void h2_session::handler_finished(h2_stream& st) noexcept {
+    st.handler_done = true;
+    if (st.closed || gone_) free_stream(st);
+    if (--handlers_ == 0) handlers_done_.set();
+    // A graceful stop waits for the last stream, then wakes the reader to say goodbye.
+    if (stopping_ && *stopping_ && handlers_ == 0)
+        if (net::socket_fd* sock = s_.socket()) (void)sys::shutdown(sock->get(), SHUT_RD);
+}
+
+int h2_session::begin_headers(int32_t id) {
+    auto* st = new (std::nothrow) h2_stream(*this, id);
+    if (!st) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    streams_.push_back(*st);
+    nghttp2_session_set_stream_user_data(ng_, id, st);
+    return 0;
+}
+
+int h2_session::on_header(int32_t id, std::string_view name, std::string_view value) {
+    auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng_, id));
+    if (!st || st->refuse) return 0;
+    st->head_bytes += name.size() + value.size() + 32;  // RFC 9113 6.5.2's measure
+    if (st->head_bytes > opts_.limits.max_head_bytes || st->refs.size() >= opts_.limits.max_headers) {
+        st->refuse = 431;
+        std::string().swap(st->hbuf);
+        decltype(st->refs)().swap(st->refs);
+        return 0;
+    }
+    auto at = static_cast<uint32_t>(st->hbuf.size());
+    st->hbuf.append(name);
+    st->hbuf.append(value);
+    st->refs.push_back({at, static_cast<uint32_t>(name.size()), at + static_cast<uint32_t>(name.size()),
+                        static_cast<uint32_t>(value.size())});
+    return 0;
+}
+
+int h2_session::on_frame(const nghttp2_frame& f) {
+    if (f.hd.type != NGHTTP2_HEADERS && f.hd.type != NGHTTP2_DATA) return 0;
+    auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng_, f.hd.stream_id));
+    if (!st) return 0;
+    if (f.hd.type == NGHTTP2_HEADERS && f.headers.cat == NGHTTP2_HCAT_REQUEST) ready_.push_back(f.hd.stream_id);
+    if (f.hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        st->in_done = true;
+        st->in_ready.set();
+    }
+    return 0;
+}
+
+int h2_session::on_stream_close(int32_t id, uint32_t error_code) {
+    auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng_, id));
+    if (!st) return 0;
+    st->on_close(error_code);
+    if (!st->handler_started || st->handler_done) free_stream(*st);
+    return 0;
+}
+
+void h2_session::start_handlers() {
+    for (int32_t id : ready_) {
+        auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng_, id));
+        if (!st || st->closed) continue;  // reset in the same input
+        st->handler_started = true;
+        ++handlers_;
+        auto f = spawn([this, st] {
+            st->serve();
+            handler_finished(*st);
+        });
+        if (f) {
+            (void)f->detach();
+        } else {
+            --handlers_;
+            st->handler_started = false;
+            nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+        }
+    }
+    ready_.clear();
+}
+
+bool h2_session::feed(const char* p, size_t n) {
+    auto rv = nghttp2_session_mem_recv(ng_, reinterpret_cast<const uint8_t*>(p), n);
+    if (rv < 0) {
+        GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http2: {}", nghttp2_strerror(static_cast<int>(rv)));
+        ready_.clear();
+        return false;
+    }
+    start_handlers();
+    if (nghttp2_session_want_write(ng_)) want_write();
+    return true;
+}
+
+void h2_session::run(std::string_view preread) {
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, opts_.h2_max_concurrent_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, opts_.h2_stream_window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(opts_.limits.max_head_bytes)},
+    };
+    nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
+    if (opts_.h2_connection_window > 65535)
+        nghttp2_session_set_local_window_size(ng_, NGHTTP2_FLAG_NONE, 0, static_cast<int32_t>(opts_.h2_connection_window));
+    auto w = spawn([this] { writer(); });
+    if (!w) return;
+    (void)w->detach();
+    want_write();
+
+    bool ok = preread.empty() || feed(preread.data(), preread.size());
+    while (ok && !gone_ && (nghttp2_session_want_read(ng_) || nghttp2_session_want_write(ng_))) {
+        bool idle = handlers_ == 0 && streams_.empty();
+        if (idle && stopping_ && *stopping_) {
+            nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR);
+            want_write();
+            break;
+        }
+        *idle_ = idle;
+        auto n = s_.read_some(buf_, cap_, idle ? opts_.idle_timeout : forever);
+        *idle_ = false;
+        if (!n || *n == 0) break;
+        ok = feed(buf_, *n);
+    }
+    // The connection ends: waits still pending in handlers fail, and they finish.
+    gone_ = true;
+    streams_.for_each([](h2_stream& st) {
+        st.in_ready.set();
+        st.out_room.set();
+    });
+    while (handlers_) {
+        handlers_done_.reset();
+        (void)handlers_done_.wait();
+    }
+    // The writer sends what is left (a GOAWAY) and exits.
+    writer_done_ = true;
+    wr_.set();
+    (void)writer_exited_.wait();
+}
+
+void h2_session::writer() {
+    bool failed = false;
+    for (;;) {
+        (void)wr_.wait();
+        wr_.reset();
+        write_wanted_ = false;
+        if (!failed && !flush()) {
+            failed = gone_ = true;
+            // The reader and the handlers' waits see it.
+            if (net::socket_fd* sock = s_.socket()) (void)sys::shutdown(sock->get(), SHUT_RDWR);
+            streams_.for_each([](h2_stream& st) {
+                st.in_ready.set();
+                st.out_room.set();
+            });
+        }
+        if (writer_done_) break;
+    }
+    writer_exited_.set();
+}
+
+bool h2_session::flush() {
+    for (;;) {
+        out_.clear();
+        for (;;) {
+            const uint8_t* p;
+            auto n = nghttp2_session_mem_send(ng_, &p);
+            if (n < 0) return false;
+            if (n == 0) break;
+            out_.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
+            if (out_.size() >= k_send_batch) break;
+        }
+        if (out_.empty()) return true;
+        if (!s_.write_all(out_.data(), out_.size(), opts_.send_timeout)) return false;
+    }
+}
+
+}  // namespace gluon::http::detail

@@ -1,0 +1,79 @@
+// An HTTP/2 server connection on nghttp2 (ADR 0016). The connection's fiber reads and feeds
+// nghttp2; a writer fiber sends whatever nghttp2 has queued, woken when anything was submitted,
+// so that the frames produced by one batch of input (many streams' responses, window updates,
+// acknowledgements) leave in one send. Each stream's handler runs on a fiber of its own.
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+
+#include <string>
+#include <string_view>
+
+#include "gluon/common/intrusive_list.h"
+#include "gluon/http/server.h"
+#include "gluon/sync/semaphore.h"
+#include "stream.h"
+
+namespace gluon::http::detail {
+
+class h2_session {
+public:
+    /// `buf` is the connection's receive buffer (cap bytes), reused for reading.
+    h2_session(net::byte_stream& s, const handler& h, const server_options& opts, const bool* stopping,
+               bool* idle, char* buf, size_t cap);
+    ~h2_session();
+    h2_session(const h2_session&) = delete;
+    h2_session& operator=(const h2_session&) = delete;
+
+    /// Serves until the connection ends. `preread`: bytes already read (the preface).
+    void run(std::string_view preread);
+
+    /// Something was submitted: the writer will send it.
+    void want_write() noexcept {
+        if (!write_wanted_) {
+            write_wanted_ = true;
+            wr_.set();
+        }
+    }
+    nghttp2_session* ng() const noexcept { return ng_; }
+    net::byte_stream& stream() noexcept { return s_; }
+    const handler& handler_fn() const noexcept { return h_; }
+    const server_options& options() const noexcept { return opts_; }
+    bool gone() const noexcept { return gone_; }
+    /// A handler finished: the stream may be freed.
+    void handler_finished(h2_stream& st) noexcept;
+
+    // nghttp2 callbacks' work.
+    int begin_headers(int32_t id);
+    int on_header(int32_t id, std::string_view name, std::string_view value);
+    int on_frame(const nghttp2_frame& f);
+    int on_stream_close(int32_t id, uint32_t error_code);
+
+private:
+    bool feed(const char* p, size_t n);
+    void start_handlers();
+    void writer();
+    bool flush();
+    void free_stream(h2_stream& st) noexcept;
+
+    net::byte_stream& s_;
+    const handler& h_;
+    const server_options& opts_;
+    const bool* stopping_;
+    bool* idle_;
+    char* buf_;
+    size_t cap_;
+    nghttp2_session* ng_ = nullptr;
+    intrusive_list<h2_stream, &h2_stream::hook> streams_;  // every live stream object
+    std::vector<int32_t> ready_;  // streams whose head arrived in the input being fed
+    size_t handlers_ = 0;         // handler fibers running
+    event handlers_done_;
+    event wr_;
+    bool write_wanted_ = false;
+    bool writer_done_ = false;
+    event writer_exited_;
+    bool gone_ = false;  // the connection failed or ended: no more I/O
+    std::string out_;
+};
+
+}  // namespace gluon::http::detail

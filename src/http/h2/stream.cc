@@ -1,0 +1,285 @@
+#include "stream.h"
+
+#include <charconv>
+#include <cstring>
+
+#include "../date.h"
+#include "fields.h"
+#include "gluon/common/log.h"
+#include "gluon/sys/ops.h"
+#include "session.h"
+
+namespace gluon::http::detail {
+
+namespace {
+
+constexpr size_t k_stream_buffer = 64 * 1024;  // a streamed body's bytes queued before write() waits
+
+bool status_has_body(int s) noexcept { return s >= 200 && s != 204 && s != 304; }
+
+long read_data(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags, nghttp2_data_source* src,
+               void*) {
+    return static_cast<h2_stream*>(src->ptr)->read_response(buf, length, flags);
+}
+
+void error_body(response& res, int status) {
+    std::string body = std::to_string(status);
+    body += ' ';
+    body += reason_phrase(status);
+    body += '\n';
+    res.status(status);
+    res.content_type("text/plain");
+    res.body(body);
+}
+
+}  // namespace
+
+net::byte_stream& h2_stream::stream() noexcept { return sess.stream(); }
+
+int h2_stream::make_request() {
+    std::string_view method, path, authority;
+    fields.clear();
+    fields.reserve(refs.size());
+    for (const field_ref& r : refs) {
+        std::string_view name(hbuf.data() + r.name, r.name_len), value(hbuf.data() + r.value, r.value_len);
+        if (name.empty() || name[0] != ':') fields.push_back({name, value});
+        else if (name == ":method") method = value;
+        else if (name == ":path") path = value;
+        else if (name == ":authority") authority = value;
+    }
+    request_head& h = req.head_;
+    h.headers = fields.data();
+    h.header_count = fields.size();
+    h.version_major = 2;
+    h.version_minor = 0;
+    h.verb = method_from_name(method);
+    h.method_name = method;
+    h.target = path;
+    h.host = authority.empty() ? h.find("host") : authority;
+    h.keep_alive = true;
+    h.content_length = 0;
+    h.body = in_done && in.empty() ? framing::none : framing::chunked;
+    if (std::string_view cl = h.find("content-length"); !cl.empty()) {
+        uint64_t v = 0;
+        auto r = std::from_chars(cl.data(), cl.data() + cl.size(), v);
+        if (r.ec != std::errc() || r.ptr != cl.data() + cl.size()) return 400;
+        h.content_length = v;
+        h.body = v ? framing::length : framing::none;
+        if (v > sess.options().max_body_bytes) return 413;
+    }
+    size_t q = path.find('?');
+    req.path_ = path.substr(0, q);
+    req.query_ = q == std::string_view::npos ? std::string_view{} : path.substr(q + 1);
+    return 0;
+}
+
+void h2_stream::serve() {
+    int refused = refuse ? refuse : make_request();
+    if (refused) {
+        error_body(res, refused);
+    } else {
+        try {
+            sess.handler_fn()(req, res);
+        } catch (const std::exception& e) {
+            GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: http handler for {} threw: {}",
+                                   req.head_.target, e.what());
+            if (!res.head_sent_) res.reset(), res.status(500);
+        } catch (...) {
+            GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: http handler for {} threw",
+                                   req.head_.target);
+            if (!res.head_sent_) res.reset(), res.status(500);
+        }
+        if (!res.head_sent_ && (in_error == EMSGSIZE || in_error == ETIMEDOUT)) {
+            res.reset();
+            error_body(res, in_error == EMSGSIZE ? 413 : 408);
+        }
+    }
+    if (closed || sess.gone()) return;
+    nghttp2_session* ng = sess.ng();
+    if (res.detached_) {
+        // HTTP/2 has no connection for a handler to take over.
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+    } else if (res.streaming_) {
+        if (!res.finished_) (void)res.finish();
+    } else if (!submit(false)) {
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+    }
+    // A body the handler left unread is dropped, and its flow-control credit given back.
+    if (size_t unread = in.size() - in_pos) nghttp2_session_consume(ng, id, unread);
+    std::string().swap(in);
+    in_pos = 0;
+    sess.want_write();
+    if (sess.options().access_log)
+        GLUON_INFO("- - - \"{} {} HTTP/2\" {} -", req.head_.method_name, req.head_.target, res.status_);
+}
+
+result<void> h2_stream::submit(bool streaming) {
+    nv_list nv;
+    char status[4];
+    std::to_chars(status, status + 3, res.status_ < 100 || res.status_ > 999 ? 500 : res.status_);
+    nv.add(":status", {status, 3});
+    const server_options& o = sess.options();
+    if (!o.server_name.empty()) nv.add("server", o.server_name);
+    std::string_view date = http_date_now();
+    nv.add("date", date);
+    nv.add_lines(res.fields_);
+    using kind = response::body_kind;
+    uint64_t len = streaming ? res.declared_length_
+                   : res.kind_ == kind::file ? res.file_len_
+                   : res.kind_ == kind::view ? res.body_view_.size()
+                                             : res.body_.size();
+    char digits[24];
+    if (len != UINT64_MAX && status_has_body(res.status_)) {
+        auto r = std::to_chars(digits, digits + sizeof digits, len);
+        nv.add("content-length", {digits, static_cast<size_t>(r.ptr - digits)});
+    }
+    bool body = req.head_.verb != method::head && status_has_body(res.status_) &&
+                (streaming || len > 0 || !res.trailers_.empty());
+    nghttp2_data_provider prd;
+    prd.source.ptr = this;
+    prd.read_callback = read_data;
+    int rv = nghttp2_submit_response(sess.ng(), id, nv.data(), nv.size(), body ? &prd : nullptr);
+    if (rv != 0) return errno_error(rv == NGHTTP2_ERR_NOMEM ? ENOMEM : EPROTO);
+    submitted = res.head_sent_ = true;
+    if (!body) out_eof = true;
+    sess.want_write();
+    return {};
+}
+
+long h2_stream::read_response(uint8_t* buf, size_t length, uint32_t* flags) {
+    auto end = [&] {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (!res.trailers_.empty()) {
+            nv_list nv;
+            nv.add_lines(res.trailers_);
+            if (nghttp2_submit_trailer(sess.ng(), id, nv.data(), nv.size()) == 0) *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        }
+    };
+    if (res.streaming_) {
+        size_t avail = out.size() - out_pos;
+        if (!avail) {
+            if (!out_eof) {
+                deferred = true;
+                return NGHTTP2_ERR_DEFERRED;
+            }
+            end();
+            return 0;
+        }
+        size_t k = avail < length ? avail : length;
+        std::memcpy(buf, out.data() + out_pos, k);
+        out_pos += k;
+        if (out_pos == out.size()) {
+            out.clear();
+            out_pos = 0;
+            if (out_eof) end();
+        }
+        out_room.set();
+        return static_cast<long>(k);
+    }
+    using kind = response::body_kind;
+    uint64_t len = res.kind_ == kind::file ? res.file_len_ : res.kind_ == kind::view ? res.body_view_.size() : res.body_.size();
+    uint64_t left = len - body_off;
+    size_t k = left < length ? static_cast<size_t>(left) : length;
+    if (res.kind_ == kind::file) {
+        long r = sys::read(res.file_fd_, buf, k, res.file_off_ + static_cast<int64_t>(body_off));
+        if (r <= 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
+        k = static_cast<size_t>(r);
+    } else {
+        std::memcpy(buf, (res.kind_ == kind::view ? res.body_view_.data() : res.body_.data()) + body_off, k);
+    }
+    body_off += k;
+    if (body_off == len) {
+        end();
+        res.release();
+    }
+    return static_cast<long>(k);
+}
+
+int h2_stream::wait(event& e, duration timeout) {
+    if (closed) return ECONNRESET;
+    if (sess.gone()) return ENODATA;
+    e.reset();
+    auto r = e.wait(timeout);
+    return r ? 0 : r.error().value();
+}
+
+result<size_t> h2_stream::read_body(void* buf, size_t n) {
+    for (;;) {
+        if (in_error) return errno_error(in_error);
+        if (size_t avail = in.size() - in_pos) {
+            size_t k = n < avail ? n : avail;
+            std::memcpy(buf, in.data() + in_pos, k);
+            in_pos += k;
+            if (in_pos == in.size()) in.clear(), in_pos = 0;
+            nghttp2_session_consume(sess.ng(), id, k);
+            if (nghttp2_session_want_write(sess.ng())) sess.want_write();
+            return k;
+        }
+        if (in_done) return size_t{0};
+        if (int e = wait(in_ready, sess.options().body_timeout)) {
+            if (e == ETIMEDOUT) in_error = e;
+            return errno_error(e);
+        }
+    }
+}
+
+void h2_stream::on_data(const uint8_t* data, size_t len) {
+    nghttp2_session* ng = sess.ng();
+    if (handler_done || in_error) {
+        nghttp2_session_consume(ng, id, len);
+        return;
+    }
+    in_total += len;
+    if (in_total > sess.options().max_body_bytes) {
+        in_error = EMSGSIZE;
+        nghttp2_session_consume(ng, id, len + in.size() - in_pos);
+        std::string().swap(in);
+        in_pos = 0;
+    } else {
+        in.append(reinterpret_cast<const char*>(data), len);
+    }
+    in_ready.set();
+}
+
+void h2_stream::on_close(uint32_t) noexcept {
+    closed = true;
+    in_ready.set();
+    out_room.set();
+}
+
+result<void> h2_stream::write_body(response& r, std::string_view data) {
+    if (closed) return errno_error(ECONNRESET);
+    if (sess.gone()) return errno_error(EPIPE);
+    if (!submitted) GLUON_TRY(submit(true));
+    if (data.empty() || out_eof) return {};
+    out.append(data);
+    if (deferred) {
+        deferred = false;
+        nghttp2_session_resume_data(sess.ng(), id);
+    }
+    sess.want_write();
+    while (out.size() - out_pos > k_stream_buffer)
+        if (int e = wait(out_room, sess.options().send_timeout)) return errno_error(e == ENODATA ? EPIPE : e);
+    (void)r;
+    return {};
+}
+
+result<void> h2_stream::finish_body(response&, bool short_body) {
+    if (closed) return errno_error(ECONNRESET);
+    if (sess.gone()) return errno_error(EPIPE);
+    if (!submitted) GLUON_TRY(submit(true));
+    if (short_body) {
+        nghttp2_submit_rst_stream(sess.ng(), NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+        sess.want_write();
+        return errno_error(EINVAL);
+    }
+    out_eof = true;
+    if (deferred) {
+        deferred = false;
+        nghttp2_session_resume_data(sess.ng(), id);
+    }
+    sess.want_write();
+    return {};
+}
+
+}  // namespace gluon::http::detail

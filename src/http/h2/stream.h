@@ -1,0 +1,81 @@
+// One HTTP/2 stream on the server: the request its handler reads and the response it writes.
+// Lives until both its handler has returned and nghttp2 has closed the stream (the response's
+// body may still be sending after the handler returned; the peer may reset the stream while the
+// handler runs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../exchange.h"
+#include "gluon/common/intrusive_list.h"
+#include "gluon/sync/semaphore.h"
+
+namespace gluon::http::detail {
+
+class h2_session;
+
+class h2_stream final : public exchange {
+public:
+    h2_stream(h2_session& s, int32_t id) noexcept : sess(s), id(id), req(*this), res(*this) {}
+
+    result<size_t> read_body(void* buf, size_t n) override;
+    net::byte_stream& stream() noexcept override;
+    result<void> write_body(response& r, std::string_view data) override;
+    result<void> finish_body(response& r, bool short_body) override;
+
+    /// Builds the request head from the received fields; 0, or the status to refuse it with.
+    int make_request();
+    /// Runs the handler and submits what it answered.
+    void serve();
+    /// Hands received body bytes on; false: the stream refuses them (they are consumed).
+    void on_data(const uint8_t* data, size_t len);
+    /// nghttp2 closed the stream: wakes the handler's waits.
+    void on_close(uint32_t error_code) noexcept;
+    /// Supplies the response body to nghttp2 (a nghttp2_data_source_read_callback's work).
+    long read_response(uint8_t* buf, size_t length, uint32_t* flags);
+
+    h2_session& sess;
+    const int32_t id;
+    request req;
+    response res;
+    list_hook hook;
+
+    // The request head, as received: names and values back to back in hbuf.
+    struct field_ref {
+        uint32_t name, name_len, value, value_len;
+    };
+    std::string hbuf;
+    std::vector<field_ref> refs;
+    std::vector<header> fields;
+    size_t head_bytes = 0;
+    int refuse = 0;  // 431 when the head was over the limits
+
+    // The request body: received bytes not yet read, [in_pos, in.size()).
+    std::string in;
+    size_t in_pos = 0;
+    uint64_t in_total = 0;
+    bool in_done = false;
+    int in_error = 0;
+    event in_ready;
+
+    // The response.
+    bool submitted = false;  // its head went to nghttp2
+    bool deferred = false;   // nghttp2 waits for resume_data
+    bool out_eof = false;    // a streamed body has ended
+    std::string out;         // a streamed body's bytes not yet framed, from out_pos
+    size_t out_pos = 0;
+    uint64_t body_off = 0;   // of a whole body, bytes already framed
+    event out_room;
+
+    bool closed = false;
+    bool handler_done = false;
+    bool handler_started = false;
+
+private:
+    result<void> submit(bool streaming);
+    int wait(event& e, duration timeout);
+};
+
+}  // namespace gluon::http::detail
