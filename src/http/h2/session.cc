@@ -79,8 +79,8 @@ h2_session::h2_session(net::byte_stream& s, const handler& h, const server_optio
 }
 
 h2_session::~h2_session() {
+    nghttp2_session_del(ng_);  // calls no callback
     while (h2_stream* st = streams_.pop_front()) delete st;
-    nghttp2_session_del(ng_);
 }
 
 void h2_session::free_stream(h2_stream& st) noexcept {
@@ -90,7 +90,9 @@ void h2_session::free_stream(h2_stream& st) noexcept {
 
 void h2_session::handler_finished(h2_stream& st) noexcept {
     st.handler_done = true;
-    if (st.closed || gone_) free_stream(st);
+    // Freed once nghttp2 is done with it too (it may still be sending the body); streams still
+    // open when the connection ends are freed with the session.
+    if (st.closed) free_stream(st);
     if (--handlers_ == 0) handlers_done_.set();
     // A graceful stop waits for the last stream, then wakes the reader to say goodbye.
     if (stopping_ && *stopping_ && handlers_ == 0)
@@ -154,7 +156,7 @@ void h2_session::start_handlers() {
             handler_finished(*st);
         });
         if (f) {
-            (void)f->detach();
+            st->handler_fiber = std::move(*f);
         } else {
             --handlers_;
             st->handler_started = false;
@@ -169,6 +171,10 @@ bool h2_session::feed(const char* p, size_t n) {
     if (rv < 0) {
         GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http2: {}", nghttp2_strerror(static_cast<int>(rv)));
         ready_.clear();
+        // Say why before closing (nghttp2 queues a GOAWAY itself for some errors, not these).
+        bool calm = rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
+        nghttp2_session_terminate_session(ng_, calm ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+        want_write();
         return false;
     }
     start_handlers();
@@ -204,20 +210,29 @@ void h2_session::run(std::string_view preread) {
         if (!n || *n == 0) break;
         ok = feed(buf_, *n);
     }
+    if (stopping_ && *stopping_) nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR);
     // The connection ends: waits still pending in handlers fail, and they finish.
     gone_ = true;
     streams_.for_each([](h2_stream& st) {
         st.in_ready.set();
         st.out_room.set();
     });
+    // Handlers hold the session: it outlives them. If this fiber is interrupted (the server's
+    // grace ran out), so are they.
+    bool interrupted = false;
     while (handlers_) {
         handlers_done_.reset();
-        (void)handlers_done_.wait();
+        if (!handlers_done_.wait() && !interrupted) {
+            interrupted = true;
+            streams_.for_each([](h2_stream& st) {
+                if (st.handler_started && !st.handler_done) (void)st.handler_fiber.interrupt();
+            });
+        }
     }
     // The writer sends what is left (a GOAWAY) and exits.
     writer_done_ = true;
     wr_.set();
-    (void)writer_exited_.wait();
+    writer_exited_.wait();
 }
 
 void h2_session::writer() {
@@ -237,7 +252,7 @@ void h2_session::writer() {
         }
         if (writer_done_) break;
     }
-    writer_exited_.set();
+    writer_exited_.signal();
 }
 
 bool h2_session::flush() {

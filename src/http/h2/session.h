@@ -11,6 +11,7 @@
 
 #include "gluon/common/intrusive_list.h"
 #include "gluon/http/server.h"
+#include "gluon/runtime/oneshot.h"
 #include "gluon/sync/semaphore.h"
 #include "stream.h"
 
@@ -71,7 +72,7 @@ private:
     event wr_;
     bool write_wanted_ = false;
     bool writer_done_ = false;
-    event writer_exited_;
+    oneshot writer_exited_;
     bool gone_ = false;  // the connection failed or ended: no more I/O
     std::string out_;
 };

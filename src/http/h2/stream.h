@@ -10,6 +10,7 @@
 
 #include "../exchange.h"
 #include "gluon/common/intrusive_list.h"
+#include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
 
 namespace gluon::http::detail {
@@ -69,6 +70,7 @@ public:
     uint64_t body_off = 0;   // of a whole body, bytes already framed
     event out_room;
 
+    fiber handler_fiber;  // interrupted if the connection ends under it
     bool closed = false;
     bool handler_done = false;
     bool handler_started = false;
