@@ -36,10 +36,11 @@ request = function() return req end
 class Nginx(connrate.Nginx):
     """nginx, one worker, serving the benchmark's directory and `return 200` for /hello."""
 
-    def __init__(self, root, tls=None):
+    def __init__(self, root, tls=None, h2=False):
         super().__init__(1)
         self.root = root
         self.tls = tls  # (certificate file, key file) for an HTTPS listener
+        self.h2 = h2  # HTTP/2 on the listener (h2c by prior knowledge without TLS, ALPN with it)
 
     def _write_conf(self):
         d = self.dir
@@ -56,6 +57,9 @@ class Nginx(connrate.Nginx):
         if self.tls:
             ssl = (f" ssl; ssl_certificate {self.tls[0]}; ssl_certificate_key {self.tls[1]};"
                    " ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:SSL:10m")
+        if self.h2:
+            ssl = " http2" + ssl
+            lines += ["  http2_max_requests 10000000;", "  http2_max_concurrent_streams 128;"]
         lines += [f"  server {{ listen 127.0.0.1:{self.port} backlog=4096{ssl}; root {self.root};",
                   "    location = /hello { default_type text/plain; return 200 \"Hello, World!\"; } }", "}"]
         with open(os.path.join(d, "nginx.conf"), "w") as f:
@@ -116,6 +120,29 @@ def _wrk(port, path, dur, extra, script_dir, pid, min_bytes, scheme="http"):
     lat = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
     return {"rps": reqs / secs, "per_cpu": reqs / cpu if cpu > 0 else 0, "mbps": nbytes / secs / 1e6,
             "p50": _seconds(lat.get("50", "")), "p99": _seconds(lat.get("99", ""))}
+
+
+def _h2load(port, path, dur, pid, min_bytes, scheme):
+    """h2load, 100 connections of 10 concurrent streams, on CPU 1; verified like _wrk."""
+    cmd = ["taskset", "-c", "1", "h2load", "-t1", "-c100", "-m10", "-D", str(dur),
+           f"{scheme}://127.0.0.1:{port}{path}"]
+    c0 = _cpu_s(pid)
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=dur + 60).stdout
+    cpu = _cpu_s(pid) - c0
+    m = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored", out)
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    traffic = re.search(r"traffic: [\d.]+\w+ \((\d+)\) total.*\((\d+)\) data", out)
+    t = re.search(r"finished in ([\d.]+\w+),", out)
+    if not (m and codes and traffic and t) or int(m.group(3)) or int(m.group(4)) or int(codes.group(4)) or \
+            int(codes.group(3)) or int(m.group(2)) == 0 or not re.search(r"Application protocol: h2c?\n", out):
+        sys.exit(f"bench/run: h2load verification failed:\n{out}")
+    reqs = int(m.group(2))
+    if int(traffic.group(2)) < reqs * min_bytes * 0.99:
+        sys.exit(f"bench/run: verification failed: {traffic.group(2)} body bytes for {reqs} responses of >= {min_bytes}")
+    secs = _seconds(t.group(1))
+    lat = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", out)
+    return {"rps": reqs / secs, "per_cpu": reqs / cpu if cpu > 0 else 0,
+            "mbps": int(traffic.group(2)) / secs / 1e6, "p50": _seconds(lat.group(3)) if lat else None, "p99": None}
 
 
 def _children_cpu_s():
@@ -184,7 +211,8 @@ def run(args, res, build, log, build_peer, demo=False):
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                     "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # workload -> (path, wrk extra args, bytes of body per response, floor's canned body or None, TLS)
+    # workload -> (path, wrk extra args, bytes of body per response, floor's canned body or None, TLS);
+    # "h2" in the extra args: HTTP/2 through h2load instead of wrk.
     workloads = {
         "static-4k": ("/4k.bin", [], FILE_4K, FILE_4K, False),
         "hello-13b": ("/hello", [], BODY_SMALL, BODY_SMALL, False),
@@ -192,9 +220,14 @@ def run(args, res, build, log, build_peer, demo=False):
         "conn-close": ("/hello", ["-H", "Connection: close"], BODY_SMALL, BODY_SMALL, False),
         "file-1m": ("/1m.bin", [], FILE_1M, None, False),
         "https-4k": ("/4k.bin", [], FILE_4K, None, True),
+        "h2c-4k": ("/4k.bin", ["h2"], FILE_4K, None, False),
+        "h2-tls-4k": ("/4k.bin", ["h2"], FILE_4K, None, True),
     }
+    if not shutil.which("h2load"):
+        log("[http] HTTP/2 rows: not run (h2load not installed: scripts/deps.sh bench)")
+        workloads = {k: v for k, v in workloads.items() if "h2" not in v[1]}
     if quick or demo:
-        keep = ("static-4k", "pipelined-16") if quick else ("static-4k", "hello-13b", "pipelined-16")
+        keep = ("static-4k", "pipelined-16", "h2c-4k") if quick else ("static-4k", "hello-13b", "pipelined-16")
         workloads = {k: v for k, v in workloads.items() if k in keep}
     # "limit": the plain-C responder, the floor (not a peer in the ratio column).
     if getattr(args, "only", None):
@@ -209,7 +242,7 @@ def run(args, res, build, log, build_peer, demo=False):
                     log(f"[http] run {i + 1}/{runs}: {wname} on {name}")
                     ngx = None
                     if name == "nginx":
-                        ngx = Nginx(root, (cert, key) if tls else None).start(nginx_bin)
+                        ngx = Nginx(root, (cert, key) if tls else None, h2="h2" in extra).start(nginx_bin)
                         port, pid = ngx.port, ngx.pids[0]
                         proc = None
                     else:
@@ -219,7 +252,10 @@ def run(args, res, build, log, build_peer, demo=False):
                         proc, port = _start(cmd + ["--port", "0"])
                         pid = proc.pid
                     try:
-                        r = _wrk(port, path, dur, extra, work, pid, body, "https" if tls else "http")
+                        if "h2" in extra:
+                            r = _h2load(port, path, dur, pid, body, "https" if tls else "http")
+                        else:
+                            r = _wrk(port, path, dur, extra, work, pid, body, "https" if tls else "http")
                     finally:
                         if ngx:
                             ngx.cleanup()

@@ -11,7 +11,9 @@ bool connection_specific(std::string_view n) noexcept {
 
 void nv_list::add(std::string_view name, std::string_view value) {
     auto at = static_cast<uint32_t>(names_.size());
-    for (char c : name) names_ += (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+    names_.resize(at + name.size());
+    char* to = names_.data() + at;
+    for (char c : name) *to++ = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
     refs_.push_back({at, static_cast<uint32_t>(name.size()), value});
 }
 

@@ -19,6 +19,10 @@ public:
     void add_lines(std::string_view lines);
     /// The pairs, valid until the next add.
     const nghttp2_nv* data();
+    void clear() noexcept {
+        names_.clear();
+        refs_.clear();
+    }
     size_t size() const noexcept { return refs_.size(); }
 
 private:

@@ -14,6 +14,8 @@ namespace gluon::http::detail {
 namespace {
 
 constexpr size_t k_send_batch = 64 * 1024;  // frames gathered before a send
+constexpr size_t k_idle_workers = 16;        // handler fibers kept waiting for streams
+constexpr size_t k_spare_streams = 32;       // finished stream objects kept for reuse
 
 h2_session& session_of(void* u) { return *static_cast<h2_session*>(u); }
 
@@ -45,6 +47,15 @@ int on_stream_close(nghttp2_session*, int32_t id, uint32_t ec, void* u) {
     return session_of(u).on_stream_close(id, ec);
 }
 
+long on_send(nghttp2_session*, const uint8_t* data, size_t len, int, void* u) {
+    return session_of(u).on_send(data, len);
+}
+
+int on_send_data(nghttp2_session*, nghttp2_frame* f, const uint8_t* framehd, size_t len, nghttp2_data_source* src,
+                 void* u) {
+    return session_of(u).on_send_data(*f, framehd, len, *static_cast<h2_stream*>(src->ptr));
+}
+
 struct setup {
     nghttp2_session_callbacks* cbs = nullptr;
     nghttp2_option* opt = nullptr;
@@ -55,6 +66,8 @@ struct setup {
         nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+        nghttp2_session_callbacks_set_send_callback(cbs, on_send);
+        nghttp2_session_callbacks_set_send_data_callback(cbs, on_send_data);
         // Request bodies are buffered until the handler reads them: the window opens as it does.
         nghttp2_option_set_no_auto_window_update(opt, 1);
         // Hostile peers (RFC 9113 10.5): SETTINGS floods, rapid reset storms, CONTINUATION floods.
@@ -81,11 +94,20 @@ h2_session::h2_session(net::byte_stream& s, const handler& h, const server_optio
 h2_session::~h2_session() {
     nghttp2_session_del(ng_);  // calls no callback
     while (h2_stream* st = streams_.pop_front()) delete st;
+    while (h2_stream* st = spare_.pop_front()) delete st;
 }
 
 void h2_session::free_stream(h2_stream& st) noexcept {
     streams_.erase(st);
-    delete &st;
+    if (spare_count_ < k_spare_streams) {
+        spare_.push_back(st);
+        ++spare_count_;
+    } else {
+        delete &st;
+    }
+    // A graceful stop waits for the last stream, then wakes the reader to say goodbye.
+    if (stopping_ && *stopping_ && streams_.empty() && !gone_)
+        if (net::socket_fd* sock = s_.socket()) (void)sys::shutdown(sock->get(), SHUT_RD);
 }
 
 void h2_session::handler_finished(h2_stream& st) noexcept {
@@ -93,15 +115,35 @@ void h2_session::handler_finished(h2_stream& st) noexcept {
     // Freed once nghttp2 is done with it too (it may still be sending the body); streams still
     // open when the connection ends are freed with the session.
     if (st.closed) free_stream(st);
-    if (--handlers_ == 0) handlers_done_.set();
-    // A graceful stop waits for the last stream, then wakes the reader to say goodbye.
-    if (stopping_ && *stopping_ && handlers_ == 0)
-        if (net::socket_fd* sock = s_.socket()) (void)sys::shutdown(sock->get(), SHUT_RD);
+}
+
+void h2_session::work(worker* w) {
+    for (;;) {
+        if (pending_.empty()) {
+            if (gone_ || idle_workers_ >= k_idle_workers) break;
+            ++idle_workers_;
+            (void)work_.acquire();
+            --idle_workers_;
+            continue;
+        }
+        h2_stream* st = pending_.front();
+        pending_.pop_front();
+        if (!st->closed && !gone_) st->serve();  // a stream reset while queued is not served
+        handler_finished(*st);
+    }
+    workers_.erase(*w);
+    delete w;
+    if (--worker_count_ == 0) workers_done_.set();
 }
 
 int h2_session::begin_headers(int32_t id) {
-    auto* st = new (std::nothrow) h2_stream(*this, id);
-    if (!st) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    h2_stream* st = spare_.pop_front();
+    if (st) {
+        --spare_count_;
+        st->reuse(id);
+    } else if (!(st = new (std::nothrow) h2_stream(*this, id))) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     streams_.push_back(*st);
     nghttp2_session_set_stream_user_data(ng_, id, st);
     return 0;
@@ -132,7 +174,7 @@ int h2_session::on_frame(const nghttp2_frame& f) {
     if (f.hd.type == NGHTTP2_HEADERS && f.headers.cat == NGHTTP2_HCAT_REQUEST) ready_.push_back(f.hd.stream_id);
     if (f.hd.flags & NGHTTP2_FLAG_END_STREAM) {
         st->in_done = true;
-        st->in_ready.set();
+        st->wake(st->in_ready);
     }
     return 0;
 }
@@ -150,20 +192,32 @@ void h2_session::start_handlers() {
         auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng_, id));
         if (!st || st->closed) continue;  // reset in the same input
         st->handler_started = true;
-        ++handlers_;
-        auto f = spawn([this, st] {
-            st->serve();
-            handler_finished(*st);
-        });
-        if (f) {
-            st->handler_fiber = std::move(*f);
-        } else {
-            --handlers_;
-            st->handler_started = false;
-            nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
-        }
+        pending_.push_back(st);
     }
     ready_.clear();
+    // Workers for the streams the idle ones cannot take.
+    while (pending_.size() > idle_workers_ + spawning_) {
+        auto* w = new (std::nothrow) worker;
+        auto f = w ? spawn([this, w] { work(w); }) : result<fiber>(errno_error(ENOMEM));
+        if (!f) {
+            delete w;
+            if (worker_count_) break;  // the running workers will get to them
+            // No worker at all: refuse what waits.
+            for (h2_stream* st : pending_) {
+                st->handler_started = false;
+                nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_REFUSED_STREAM);
+            }
+            pending_.clear();
+            break;
+        }
+        w->f = std::move(*f);
+        workers_.push_back(*w);
+        ++worker_count_;
+        ++spawning_;
+    }
+    spawning_ = 0;
+    if (size_t wake = pending_.size() < idle_workers_ ? pending_.size() : idle_workers_)
+        work_.release(static_cast<int64_t>(wake));
 }
 
 bool h2_session::feed(const char* p, size_t n) {
@@ -198,7 +252,7 @@ void h2_session::run(std::string_view preread) {
 
     bool ok = preread.empty() || feed(preread.data(), preread.size());
     while (ok && !gone_ && (nghttp2_session_want_read(ng_) || nghttp2_session_want_write(ng_))) {
-        bool idle = handlers_ == 0 && streams_.empty();
+        bool idle = streams_.empty();
         if (idle && stopping_ && *stopping_) {
             nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR);
             want_write();
@@ -214,19 +268,18 @@ void h2_session::run(std::string_view preread) {
     // The connection ends: waits still pending in handlers fail, and they finish.
     gone_ = true;
     streams_.for_each([](h2_stream& st) {
-        st.in_ready.set();
-        st.out_room.set();
+        st.wake(st.in_ready);
+        st.wake(st.out_room);
     });
-    // Handlers hold the session: it outlives them. If this fiber is interrupted (the server's
+    // Workers hold the session: it outlives them. If this fiber is interrupted (the server's
     // grace ran out), so are they.
+    if (idle_workers_) work_.release(static_cast<int64_t>(idle_workers_));
     bool interrupted = false;
-    while (handlers_) {
-        handlers_done_.reset();
-        if (!handlers_done_.wait() && !interrupted) {
+    while (worker_count_) {
+        workers_done_.reset();
+        if (!workers_done_.wait() && !interrupted) {
             interrupted = true;
-            streams_.for_each([](h2_stream& st) {
-                if (st.handler_started && !st.handler_done) (void)st.handler_fiber.interrupt();
-            });
+            workers_.for_each([](worker& w) { (void)w.f.interrupt(); });
         }
     }
     // The writer sends what is left (a GOAWAY) and exits.
@@ -246,8 +299,8 @@ void h2_session::writer() {
             // The reader and the handlers' waits see it.
             if (net::socket_fd* sock = s_.socket()) (void)sys::shutdown(sock->get(), SHUT_RDWR);
             streams_.for_each([](h2_stream& st) {
-                st.in_ready.set();
-                st.out_room.set();
+                st.wake(st.in_ready);
+                st.wake(st.out_room);
             });
         }
         if (writer_done_) break;
@@ -255,17 +308,28 @@ void h2_session::writer() {
     writer_exited_.signal();
 }
 
+long h2_session::on_send(const uint8_t* data, size_t len) {
+    if (out_.size() >= k_send_batch) return NGHTTP2_ERR_WOULDBLOCK;
+    out_.append(reinterpret_cast<const char*>(data), len);
+    return static_cast<long>(len);
+}
+
+int h2_session::on_send_data(const nghttp2_frame& f, const uint8_t* framehd, size_t len, h2_stream& st) {
+    if (out_.size() >= k_send_batch) return NGHTTP2_ERR_WOULDBLOCK;
+    out_.append(reinterpret_cast<const char*>(framehd), 9);
+    size_t pad = f.data.padlen;
+    if (pad) out_ += static_cast<char>(pad - 1);
+    if (!st.emit_data(out_, len)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (pad > 1) out_.append(pad - 1, '\0');
+    return 0;
+}
+
 bool h2_session::flush() {
+    // nghttp2 hands frames to on_send and on_send_data, which gather them in out_ (a DATA
+    // frame's body copied once, from the response straight into it) until a batch is full.
     for (;;) {
         out_.clear();
-        for (;;) {
-            const uint8_t* p;
-            auto n = nghttp2_session_mem_send(ng_, &p);
-            if (n < 0) return false;
-            if (n == 0) break;
-            out_.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
-            if (out_.size() >= k_send_batch) break;
-        }
+        if (nghttp2_session_send(ng_) != 0) return false;
         if (out_.empty()) return true;
         if (!s_.write_all(out_.data(), out_.size(), opts_.send_timeout)) return false;
     }

@@ -1,18 +1,24 @@
 // An HTTP/2 server connection on nghttp2 (ADR 0016). The connection's fiber reads and feeds
 // nghttp2; a writer fiber sends whatever nghttp2 has queued, woken when anything was submitted,
 // so that the frames produced by one batch of input (many streams' responses, window updates,
-// acknowledgements) leave in one send. Each stream's handler runs on a fiber of its own.
+// acknowledgements) leave in one send. Each stream's handler runs on a fiber of its own: worker
+// fibers that take streams from a queue, spawned when every worker is busy and kept for the
+// next streams while few are idle (a fiber per stream would cost its creation, and its stack's
+// page faults, on every request).
 #pragma once
 
 #include <nghttp2/nghttp2.h>
 
+#include <deque>
 #include <string>
 #include <string_view>
 
 #include "gluon/common/intrusive_list.h"
 #include "gluon/http/server.h"
+#include "gluon/runtime/fiber.h"
 #include "gluon/runtime/oneshot.h"
 #include "gluon/sync/semaphore.h"
+#include "fields.h"
 #include "stream.h"
 
 namespace gluon::http::detail {
@@ -41,6 +47,11 @@ public:
     const handler& handler_fn() const noexcept { return h_; }
     const server_options& options() const noexcept { return opts_; }
     bool gone() const noexcept { return gone_; }
+    /// A cleared list for building a response head (its memory kept from one to the next).
+    nv_list& scratch_fields() noexcept {
+        nv_.clear();
+        return nv_;
+    }
     /// A handler finished: the stream may be freed.
     void handler_finished(h2_stream& st) noexcept;
 
@@ -49,10 +60,17 @@ public:
     int on_header(int32_t id, std::string_view name, std::string_view value);
     int on_frame(const nghttp2_frame& f);
     int on_stream_close(int32_t id, uint32_t error_code);
+    long on_send(const uint8_t* data, size_t len);
+    int on_send_data(const nghttp2_frame& f, const uint8_t* framehd, size_t len, h2_stream& st);
 
 private:
     bool feed(const char* p, size_t n);
     void start_handlers();
+    struct worker {
+        list_hook hook;
+        fiber f;
+    };
+    void work(worker* w);
     void writer();
     bool flush();
     void free_stream(h2_stream& st) noexcept;
@@ -66,15 +84,21 @@ private:
     size_t cap_;
     nghttp2_session* ng_ = nullptr;
     intrusive_list<h2_stream, &h2_stream::hook> streams_;  // every live stream object
+    intrusive_list<h2_stream, &h2_stream::hook> spare_;    // finished ones, for reuse
+    size_t spare_count_ = 0;
     std::vector<int32_t> ready_;  // streams whose head arrived in the input being fed
-    size_t handlers_ = 0;         // handler fibers running
-    event handlers_done_;
+    std::deque<h2_stream*> pending_;  // streams waiting for a worker
+    intrusive_list<worker, &worker::hook> workers_;
+    size_t worker_count_ = 0, idle_workers_ = 0, spawning_ = 0;
+    counting_semaphore work_{0};
+    event workers_done_;
     event wr_;
     bool write_wanted_ = false;
     bool writer_done_ = false;
     oneshot writer_exited_;
     bool gone_ = false;  // the connection failed or ended: no more I/O
     std::string out_;
+    nv_list nv_;
 };
 
 }  // namespace gluon::http::detail

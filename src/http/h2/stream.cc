@@ -17,9 +17,9 @@ constexpr size_t k_stream_buffer = 64 * 1024;  // a streamed body's bytes queued
 
 bool status_has_body(int s) noexcept { return s >= 200 && s != 204 && s != 304; }
 
-long read_data(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags, nghttp2_data_source* src,
+long read_data(nghttp2_session*, int32_t, uint8_t*, size_t length, uint32_t* flags, nghttp2_data_source* src,
                void*) {
-    return static_cast<h2_stream*>(src->ptr)->read_response(buf, length, flags);
+    return static_cast<h2_stream*>(src->ptr)->next_data(length, flags);
 }
 
 void error_body(response& res, int status) {
@@ -114,7 +114,7 @@ void h2_stream::serve() {
 }
 
 result<void> h2_stream::submit(bool streaming) {
-    nv_list nv;
+    nv_list& nv = sess.scratch_fields();
     char status[4];
     std::to_chars(status, status + 3, res.status_ < 100 || res.status_ > 999 ? 500 : res.status_);
     nv.add(":status", {status, 3});
@@ -123,11 +123,7 @@ result<void> h2_stream::submit(bool streaming) {
     std::string_view date = http_date_now();
     nv.add("date", date);
     nv.add_lines(res.fields_);
-    using kind = response::body_kind;
-    uint64_t len = streaming ? res.declared_length_
-                   : res.kind_ == kind::file ? res.file_len_
-                   : res.kind_ == kind::view ? res.body_view_.size()
-                                             : res.body_.size();
+    uint64_t len = streaming ? res.declared_length_ : body_length();
     char digits[24];
     if (len != UINT64_MAX && status_has_body(res.status_)) {
         auto r = std::to_chars(digits, digits + sizeof digits, len);
@@ -146,7 +142,13 @@ result<void> h2_stream::submit(bool streaming) {
     return {};
 }
 
-long h2_stream::read_response(uint8_t* buf, size_t length, uint32_t* flags) {
+uint64_t h2_stream::body_length() const noexcept {
+    using kind = response::body_kind;
+    return res.kind_ == kind::file ? res.file_len_ : res.kind_ == kind::view ? res.body_view_.size() : res.body_.size();
+}
+
+long h2_stream::next_data(size_t length, uint32_t* flags) {
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;  // emit_data copies the bytes straight into the output
     auto end = [&] {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         if (!res.trailers_.empty()) {
@@ -157,50 +159,76 @@ long h2_stream::read_response(uint8_t* buf, size_t length, uint32_t* flags) {
     };
     if (res.streaming_) {
         size_t avail = out.size() - out_pos;
-        if (!avail) {
-            if (!out_eof) {
-                deferred = true;
-                return NGHTTP2_ERR_DEFERRED;
-            }
-            end();
-            return 0;
+        if (!avail && !out_eof) {
+            deferred = true;
+            return NGHTTP2_ERR_DEFERRED;
         }
         size_t k = avail < length ? avail : length;
-        std::memcpy(buf, out.data() + out_pos, k);
-        out_pos += k;
-        if (out_pos == out.size()) {
-            out.clear();
-            out_pos = 0;
-            if (out_eof) end();
-        }
-        out_room.set();
+        if (out_eof && k == avail) end();
         return static_cast<long>(k);
     }
-    using kind = response::body_kind;
-    uint64_t len = res.kind_ == kind::file ? res.file_len_ : res.kind_ == kind::view ? res.body_view_.size() : res.body_.size();
-    uint64_t left = len - body_off;
+    uint64_t left = body_length() - body_off;
     size_t k = left < length ? static_cast<size_t>(left) : length;
-    if (res.kind_ == kind::file) {
-        long r = sys::read(res.file_fd_, buf, k, res.file_off_ + static_cast<int64_t>(body_off));
-        if (r <= 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
-        k = static_cast<size_t>(r);
-    } else {
-        std::memcpy(buf, (res.kind_ == kind::view ? res.body_view_.data() : res.body_.data()) + body_off, k);
-    }
-    body_off += k;
-    if (body_off == len) {
-        end();
-        res.release();
-    }
+    if (k == left) end();
     return static_cast<long>(k);
+}
+
+bool h2_stream::emit_data(std::string& to, size_t n) {
+    if (res.streaming_) {
+        to.append(out, out_pos, n);
+        out_pos += n;
+        if (out_pos == out.size()) out.clear(), out_pos = 0;
+        wake(out_room);
+        return true;
+    }
+    using kind = response::body_kind;
+    if (res.kind_ == kind::file) {
+        size_t at = to.size();
+        to.resize(at + n);
+        long r = sys::read(res.file_fd_, to.data() + at, n, res.file_off_ + static_cast<int64_t>(body_off));
+        if (r != static_cast<long>(n)) return false;  // the file shrank or failed: the stream is reset
+    } else {
+        to.append((res.kind_ == kind::view ? res.body_view_.data() : res.body_.data()) + body_off, n);
+    }
+    body_off += n;
+    if (body_off == body_length()) res.release();
+    return true;
 }
 
 int h2_stream::wait(event& e, duration timeout) {
     if (closed) return ECONNRESET;
     if (sess.gone()) return ENODATA;
     e.reset();
+    waiting_ = &e;
     auto r = e.wait(timeout);
+    waiting_ = nullptr;
     return r ? 0 : r.error().value();
+}
+
+void h2_stream::reuse(int32_t new_id) noexcept {
+    id = new_id;
+    req.head_ = request_head{};
+    req.path_ = req.query_ = {};
+    req.params_.clear();
+    req.body_.clear();
+    res.reset();
+    hbuf.clear();
+    refs.clear();
+    fields.clear();
+    head_bytes = 0;
+    refuse = 0;
+    if (in.capacity() > 64 * 1024) std::string().swap(in);
+    in.clear();
+    in_pos = 0;
+    in_total = 0;
+    in_done = false;
+    in_error = 0;
+    submitted = deferred = out_eof = false;
+    if (out.capacity() > 64 * 1024) std::string().swap(out);
+    out.clear();
+    out_pos = 0;
+    body_off = 0;
+    closed = handler_done = handler_started = false;
 }
 
 result<size_t> h2_stream::read_body(void* buf, size_t n) {
@@ -238,13 +266,13 @@ void h2_stream::on_data(const uint8_t* data, size_t len) {
     } else {
         in.append(reinterpret_cast<const char*>(data), len);
     }
-    in_ready.set();
+    wake(in_ready);
 }
 
 void h2_stream::on_close(uint32_t) noexcept {
     closed = true;
-    in_ready.set();
-    out_room.set();
+    wake(in_ready);
+    wake(out_room);
 }
 
 result<void> h2_stream::write_body(response& r, std::string_view data) {

@@ -10,7 +10,6 @@
 
 #include "../exchange.h"
 #include "gluon/common/intrusive_list.h"
-#include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
 
 namespace gluon::http::detail {
@@ -34,11 +33,21 @@ public:
     void on_data(const uint8_t* data, size_t len);
     /// nghttp2 closed the stream: wakes the handler's waits.
     void on_close(uint32_t error_code) noexcept;
-    /// Supplies the response body to nghttp2 (a nghttp2_data_source_read_callback's work).
-    long read_response(uint8_t* buf, size_t length, uint32_t* flags);
+    /// How many response body bytes the next DATA frame carries (at most length), with its
+    /// flags (a nghttp2_data_source_read_callback's work); emit_data then appends them to the
+    /// output (false: the body could not be read, the stream is reset).
+    long next_data(size_t length, uint32_t* flags);
+    bool emit_data(std::string& to, size_t n);
+
+    /// Makes a finished stream object serve stream new_id (keeping its buffers' capacity).
+    void reuse(int32_t new_id) noexcept;
+    /// Sets e if the handler waits on it (all on one vCPU: no race with the wait).
+    void wake(event& e) noexcept {
+        if (waiting_ == &e) e.set();
+    }
 
     h2_session& sess;
-    const int32_t id;
+    int32_t id;
     request req;
     response res;
     list_hook hook;
@@ -70,13 +79,14 @@ public:
     uint64_t body_off = 0;   // of a whole body, bytes already framed
     event out_room;
 
-    fiber handler_fiber;  // interrupted if the connection ends under it
     bool closed = false;
     bool handler_done = false;
     bool handler_started = false;
 
 private:
     result<void> submit(bool streaming);
+    uint64_t body_length() const noexcept;
+    event* waiting_ = nullptr;
     int wait(event& e, duration timeout);
 };
 
