@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "gluon/common/spinlock.h"
+#include "h2/client_session.h"
 #include "gluon/net/resolver.h"
 #include "gluon/net/tls.h"
 #include "gluon/sys/ops.h"
@@ -32,6 +33,7 @@ struct connection {
     std::vector<header> fields;  // the response head's fields
     int64_t idle_since = 0;
     bool reused = false;
+    bool h2 = false;  // HTTP/2 was negotiated (or is known): the connection becomes a session
 };
 
 bool idempotent(method m) {
@@ -58,6 +60,8 @@ struct client::impl {
     spinlock lock;
     // (vCPU thread, origin) -> idle connections, the most recent last.
     std::map<std::pair<std::thread::id, std::string>, std::vector<connection>> idle;
+    // (vCPU thread, origin) -> the HTTP/2 connection that carries its requests.
+    std::map<std::pair<std::thread::id, std::string>, std::shared_ptr<detail::h2_client_session>> h2;
     stats st;
     std::string last_url_, last_key_;
     url last_parsed_;
@@ -69,7 +73,7 @@ struct client::impl {
         std::lock_guard g(lock);
         if (!default_tls.valid()) {
             net::tls::context_options o;
-            o.alpn = {"http/1.1"};
+            o.alpn = opts.http2 ? std::vector<std::string>{"h2", "http/1.1"} : std::vector<std::string>{"http/1.1"};
             default_tls = GLUON_TRY(net::tls::context::make_client(o));
         }
         return &default_tls;
@@ -125,8 +129,10 @@ struct client::impl {
         if (u.scheme == "https") {
             const net::tls::context* ctx = GLUON_TRY(tls_context());
             auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *ctx, u.host, min_left(opts.connect_timeout, total)));
+            c.h2 = tls.alpn_selected() == "h2";
             c.s = std::make_unique<net::tls::stream>(std::move(tls));
         } else {
+            c.h2 = opts.http2_prior_knowledge && opts.proxy.empty();
             c.s = std::make_unique<net::stream>(std::move(sock));
         }
         std::lock_guard g(lock);
@@ -158,6 +164,33 @@ struct client::impl {
                 return {};
             }
         }
+    }
+
+    /// The origin's HTTP/2 session on this vCPU, if one is open and takes new streams.
+    std::shared_ptr<detail::h2_client_session> h2_session(const std::string& key) {
+        std::lock_guard g(lock);
+        auto it = h2.find({std::this_thread::get_id(), key});
+        if (it == h2.end()) return nullptr;
+        if (it->second->usable()) return it->second;
+        h2.erase(it);
+        return nullptr;
+    }
+
+    /// The request's fields for HTTP/2 (the pseudo-fields are the session's). Errors: EINVAL.
+    result<std::vector<std::pair<std::string, std::string>>> h2_fields(const client_request& req, bool cross_origin) {
+        std::vector<std::pair<std::string, std::string>> f;
+        bool has_ua = false;
+        for (const auto& [k, v] : req.headers) {
+            if (iequals(k, "host") || iequals(k, "content-length") || iequals(k, "transfer-encoding")) continue;
+            if (cross_origin && (iequals(k, "authorization") || iequals(k, "cookie") || iequals(k, "proxy-authorization"))) continue;
+            if (k.empty() || k.find_first_of("\r\n:") != std::string::npos || v.find_first_of("\r\n") != std::string::npos ||
+                k.find('\0') != std::string::npos || v.find('\0') != std::string::npos)
+                return errno_error(EINVAL);
+            has_ua |= iequals(k, "user-agent");
+            f.emplace_back(k, v);
+        }
+        if (!has_ua && !opts.user_agent.empty()) f.emplace_back("user-agent", opts.user_agent);
+        return f;
     }
 
     struct attempt {
@@ -350,6 +383,26 @@ struct client::impl {
             if (redirects > 0) key = pool_key(u);
             bool cross_origin = key != first_origin;
             for (;;) {
+                if (auto h2s = h2_session(key)) {
+                    auto fields = GLUON_TRY(h2_fields(req, cross_origin));
+                    std::string_view name = method_name(verb).empty() ? std::string_view("GET") : method_name(verb);
+                    bool started = false;
+                    auto r = h2s->exchange(name, u, req, with_body, fields, opts.max_body_bytes, opts.read_timeout,
+                                           total, on_body, out, started);
+                    {
+                        std::lock_guard g(lock);
+                        ++st.http2_requests;
+                    }
+                    if (!r) {
+                        if (!started && !h2s->usable() && connection_failure(r.error()) && retries_left-- > 0) {
+                            std::lock_guard g(lock);
+                            ++st.retries;
+                            continue;
+                        }
+                        return unexpected(r.error());
+                    }
+                    break;
+                }
                 auto pooled = take_idle(key);
                 connection c;
                 if (pooled) {
@@ -361,6 +414,17 @@ struct client::impl {
                         return unexpected(fresh.error());
                     }
                     c = std::move(*fresh);
+                }
+                if (c.h2) {
+                    // HTTP/2: the connection becomes the origin's session (one per vCPU; a
+                    // fiber that raced this one to open it keeps its own for this request).
+                    auto sess = detail::h2_client_session::start(std::move(c.s), opts.read_timeout);
+                    if (!sess) return unexpected(sess.error());
+                    std::lock_guard g(lock);
+                    auto& slot = h2[{std::this_thread::get_id(), key}];
+                    if (slot && slot->usable()) (*sess)->close();
+                    else slot = std::move(*sess);
+                    continue;
                 }
                 if (c.reused) {
                     std::lock_guard g(lock);
@@ -403,6 +467,10 @@ client::client(client_options opts) : impl_(std::make_unique<impl>()) { impl_->o
 client::~client() {
     for (auto& [k, v] : impl_->idle)
         for (auto& c : v) (void)c.s->close();
+    // A session belongs to its vCPU: those of this one are closed now; the others end when
+    // their server closes them.
+    for (auto& [k, sess] : impl_->h2)
+        if (k.first == std::this_thread::get_id()) sess->close();
 }
 
 result<client_response> client::send(const client_request& req) { return impl_->send(req, nullptr); }

@@ -17,7 +17,9 @@ class nginx {
 public:
     /// Starts nginx serving a fresh directory (www()). `extra_server` is added to the server
     /// block (locations, ...). nullptr with `why` set if it is not installed or did not start.
-    static std::unique_ptr<nginx> start(std::string& why, const std::string& extra_server = "") {
+    /// `listen_flags` go on its listen line (" http2": h2c by prior knowledge).
+    static std::unique_ptr<nginx> start(std::string& why, const std::string& extra_server = "",
+                                        const std::string& listen_flags = "") {
         std::string bin = find_program("nginx");
         if (bin.empty()) {
             why = "nginx not installed";
@@ -32,7 +34,7 @@ public:
         n->dir_ = tmpl;
         std::filesystem::create_directories(n->www());
         for (int attempt = 0; attempt < 3; ++attempt)
-            if (n->launch(bin, extra_server)) return n;
+            if (n->launch(bin, extra_server, listen_flags)) return n;
         why = "nginx did not start; see " + n->dir_ + "/error.log";
         n->keep_dir_ = true;
         return nullptr;
@@ -49,7 +51,7 @@ public:
 private:
     nginx() = default;
 
-    bool launch(const std::string& bin, const std::string& extra_server) {
+    bool launch(const std::string& bin, const std::string& extra_server, const std::string& listen_flags) {
         port_ = free_port();
         {
             std::ofstream c(dir_ + "/nginx.conf");
@@ -62,7 +64,7 @@ private:
                 c << "  " << t << "_temp_path " << dir_ << "/tmp_" << t << ";\n";
             c << "  types { text/plain txt; text/html html; application/octet-stream bin; }\n"
               << "  default_type application/octet-stream;\n  keepalive_requests 100000;\n"
-              << "  server { listen 127.0.0.1:" << port_ << "; root " << www() << ";\n"
+              << "  server { listen 127.0.0.1:" << port_ << listen_flags << "; root " << www() << ";\n"
               << extra_server << "\n  }\n}\n";
         }
         proc_ = std::make_unique<child>(std::vector<std::string>{bin, "-p", dir_ + "/", "-c", dir_ + "/nginx.conf",

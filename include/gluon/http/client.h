@@ -1,7 +1,9 @@
-// An HTTP/1.1 client for fibers: a keep-alive connection pool per origin (and vCPU), bounded
+// An HTTP/1.1 and HTTP/2 client for fibers: a keep-alive connection pool per origin (and vCPU), bounded
 // redirects, retries of idempotent requests on a connection that failed before answering,
 // connect/read/total timeouts, chunked and streamed bodies both ways, HTTPS with verification on
-// by default, and HTTP proxies (absolute-form requests; CONNECT tunnels for HTTPS).
+// by default, and HTTP proxies (absolute-form requests; CONNECT tunnels for HTTPS). Over HTTP/2
+// (chosen by ALPN for https://, or by prior knowledge for http://) one connection per origin and
+// vCPU carries every fiber's requests at once, each on its own stream.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,12 @@ struct client_options {
     /// "http://host:port" of an HTTP proxy; empty: none.
     std::string proxy;
     std::string user_agent = "gluon";
+    /// Offer HTTP/2 ("h2" before "http/1.1" in ALPN) to https:// origins; a context given in
+    /// `tls` offers what its own alpn says.
+    bool http2 = true;
+    /// Speak HTTP/2 to http:// origins without asking first (h2c by prior knowledge, RFC 9113
+    /// 3.3): for servers known to accept it. Not through a proxy.
+    bool http2_prior_knowledge = false;
 };
 
 struct client_request {
@@ -83,6 +91,7 @@ public:
         uint64_t connections_reused = 0;
         uint64_t retries = 0;
         size_t idle = 0;
+        uint64_t http2_requests = 0;  // requests sent over HTTP/2
     };
     stats statistics() const noexcept;
 

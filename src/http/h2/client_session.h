@@ -1,0 +1,150 @@
+// An HTTP/2 client connection on nghttp2 (ADR 0016): many fibers' requests multiplexed over one
+// connection, each a stream. A reader fiber feeds nghttp2 and hands each stream's response to
+// the fiber waiting for it; a writer fiber sends what nghttp2 queued. All on the vCPU that
+// opened it: its calls must come from fibers of that vCPU.
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/intrusive_list.h"
+#include "gluon/common/result.h"
+#include "gluon/http/client.h"
+#include "gluon/net/byte_stream.h"
+#include "gluon/runtime/oneshot.h"
+#include "gluon/sync/semaphore.h"
+
+namespace gluon::http::detail {
+
+class h2_client_session;
+
+/// One request and its response, as a stream: the request body written in pieces, the response
+/// read in pieces. For the client and for protocols on HTTP/2 (gRPC).
+class h2_call {
+public:
+    explicit h2_call(std::shared_ptr<h2_client_session> s) noexcept : sess_(std::move(s)) {}
+    ~h2_call();
+    h2_call(const h2_call&) = delete;
+    h2_call& operator=(const h2_call&) = delete;
+
+    /// Sends the request head. `fields`: regular fields (names any case; connection-specific
+    /// ones are dropped). `body`: a body follows (write/finish), else the request ends here.
+    /// Errors: EPIPE (the connection is gone), EPROTO (nghttp2 refused it), ENOMEM.
+    result<void> start(std::string_view method, std::string_view scheme, std::string_view authority,
+                       std::string_view path, const std::vector<std::pair<std::string, std::string>>& fields,
+                       bool body);
+    /// Queues request body bytes; waits while 64 KiB are queued unsent. Errors: ECONNRESET
+    /// (the stream was reset), EPIPE, ETIMEDOUT, ECANCELED.
+    result<void> write(std::string_view data, duration timeout);
+    /// Ends the request body.
+    result<void> finish();
+    /// Waits for the response head (interim 1xx skipped). Errors: ECONNRESET, ENODATA (the
+    /// connection ended), ETIMEDOUT, ECANCELED.
+    result<void> wait_head(duration timeout);
+    int status() const noexcept { return status_; }
+    const std::vector<std::pair<std::string, std::string>>& headers() const noexcept { return headers_; }
+    /// The next piece of the response body (0: it ended). Errors: those of wait_head.
+    result<size_t> read(char* buf, size_t n, duration timeout);
+    /// Trailer fields, once read() returned 0.
+    const std::vector<std::pair<std::string, std::string>>& trailers() const noexcept { return trailers_; }
+    /// Resets the stream (CANCEL) if it is still open.
+    void cancel() noexcept;
+
+    // For the session's callbacks.
+    void on_header(bool interim_or_head, std::string_view name, std::string_view value);
+    void on_head_end(bool end_stream);
+    void on_data(const uint8_t* p, size_t n);
+    void on_end() noexcept;
+    void on_close(uint32_t code) noexcept;
+    void on_gone() noexcept;
+    long next_data(uint8_t* buf, size_t length, uint32_t* flags);
+    list_hook hook;  // in the session's list of open calls
+
+private:
+    int wait(duration timeout);
+    void give_back(size_t n) noexcept;  // flow-control credit for bytes read
+    void wake() noexcept {
+        if (waiting_) ev_.set();
+    }
+
+    std::shared_ptr<h2_client_session> sess_;
+    int32_t id_ = -1;
+    bool open_ = false;  // nghttp2 has the stream
+    // Request body.
+    std::string out_;
+    size_t out_pos_ = 0;
+    bool out_eof_ = false, deferred_ = false;
+    // Response.
+    int status_ = 0;
+    bool head_done_ = false, in_done_ = false, closed_ = false, gone_ = false;
+    uint32_t reset_code_ = 0;
+    std::vector<std::pair<std::string, std::string>> headers_, trailers_;
+    std::string in_;
+    size_t in_pos_ = 0;
+    event ev_;
+    bool waiting_ = false;
+};
+
+class h2_client_session : public std::enable_shared_from_this<h2_client_session> {
+public:
+    /// Starts HTTP/2 on s (TLS with "h2" negotiated, or clear text by prior knowledge) from the
+    /// calling vCPU. Errors: ENOMEM, EPERM (not on a vCPU).
+    static result<std::shared_ptr<h2_client_session>> start(std::unique_ptr<net::byte_stream> s,
+                                                            duration send_timeout);
+    ~h2_client_session();
+
+    /// False once the connection ended or the server sent GOAWAY (no new streams).
+    bool usable() const noexcept { return !gone_ && !goaway_; }
+    /// Closes the connection; calls in flight fail.
+    void close() noexcept;
+    /// Runs a whole exchange for http::client: the request (body from `body` or `source`), then
+    /// the response into out (or its body to on_body). Errors: those of h2_call, EMSGSIZE,
+    /// ECANCELED (on_body said stop).
+    result<void> exchange(std::string_view method, const url& u, const client_request& req, bool with_body,
+                          const std::vector<std::pair<std::string, std::string>>& fields, uint64_t max_body,
+                          duration read_timeout, deadline_t total,
+                          const std::function<bool(std::string_view)>* on_body, client_response& out, bool& started);
+
+    // For h2_call.
+    nghttp2_session* ng() const noexcept { return ng_; }
+    bool gone() const noexcept { return gone_; }
+    void want_write() noexcept {
+        if (!write_wanted_) {
+            write_wanted_ = true;
+            wr_.set();
+        }
+    }
+
+    struct private_tag {};
+    h2_client_session(private_tag, std::unique_ptr<net::byte_stream> s, duration send_timeout);
+
+private:
+    void reader(std::shared_ptr<h2_client_session> self);
+    void writer(std::shared_ptr<h2_client_session> self);
+    bool flush();
+
+    std::unique_ptr<net::byte_stream> s_;
+    duration send_timeout_;
+    nghttp2_session* ng_ = nullptr;
+    event wr_;
+    bool write_wanted_ = false;
+    bool gone_ = false;
+    bool goaway_ = false;
+    bool closing_ = false;
+    std::string out_;
+    char buf_[16 * 1024];
+
+public:
+    intrusive_list<h2_call, &h2_call::hook> calls;  // calls with an open stream
+    // nghttp2 callbacks' work.
+    int on_frame(const nghttp2_frame& f);
+};
+
+}  // namespace gluon::http::detail

@@ -1,0 +1,212 @@
+// The HTTP/2 client: against gluon's server (h2c by prior knowledge, h2 over TLS by ALPN) and
+// against nginx with HTTP/2 on its listener, on every engine. Many fibers share one connection.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gluon/http/client.h"
+#include "gluon/http/router.h"
+#include "gluon/http/server.h"
+#include "gluon/net/tls.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
+#include "net/tls_test_support.h"
+#include "support/nginx.h"
+#include "test_support.h"
+
+namespace gluon::http {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string pattern(size_t n) {
+    std::string s(n, '\0');
+    for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>('A' + (i * 17 + i / 9) % 26);
+    return s;
+}
+
+class h2_client_test : public test::engine_test {
+protected:
+    void TearDown() override {
+        srv_.reset();
+        test::engine_test::TearDown();
+    }
+    void start(server_options o = {}) {
+        r_.get("/hello", [](request& req, response& res) {
+            res.body("hello over HTTP/" + std::to_string(req.version_major()));
+        });
+        r_.get("/big", [this](request&, response& res) { res.body(big_); });
+        r_.post("/echo", [](request& req, response& res) {
+            auto b = req.body();
+            if (!b) return res.status(400);
+            res.header("X-Length", std::to_string(b->size()));
+            res.body(std::string(*b));
+        });
+        r_.get("/ua", [](request& req, response& res) { res.body(std::string(req.header("user-agent"))); });
+        auto s = server::start(net::address::ipv4_loopback(0), r_.as_handler(), std::move(o));
+        ASSERT_TRUE(s) << s.error().message();
+        srv_ = std::move(*s);
+    }
+    std::string url(const std::string& path, const char* scheme = "http") const {
+        return std::string(scheme) + "://localhost:" + std::to_string(srv_->local_address().port()) + path;
+    }
+    std::string big_ = pattern(500 * 1000);
+    router r_;
+    std::unique_ptr<server> srv_;
+};
+
+TEST_P(h2_client_test, prior_knowledge_carries_many_fibers_on_one_connection) {
+    start();
+    client_options o;
+    o.http2_prior_knowledge = true;
+    client c(o);
+    auto r = c.get(url("/hello"));
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "hello over HTTP/2");
+    EXPECT_EQ(r->header("Content-Length"), "17");  // fields found case-insensitively
+    EXPECT_EQ(c.get(url("/ua"))->body, "gluon");
+
+    constexpr int k_fibers = 20;
+    int ok = 0;
+    wait_group wg;
+    wg.add(k_fibers);
+    std::vector<fiber> fs;
+    for (int i = 0; i < k_fibers; ++i) {
+        auto f = spawn([&, i] {
+            client_request req;
+            req.method = method::post;
+            req.url = url("/echo");
+            req.body = pattern(1000 + i * 5000);
+            auto e = c.send(req);
+            if (e && e->status == 200 && e->body == req.body && e->header("x-length") == std::to_string(req.body.size())) ++ok;
+            auto b = c.get(url("/big"));
+            if (b && b->body == big_) ++ok;
+            wg.done();
+        });
+        ASSERT_TRUE(f);
+        fs.push_back(std::move(*f));
+    }
+    ASSERT_TRUE(wg.wait(30s));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(ok, 2 * k_fibers);
+    auto st = c.statistics();
+    EXPECT_EQ(st.connections_opened, 1u);
+    EXPECT_EQ(st.http2_requests, 2u + 2 * k_fibers);
+    EXPECT_EQ(srv_->connections(), 1u);
+}
+
+TEST_P(h2_client_test, streamed_request_bodies_and_streamed_responses) {
+    start();
+    client_options o;
+    o.http2_prior_knowledge = true;
+    client c(o);
+    client_request req;
+    req.method = method::post;
+    req.url = url("/echo");
+    std::string sent = pattern(300 * 1000);
+    size_t at = 0;
+    req.body_source = [&](char* buf, size_t n) -> result<size_t> {
+        size_t k = std::min(n, sent.size() - at);
+        std::memcpy(buf, sent.data() + at, k);
+        at += k;
+        return k;
+    };
+    std::string got;
+    auto r = c.send(req, [&](std::string_view piece) {
+        got.append(piece);
+        return true;
+    });
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(got, sent);
+    // A body over the limit stops the transfer.
+    o.max_body_bytes = 1000;
+    client small(o);
+    auto big = small.get(url("/big"));
+    ASSERT_FALSE(big);
+    EXPECT_EQ(big.error(), std::errc::message_size);
+}
+
+TEST_P(h2_client_test, https_negotiates_h2_by_alpn) {
+    net::tls::context_options so;
+    so.alpn = {"h2", "http/1.1"};
+    server_options o;
+    o.wrap = net::tls::server_wrap(net::tls_testing::server_ctx(so), 10s);
+    start(std::move(o));
+    net::tls::context_options co;
+    co.alpn = {"h2", "http/1.1"};
+    auto ctx = net::tls_testing::client_ctx(co);
+    client_options c2;
+    c2.tls = &ctx;
+    client c(c2);
+    auto r = c.get(url("/hello", "https"));
+    ASSERT_TRUE(r) << r.error().message() << " " << net::tls::last_error_message();
+    EXPECT_EQ(r->body, "hello over HTTP/2");
+    EXPECT_EQ(c.get(url("/big", "https"))->body, big_);
+    EXPECT_EQ(c.statistics().http2_requests, 2u);
+    // A context that offers only HTTP/1.1 gets HTTP/1.1 from the same server.
+    net::tls::context_options h1;
+    h1.alpn = {"http/1.1"};
+    auto ctx1 = net::tls_testing::client_ctx(h1);
+    client_options c1;
+    c1.tls = &ctx1;
+    client old(c1);
+    EXPECT_EQ(old.get(url("/hello", "https"))->body, "hello over HTTP/1");
+}
+
+TEST_P(h2_client_test, a_server_that_goes_away_is_reconnected_to) {
+    start();
+    client_options o;
+    o.http2_prior_knowledge = true;
+    client c(o);
+    ASSERT_TRUE(c.get(url("/hello")));
+    auto port = srv_->local_address().port();
+    srv_->stop(1s);
+    srv_.reset();
+    // The session sees the GOAWAY (or the close); a new server on the same port gets the next
+    // request on a new connection.
+    auto s = server::start(net::address::ipv4_loopback(port), r_.as_handler());
+    ASSERT_TRUE(s) << s.error().message();
+    srv_ = std::move(*s);
+    result<client_response> r = errno_error(EPIPE);
+    for (int i = 0; i < 3 && !r; ++i) r = c.get(url("/hello"));
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "hello over HTTP/2");
+    EXPECT_EQ(c.statistics().connections_opened, 2u);
+}
+
+TEST_P(h2_client_test, against_nginx_with_http2) {
+    std::string why;
+    auto ngx = test::nginx::start(why, "", " http2");
+    GLUON_REQUIRE_PEER(ngx, why);
+    std::string body = pattern(200 * 1000);
+    std::ofstream(ngx->www() + "/f.bin", std::ios::binary) << body;
+    client_options o;
+    o.http2_prior_knowledge = true;
+    client c(o);
+    auto r = c.get(ngx->url("/f.bin"));
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, body);
+    auto missing = c.get(ngx->url("/missing"));
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+    client_request head;
+    head.method = method::head;
+    head.url = ngx->url("/f.bin");
+    auto h = c.send(head);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->header("content-length"), std::to_string(body.size()));
+    EXPECT_TRUE(h->body.empty());
+    EXPECT_EQ(c.statistics().http2_requests, 3u);
+    EXPECT_EQ(c.statistics().connections_opened, 1u);
+}
+
+GLUON_ENGINE_TEST_SUITE(h2_client_test);
+
+}  // namespace
+}  // namespace gluon::http
