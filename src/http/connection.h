@@ -38,6 +38,12 @@ public:
     const server_options& options() const noexcept { return opts_; }
     std::string& out() noexcept { return out_; }
     void close_after() noexcept { keep_alive_ = false; }
+    /// Bytes received after the current request (an upgraded connection's first frames).
+    std::string_view take_unread() noexcept {
+        std::string_view v(in_ + start_, end_ - start_);
+        start_ = end_;
+        return v;
+    }
     /// False for HEAD and for statuses without a body (1xx, 204, 304).
     bool body_allowed(const response& r) const noexcept;
 
