@@ -17,6 +17,7 @@ pkgs+=(libssl-dev)  # gluon::tls (src/net/tls)
 if [ "$profile" = test ]; then pkgs+=(openssl curl); fi  # the peers of tests/net/tls_test
 if [ "$profile" != build ]; then pkgs+=(wrk); fi  # the load generator of bench/run http
 if [ "$profile" = test ]; then pkgs+=(clang libclang-rt-14-dev); fi  # libFuzzer (scripts/fuzz.sh)
+if [ "$profile" = test ]; then pkgs+=(python3-websockets python3-prometheus-client); fi  # WebSocket peer, metrics parser
 
 missing=()
 for p in "${pkgs[@]}"; do
