@@ -60,6 +60,7 @@ void response::header(std::string_view name, std::string_view value) {
 result<std::string_view> response::upgrade(std::string_view raw_head) {
     detach();
     head_sent_ = true;
+    status_ = 101;
     GLUON_TRY(conn_.write_raw(raw_head));
     return conn_.take_unread();
 }

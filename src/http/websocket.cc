@@ -308,7 +308,8 @@ result<void> websocket::send_binary(std::string_view data, duration timeout) {
 }
 
 result<void> websocket::send_fragment(kind type, std::string_view data, bool first, bool fin, duration timeout) {
-    return send_frame(*st_, first ? static_cast<uint8_t>(type) : op_continuation, fin, data, timeout);
+    const uint8_t op = first ? static_cast<uint8_t>(type) : uint8_t{op_continuation};
+    return send_frame(*st_, op, fin, data, timeout);
 }
 
 result<void> websocket::ping(std::string_view payload, duration timeout) {
