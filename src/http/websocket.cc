@@ -16,6 +16,7 @@ constexpr auto k_fail_linger = std::chrono::seconds(1);
 constexpr uint64_t k_drain_limit = 64 * 1024;
 constexpr size_t k_copy_below = 4096;  // smaller payloads leave in one buffer with their head
 constexpr size_t k_mask_chunk = 64 * 1024;
+constexpr size_t k_coalesce_max = 64 * 1024;  // output held back by coalesce_sends
 
 duration min_d(duration a, duration b) noexcept { return a < b ? a : b; }
 
@@ -50,41 +51,94 @@ namespace {
 
 using state = websocket::state;
 
-// Sends one frame. The caller holds nothing; frames never interleave.
-result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view data, duration timeout) {
-    step_timeouts t(min_d(timeout, st.opts.send_timeout));
-    GLUON_TRY(st.send_mu.lock_until(t.deadline()));
-    struct unlock {
-        mutex& m;
-        ~unlock() { m.unlock(); }
-    } u{st.send_mu};
-    if (st.failed || (st.close_sent && opcode != op_close) || st.ended) return errno_error(EPIPE);
+// Appends a whole frame (a client's masked) to the output buffer.
+void append_frame(state& st, uint8_t opcode, bool fin, std::string_view data) {
     uint8_t head[k_max_head];
     const bool mask = !st.server;
     const uint32_t key = mask ? random_mask() : 0;
-    size_t hn = encode_head(head, opcode, fin, data.size(), mask, key);
-    result<void> r;
-    if (data.size() <= k_copy_below || mask) {
-        // One buffer: the head and the payload (masked by a client), in pieces of k_mask_chunk.
-        size_t off = 0;
-        do {
-            size_t k = data.size() - off < k_mask_chunk ? data.size() - off : k_mask_chunk;
-            st.sbuf.resize((off == 0 ? hn : 0) + k);
-            uint8_t* p = reinterpret_cast<uint8_t*>(st.sbuf.data());
-            if (off == 0) std::memcpy(p, head, hn), p += hn;
-            if (mask) mask_copy(p, reinterpret_cast<const uint8_t*>(data.data()) + off, k, key, off);
-            else std::memcpy(p, data.data() + off, k);
-            r = st.s->write_all(st.sbuf.data(), st.sbuf.size(), t.next());
-            off += k;
-        } while (r && off < data.size());
-    } else {
-        iovec v[2] = {{head, hn}, {const_cast<char*>(data.data()), data.size()}};
-        r = st.s->writev_all(v, 2, t.next());
-    }
+    const size_t hn = encode_head(head, opcode, fin, data.size(), mask, key);
+    const size_t at = st.sbuf.size();
+    st.sbuf.resize(at + hn + data.size());
+    auto* p = reinterpret_cast<uint8_t*>(st.sbuf.data()) + at;
+    std::memcpy(p, head, hn);
+    if (mask) mask_copy(p + hn, reinterpret_cast<const uint8_t*>(data.data()), data.size(), key, 0);
+    else if (!data.empty()) std::memcpy(p + hn, data.data(), data.size());
+}
+
+// True if a whole frame waits in the receive buffer: the next recv() returns without reading.
+bool frame_buffered(const state& st) noexcept {
+    ws::frame_head h;
+    const size_t avail = st.rend - st.rstart;
+    return decode_head(st.rbuf.get() + st.rstart, avail, st.server, h).state == decode_result::complete &&
+           h.length <= avail - h.head_bytes;
+}
+
+// Writes the output buffer; the caller holds send_mu.
+result<void> write_out(state& st, duration timeout) {
+    auto r = st.s->write_all(st.sbuf.data(), st.sbuf.size(), timeout);
+    st.sbuf.clear();
     if (st.sbuf.capacity() > 4 * k_mask_chunk) std::string().swap(st.sbuf);
     if (!r) st.failed = true;  // a frame may be half written: nothing more can follow it
-    if (r && opcode == op_close) st.close_sent = true;
     return r;
+}
+
+struct send_lock {
+    mutex& m;
+    ~send_lock() { m.unlock(); }
+};
+
+// Sends one frame; frames never interleave. With coalesce_sends, a data frame or pong sent
+// while a whole received frame is waiting stays in the output buffer (up to k_coalesce_max),
+// to leave with later ones in one write once recv() would have to wait for input.
+result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view data, duration timeout) {
+    const duration t = min_d(timeout, st.opts.send_timeout);
+    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(t));
+    send_lock u{st.send_mu};
+    if (st.failed || (st.close_sent && opcode != op_close) || st.ended) return errno_error(EPIPE);
+    if (data.size() <= k_copy_below) {
+        // Small: one buffer for the head and the payload (after any frames held back).
+        append_frame(st, opcode, fin, data);
+        if (st.opts.coalesce_sends && opcode != op_close && opcode != op_ping &&
+            st.sbuf.size() <= k_coalesce_max && frame_buffered(st))
+            return {};
+        GLUON_TRY(write_out(st, t));
+    } else {
+        step_timeouts ts(t);
+        if (!st.sbuf.empty()) GLUON_TRY(write_out(st, ts.next()));
+        uint8_t head[k_max_head];
+        const bool mask = !st.server;
+        const uint32_t key = mask ? random_mask() : 0;
+        const size_t hn = encode_head(head, opcode, fin, data.size(), mask, key);
+        result<void> r;
+        if (mask) {  // masked in pieces of k_mask_chunk, each written from the output buffer
+            for (size_t off = 0; r && off < data.size();) {
+                const size_t k = data.size() - off < k_mask_chunk ? data.size() - off : k_mask_chunk;
+                st.sbuf.resize((off == 0 ? hn : 0) + k);
+                auto* p = reinterpret_cast<uint8_t*>(st.sbuf.data());
+                if (off == 0) std::memcpy(p, head, hn), p += hn;
+                mask_copy(p, reinterpret_cast<const uint8_t*>(data.data()) + off, k, key, off);
+                r = write_out(st, ts.next());
+                off += k;
+            }
+        } else {
+            iovec v[2] = {{head, hn}, {const_cast<char*>(data.data()), data.size()}};
+            r = st.s->writev_all(v, 2, ts.next());
+            if (!r) st.failed = true;
+        }
+        GLUON_TRY(r);
+    }
+    if (opcode == op_close) st.close_sent = true;
+    return {};
+}
+
+// Writes the frames coalesce_sends held back (before recv() waits for input).
+result<void> flush_out(state& st, duration timeout) {
+    if (st.sbuf.empty()) return {};
+    const duration t = min_d(timeout, st.opts.send_timeout);
+    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(t));
+    send_lock u{st.send_mu};
+    if (st.sbuf.empty()) return {};
+    return write_out(st, t);
 }
 
 std::string close_payload(uint16_t code, std::string_view reason) {
@@ -144,6 +198,7 @@ result<void> fail(state& st, uint16_t code, int err, const char* why) {
 // Reads more input into the buffer. ENODATA (and close status 1006) if the peer closed
 // without a close frame.
 result<void> fill(state& st, step_timeouts& t) {
+    if (!st.sbuf.empty()) GLUON_TRY(flush_out(st, t.next()));
     if (st.rstart > 0) {
         std::memmove(st.rbuf.get(), st.rbuf.get() + st.rstart, st.rend - st.rstart);
         st.rend -= st.rstart;
@@ -199,6 +254,7 @@ result<size_t> take_payload(state& st, uint64_t left, step_timeouts& t) {
         st.rstart += k;
     } else if (left >= st.rcap / 2) {
         // A large payload is read straight into the message.
+        if (!st.sbuf.empty()) GLUON_TRY(flush_out(st, t.next()));
         st.partial.resize(old + left);
         auto n = st.s->read_some(st.partial.data() + old, left, t.next());
         if (!n || *n == 0) {
@@ -311,6 +367,8 @@ result<void> websocket::send_fragment(kind type, std::string_view data, bool fir
     const uint8_t op = first ? static_cast<uint8_t>(type) : uint8_t{op_continuation};
     return send_frame(*st_, op, fin, data, timeout);
 }
+
+result<void> websocket::flush(duration timeout) { return flush_out(*st_, timeout); }
 
 result<void> websocket::ping(std::string_view payload, duration timeout) {
     if (payload.size() > k_max_control_payload) return errno_error(EINVAL);

@@ -209,6 +209,24 @@ TEST_P(websocket_test, refused_upgrades) {
     EXPECT_EQ(websocket::connect("http://127.0.0.1:1/").error(), std::errc::invalid_argument);
 }
 
+TEST_P(websocket_test, coalesced_answers_to_a_burst_all_arrive) {
+    websocket_options o;
+    o.coalesce_sends = true;
+    start_echo(o);
+    auto s = raw_upgrade();
+    std::string burst = masked_frame(0x81, "one") + masked_frame(0x89, "p") + masked_frame(0x82, "two") +
+                        masked_frame(0x81, std::string(5000, 'x')) + masked_frame(0x81, "three");
+    ASSERT_TRUE(s.write_all(burst.data(), burst.size(), 5s));
+    std::string in;
+    std::vector<std::string> got;
+    while (got.size() < 5) {
+        auto f = read_frame(s, in);
+        ASSERT_TRUE(f.has_value()) << got.size();
+        got.push_back(std::to_string(f->opcode) + ":" + (f->payload.size() > 10 ? "big" : f->payload));
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"1:one", "10:p", "2:two", "1:big", "1:three"}));
+}
+
 // ---- hostile clients --------------------------------------------------------------------------
 
 TEST_P(websocket_test, unmasked_client_frame_is_a_protocol_error) {

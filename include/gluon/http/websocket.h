@@ -55,6 +55,12 @@ struct websocket_options {
     uint32_t max_frames_per_message = 4096;
     duration send_timeout = std::chrono::seconds(30);   // each send, pong and close frame
     duration close_timeout = std::chrono::seconds(5);   // waiting for the peer's close frame
+    /// For a fiber that alternates recv() and sends (an echo, request and response): a small
+    /// message or pong sent while a whole received frame is already waiting is held back and
+    /// written with the next ones once recv() would wait for input (or 64 KiB gather), so a
+    /// burst of messages is answered with one write. A held send has succeeded without being
+    /// written: call flush() before waiting on anything other than recv().
+    bool coalesce_sends = false;
     /// Server: the subprotocols it speaks, preferred first (the first one the client offers is
     /// chosen). Client: the ones it offers (the server must choose one of them or none).
     std::vector<std::string> subprotocols;
@@ -107,6 +113,8 @@ public:
     /// send_text.
     result<void> send_fragment(kind type, std::string_view data, bool first, bool fin,
                                duration timeout = forever);
+    /// Writes what coalesce_sends held back. Errors: those of send_text.
+    result<void> flush(duration timeout = forever);
     /// Sends a ping (payload up to 125 bytes). Pongs are consumed by recv(). Errors: EINVAL (a
     /// payload over 125 bytes), those of send_text.
     result<void> ping(std::string_view payload = {}, duration timeout = forever);
