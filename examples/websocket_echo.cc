@@ -24,9 +24,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The route: accept the upgrade, then echo each message until the peer closes.
+// The route: accept the upgrade, then echo each message until the peer closes. The loop only
+// alternates recv and send, so answers to a burst of messages may leave in one write
+// (coalesce_sends: recv flushes them before it waits).
 void echo(http::request& req, http::response& res) {
-    auto ws = http::websocket::accept(req, res);
+    http::websocket_options o;
+    o.coalesce_sends = true;
+    auto ws = http::websocket::accept(req, res, o);
     if (!ws) return;  // not an upgrade: res already holds the 400/426 answer
     http::websocket::message m;
     while (ws->recv(m)) {
