@@ -120,7 +120,7 @@ std::string metrics_text() {
              [](std::string& o, V v) { number(o, v.fibers_live); });
     per_vcpu(out, vs, "gluon_fibers_created_total", "counter", "Fibers created on the vCPU.",
              [](std::string& o, V v) { number(o, v.fibers_created); });
-    per_vcpu(out, vs, "gluon_run_queue_length", "gauge", "Ready fibers when the vCPU's event loop last ran.",
+    per_vcpu(out, vs, "gluon_run_queue_length", "gauge", "Ready fibers on the vCPU (sampled every 20 ms, up to 1024).",
              [](std::string& o, V v) { number(o, v.run_queue); });
     per_vcpu(out, vs, "gluon_vcpu_busy_seconds_total", "counter",
              "Time the vCPU was not blocked waiting for events.",

@@ -77,12 +77,16 @@ void reap_zombies(vcpu* v) noexcept {
 }
 
 namespace {
-// The run queue's length for monitoring, counted where the event loop has just filled it: a
-// walk over fibers about to run anyway, capped so that a huge queue costs little.
+// The run queue's length for monitoring, sampled every 20 ms where the event loop has just
+// filled it. A walk capped at 1024 fibers: counting every push and pop would tax the switch
+// path, and walking on every pass cost 20% of fiber creation with 100,000 fibers ready.
 void note_runq(vcpu* v) noexcept {
+    vcpu_counters& c = v->counters;
+    if (v->last_poll_ns < c.next_runq_sample_ns) return;
+    c.next_runq_sample_ns = v->last_poll_ns + 20'000'000;
     uint64_t n = 0;
     for (fiber_hot* f = v->runq.front(); f && n < 1024; f = f->run_next) ++n;
-    v->counters.runq.set(n);
+    c.runq.set(n);
 }
 }  // namespace
 

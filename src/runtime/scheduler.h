@@ -70,8 +70,9 @@ struct vcpu_counters {
     relaxed_counter fibers_created, fibers_live;
     relaxed_counter ops, op_errors, bytes_in, bytes_out;  // engine operations (fd.cc, run_on)
     relaxed_counter slept_ns;  // blocked in the engine's wait with nothing to run
-    relaxed_counter runq;      // ready fibers when the event loop last looked (capped)
+    relaxed_counter runq;      // ready fibers when the event loop last looked (sampled, capped)
     int64_t started_ns = 0;
+    int64_t next_runq_sample_ns = 0;
 };
 
 struct vcpu : vcpu_hot {
