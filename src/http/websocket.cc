@@ -17,6 +17,8 @@ constexpr uint64_t k_drain_limit = 64 * 1024;
 constexpr size_t k_copy_below = 4096;  // smaller payloads leave in one buffer with their head
 constexpr size_t k_mask_chunk = 64 * 1024;
 constexpr size_t k_coalesce_max = 64 * 1024;  // output held back by coalesce_sends
+constexpr size_t k_direct_read = 256 * 1024;  // a large payload's step, read past the buffer
+constexpr size_t k_keep_capacity = 1 << 20;   // a larger assembly buffer is not kept
 
 duration min_d(duration a, duration b) noexcept { return a < b ? a : b; }
 
@@ -253,10 +255,12 @@ result<size_t> take_payload(state& st, uint64_t left, step_timeouts& t) {
         st.partial.append(reinterpret_cast<const char*>(st.rbuf.get() + st.rstart), k);
         st.rstart += k;
     } else if (left >= st.rcap / 2) {
-        // A large payload is read straight into the message.
+        // A large payload is read straight into the message, in steps, so that memory grows
+        // with what arrives rather than with what a frame head claims.
         if (!st.sbuf.empty()) GLUON_TRY(flush_out(st, t.next()));
-        st.partial.resize(old + left);
-        auto n = st.s->read_some(st.partial.data() + old, left, t.next());
+        const size_t want = left < k_direct_read ? static_cast<size_t>(left) : k_direct_read;
+        st.partial.resize(old + want);
+        auto n = st.s->read_some(st.partial.data() + old, want, t.next());
         if (!n || *n == 0) {
             st.partial.resize(old);
             if (n && *n == 0) {
@@ -345,6 +349,7 @@ result<void> websocket::recv(message& m, duration timeout) {
         m.type = st.msg_op == op_text ? kind::text : kind::binary;
         m.data.swap(st.partial);
         st.partial.clear();  // keeps the capacity m had, for the next message
+        if (st.partial.capacity() > k_keep_capacity) std::string().swap(st.partial);
         return {};
     }
 }
