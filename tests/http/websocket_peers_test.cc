@@ -197,5 +197,30 @@ TEST_P(websocket_peers_test, gluon_client_over_tls) {
     EXPECT_TRUE(c->close(close_code::normal, {}, 5s));
 }
 
+TEST_P(websocket_peers_test, gluon_server_and_client_over_tls) {
+    auto sctx = net::tls_testing::server_ctx();
+    server_options so;
+    so.wrap = net::tls::server_wrap(sctx, 5s);
+    auto s = server::start(net::address::ipv4_loopback(0), [](request& req, response& res) {
+        auto w = websocket::accept(req, res);
+        if (!w) return;
+        websocket::message m;
+        while (w->recv(m))
+            if (!w->send_text("tls:" + m.data, 5s)) return;
+    }, so);
+    ASSERT_TRUE(s);
+    auto cctx = net::tls_testing::client_ctx();
+    websocket_options o;
+    o.tls = &cctx;
+    auto c = websocket::connect("wss://localhost:" + std::to_string((*s)->local_address().port()) + "/", o);
+    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_TRUE(c->send_text("hello", 5s));
+    auto m = c->recv(5s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->data, "tls:hello");
+    EXPECT_TRUE(c->close(close_code::normal, {}, 5s));
+    EXPECT_EQ(c->close_status(), close_code::normal);
+}
+
 }  // namespace
 }  // namespace gluon::http
