@@ -44,7 +44,8 @@ void echo(http::request& req, http::response& res) {
 result<std::unique_ptr<http::server>> start(uint16_t port) {
     static http::router routes;  // outlives the server
     routes.get("/echo", echo);
-    return http::server::start(net::address::ipv4_loopback(port), routes.as_handler());
+    http::server_options so;
+    return http::server::start(net::address::ipv4_loopback(port), routes.as_handler(), so);
 }
 
 result<std::string> ask(const std::string& url, const std::string& text) {
