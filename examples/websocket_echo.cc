@@ -1,7 +1,8 @@
 // A WebSocket echo server and client on gluon. The server upgrades one route of an ordinary
 // HTTP server; each connection is a fiber running a plain receive-and-send loop.
 //
-//   websocket_echo [--port N]           serve ws://127.0.0.1:N/echo (N = 0 picks a free port)
+//   websocket_echo [--port N]           serve ws://127.0.0.1:N/echo (N = 0 picks a free port),
+//                                       and gluon's counters at http://127.0.0.1:N/metrics
 //   websocket_echo --connect URL TEXT   send TEXT to a WebSocket echo server, print the answer
 //   websocket_echo --self-test          both in one process: serve, connect, check the echo
 //
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "gluon/http/metrics.h"
 #include "gluon/http/router.h"
 #include "gluon/http/websocket.h"
 #include "gluon/runtime/signals.h"
@@ -44,6 +46,7 @@ void echo(http::request& req, http::response& res) {
 result<std::unique_ptr<http::server>> start(uint16_t port) {
     static http::router routes;  // outlives the server
     routes.get("/echo", echo);
+    routes.get("/metrics", http::metrics_handler());  // Prometheus text format
     http::server_options so;
     return http::server::start(net::address::ipv4_loopback(port), routes.as_handler(), so);
 }
