@@ -116,7 +116,12 @@ public:
             auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
             ready = ::poll(&p, 1, timeout == forever ? -1 : static_cast<int>(ms)) == 1;
         }
-        ::close(pfd);
+        // On a vCPU the engine may keep state for the fd (epoll registers it): close it through
+        // the runtime, or a later fd with the same number inherits a stale registration.
+        if (is_vcpu())
+            (void)fd::close(pfd);
+        else
+            ::close(pfd);
         if (!ready || running()) return -1;
         return status_;
     }
