@@ -1,5 +1,6 @@
 """WebSocket echo for bench/run http: gluon's examples/websocket_echo against Go
-(gorilla/websocket) and Tokio (tokio-tungstenite) echo servers (bench/peers/go-ws, tokio-ws).
+(gorilla/websocket) and Tokio (tokio-tungstenite) echo servers (bench/peers/go-ws, tokio-ws),
+and the floor `limit`: bench/peers/ws-c, a runtime-free epoll C echo with no checks at all.
 
 Server pinned to CPU 0, the load generator (bench/http/ws_load.cc, a gluon client, the same for
 every server) on CPU 1: 100 connections, 512-byte binary messages, each connection either one
@@ -41,6 +42,9 @@ def run(args, res, build, log, build_peer):
         binary = build_peer(peer)
         if binary:
             impls[peer] = ([binary], {})
+    floor = build_peer("ws-c")
+    if floor:
+        impls["limit"] = ([floor], {})  # not a peer in the ratio column
     workloads = dict(WORKLOADS)
     if quick:
         workloads = {"ws-echo-512": 1}
@@ -68,5 +72,5 @@ def run(args, res, build, log, build_peer):
                 res.add(wname, name, "msg_per_s", r["msg_per_s"], "higher")
     names = list(impls)
     return "\n".join([f"WebSocket echo, {SIZE} B messages, {CONNS} connections: messages per server CPU-second "
-                      "(ratio: gluon / the best peer):", res.table("msg_per_cpu_s", names), "",
+                      "(ratio: gluon / the best peer; limit: the plain-C floor):", res.table("msg_per_cpu_s", names), "",
                       "messages per second:", res.table("msg_per_s", names)])
