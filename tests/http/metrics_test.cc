@@ -34,10 +34,10 @@ const std::string& python_with_prometheus() {
     return found;
 }
 
-class metrics_test : public test::engine_test {};
-GLUON_ENGINE_TEST_SUITE(metrics_test);
+class http_metrics_test : public test::engine_test {};
+GLUON_ENGINE_TEST_SUITE(http_metrics_test);
 
-TEST_P(metrics_test, runtime_counters_move) {
+TEST_P(http_metrics_test, runtime_counters_move) {
     auto before = vcpu_statistics();
     ASSERT_FALSE(before.empty());
     int me = current_vcpu_index();
@@ -59,7 +59,7 @@ TEST_P(metrics_test, runtime_counters_move) {
     }
 }
 
-TEST_P(metrics_test, prometheus_text_parses_with_an_independent_parser) {
+TEST_P(http_metrics_test, prometheus_text_parses_with_an_independent_parser) {
     GLUON_REQUIRE_PEER(!python_with_prometheus().empty(), "no python3 with prometheus_client (python3-prometheus-client)");
     router routes;
     routes.get("/hello", [](request&, response& res) { res.body("hi"); });

@@ -49,7 +49,7 @@ std::string temp_path(const char* stem) {
     return ::testing::TempDir() + stem + std::to_string(::getpid());
 }
 
-class websocket_peers_test : public ws_fixture {
+class http_websocket_peers_test : public ws_fixture {
 protected:
     /// Starts the Python server on a listening socket made here (so it is ready before the
     /// child runs: no port race, no waiting); returns its port.
@@ -80,9 +80,9 @@ protected:
     std::unique_ptr<test::child> peer_;
     std::string out_;
 };
-GLUON_ENGINE_TEST_SUITE(websocket_peers_test);
+GLUON_ENGINE_TEST_SUITE(http_websocket_peers_test);
 
-TEST_P(websocket_peers_test, python_client_against_gluon_server) {
+TEST_P(http_websocket_peers_test, python_client_against_gluon_server) {
     GLUON_REQUIRE_PEER(!python().empty(), "no python3 with the websockets module (python3-websockets)");
     // The gluon server closes "/close-me" connections at once with 4000 "gluon-bye".
     auto s = server::start(net::address::ipv4_loopback(0), [this](request& req, response& res) {
@@ -117,7 +117,7 @@ TEST_P(websocket_peers_test, python_client_against_gluon_server) {
     EXPECT_EQ(bad.err, EILSEQ);
 }
 
-TEST_P(websocket_peers_test, gluon_client_against_python_server) {
+TEST_P(http_websocket_peers_test, gluon_client_against_python_server) {
     GLUON_REQUIRE_PEER(!python().empty(), "no python3 with the websockets module (python3-websockets)");
     std::string base = "ws://127.0.0.1:" + std::to_string(start_python_server());
     websocket_options o;
@@ -181,7 +181,7 @@ TEST_P(websocket_peers_test, gluon_client_against_python_server) {
     EXPECT_EQ(m->data, "badutf8 close 1007");
 }
 
-TEST_P(websocket_peers_test, gluon_client_over_tls) {
+TEST_P(http_websocket_peers_test, gluon_client_over_tls) {
     GLUON_REQUIRE_PEER(!python().empty(), "no python3 with the websockets module (python3-websockets)");
     uint16_t port = start_python_server(true);
     auto ctx = net::tls_testing::client_ctx();
@@ -197,7 +197,7 @@ TEST_P(websocket_peers_test, gluon_client_over_tls) {
     EXPECT_TRUE(c->close(close_code::normal, {}, 5s));
 }
 
-TEST_P(websocket_peers_test, gluon_server_and_client_over_tls) {
+TEST_P(http_websocket_peers_test, gluon_server_and_client_over_tls) {
     auto sctx = net::tls_testing::server_ctx();
     server_options so;
     so.wrap = net::tls::server_wrap(sctx, 5s);

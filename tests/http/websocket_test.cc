@@ -24,7 +24,7 @@ using namespace ws_testing;
 
 // ---- codec ------------------------------------------------------------------------------------
 
-TEST(websocket_codec, heads_round_trip) {
+TEST(http_websocket_codec, heads_round_trip) {
     for (uint64_t len : {0ull, 1ull, 125ull, 126ull, 65535ull, 65536ull, 1ull << 40}) {
         for (bool masked : {false, true}) {
             uint8_t buf[ws::k_max_head];
@@ -45,7 +45,7 @@ TEST(websocket_codec, heads_round_trip) {
     }
 }
 
-TEST(websocket_codec, invalid_heads_are_protocol_errors) {
+TEST(http_websocket_codec, invalid_heads_are_protocol_errors) {
     struct bad_case {
         std::vector<uint8_t> bytes;
         bool from_client;
@@ -69,7 +69,7 @@ TEST(websocket_codec, invalid_heads_are_protocol_errors) {
     }
 }
 
-TEST(websocket_codec, masking_in_pieces_equals_masking_whole) {
+TEST(http_websocket_codec, masking_in_pieces_equals_masking_whole) {
     std::string data(1000, '\0');
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
     auto* src = reinterpret_cast<const uint8_t*>(data.data());
@@ -85,7 +85,7 @@ TEST(websocket_codec, masking_in_pieces_equals_masking_whole) {
     EXPECT_EQ(std::string(whole.begin(), whole.end()), data);
 }
 
-TEST(websocket_codec, utf8_validation) {
+TEST(http_websocket_codec, utf8_validation) {
     auto valid = [](std::string_view s) {
         ws::utf8_validator v;
         return v.feed(reinterpret_cast<const uint8_t*>(s.data()), s.size()) && v.complete();
@@ -108,7 +108,7 @@ TEST(websocket_codec, utf8_validation) {
     EXPECT_FALSE(v.feed(reinterpret_cast<const uint8_t*>("\xce\xba\xe1\xbd\xb9\xf4\x90"), 7));
 }
 
-TEST(websocket_codec, accept_value_of_the_rfc_example) {
+TEST(http_websocket_codec, accept_value_of_the_rfc_example) {
     EXPECT_EQ(ws::accept_value("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     EXPECT_EQ(ws::base64_decoded_length("dGhlIHNhbXBsZSBub25jZQ=="), 16);
     EXPECT_EQ(ws::base64_decoded_length("dGhlIHNhbXBsZSBub25jZQ"), -1);
@@ -119,10 +119,10 @@ TEST(websocket_codec, accept_value_of_the_rfc_example) {
 
 // ---- gluon server and client ------------------------------------------------------------------
 
-class websocket_test : public ws_fixture {};
-GLUON_ENGINE_TEST_SUITE(websocket_test);
+class http_websocket_test : public ws_fixture {};
+GLUON_ENGINE_TEST_SUITE(http_websocket_test);
 
-TEST_P(websocket_test, echo_text_binary_and_large_messages) {
+TEST_P(http_websocket_test, echo_text_binary_and_large_messages) {
     start_echo();
     auto c = websocket::connect(url("/echo"));
     ASSERT_TRUE(c) << c.error().message();
@@ -150,7 +150,7 @@ TEST_P(websocket_test, echo_text_binary_and_large_messages) {
     EXPECT_EQ(c->close_status(), close_code::normal);  // the server echoed it
 }
 
-TEST_P(websocket_test, fragments_and_pings_between_them) {
+TEST_P(http_websocket_test, fragments_and_pings_between_them) {
     start_echo();
     auto c = websocket::connect(url("/echo"));
     ASSERT_TRUE(c);
@@ -164,7 +164,7 @@ TEST_P(websocket_test, fragments_and_pings_between_them) {
     EXPECT_EQ(m->data, "Hello \xe2\x82\xac");
 }
 
-TEST_P(websocket_test, server_initiated_close_and_subprotocol) {
+TEST_P(http_websocket_test, server_initiated_close_and_subprotocol) {
     websocket_options so;
     so.subprotocols = {"chat.v2", "chat.v1"};
     start_echo(so);
@@ -183,7 +183,7 @@ TEST_P(websocket_test, server_initiated_close_and_subprotocol) {
     EXPECT_EQ(server_result().err, 0);  // the server's close() completed
 }
 
-TEST_P(websocket_test, recv_timeout_keeps_the_connection) {
+TEST_P(http_websocket_test, recv_timeout_keeps_the_connection) {
     start_echo();
     auto c = websocket::connect(url("/echo"));
     ASSERT_TRUE(c);
@@ -196,7 +196,7 @@ TEST_P(websocket_test, recv_timeout_keeps_the_connection) {
     EXPECT_EQ(m->data, "still here");
 }
 
-TEST_P(websocket_test, refused_upgrades) {
+TEST_P(http_websocket_test, refused_upgrades) {
     start_echo();
     auto s = raw_connect();
     std::string buf;
@@ -209,7 +209,7 @@ TEST_P(websocket_test, refused_upgrades) {
     EXPECT_EQ(websocket::connect("http://127.0.0.1:1/").error(), std::errc::invalid_argument);
 }
 
-TEST_P(websocket_test, coalesced_answers_to_a_burst_all_arrive) {
+TEST_P(http_websocket_test, coalesced_answers_to_a_burst_all_arrive) {
     websocket_options o;
     o.coalesce_sends = true;
     start_echo(o);
@@ -229,7 +229,7 @@ TEST_P(websocket_test, coalesced_answers_to_a_burst_all_arrive) {
 
 // ---- hostile clients --------------------------------------------------------------------------
 
-TEST_P(websocket_test, unmasked_client_frame_is_a_protocol_error) {
+TEST_P(http_websocket_test, unmasked_client_frame_is_a_protocol_error) {
     start_echo();
     auto s = raw_upgrade();
     ASSERT_TRUE(s.write_all("\x81\x02hi", 4, 5s));
@@ -237,7 +237,7 @@ TEST_P(websocket_test, unmasked_client_frame_is_a_protocol_error) {
     EXPECT_EQ(server_result().err, EPROTO);
 }
 
-TEST_P(websocket_test, reserved_bits_and_opcodes_are_protocol_errors) {
+TEST_P(http_websocket_test, reserved_bits_and_opcodes_are_protocol_errors) {
     start_echo();
     for (std::string first : {"\xc1", "\x83", "\x0b", "\x09", "\x80"}) {  // RSV1, opcodes 3, 11, bad ping, stray continuation
         auto s = raw_upgrade();
@@ -248,7 +248,7 @@ TEST_P(websocket_test, reserved_bits_and_opcodes_are_protocol_errors) {
     }
 }
 
-TEST_P(websocket_test, oversize_message_is_1009) {
+TEST_P(http_websocket_test, oversize_message_is_1009) {
     websocket_options o;
     o.max_message_bytes = 1000;
     start_echo(o);
@@ -260,7 +260,7 @@ TEST_P(websocket_test, oversize_message_is_1009) {
     EXPECT_EQ(server_result().err, EMSGSIZE);
 }
 
-TEST_P(websocket_test, invalid_utf8_is_1007_even_across_fragments) {
+TEST_P(http_websocket_test, invalid_utf8_is_1007_even_across_fragments) {
     start_echo();
     auto s = raw_upgrade();
     std::string f = masked_frame(0x01, "ok \xe2\x82") + masked_frame(0x80, "(");
@@ -273,7 +273,7 @@ TEST_P(websocket_test, invalid_utf8_is_1007_even_across_fragments) {
     EXPECT_EQ(read_close_code(s2), 1007);
 }
 
-TEST_P(websocket_test, close_without_status_is_1005) {
+TEST_P(http_websocket_test, close_without_status_is_1005) {
     start_echo();
     auto s = raw_upgrade();
     std::string f = masked_frame(0x88, "");
@@ -288,7 +288,7 @@ TEST_P(websocket_test, close_without_status_is_1005) {
     EXPECT_EQ(read_close_code(s2), 1002);
 }
 
-TEST_P(websocket_test, flood_of_empty_fragments_is_bounded) {
+TEST_P(http_websocket_test, flood_of_empty_fragments_is_bounded) {
     start_echo();
     auto s = raw_upgrade();
     std::string f = masked_frame(0x01, "");
@@ -299,7 +299,7 @@ TEST_P(websocket_test, flood_of_empty_fragments_is_bounded) {
     EXPECT_EQ(server_result().err, EPROTO);
 }
 
-TEST_P(websocket_test, ping_flood_gets_pongs_and_service_continues) {
+TEST_P(http_websocket_test, ping_flood_gets_pongs_and_service_continues) {
     start_echo();
     auto s = raw_upgrade();
     std::string f;
