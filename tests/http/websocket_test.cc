@@ -196,6 +196,26 @@ TEST_P(http_websocket_test, recv_timeout_keeps_the_connection) {
     EXPECT_EQ(m->data, "still here");
 }
 
+TEST_P(http_websocket_test, over_a_stream_whose_handshake_was_made_elsewhere) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    // The first frame is already "read" past the handshake: a masked "hi" from the client.
+    auto srv = websocket::over(pair->first, true, masked_frame(0x81, "hi"));
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(srv && cli);
+    auto m = srv->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "hi");
+    ASSERT_TRUE(cli->send_binary("from client", 5s));
+    m = srv->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "from client");
+    ASSERT_TRUE(srv->send_text("from server", 5s));
+    m = cli->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "from server");
+}
+
 TEST_P(http_websocket_test, refused_upgrades) {
     start_echo();
     auto s = raw_connect();
