@@ -2,7 +2,7 @@
 // client opens ws:// and wss:// URLs with websocket::connect. The API is blocking and
 // sequential: recv() returns whole messages (fragments are joined, text is checked to be UTF-8
 // across fragments, pings are answered); send_text/send_binary send one message each; close()
-// runs the closing handshake. One fiber may recv while another sends.
+// runs the closing handshake. One fiber may recv while another (on the same vCPU) sends.
 //
 // A peer that breaks the protocol gets a close frame with the RFC's code and the connection is
 // failed: 1002 for framing errors (an unmasked frame from a client or a masked one from a
