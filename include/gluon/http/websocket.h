@@ -94,9 +94,9 @@ public:
     /// (connect_timeout), EPROTO (the server did not answer 101 with a valid handshake),
     /// ENODATA (it closed first), ECANCELED.
     static result<websocket> connect(std::string_view url, const websocket_options& opts = {});
-    /// Runs the server side over a stream whose upgrade was handled elsewhere (`buffered`: bytes
-    /// already read past the handshake). The stream must outlive the websocket. Errors: none
-    /// (it only allocates).
+    /// Runs one side (server_side: frames in must be masked) over a stream whose upgrade was
+    /// handled elsewhere (`buffered`: bytes already read past the handshake). The stream must
+    /// outlive the websocket. Errors: none (it only allocates).
     static result<websocket> over(net::byte_stream& s, bool server_side, std::string_view buffered = {},
                                   const websocket_options& opts = {});
 
