@@ -1,7 +1,8 @@
 // A WebSocket load generator built on gluon's client: N connections, each a fiber sending
 // --depth binary messages of --size bytes and then reading their echoes (depth 1: ping-pong;
-// more: pipelined), for a duration after a warm-up. Every echo is checked byte for byte. With --cpu-pid it reads the
-// server's CPU time over the measured window and reports messages per server CPU-second.
+// more: pipelined), for a duration after a warm-up. Every echo is checked byte for byte. With
+// --cpu-pid it reads the server's CPU time over the measured window and reports messages per
+// server CPU-second.
 //
 //   ws_load --url ws://HOST:PORT/PATH [--conns 100] [--size 512] [--depth 1] [--duration 5]
 //           [--warmup 1] [--cpu-pid PID] [--json]

@@ -11,7 +11,9 @@ namespace gluon {
 struct relaxed_counter {
     std::atomic<uint64_t> v{0};
     /// Only the owning thread adds (two writers would lose counts).
-    void add(uint64_t d) noexcept { v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_relaxed); }
+    void add(uint64_t d) noexcept {
+        v.store(v.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+    }
     void set(uint64_t x) noexcept { v.store(x, std::memory_order_relaxed); }
     uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };

@@ -88,7 +88,8 @@ public:
     /// connection). Errors: EPROTO if req is not a valid upgrade (res then holds the answer: 400,
     /// or 426 with the version spoken; return from the handler to send it); the stream's write
     /// errors.
-    static result<websocket> accept(request& req, response& res, const websocket_options& opts = {});
+    static result<websocket> accept(request& req, response& res,
+                                    const websocket_options& opts = {});
     /// Connects to a ws:// or wss:// URL and runs the opening handshake. Errors: EINVAL (a
     /// malformed URL or another scheme), resolution and connect errors, TLS errors, ETIMEDOUT
     /// (connect_timeout), EPROTO (the server did not answer 101 with a valid handshake),
@@ -97,8 +98,8 @@ public:
     /// Runs one side (server_side: frames in must be masked) over a stream whose upgrade was
     /// handled elsewhere (`buffered`: bytes already read past the handshake). The stream must
     /// outlive the websocket. Errors: none (it only allocates).
-    static result<websocket> over(net::byte_stream& s, bool server_side, std::string_view buffered = {},
-                                  const websocket_options& opts = {});
+    static result<websocket> over(net::byte_stream& s, bool server_side,
+                                  std::string_view buffered = {}, const websocket_options& opts = {});
 
     websocket(websocket&&) noexcept;
     websocket& operator=(websocket&&) noexcept;

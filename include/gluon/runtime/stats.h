@@ -13,7 +13,7 @@ struct vcpu_stats {
     const char* engine = "";      // "io_uring" or "epoll"
     uint64_t fibers_live = 0;     // fibers on this vCPU now (its main fiber not counted)
     uint64_t fibers_created = 0;  // since the vCPU started
-    uint64_t run_queue = 0;       // ready fibers, sampled by its event loop every 20 ms (up to 1024)
+    uint64_t run_queue = 0;       // ready fibers, sampled every 20 ms (up to 1024)
     uint64_t uptime_ns = 0;       // since init()
     uint64_t busy_ns = 0;         // of uptime_ns, not blocked in the engine waiting for work
     uint64_t engine_ops = 0;      // I/O operations run through the engine (completed or failed)
