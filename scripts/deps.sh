@@ -19,6 +19,7 @@ if [ "$profile" != build ]; then pkgs+=(nghttp2-client); fi  # h2load, the HTTP/
 if [ "$profile" = test ]; then pkgs+=(openssl curl); fi  # the peers of tests/net/tls_test
 if [ "$profile" != build ]; then pkgs+=(wrk); fi  # the load generator of bench/run http
 if [ "$profile" = test ]; then pkgs+=(clang libclang-rt-14-dev); fi  # libFuzzer (scripts/fuzz.sh)
+if [ "$profile" = test ]; then pkgs+=(python3-websockets python3-prometheus-client); fi  # WebSocket peer, metrics parser
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -11,8 +11,9 @@ mkdir -p "$out"
 cxx=$(command -v clang++ || command -v clang++-14 || true)
 if [ -z "$cxx" ]; then echo "fuzz: clang++ not found (scripts/deps.sh test installs clang)" >&2; exit 1; fi
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$top/include")
-sources=("$top/src/http/parser.cc" "$top/src/http/chunked.cc")
-for target in request response chunked; do
+sources=("$top/src/http/parser.cc" "$top/src/http/chunked.cc" "$top/src/http/websocket_frame.cc"
+         "$top/src/http/websocket_utf8.cc")
+for target in request response chunked websocket; do
   bin="$out/${target}_fuzz"
   "$cxx" "${flags[@]}" "${sources[@]}" "$top/tests/http/fuzz/${target}_fuzz.cc" -o "$bin"
   scratch="$out/corpus-$target"

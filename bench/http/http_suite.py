@@ -5,7 +5,7 @@ response and does nothing else (bench/peers/http-c).
 Server pinned to CPU 0, wrk -t1 on CPU 1; alternating runs; the metric is requests per server
 CPU-second (utime+stime of the server process over the run), with requests/s and wrk's p50/p99.
 Every run is verified: no socket errors, no non-2xx answers, and at least the body's bytes per
-request read, or the suite fails.
+request read, or the suite fails. WebSocket echo is in ws_suite.py (`bench/run http --only ws`).
 """
 import json
 import os
@@ -183,6 +183,9 @@ def _clients(build, root, nginx_bin, runs, dur, res, log):
 
 
 def run(args, res, build, log, build_peer, demo=False):
+    import ws_suite  # bench/http/ws_suite.py (imports this module)
+    if getattr(args, "only", None) and args.only.startswith("ws"):
+        return ws_suite.run(args, res, build, log, build_peer)
     if not shutil.which("wrk"):
         sys.exit("bench/run: wrk is not installed (scripts/deps.sh bench)")
     quick = args.quick
@@ -308,4 +311,6 @@ def run(args, res, build, log, build_peer, demo=False):
     if not quick and not demo:
         out += ["", f"server memory per idle keep-alive connection ({IDLE_CONNS} held, KiB):",
                 res.table("kib_per_conn", [n for n in names if n != "limit"])]
+    if not demo and not getattr(args, "only", None):
+        out += ["", ws_suite.run(args, res, build, log, build_peer)]
     return "\n".join(out)

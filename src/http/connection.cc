@@ -19,6 +19,7 @@
 #include "gluon/runtime/fiber.h"
 #include "gluon/sys/mm.h"
 #include "gluon/sys/ops.h"
+#include "http_counters.h"
 
 namespace gluon::http::detail {
 
@@ -58,9 +59,13 @@ connection::connection(net::byte_stream& s, const handler& h, const server_optio
     req_.head_.headers = reinterpret_cast<header*>(block_.get());
     in_ = block_.get() + fields_bytes_;
     cap_ = block_size_ - fields_bytes_;
+    local_http_counters().connections_opened.add(1);
 }
 
-connection::~connection() { res_.reset(); }
+connection::~connection() {
+    res_.reset();
+    local_http_counters().connections_closed.add(1);
+}
 
 void connection::run() {
     if (opts_.http2) {
@@ -70,11 +75,20 @@ void connection::run() {
     for (;;) {
         got g = read_head();
         if (g == got::h2) return run_h2({in_ + start_, end_ - start_});
+        if (g == got::failed) count_response(res_.status_);  // refused with 4xx/5xx
         if (g != got::head) break;
         handle();
+        count_response(res_.status_);
         if (!keep_alive_) break;
     }
     lingering_close();
+}
+
+result<std::string_view> connection::upgrade(response&, std::string_view raw_head) {
+    GLUON_TRY(write_raw(raw_head));
+    std::string_view v(in_ + start_, end_ - start_);
+    start_ = end_;
+    return v;
 }
 
 void connection::run_h2(std::string_view preread) {

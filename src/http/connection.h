@@ -36,6 +36,7 @@ public:
     net::byte_stream& stream() noexcept override { return s_; }
     result<void> write_body(response& r, std::string_view data) override;
     result<void> finish_body(response& r, bool short_body) override;
+    result<std::string_view> upgrade(response& r, std::string_view raw_head) override;
 
 private:
     enum class got { head, closed, failed, h2 };

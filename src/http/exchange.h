@@ -21,6 +21,10 @@ public:
     /// Ends a streamed body (its head first if nothing was written), with the trailers.
     /// `short_body`: fewer bytes were written than declared.
     virtual result<void> finish_body(response& r, bool short_body) = 0;
+    /// Writes a 101 answer's head as given and hands the connection over; returns the bytes
+    /// already received after the request. Errors: the stream's; EPROTONOSUPPORT where the
+    /// protocol has no upgrade (HTTP/2).
+    virtual result<std::string_view> upgrade(response& r, std::string_view raw_head) = 0;
 
 protected:
     ~exchange() = default;

@@ -57,6 +57,13 @@ void response::header(std::string_view name, std::string_view value) {
     fields_ += "\r\n";
 }
 
+result<std::string_view> response::upgrade(std::string_view raw_head) {
+    detach();
+    head_sent_ = true;
+    status_ = 101;
+    return conn_.upgrade(*this, raw_head);
+}
+
 void response::body(std::string_view data) {
     release();
     kind_ = body_kind::copy;

@@ -18,11 +18,34 @@ struct op_cancel_ctx {
     engine::io_op* op;
 };
 
+// Monitoring: operations, their errors and the bytes they moved (runtime/stats.h).
+inline long counted(vcpu* v, const engine::io_op& op, long r) noexcept {
+    using engine::opcode;
+    vcpu_counters& c = v->counters;
+    c.ops.add(1);
+    if (r < 0) {
+        c.op_errors.add(1);
+        return r;
+    }
+    switch (op.code) {
+    case opcode::read: case opcode::readv: case opcode::recv: case opcode::recvmsg: case opcode::read_fixed:
+        c.bytes_in.add(static_cast<uint64_t>(r));
+        break;
+    case opcode::write: case opcode::writev: case opcode::send: case opcode::sendmsg: case opcode::send_zc:
+    case opcode::write_fixed:
+        c.bytes_out.add(static_cast<uint64_t>(r));
+        break;
+    default:
+        break;
+    }
+    return r;
+}
+
 // Runs op, waiting until `deadline`, or for `timeout` from when it starts to wait (a timeout
 // becomes a deadline only if the op has to wait: an op that completes at submission, as most
 // sends and a read that finds data do, reads no clock).
-long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline,
-            duration timeout = forever) noexcept {
+long run_on_uncounted(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline,
+                      duration timeout) noexcept {
     if (long r = take_interrupt()) return r;
     fiber_impl* f = running(v);
     op.user = f;
@@ -41,6 +64,12 @@ long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline
             c->eng->flush();
         },
         &ctx);
+}
+
+long run_on(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline,
+            duration timeout = forever) noexcept {
+    long r = run_on_uncounted(v, eng, op, deadline, timeout);
+    return counted(cur_vcpu(), op, r);  // the fiber's vCPU now (the same one: it parked in place)
 }
 
 vcpu* vcpu_or_misuse() noexcept {

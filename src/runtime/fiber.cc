@@ -129,6 +129,8 @@ result<fiber_impl*> fiber_create(const fiber_options& opts, size_t storage_size,
     f->invoke = invoke;
     v->all.push_back(*f);
     ++v->nfibers;
+    v->counters.fibers_created.add(1);
+    v->counters.fibers_live.add(1);
     f->state = fiber_state::ready;
     v->runq.push_back(*f);
     return f;
@@ -330,6 +332,7 @@ result<void> migrate_to(vcpu_handle target) noexcept {
                                                 offsetof(fiber_impl, migrate_node));
         nv->all.push_back(*f);
         ++nv->nfibers;
+        nv->counters.fibers_live.add(1);
         f->state = fiber_state::ready;
         nv->runq.push_back(*f);
     };

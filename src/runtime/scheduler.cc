@@ -76,6 +76,20 @@ void reap_zombies(vcpu* v) noexcept {
     }
 }
 
+namespace {
+// The run queue's length for monitoring, sampled every 20 ms where the event loop has just
+// filled it. A walk capped at 1024 fibers: counting every push and pop would tax the switch
+// path, and walking on every pass cost 20% of fiber creation with 100,000 fibers ready.
+void note_runq(vcpu* v) noexcept {
+    vcpu_counters& c = v->counters;
+    if (v->last_poll_ns < c.next_runq_sample_ns) return;
+    c.next_runq_sample_ns = v->last_poll_ns + 20'000'000;
+    uint64_t n = 0;
+    for (fiber_hot* f = v->runq.front(); f && n < 1024; f = f->run_next) ++n;
+    c.runq.set(n);
+}
+}  // namespace
+
 void poll(vcpu* v, bool may_block) noexcept {
     if (v->zombies) reap_zombies(v);
     drain_remote(v);
@@ -119,9 +133,12 @@ void poll(vcpu* v, bool may_block) noexcept {
             if (!v->remote.empty()) timeout = 0;
         }
     }
+    const int64_t wait_start = slept ? mono_now_ns() : 0;
     v->eng->wait(timeout);
     v->last_poll_ns = mono_now_ns();
+    note_runq(v);
     if (slept) {
+        v->counters.slept_ns.add(static_cast<uint64_t>(v->last_poll_ns - wait_start));
         v->sleeping.store(false, std::memory_order_relaxed);
         drain_remote(v);
         if (!v->timers.empty()) v->timers.fire_expired(mono_now_ns());

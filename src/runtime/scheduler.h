@@ -8,6 +8,7 @@
 
 #include "context.h"
 #include "gluon/common/intrusive_list.h"
+#include "gluon/common/relaxed_counter.h"
 #include "gluon/common/spinlock.h"
 #include "gluon/engine/engine.h"
 #include "gluon/runtime/waiter.h"
@@ -64,6 +65,16 @@ static_assert(std::is_trivially_destructible_v<fiber_impl>);
 
 using fiber_list = intrusive_list<fiber_impl, &fiber_impl::all_hook>;
 
+/// Monitoring counters (runtime/stats.h): written by the vCPU only, read by any thread.
+struct vcpu_counters {
+    relaxed_counter fibers_created, fibers_live;
+    relaxed_counter ops, op_errors, bytes_in, bytes_out;  // engine operations (fd.cc, run_on)
+    relaxed_counter slept_ns;  // blocked in the engine's wait with nothing to run
+    relaxed_counter runq;      // ready fibers when the event loop last looked (sampled, capped)
+    int64_t started_ns = 0;
+    int64_t next_runq_sample_ns = 0;
+};
+
 struct vcpu : vcpu_hot {
     fiber_impl main;
     // Runs the event loop when the current fiber cannot host it on its own stack (it is
@@ -91,6 +102,7 @@ struct vcpu : vcpu_hot {
     pid_t tid = 0;
     vcpu* next_registered = nullptr;
     uint64_t next_fiber_id = 0;
+    vcpu_counters counters;
     void* altstack = nullptr;
 #ifdef GLUON_ASAN
     fiber_impl* asan_from = nullptr;  // who switched last, to learn the main stack's bounds
@@ -274,6 +286,7 @@ bool biasing_available() noexcept;
 
 /// A fiber left this vCPU (ended or migrated): wake fini() when it was the last.
 inline void fiber_left(vcpu* v) noexcept {
+    v->counters.fibers_live.add(static_cast<uint64_t>(-1));
     if (--v->nfibers == 0 && v->fini_waiting) {
         v->fini_waiting = false;
         resume(&v->main, 0);

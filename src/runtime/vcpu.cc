@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "gluon/common/log.h"
 #include "gluon/common/misuse.h"
+#include "gluon/runtime/stats.h"
 #include "gluon/sys/mm.h"
 #include "gluon/sys/ops.h"
 #include "gluon/sys/proc.h"
@@ -159,6 +161,7 @@ result<void> init(const init_options& opts) {
     auto* v = new vcpu(opts.stack_cache);
     v->eng = std::move(eng);
     v->tid = static_cast<pid_t>(sys::gettid());
+    v->counters.started_ns = mono_now_ns();
     unsigned spin_us = opts.idle_spin_us;
     if (const char* env = std::getenv("GLUON_IDLE_SPIN_US")) spin_us = static_cast<unsigned>(std::atoi(env));
     v->idle_spin_ns = static_cast<int64_t>(spin_us) * 1000;
@@ -222,6 +225,32 @@ result<void> fini() {
     t_vcpu_tag = 0;
     delete v;
     return {};
+}
+
+std::vector<vcpu_stats> vcpu_statistics() {
+    std::vector<vcpu_stats> out;
+    const int64_t now = mono_now_ns();
+    // The registry lock keeps every listed vCPU alive while its counters are read.
+    std::lock_guard lk(g_registry_mu);
+    for (vcpu* v = gluon_vcpu_list; v; v = v->next_registered) {
+        const vcpu_counters& c = v->counters;
+        vcpu_stats s;
+        s.index = v->index;
+        s.engine = v->eng->name();
+        s.fibers_live = c.fibers_live.get();
+        s.fibers_created = c.fibers_created.get();
+        s.run_queue = c.runq.get();
+        s.uptime_ns = static_cast<uint64_t>(now - c.started_ns);
+        const uint64_t slept = c.slept_ns.get();
+        s.busy_ns = s.uptime_ns > slept ? s.uptime_ns - slept : 0;
+        s.engine_ops = c.ops.get();
+        s.engine_errors = c.op_errors.get();
+        s.bytes_in = c.bytes_in.get();
+        s.bytes_out = c.bytes_out.get();
+        out.push_back(s);
+    }
+    std::sort(out.begin(), out.end(), [](const vcpu_stats& a, const vcpu_stats& b) { return a.index < b.index; });
+    return out;
 }
 
 bool is_vcpu() noexcept { return cur_vcpu() != nullptr; }

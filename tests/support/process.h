@@ -111,14 +111,17 @@ public:
         bool ready;
         if (is_vcpu()) {
             ready = static_cast<bool>(fd::poll(pfd, POLLIN, timeout));
-            (void)fd::close(pfd);  // the engine forgets it: the number will be reused
-            pfd = -1;
         } else {
             pollfd p{pfd, POLLIN, 0};
             auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
             ready = ::poll(&p, 1, timeout == forever ? -1 : static_cast<int>(ms)) == 1;
         }
-        if (pfd >= 0) ::close(pfd);
+        // On a vCPU the engine may keep state for the fd (epoll registers it): close it through
+        // the runtime, or a later fd with the same number inherits a stale registration.
+        if (is_vcpu())
+            (void)fd::close(pfd);
+        else
+            ::close(pfd);
         if (!ready || running()) return -1;
         return status_;
     }

@@ -18,7 +18,7 @@ denied=(
   sendfile64 splice tee ioctl fcntl fcntl64 lseek lseek64 dup dup2 dup3 getdents64 syscall
   io_setup io_submit io_getevents io_cancel io_destroy sched_yield nanosleep clock_nanosleep
   usleep sleep sigaltstack sigprocmask pthread_sigmask getrlimit setrlimit prlimit gettid
-  sched_setaffinity pthread_setaffinity_np membarrier fopen
+  sched_setaffinity pthread_setaffinity_np membarrier fopen getrandom
 )
 pattern="^($(IFS='|'; echo "${denied[*]}"))(@.*)?\$"
 bad=0

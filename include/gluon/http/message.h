@@ -125,6 +125,11 @@ public:
     /// writes to request::stream() itself: the server writes no response and closes the
     /// connection when the handler returns.
     void detach() noexcept { detached_ = close_ = true; }
+    /// For a protocol upgrade (WebSocket): writes `raw_head`, a complete response head the caller
+    /// formatted (101 Switching Protocols), after the responses still buffered for earlier
+    /// pipelined requests, detaches the connection, and returns the bytes that arrived after
+    /// this request's head (valid until the handler returns). Errors: the stream's.
+    result<std::string_view> upgrade(std::string_view raw_head);
     bool head_sent() const noexcept { return head_sent_; }
 
 private:

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -179,6 +180,10 @@ inline long set_nonblocking(int fd) noexcept {
     return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 inline long pipe2(int fds[2], int flags) noexcept { return GLUON_SYSCALL(::pipe2(fds, flags), SYS_pipe2, fds, flags); }
+/// Random bytes from the kernel's CSPRNG (may be short for n > 256 only on signals).
+inline long getrandom(void* buf, size_t n, unsigned flags) noexcept {
+    return GLUON_SYSCALL(::getrandom(buf, n, flags), SYS_getrandom, buf, n, flags);
+}
 
 // ---- readiness ----------------------------------------------------------------------------------
 

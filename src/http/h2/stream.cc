@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../date.h"
+#include "../http_counters.h"
 #include "fields.h"
 #include "gluon/common/log.h"
 #include "gluon/sys/ops.h"
@@ -109,6 +110,7 @@ void h2_stream::serve() {
     std::string().swap(in);
     in_pos = 0;
     sess.want_write();
+    count_response(res.status_);
     if (sess.options().access_log)
         GLUON_INFO("- - - \"{} {} HTTP/2\" {} -", req.head_.method_name, req.head_.target, res.status_);
 }

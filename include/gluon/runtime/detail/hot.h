@@ -79,6 +79,7 @@ struct fiber_hot {
 class run_queue {
 public:
     bool empty() const noexcept { return head_ == nullptr; }
+    fiber_hot* front() const noexcept { return head_; }
     void push_back(fiber_hot& f) noexcept {
         f.run_next = nullptr;
         if (head_)

@@ -1,0 +1,29 @@
+// The WebSocket opening handshake's pieces (RFC 6455 4): the key and its accept value (SHA-1
+// and base64, small enough to keep here rather than reach into OpenSSL, which only net/tls may
+// use), and field token checks. Private to the http module.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gluon::http::ws {
+
+/// SHA-1 of data (FIPS 180-4), 20 bytes.
+void sha1(std::string_view data, uint8_t out[20]) noexcept;
+std::string base64_encode(const uint8_t* p, size_t n);
+/// The decoded length of a padded base64 string, or -1 if it is not one.
+int base64_decoded_length(std::string_view s) noexcept;
+
+/// Sec-WebSocket-Accept for a Sec-WebSocket-Key.
+std::string accept_value(std::string_view key);
+/// A new random Sec-WebSocket-Key (16 random bytes, base64).
+std::string new_key();
+/// True if the comma-separated field value holds `token` (case-insensitive).
+bool has_token(std::string_view value, std::string_view token) noexcept;
+
+/// Random bytes for keys and masks, from getrandom(2) in batches (per thread).
+void random_bytes(void* out, size_t n) noexcept;
+uint32_t random_mask() noexcept;
+
+}  // namespace gluon::http::ws

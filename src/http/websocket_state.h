@@ -1,0 +1,53 @@
+// A WebSocket connection's state, shared by the message loop (websocket.cc) and the opening
+// handshakes (websocket_open.cc). Private to the http module.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gluon/http/websocket.h"
+#include "gluon/net/byte_stream.h"
+#include "gluon/sync/mutex.h"
+#include "websocket_frame.h"
+#include "websocket_utf8.h"
+
+namespace gluon::http {
+
+struct websocket::state {
+    state(net::byte_stream& stream, bool server_side, const websocket_options& o);
+
+    std::unique_ptr<net::byte_stream> owned;  // a client's transport
+    net::byte_stream* s;
+    bool server;
+    websocket_options opts;
+    std::string subprotocol;
+
+    // Receive buffer: [rstart, rend) not yet decoded. Large payloads bypass it.
+    static constexpr size_t k_buffer = 8 * 1024;
+    std::unique_ptr<uint8_t[]> rbuf;
+    size_t rcap = k_buffer;
+    size_t rstart = 0, rend = 0;
+    // The data frame being read, and the message being assembled (kept across a timeout).
+    bool in_frame = false;
+    ws::frame_head cur;
+    uint64_t frame_done = 0;
+    bool in_msg = false;
+    uint8_t msg_op = 0;
+    uint32_t frames = 0;
+    std::string partial;
+    ws::utf8_validator utf8;
+
+    // Sending: one frame at a time, whoever sends it (a message, a pong from recv, a close).
+    mutex send_mu;
+    std::string sbuf;
+
+    bool close_sent = false, close_received = false, failed = false, ended = false;
+    uint16_t peer_code = 0;
+    std::string peer_reason;
+
+    /// Appends bytes already read past the handshake.
+    void preload(std::string_view bytes);
+};
+
+}  // namespace gluon::http

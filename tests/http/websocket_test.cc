@@ -1,0 +1,346 @@
+// WebSocket: the frame codec and UTF-8 validator alone, then a gluon server and client on every
+// engine, then hostile clients written byte by byte (each must get the RFC's close code).
+#include "gluon/http/websocket.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../../src/http/websocket_frame.h"
+#include "../../src/http/websocket_handshake.h"
+#include "../../src/http/websocket_utf8.h"
+#include "gluon/http/server.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync/channel.h"
+#include "http/websocket_support.h"
+#include "test_support.h"
+
+namespace gluon::http {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace ws_testing;
+
+// ---- codec ------------------------------------------------------------------------------------
+
+TEST(http_websocket_codec, heads_round_trip) {
+    for (uint64_t len : {0ull, 1ull, 125ull, 126ull, 65535ull, 65536ull, 1ull << 40}) {
+        for (bool masked : {false, true}) {
+            uint8_t buf[ws::k_max_head];
+            size_t n = ws::encode_head(buf, ws::op_binary, true, len, masked, 0x11223344);
+            ws::frame_head h;
+            for (size_t cut = 0; cut < n; ++cut)
+                EXPECT_EQ(ws::decode_head(buf, cut, masked, h).state, ws::decode_result::incomplete);
+            auto r = ws::decode_head(buf, n, masked, h);
+            ASSERT_EQ(r.state, ws::decode_result::complete);
+            EXPECT_EQ(h.length, len);
+            EXPECT_EQ(h.head_bytes, n);
+            EXPECT_TRUE(h.fin);
+            EXPECT_EQ(h.masked, masked);
+            if (masked) {
+                EXPECT_EQ(h.mask, 0x11223344u);
+            }
+        }
+    }
+}
+
+TEST(http_websocket_codec, invalid_heads_are_protocol_errors) {
+    struct bad_case {
+        std::vector<uint8_t> bytes;
+        bool from_client;
+    };
+    std::vector<bad_case> cases = {
+        {{0x81, 0x02}, true},                    // unmasked client frame
+        {{0x81, 0x82, 0, 0, 0, 0}, false},       // masked server frame
+        {{0xc1, 0x80, 0, 0, 0, 0}, true},        // RSV1
+        {{0xa1, 0x80, 0, 0, 0, 0}, true},        // RSV2
+        {{0x83, 0x80, 0, 0, 0, 0}, true},        // reserved data opcode
+        {{0x8b, 0x80, 0, 0, 0, 0}, true},        // reserved control opcode
+        {{0x09, 0x80, 0, 0, 0, 0}, true},        // fragmented ping
+        {{0x89, 0xfe, 0, 126}, true},            // ping over 125 bytes
+        {{0x82, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0}, true},  // 64-bit length, top bit set
+    };
+    for (auto& c : cases) {
+        ws::frame_head h;
+        auto r = ws::decode_head(c.bytes.data(), c.bytes.size(), c.from_client, h);
+        EXPECT_EQ(r.state, ws::decode_result::invalid) << int(c.bytes[0]) << " " << int(c.bytes[1]);
+        EXPECT_EQ(r.close_code, 1002);
+    }
+}
+
+TEST(http_websocket_codec, masking_in_pieces_equals_masking_whole) {
+    std::string data(1000, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+    auto* src = reinterpret_cast<const uint8_t*>(data.data());
+    std::vector<uint8_t> whole(data.size()), pieces(data.size());
+    ws::mask_copy(whole.data(), src, data.size(), 0xdeadbeef, 0);
+    for (size_t off = 0; off < data.size();) {
+        size_t k = std::min<size_t>(data.size() - off, 1 + off % 13);
+        ws::mask_copy(pieces.data() + off, src + off, k, 0xdeadbeef, off);
+        off += k;
+    }
+    EXPECT_EQ(whole, pieces);
+    ws::mask_copy(whole.data(), whole.data(), whole.size(), 0xdeadbeef, 0);
+    EXPECT_EQ(std::string(whole.begin(), whole.end()), data);
+}
+
+TEST(http_websocket_codec, utf8_validation) {
+    auto valid = [](std::string_view s) {
+        ws::utf8_validator v;
+        return v.feed(reinterpret_cast<const uint8_t*>(s.data()), s.size()) && v.complete();
+    };
+    EXPECT_TRUE(valid("plain ascii text, long enough for the 8-byte path"));
+    EXPECT_TRUE(valid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf\xed\x9f\xbf"));
+    for (std::string_view bad : {"\xc3\x28", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                 "\xf5\x80\x80\x80", "\x80", "\xfe", "\xe2\x82"})
+        EXPECT_FALSE(valid(bad)) << testing::PrintToString(bad);
+    // Across fragments: a character split anywhere is still one character.
+    std::string euro = "\xe2\x82\xac";
+    for (size_t cut = 0; cut <= euro.size(); ++cut) {
+        ws::utf8_validator v;
+        auto* p = reinterpret_cast<const uint8_t*>(euro.data());
+        EXPECT_TRUE(v.feed(p, cut));
+        EXPECT_TRUE(v.feed(p + cut, euro.size() - cut));
+        EXPECT_TRUE(v.complete());
+    }
+    ws::utf8_validator v;  // fails at the first bad byte, before the message ends
+    EXPECT_FALSE(v.feed(reinterpret_cast<const uint8_t*>("\xce\xba\xe1\xbd\xb9\xf4\x90"), 7));
+}
+
+TEST(http_websocket_codec, accept_value_of_the_rfc_example) {
+    EXPECT_EQ(ws::accept_value("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    EXPECT_EQ(ws::base64_decoded_length("dGhlIHNhbXBsZSBub25jZQ=="), 16);
+    EXPECT_EQ(ws::base64_decoded_length("dGhlIHNhbXBsZSBub25jZQ"), -1);
+    EXPECT_EQ(ws::base64_decoded_length(ws::new_key()), 16);
+    EXPECT_TRUE(ws::has_token("keep-alive, Upgrade", "upgrade"));
+    EXPECT_FALSE(ws::has_token("keep-alive, upgraded", "upgrade"));
+}
+
+// ---- gluon server and client ------------------------------------------------------------------
+
+class http_websocket_test : public ws_fixture {};
+GLUON_ENGINE_TEST_SUITE(http_websocket_test);
+
+TEST_P(http_websocket_test, echo_text_binary_and_large_messages) {
+    start_echo();
+    auto c = websocket::connect(url("/echo"));
+    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_TRUE(c->send_text("hello", 5s));
+    auto m = c->recv(5s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_TRUE(m->is_text());
+    EXPECT_EQ(m->data, "hello");
+    std::string big(3 << 20, 'x');
+    for (size_t i = 0; i < big.size(); i += 4097) big[i] = static_cast<char>(i);
+    ASSERT_TRUE(c->send_binary(big, 5s));
+    m = c->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_FALSE(m->is_text());
+    EXPECT_EQ(m->data, big);
+    ASSERT_TRUE(c->send_binary("", 5s));
+    m = c->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "");
+    ASSERT_TRUE(c->close(close_code::normal, "done", 5s));
+    auto end = server_result();
+    EXPECT_EQ(end.err, ENODATA);
+    EXPECT_EQ(end.code, close_code::normal);
+    EXPECT_EQ(end.reason, "done");
+    EXPECT_EQ(c->close_status(), close_code::normal);  // the server echoed it
+}
+
+TEST_P(http_websocket_test, fragments_and_pings_between_them) {
+    start_echo();
+    auto c = websocket::connect(url("/echo"));
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->send_fragment(websocket::kind::text, "Hel", true, false, 5s));
+    ASSERT_TRUE(c->ping("between", 5s));
+    ASSERT_TRUE(c->send_fragment(websocket::kind::text, "lo \xe2\x82", false, false, 5s));
+    ASSERT_TRUE(c->send_fragment(websocket::kind::text, "\xac", false, true, 5s));
+    auto m = c->recv(5s);  // the pong is consumed on the way
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_TRUE(m->is_text());
+    EXPECT_EQ(m->data, "Hello \xe2\x82\xac");
+}
+
+TEST_P(http_websocket_test, server_initiated_close_and_subprotocol) {
+    websocket_options so;
+    so.subprotocols = {"chat.v2", "chat.v1"};
+    start_echo(so);
+    websocket_options co;
+    co.subprotocols = {"chat.v1", "chat.v2"};
+    auto c = websocket::connect(url("/echo"), co);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->subprotocol(), "chat.v2");  // the server's preference
+    ASSERT_TRUE(c->send_text("close-me", 5s));
+    auto m = c->recv(5s);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error(), std::errc::no_message_available);
+    EXPECT_EQ(c->close_status(), 4000);
+    EXPECT_EQ(c->close_reason(), "bye");
+    EXPECT_FALSE(c->is_open());
+    EXPECT_EQ(server_result().err, 0);  // the server's close() completed
+}
+
+TEST_P(http_websocket_test, recv_timeout_keeps_the_connection) {
+    start_echo();
+    auto c = websocket::connect(url("/echo"));
+    ASSERT_TRUE(c);
+    auto m = c->recv(20ms);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error(), std::errc::timed_out);
+    ASSERT_TRUE(c->send_text("still here", 5s));
+    m = c->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "still here");
+}
+
+TEST_P(http_websocket_test, over_a_stream_whose_handshake_was_made_elsewhere) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    // The first frame is already "read" past the handshake: a masked "hi" from the client.
+    auto srv = websocket::over(pair->first, true, masked_frame(0x81, "hi"));
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(srv && cli);
+    auto m = srv->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "hi");
+    ASSERT_TRUE(cli->send_binary("from client", 5s));
+    m = srv->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "from client");
+    ASSERT_TRUE(srv->send_text("from server", 5s));
+    m = cli->recv(5s);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->data, "from server");
+}
+
+TEST_P(http_websocket_test, refused_upgrades) {
+    start_echo();
+    auto s = raw_connect();
+    std::string buf;
+    auto r = raw_handshake(s, "Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", buf);
+    EXPECT_NE(r.find("426"), std::string::npos) << r;
+    EXPECT_NE(r.find("Sec-WebSocket-Version: 13"), std::string::npos) << r;
+    auto s2 = raw_connect();
+    r = raw_handshake(s2, "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: short\r\n", buf);
+    EXPECT_NE(r.find("400"), std::string::npos) << r;
+    EXPECT_EQ(websocket::connect("http://127.0.0.1:1/").error(), std::errc::invalid_argument);
+}
+
+TEST_P(http_websocket_test, coalesced_answers_to_a_burst_all_arrive) {
+    websocket_options o;
+    o.coalesce_sends = true;
+    start_echo(o);
+    auto s = raw_upgrade();
+    std::string burst = masked_frame(0x81, "one") + masked_frame(0x89, "p") + masked_frame(0x82, "two") +
+                        masked_frame(0x81, std::string(5000, 'x')) + masked_frame(0x81, "three");
+    ASSERT_TRUE(s.write_all(burst.data(), burst.size(), 5s));
+    std::string in;
+    std::vector<std::string> got;
+    while (got.size() < 5) {
+        auto f = read_frame(s, in);
+        ASSERT_TRUE(f.has_value()) << got.size();
+        got.push_back(std::to_string(f->opcode) + ":" + (f->payload.size() > 10 ? "big" : f->payload));
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"1:one", "10:p", "2:two", "1:big", "1:three"}));
+}
+
+// ---- hostile clients --------------------------------------------------------------------------
+
+TEST_P(http_websocket_test, unmasked_client_frame_is_a_protocol_error) {
+    start_echo();
+    auto s = raw_upgrade();
+    ASSERT_TRUE(s.write_all("\x81\x02hi", 4, 5s));
+    EXPECT_EQ(read_close_code(s), 1002);
+    EXPECT_EQ(server_result().err, EPROTO);
+}
+
+TEST_P(http_websocket_test, reserved_bits_and_opcodes_are_protocol_errors) {
+    start_echo();
+    for (std::string first : {"\xc1", "\x83", "\x0b", "\x09", "\x80"}) {  // RSV1, opcodes 3, 11, bad ping, stray continuation
+        auto s = raw_upgrade();
+        std::string f = masked_frame(static_cast<uint8_t>(first[0]), "x");
+        ASSERT_TRUE(s.write_all(f.data(), f.size(), 5s));
+        EXPECT_EQ(read_close_code(s), 1002) << int(static_cast<uint8_t>(first[0]));
+        EXPECT_EQ(server_result().err, EPROTO);
+    }
+}
+
+TEST_P(http_websocket_test, oversize_message_is_1009) {
+    websocket_options o;
+    o.max_message_bytes = 1000;
+    start_echo(o);
+    auto s = raw_upgrade();
+    std::string f = masked_frame(0x01, "a") + masked_frame(0x00, std::string(600, 'b')) +
+                    masked_frame(0x80, std::string(600, 'c'));  // 1201 bytes over three fragments
+    ASSERT_TRUE(s.write_all(f.data(), f.size(), 5s));
+    EXPECT_EQ(read_close_code(s), 1009);
+    EXPECT_EQ(server_result().err, EMSGSIZE);
+}
+
+TEST_P(http_websocket_test, invalid_utf8_is_1007_even_across_fragments) {
+    start_echo();
+    auto s = raw_upgrade();
+    std::string f = masked_frame(0x01, "ok \xe2\x82") + masked_frame(0x80, "(");
+    ASSERT_TRUE(s.write_all(f.data(), f.size(), 5s));
+    EXPECT_EQ(read_close_code(s), 1007);
+    EXPECT_EQ(server_result().err, EILSEQ);
+    auto s2 = raw_upgrade();  // a close reason that is not UTF-8
+    f = masked_frame(0x88, std::string("\x03\xe8\xff", 3));
+    ASSERT_TRUE(s2.write_all(f.data(), f.size(), 5s));
+    EXPECT_EQ(read_close_code(s2), 1007);
+}
+
+TEST_P(http_websocket_test, close_without_status_is_1005) {
+    start_echo();
+    auto s = raw_upgrade();
+    std::string f = masked_frame(0x88, "");
+    ASSERT_TRUE(s.write_all(f.data(), f.size(), 5s));
+    EXPECT_EQ(read_close_code(s), 0);  // answered with an empty close frame
+    auto end = server_result();
+    EXPECT_EQ(end.err, ENODATA);
+    EXPECT_EQ(end.code, close_code::no_status);
+    auto s2 = raw_upgrade();  // a close code that may not be sent
+    f = masked_frame(0x88, std::string("\x03\xed", 2));  // 1005
+    ASSERT_TRUE(s2.write_all(f.data(), f.size(), 5s));
+    EXPECT_EQ(read_close_code(s2), 1002);
+}
+
+TEST_P(http_websocket_test, flood_of_empty_fragments_is_bounded) {
+    start_echo();
+    auto s = raw_upgrade();
+    std::string f = masked_frame(0x01, "");
+    std::string empty = masked_frame(0x00, "");
+    for (int i = 0; i < 5000; ++i) f += empty;
+    ASSERT_TRUE(s.write_all(f.data(), f.size(), 5s));
+    EXPECT_EQ(read_close_code(s), 1008);
+    EXPECT_EQ(server_result().err, EPROTO);
+}
+
+TEST_P(http_websocket_test, ping_flood_gets_pongs_and_service_continues) {
+    start_echo();
+    auto s = raw_upgrade();
+    std::string f;
+    for (int i = 0; i < 2000; ++i) f += masked_frame(0x89, "p");
+    f += masked_frame(0x81, "after");
+    ASSERT_TRUE(s.write_all(f.data(), f.size(), 5s));
+    int pongs = 0;
+    std::string in;
+    for (;;) {
+        auto fr = read_frame(s, in);
+        ASSERT_TRUE(fr.has_value());
+        if (fr->opcode == 0xa) {
+            ++pongs;
+            continue;
+        }
+        EXPECT_EQ(fr->opcode, 0x1);
+        EXPECT_EQ(fr->payload, "after");
+        break;
+    }
+    EXPECT_EQ(pongs, 2000);
+}
+
+}  // namespace
+}  // namespace gluon::http
