@@ -229,7 +229,7 @@ def run(args, res, build, log, build_peer, demo=False):
         log("[http] HTTP/2 rows: not run (h2load not installed: scripts/deps.sh bench)")
         workloads = {k: v for k, v in workloads.items() if "h2" not in v[1]}
     if quick or demo:
-        keep = ("static-4k", "pipelined-16", "h2c-4k") if quick else ("static-4k", "hello-13b", "pipelined-16")
+        keep = ("static-4k", "pipelined-16", "h2c-4k") if quick else ("static-4k", "hello-13b", "pipelined-16", "h2c-4k")
         workloads = {k: v for k, v in workloads.items() if k in keep}
     # "limit": the plain-C responder, the floor (not a peer in the ratio column).
     if getattr(args, "only", None):
