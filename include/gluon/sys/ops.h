@@ -131,6 +131,10 @@ template <typename OpenHow>
 inline long openat2(int dir, const char* path, OpenHow* how) noexcept {
     return GLUON_SYSCALL(::syscall(SYS_openat2, dir, path, how, sizeof *how), SYS_openat2, dir, path, how, sizeof *how);
 }
+/// memfd_create(2): an anonymous file (shared memory passed to another process by fd).
+inline long memfd_create(const char* name, unsigned flags) noexcept {
+    return GLUON_SYSCALL(::syscall(SYS_memfd_create, name, flags), SYS_memfd_create, name, flags);
+}
 inline long fstatfs(int fd, struct statfs* out) noexcept {
     return GLUON_SYSCALL(::fstatfs(fd, out), SYS_fstatfs, fd, out);
 }
