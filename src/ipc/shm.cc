@@ -1,0 +1,116 @@
+// Shared-memory objects: memfds, /dev/shm files, mappings.
+#include "shm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "gluon/sys/mm.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::ipc {
+namespace {
+result<void> check(long r) {
+    if (r < 0) return errno_error(int(-r));
+    return {};
+}
+}  // namespace
+
+mapping& mapping::operator=(mapping&& o) noexcept {
+    if (this != &o) {
+        reset();
+        p_ = std::exchange(o.p_, nullptr);
+        n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+}
+
+void mapping::reset() noexcept {
+    if (p_) (void)sys::munmap(p_, n_);
+    p_ = nullptr;
+    n_ = 0;
+}
+
+shm_file& shm_file::operator=(shm_file&& o) noexcept {
+    if (this != &o) {
+        close();
+        fd_ = std::exchange(o.fd_, -1);
+        path_ = std::move(o.path_);
+        unlink_ = std::exchange(o.unlink_, false);
+        size_ = o.size_;
+        dev_ = o.dev_;
+        ino_ = o.ino_;
+    }
+    return *this;
+}
+
+result<void> shm_file::stat_fd() {
+    struct stat st {};
+    GLUON_TRY(check(sys::fstat(fd_, &st)));
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0) return errno_error(EINVAL);
+    size_ = size_t(st.st_size);
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+    return {};
+}
+
+result<shm_file> shm_file::create_memfd(const std::string& name, size_t size) {
+    shm_file f;
+    std::string label = "shmipc" + name;
+    long fd = sys::memfd_create(label.c_str(), MFD_CLOEXEC);
+    GLUON_TRY(check(fd));
+    f.fd_ = int(fd);
+    GLUON_TRY(check(sys::ftruncate(f.fd_, int64_t(size))));
+    GLUON_TRY(f.stat_fd());
+    return f;
+}
+
+result<shm_file> shm_file::create_file(const std::string& path, size_t size) {
+    shm_file f;
+    long fd = sys::openat(AT_FDCWD, path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    GLUON_TRY(check(fd));
+    f.fd_ = int(fd);
+    f.path_ = path;
+    f.unlink_ = true;
+    GLUON_TRY(check(sys::ftruncate(f.fd_, int64_t(size))));
+    GLUON_TRY(f.stat_fd());
+    return f;
+}
+
+result<shm_file> shm_file::open_file(const std::string& path, bool unlink_on_close) {
+    shm_file f;
+    long fd = sys::openat(AT_FDCWD, path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+    GLUON_TRY(check(fd));
+    f.fd_ = int(fd);
+    f.path_ = path;
+    f.unlink_ = unlink_on_close;
+    GLUON_TRY(f.stat_fd());
+    return f;
+}
+
+result<shm_file> shm_file::adopt(int fd) {
+    shm_file f;
+    f.fd_ = fd;
+    GLUON_TRY(f.stat_fd());
+    return f;
+}
+
+result<mapping> shm_file::map() const {
+    if (size_ == 0) return errno_error(EINVAL);
+    void* p = sys::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (sys::is_error(p)) return errno_error(int(-reinterpret_cast<long>(p)));
+    return mapping(static_cast<uint8_t*>(p), size_);
+}
+
+void shm_file::unlink() noexcept {
+    if (unlink_ && !path_.empty()) (void)sys::unlinkat(AT_FDCWD, path_.c_str(), 0);
+    unlink_ = false;
+}
+
+void shm_file::close() noexcept {
+    unlink();
+    if (fd_ >= 0) (void)sys::close(fd_);
+    fd_ = -1;
+}
+
+}  // namespace gluon::ipc
