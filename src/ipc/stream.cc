@@ -92,6 +92,7 @@ result<void> publish(stream_impl& st, const std::vector<uint32_t>& slices, size_
 }  // namespace
 
 uint32_t stream::id() const noexcept { return impl_ ? impl_->id : 0; }
+const void* stream::owner() const noexcept { return impl_ ? impl_->s.get() : nullptr; }
 
 bool stream::in_fallback() const noexcept { return impl_ && impl_->fallback.load(std::memory_order_relaxed); }
 

@@ -122,11 +122,13 @@ public:
     /// full) and gives back what was unread. Errors: ECONNRESET, ipc::errc (the session is down:
     /// the stream is closed locally anyway).
     result<void> close();
-    /// True once the stream sent or received FallbackData (then it stays on the socket, to
-    /// keep bytes in order).
+    /// True once the stream sent FallbackData (then its later messages go on the socket too, to
+    /// keep bytes in order). Receiving FallbackData does not move this side to the socket.
     bool in_fallback() const noexcept;
 
     explicit stream(std::shared_ptr<detail::stream_impl> s) noexcept : impl_(std::move(s)) {}
+    /// The session this stream belongs to (an identity, for pools).
+    const void* owner() const noexcept;
 
 private:
     std::shared_ptr<detail::stream_impl> impl_;
@@ -183,6 +185,8 @@ public:
     result<void> ack_hot_restart(uint64_t epoch);
 
     explicit session(std::shared_ptr<detail::session_impl> s) noexcept;
+    /// This session's identity, as stream::owner() gives it.
+    const void* impl_owner() const noexcept { return impl_.get(); }
 
 private:
     friend class listener;
