@@ -86,7 +86,6 @@ std::error_code session_impl::on_message(const wire::message& m) noexcept {
         msg.heap.assign(f->payload.begin(), f->payload.end());
         st->rx.push_back(std::move(msg));
         st->readable += f->payload.size();
-        st->fallback.store(true, std::memory_order_relaxed);
         st->cv.notify_all();
         return {};
     }
