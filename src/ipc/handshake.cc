@@ -38,7 +38,9 @@ result<wire::header> expect(net::stream& s, type t, deadline_t dl) {
 result<wire::share_memory_paths> read_paths(net::stream& s, const wire::header& h, deadline_t dl) {
     std::vector<uint8_t> body(h.length - wire::k_header_size);
     GLUON_TRY(s.read_exactly(body.data(), body.size(), time_left(dl)));
-    return wire::decode_paths(body);
+    wire::share_memory_paths p;
+    GLUON_TRY(wire::decode_paths(body, p));
+    return p;
 }
 
 // The queue region: two queues of the same capacity, client->server first.

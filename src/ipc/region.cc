@@ -20,7 +20,7 @@ bool valid_rel(const buffer_region::list_geometry& l, uint32_t rel) noexcept {
 }  // namespace
 
 result<buffer_region> buffer_region::format(uint8_t* base, size_t len, std::span<const slice_class> classes) {
-    if (classes.empty() || classes.size() > 0xffff || len > UINT32_MAX) return errno_error(EINVAL);
+    if (classes.empty() || classes.size() > k_max_lists || len > UINT32_MAX) return errno_error(EINVAL);
     uint32_t percent = 0, prev = 0;
     for (const slice_class& c : classes) {
         if (c.size == 0 || c.size % 4 != 0 || c.size <= prev) return errno_error(EINVAL);
@@ -53,7 +53,7 @@ result<buffer_region> buffer_region::format(uint8_t* base, size_t len, std::span
                 *r.u32(s + k_flags) = k_has_next;
             }
         }
-        r.lists_.push_back(g);
+        r.lists_[r.count_++] = g;
         r.total_slices_ += n;
         at = g.slices + n * stride;
     }
@@ -70,7 +70,7 @@ result<buffer_region> buffer_region::attach(uint8_t* base, size_t len) {
     r.len_ = len;
     size_t count = *reinterpret_cast<const uint16_t*>(base);
     uint64_t used = *r.u32(4);
-    if (count == 0 || k_region_header + used > len) return bad(errc::bad_region);
+    if (count == 0 || count > k_max_lists || k_region_header + used > len) return bad(errc::bad_region);
     uint64_t at = k_region_header;
     uint32_t prev = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -83,7 +83,7 @@ result<buffer_region> buffer_region::attach(uint8_t* base, size_t len) {
         if (cap == 0 || data_cap == 0 || data_cap % 4 != 0 || data_cap <= prev || end > len)
             return bad(errc::bad_region);
         prev = data_cap;
-        r.lists_.push_back({uint32_t(at), uint32_t(at + k_list_header), cap, data_cap, uint32_t(stride)});
+        r.lists_[r.count_++] = {uint32_t(at), uint32_t(at + k_list_header), cap, data_cap, uint32_t(stride)};
         r.total_slices_ += cap;
         at = end;
     }
@@ -91,7 +91,7 @@ result<buffer_region> buffer_region::attach(uint8_t* base, size_t len) {
 }
 
 result<uint32_t> buffer_region::pop_fit(uint32_t n) noexcept {
-    for (size_t i = 0; i < lists_.size(); ++i) {
+    for (size_t i = 0; i < count_; ++i) {
         if (lists_[i].data_cap < n) continue;
         uint32_t s = GLUON_TRY(pop(i));
         if (s != k_none) return s;
@@ -152,7 +152,7 @@ result<void> buffer_region::push(uint32_t abs) noexcept {
 }
 
 result<size_t> buffer_region::locate(uint32_t abs) const noexcept {
-    for (size_t i = 0; i < lists_.size(); ++i) {
+    for (size_t i = 0; i < count_; ++i) {
         const list_geometry& l = lists_[i];
         if (abs < l.slices) break;
         if (valid_rel(l, abs - l.slices)) return i;
@@ -166,7 +166,7 @@ int32_t buffer_region::free_count(size_t i) const noexcept {
 
 uint64_t buffer_region::free_bytes() const noexcept {
     uint64_t n = 0;
-    for (size_t i = 0; i < lists_.size(); ++i) {
+    for (size_t i = 0; i < count_; ++i) {
         int32_t f = free_count(i);
         if (f > 0) n += uint64_t(f) * lists_[i].data_cap;
     }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <array>
 #include <span>
 #include <vector>
 
@@ -39,6 +40,9 @@ public:
     static constexpr uint32_t k_has_next = 1;
     static constexpr uint32_t k_in_use = 2;
     static constexpr uint32_t k_none = UINT32_MAX;
+    /// Lists a region may have (shmipc-go's default has 3). A fixed array keeps this type
+    /// trivially copyable and destructible.
+    static constexpr size_t k_max_lists = 16;
 
     struct list_geometry {
         uint32_t header;  // absolute offset of the list header
@@ -50,7 +54,8 @@ public:
 
     buffer_region() noexcept = default;
 
-    /// Formats zero-filled memory as shmipc-go does. Errors: EINVAL (no list, sizes not
+    /// Formats zero-filled memory as shmipc-go does. Errors: EINVAL (no list or more than
+    /// k_max_lists, sizes not
     /// ascending or not multiples of 4, percents not summing to 100, a list with no slice, a
     /// region over 4 GiB).
     static result<buffer_region> format(uint8_t* base, size_t len, std::span<const slice_class> classes);
@@ -70,10 +75,10 @@ public:
 
     uint8_t* base() const noexcept { return base_; }
     size_t length() const noexcept { return len_; }
-    size_t lists() const noexcept { return lists_.size(); }
+    size_t lists() const noexcept { return count_; }
     const list_geometry& list(size_t i) const noexcept { return lists_[i]; }
     /// The largest slice's data capacity.
-    uint32_t max_slice() const noexcept { return lists_.back().data_cap; }
+    uint32_t max_slice() const noexcept { return lists_[count_ - 1].data_cap; }
     /// Free slices of list i as the shared header says (at rest: cap).
     int32_t free_count(size_t i) const noexcept;
     /// Free data bytes over all lists.
@@ -110,7 +115,8 @@ private:
     uint8_t* base_ = nullptr;
     size_t len_ = 0;
     uint32_t total_slices_ = 0;
-    std::vector<list_geometry> lists_;
+    std::array<list_geometry, k_max_lists> lists_{};
+    size_t count_ = 0;
 };
 
 }  // namespace gluon::ipc

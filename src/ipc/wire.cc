@@ -33,9 +33,8 @@ result<header> decode_header(const uint8_t* p, uint32_t max_length) noexcept {
     return h;
 }
 
-result<share_memory_paths> decode_paths(std::span<const uint8_t> body) {
+result<void> decode_paths(std::span<const uint8_t> body, share_memory_paths& out) {
     auto bad = [] { return unexpected(make_error_code(errc::bad_message)); };
-    share_memory_paths out;
     std::string* dst[2] = {&out.queue_path, &out.buffer_path};
     size_t at = 0;
     for (std::string* s : dst) {
@@ -48,7 +47,7 @@ result<share_memory_paths> decode_paths(std::span<const uint8_t> body) {
         at += n;
     }
     if (at != body.size()) return bad();
-    return out;
+    return {};
 }
 
 result<std::string> encode_paths(type t, uint8_t version, std::string_view queue_path,

@@ -71,9 +71,9 @@ struct share_memory_paths {
     std::string queue_path;
     std::string buffer_path;
 };
-/// Decodes the body (after the header). Errors: ipc::errc::bad_message (lengths that do not add
-/// up, an empty path, a NUL byte in one).
-result<share_memory_paths> decode_paths(std::span<const uint8_t> body);
+/// Decodes the body (after the header) into out. Errors: ipc::errc::bad_message (lengths that do
+/// not add up, an empty path, a NUL byte in one).
+result<void> decode_paths(std::span<const uint8_t> body, share_memory_paths& out);
 /// A whole message with the two paths. Errors: EINVAL (a path empty or longer than k_max_path).
 result<std::string> encode_paths(type t, uint8_t version, std::string_view queue_path,
                                  std::string_view buffer_path);

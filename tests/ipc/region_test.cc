@@ -179,13 +179,14 @@ TEST(ipc_wire, paths_round_trip_and_bad_lengths) {
     wire::message msg;
     ASSERT_EQ(*wire::next_message({p, m->size()}, 1 << 20, msg), m->size());
     EXPECT_EQ(*wire::next_message({p, m->size() - 1}, 1 << 20, msg), 0u);
-    auto paths = wire::decode_paths(msg.body);
-    ASSERT_TRUE(paths);
+    wire::share_memory_paths paths_v;
+    ASSERT_TRUE(wire::decode_paths(msg.body, paths_v));
+    auto* paths = &paths_v;
     EXPECT_EQ(paths->queue_path, "q");
     EXPECT_EQ(paths->buffer_path, "buffer");
     std::vector<uint8_t> body(msg.body.begin(), msg.body.end());
     body[1] = 200;  // the queue path claims more bytes than there are
-    EXPECT_EQ(wire::decode_paths(body).error(), errc::bad_message);
+    EXPECT_EQ(wire::decode_paths(body, paths_v).error(), errc::bad_message);
     EXPECT_EQ(wire::decode_fallback(std::span<const uint8_t>(body.data(), 4)).error(), errc::bad_message);
 }
 
