@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gluon/sys/ops.h"
 #include "session_impl.h"
 
 namespace gluon::ipc::detail {
@@ -15,6 +16,15 @@ constexpr auto k_space_poll = std::chrono::microseconds(200);
 
 result<void> session_impl::write_control(const uint8_t* p, size_t n, duration timeout) {
     std::lock_guard lk(write_mu);
+    // A control message is a few bytes and the socket buffer almost never full: one send(2)
+    // now, rather than an operation queued on the engine (io_uring submits queued operations
+    // only once this vCPU runs out of ready fibers, and a lingering reader keeps it busy).
+    long k = sys::send(sock.get(), p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k == long(n)) return {};
+    if (k > 0) {
+        p += k;
+        n -= size_t(k);
+    }
     auto r = sock.write_all(p, n, timeout);
     if (!r && r.error() != std::errc::timed_out && r.error() != std::errc::operation_canceled)
         fail(errno_code(ECONNRESET));
