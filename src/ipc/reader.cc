@@ -1,8 +1,10 @@
 // A session's reader fiber: control messages from the socket, and the receive queue drained on
 // each Polling message. Everything the peer wrote is checked here before anyone uses it.
+#include <algorithm>
 #include <cstring>
 
 #include "gluon/common/log.h"
+#include "gluon/sys/proc.h"
 #include "session_impl.h"
 
 namespace gluon::ipc::detail {
@@ -12,6 +14,7 @@ std::error_code code(errc e) { return make_error_code(e); }
 }  // namespace
 
 void session_impl::read_loop() noexcept {
+    linger_ns = opts.poll_linger.count() > 0 ? opts.poll_linger.count() : 0;
     std::vector<uint8_t> buf(k_read_buffer);
     size_t have = 0;
     std::error_code end;
@@ -115,11 +118,18 @@ std::error_code session_impl::drain_queue() noexcept {
             if (std::error_code err = on_element(e)) return err;
         }
         // Let the fibers just woken run (they often answer at once) while the flag still tells
-        // the peer not to send a wake-up; then linger if asked to.
+        // the peer not to send a wake-up; then linger: a peer that answers within the linger
+        // costs neither side a system call.
         this_fiber::yield();
-        if (opts.poll_linger.count() > 0 && recv_q.size() == 0) {
-            deadline_t until = deadline_after(opts.poll_linger);
-            while (recv_q.size() == 0 && mono_now_ns() < until) this_fiber::yield();
+        if (linger_ns > 0 && recv_q.size() == 0) {
+            // Each turn lets this vCPU's other fibers run; every few turns the OS may run
+            // another thread here, the peer perhaps (spinning alone would only delay its answer
+            // when both share a core).
+            deadline_t until = mono_now_ns() + linger_ns;
+            for (unsigned turn = 1; recv_q.size() == 0 && mono_now_ns() < until; ++turn) {
+                this_fiber::yield();
+                if (turn % 8 == 0) (void)sys::sched_yield();
+            }
         }
         if (recv_q.mark_not_working()) return {};
     }

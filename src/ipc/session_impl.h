@@ -98,6 +98,7 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     atomic_counters stats;
     fiber reader;
     std::atomic<bool> reader_done{false};
+    int64_t linger_ns = 0;  // how long the reader lingers (opts.poll_linger)
 
     ~session_impl();
 

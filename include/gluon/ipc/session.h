@@ -60,8 +60,10 @@ struct session_options {
     /// Both: the largest FallbackData message accepted from the peer.
     uint32_t max_fallback = 64u << 20;
     /// Both: how long the reader keeps looking at an empty queue before clearing its working
-    /// flag (while it is set, the peer sends no wake-up): trades a little CPU for latency.
-    duration poll_linger = std::chrono::microseconds(0);
+    /// flag. While the flag is set the peer sends no wake-up, so a peer that answers within the
+    /// linger costs neither side a system call; the price is up to this much CPU after each
+    /// burst of messages. 0: clear at once (as shmipc-go does, after one yield).
+    duration poll_linger = std::chrono::microseconds(20);
     /// Both: when shared memory stays full for this long, a message goes over the socket as
     /// FallbackData instead of waiting on (forever: never; the writer waits for its timeout).
     duration fallback_after = forever;
