@@ -102,6 +102,16 @@ result<void> stream::send(const void* buf, size_t n, duration timeout) {
     session_impl& s = *impl_->s;
     if (n == 0) return {};
     deadline_t dl = deadline_after(timeout);
+    // A stream is a byte stream: a large write goes as several messages of a few slices, so the
+    // reader starts on the first while the rest is being copied (as a socket streams).
+    const size_t chunk = size_t(s.region->region.max_slice()) * 2;
+    if (n > chunk && !impl_->fallback.load(std::memory_order_relaxed) &&
+        n <= region_capacity(s.region->region)) {
+        const auto* p = static_cast<const uint8_t*>(buf);
+        for (size_t done = 0; done < n; done += chunk)
+            GLUON_TRY(send(p + done, std::min(chunk, n - done), time_left(dl)));
+        return {};
+    }
     std::vector<uint32_t> slices;
     bool fallback = impl_->fallback.load(std::memory_order_relaxed) || GLUON_TRY(acquire(s, n, dl, slices));
     if (fallback) {
