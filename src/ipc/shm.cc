@@ -97,7 +97,9 @@ result<shm_file> shm_file::adopt(int fd) {
 
 result<mapping> shm_file::map() const {
     if (size_ == 0) return errno_error(EINVAL);
-    void* p = sys::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    // MAP_POPULATE: the pages are faulted in now, at connect time, not one by one under the
+    // first messages (the free lists hand slices out in order, so traffic walks the whole region).
+    void* p = sys::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
     if (sys::is_error(p)) return errno_error(int(-reinterpret_cast<long>(p)));
     return mapping(static_cast<uint8_t*>(p), size_);
 }
