@@ -51,27 +51,37 @@ template <>
 result<void> write_frame(ipc::stream& s, const uint8_t* p, size_t n) { return s.send(p, n); }
 template <>
 result<void> write_frame(net::stream& s, const uint8_t* p, size_t n) { return s.write_all(p, n); }
-result<void> read_exactly(ipc::stream& s, uint8_t* p, size_t n) { return s.recv_exactly(p, n); }
-result<void> read_exactly(net::stream& s, uint8_t* p, size_t n) { return s.read_exactly(p, n); }
+// Reads the reply and checks it against what was sent: from the read views over shared
+// memory (no copy), or copied out of the socket.
+bool reply_matches(ipc::stream& s, const uint8_t* want, size_t n, std::vector<uint8_t>&) {
+    while (n > 0) {
+        auto v = s.read_view();
+        if (!v) return false;
+        size_t k = std::min(v->size(), n);
+        if (std::memcmp(v->data(), want, k) != 0) return false;
+        s.consume(k);
+        want += k;
+        n -= k;
+    }
+    return true;
+}
+bool reply_matches(net::stream& s, const uint8_t* want, size_t n, std::vector<uint8_t>& in) {
+    return s.read_exactly(in.data(), n) && std::memcmp(in.data(), want, n) == 0;
+}
 
-// Echoes frames until the peer goes. The shm side answers from the read view: no copy in.
+// Echoes frames until the peer goes, straight from the read views into new slices: one copy.
 void echo_shm(ipc::stream st) {
-    std::vector<uint8_t> frame;
     for (;;) {
         uint32_t len;
-        if (!st.recv_exactly(&len, 4)) break;
-        frame.resize(4 + size_t(len));
-        std::memcpy(frame.data(), &len, 4);
-        size_t got = 0;
-        while (got < len) {
+        if (!st.recv_exactly(&len, 4) || !st.send(&len, 4)) break;
+        for (size_t left = len; left > 0;) {
             auto v = st.read_view();
             if (!v) return;
-            size_t k = std::min(v->size(), size_t(len) - got);
-            std::memcpy(frame.data() + 4 + got, v->data(), k);
+            size_t k = std::min(v->size(), left);
+            if (!st.send(v->data(), k)) return;
             st.consume(k);
-            got += k;
+            left -= k;
         }
-        if (!st.send(frame.data(), frame.size())) break;
     }
     (void)st.close();
 }
@@ -120,8 +130,7 @@ void ping_pong(S& s, const config& c, unsigned seed, deadline_t until, std::vect
     for (size_t i = 0; i < c.size; ++i) out[4 + i] = uint8_t(i * 31 + seed);
     for (long k = 0; c.count ? k < c.count : mono_now_ns() < until; ++k) {
         int64_t t0 = mono_now_ns();
-        if (!write_frame(s, out.data(), out.size()) || !read_exactly(s, in.data(), in.size()) ||
-            std::memcmp(in.data(), out.data(), out.size()) != 0) {
+        if (!write_frame(s, out.data(), out.size()) || !reply_matches(s, out.data(), out.size(), in)) {
             bad = true;
             return;
         }
