@@ -4,7 +4,7 @@
 //
 //   ipc_bench server --addr PATH [--uds] [--linger-us N]
 //   ipc_bench client --addr PATH [--uds] [--linger-us N] [--size N] [--streams N]
-//                    [--duration SECONDS | --count N]
+//                    [--duration SECONDS | --count N] [--verbose]
 //
 // The server prints "listening" once ready; the client prints
 // "ok rtts=N ns=TOTAL p50=NS p99=NS" after checking every reply's length and bytes.
@@ -34,6 +34,7 @@ struct config {
     double duration = 1;
     long count = 0;
     long linger_us = 30;
+    bool verbose = false;  // the client's session counters on stderr
 };
 
 ipc::session_options shm_options(const config& c) {
@@ -172,19 +173,19 @@ result<void> client(const config& c) {
     auto p = [&](double q) { return all.empty() ? 0 : all[size_t(double(all.size() - 1) * q)]; };
     std::printf("ok rtts=%zu ns=%lld p50=%lld p99=%lld\n", all.size(), (long long)total, (long long)p(0.5),
                 (long long)p(0.99));
-    if (!c.uds) {
+    if (!c.uds && c.verbose) {
         auto k = sess.counters();
         std::fprintf(stderr, "messages sent %llu received %llu; wake-ups sent %llu received %llu\n",
                      (unsigned long long)k.messages_sent, (unsigned long long)k.messages_received,
                      (unsigned long long)k.polls_sent, (unsigned long long)k.polls_received);
-        (void)sess.close();
     }
+    if (!c.uds) (void)sess.close();
     return {};
 }
 
 int usage() {
     std::fprintf(stderr, "usage: ipc_bench server|client --addr PATH [--uds] [--linger-us N] [--size N] "
-                         "[--streams N] [--duration S | --count N]\n");
+                         "[--streams N] [--duration S | --count N] [--verbose]\n");
     return 2;
 }
 
@@ -201,6 +202,7 @@ int main(int argc, char** argv) {
         std::string a = argv[i];
         bool v = i + 1 < argc;
         if (a == "--uds") c.uds = true;
+        else if (a == "--verbose") c.verbose = true;
         else if (a == "--addr" && v) c.addr = argv[++i];
         else if (a == "--size" && v) c.size = std::strtoull(argv[++i], nullptr, 10);
         else if (a == "--streams" && v) c.streams = unsigned(std::atoi(argv[++i]));
