@@ -334,13 +334,15 @@ struct gluon_server {
 };
 
 TEST_P(ipc_interop, go_client_gluon_server) {
+    // Two sessions of one Go client share its buffer region: the server maps it once (found by
+    // device and inode, whatever path was sent).
     gluon_server srv;
-    srv.start(address(), options());
-    test::child go(go_client({"-size", "64", "-count", "300", "-streams", "4"}), "/dev/null", out_);
+    srv.start(address(), options(), 2);
+    test::child go(go_client({"-size", "64", "-count", "300", "-streams", "4", "-sessions", "2"}), "/dev/null", out_);
     ASSERT_EQ(go.wait(60s), 0) << slurp(out_) << slurp(out_ + ".err");
     EXPECT_EQ(slurp(out_).rfind("ok rtts=1200", 0), 0u) << slurp(out_);
     ASSERT_TRUE(srv.f.join());
-    EXPECT_EQ(srv.streams, 4);
+    EXPECT_GE(srv.streams, 4);
     EXPECT_EQ(srv.end, std::errc::connection_reset);
     EXPECT_TRUE(srv.full_at_end) << "the client's free lists were not all back";
     EXPECT_EQ(leftover_files(name_ + "-go"), 0);
