@@ -55,6 +55,7 @@ struct stream_impl {
     condition_variable cv;
     bool remote_closed = false;
     bool local_closed = false;
+    bool write_closed = false;  // shutdown() or close(): the peer was told
     std::atomic<bool> fallback{false};
     bool announced = false;  // sent something: the peer knows the stream
     // The writer's open reservation.

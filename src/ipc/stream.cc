@@ -62,11 +62,36 @@ result<bool> acquire(session_impl& s, size_t n, deadline_t dl, std::vector<uint3
     }
 }
 
+// For writes.
 result<void> usable(const stream_impl& st) {
     std::lock_guard lk(st.s->mu);
     if (st.s->err) return unexpected(st.s->err);
-    if (st.local_closed) return errno_error(EPIPE);
+    if (st.local_closed || st.write_closed) return errno_error(EPIPE);
     return {};
+}
+
+// Tells the peer this side writes no more: a close element, or StreamClose if the queue is full.
+result<void> end_writing(stream_impl& st) {
+    session_impl& s = *st.s;
+    {
+        std::lock_guard lk(s.mu);
+        if (st.write_closed) return {};
+        st.write_closed = true;
+        if (!st.announced || s.err) return {};  // the peer never heard of it, or is gone
+    }
+    queue_view::outcome o;
+    {
+        std::lock_guard lk(s.send_mu);
+        o = s.send_q.put({st.id, 0, 1});
+    }
+    if (o == queue_view::outcome::ok) {
+        s.wake_peer();
+        return {};
+    }
+    uint8_t m[12];
+    wire::encode_header(m, 12, s.version, wire::type::stream_close);
+    wire::put_u32(m + 8, st.id);
+    return s.write_control(m, sizeof m);
 }
 
 void give_back(session_impl& s, const std::vector<uint32_t>& slices) {
@@ -279,19 +304,18 @@ size_t stream::readable() const noexcept {
     return impl_->readable;
 }
 
-result<void> stream::close() {
+result<void> stream::do_close() noexcept {
     if (!impl_) return {};
     stream_impl& st = *impl_;
     session_impl& s = *st.s;
+    auto told = end_writing(st);
     std::deque<detail::rx_message> rx;
-    bool notify;
     {
         std::lock_guard lk(s.mu);
-        if (st.local_closed) return {};
+        if (st.local_closed) return told;
         st.local_closed = true;
         rx.swap(st.rx);
         st.readable = 0;
-        notify = st.announced && !s.err;
         // The client forgets the stream now (the peer's data for it is dropped); the server keeps
         // it until the client closes it too, or data for it would open a new stream.
         if (s.client || st.remote_closed) s.streams.erase(st.id);
@@ -300,25 +324,27 @@ result<void> stream::close() {
     std::vector<uint32_t> unread;
     for (auto& m : rx)
         for (size_t i = m.index; i < m.pieces.size(); ++i) unread.push_back(m.pieces[i].abs);
-    if (!unread.empty()) give_back(s, unread);
-    if (st.reserving && st.reserved != buffer_region::k_none) give_back(s, {st.reserved});
+    if (st.reserving && st.reserved != buffer_region::k_none) unread.push_back(st.reserved);
     st.reserving = false;
     st.reserved = buffer_region::k_none;
-    if (!notify) return {};
-    // A close element; a StreamClose message when the queue is full.
-    queue_view::outcome o;
-    {
-        std::lock_guard lk(s.send_mu);
-        o = s.send_q.put({st.id, 0, 1});
-    }
-    if (o == queue_view::outcome::ok) {
-        s.wake_peer();
-        return {};
-    }
-    uint8_t m[12];
-    wire::encode_header(m, 12, s.version, wire::type::stream_close);
-    wire::put_u32(m + 8, st.id);
-    return s.write_control(m, sizeof m);
+    if (!unread.empty()) give_back(s, unread);
+    return told;
+}
+
+result<void> stream::do_shutdown(duration) {
+    if (!impl_) return errno_error(EBADF);
+    return end_writing(*impl_);
+}
+
+result<size_t> stream::do_read_some(void* buf, size_t n, duration timeout) {
+    auto r = recv_some(buf, n, timeout);
+    if (!r && r.error() == std::errc::no_message_available) return size_t{0};  // end of stream
+    return r;
+}
+
+result<size_t> stream::do_write_some(const void* buf, size_t n, duration timeout) {
+    GLUON_TRY(send(buf, n, timeout));
+    return n;
 }
 
 }  // namespace gluon::ipc

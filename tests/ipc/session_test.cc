@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gluon/ipc/listener.h"
+#include "gluon/http/server.h"
 #include "gluon/ipc/session.h"
 #include "gluon/runtime/fiber.h"
 #include "test_support.h"
@@ -289,6 +290,73 @@ TEST_P(ipc_session, many_sessions_share_nothing_and_clean_up) {
     }
     ASSERT_TRUE(srv.join());
     EXPECT_EQ(served, 3);
+}
+
+// A stream is a net::byte_stream: HTTP/1.1 served over shared memory, unchanged.
+TEST_P(ipc_session, http_over_a_stream) {
+    auto o = options(memory_mode::memfd);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        ASSERT_TRUE(s);
+        auto st = s->accept_stream(10s);
+        ASSERT_TRUE(st);
+        http::serve_connection(*st, [](http::request&, http::response& r) { r.body("hello over shm\n"); }, {});
+        (void)st->close();
+    });
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c);
+    auto st = c->open_stream();
+    net::byte_stream& bs = *st;
+    const std::string req = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ASSERT_TRUE(bs.write_all(req.data(), req.size(), 10s));
+    std::string got;
+    char buf[512];
+    for (;;) {
+        auto n = bs.read_some(buf, sizeof buf, 10s);
+        ASSERT_TRUE(n) << n.error().message();
+        if (*n == 0) break;  // the server closed the stream: end of stream
+        got.append(buf, *n);
+    }
+    EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+    EXPECT_NE(got.find("hello over shm"), std::string::npos) << got;
+    ASSERT_TRUE(bs.close());
+    ASSERT_TRUE(srv.join());
+    expect_full(*c);
+    ASSERT_TRUE(c->close());
+}
+
+// shutdown() ends this side's writing; reading goes on.
+TEST_P(ipc_session, shutdown_is_a_half_close) {
+    auto o = options(memory_mode::memfd);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        ASSERT_TRUE(s);
+        auto st = s->accept_stream(10s);
+        ASSERT_TRUE(st);
+        std::string all;
+        char b[64];
+        while (auto n = st->read_some(b, sizeof b, 10s)) {
+            if (*n == 0) break;
+            all.append(b, *n);
+        }
+        ASSERT_TRUE(st->write_all(all.data(), all.size(), 10s));  // answers after the client's end
+        (void)st->close();
+    });
+    auto c = session::connect(addr, o);
+    auto st = c->open_stream();
+    ASSERT_TRUE(st->write_all("abc", 3, 10s));
+    ASSERT_TRUE(st->shutdown(10s));
+    EXPECT_EQ(st->send("x", 1).error(), std::errc::broken_pipe);
+    char b[3];
+    ASSERT_TRUE(st->read_exactly(b, 3, 10s));
+    EXPECT_EQ(std::string(b, 3), "abc");
+    ASSERT_TRUE(srv.join());
+    ASSERT_TRUE(st->close());
+    ASSERT_TRUE(c->close());
 }
 
 }  // namespace

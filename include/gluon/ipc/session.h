@@ -22,6 +22,7 @@
 #include "gluon/common/result.h"
 #include "gluon/ipc/error.h"
 #include "gluon/net/address.h"
+#include "gluon/net/byte_stream.h"
 #include "gluon/net/socket.h"
 
 namespace gluon::ipc {
@@ -87,8 +88,10 @@ struct list_occupancy {
 
 class session;
 
-/// A stream of a session. One fiber reads a stream at a time, and one writes at a time.
-class stream {
+/// A stream of a session. One fiber reads a stream at a time, and one writes at a time. It is a
+/// net::byte_stream too (read_some, write_all, read_exactly, shutdown, close ...; ADR 0014), so
+/// protocols written against byte_stream& (HTTP) run over shared memory unchanged.
+class stream final : public net::byte_stream {
 public:
     stream() noexcept = default;
     uint32_t id() const noexcept;
@@ -120,10 +123,10 @@ public:
     /// Bytes received and not read yet.
     size_t readable() const noexcept;
 
-    /// Tells the peer this side is done (a close element, or StreamClose when the queue is
-    /// full) and gives back what was unread. Errors: ECONNRESET, ipc::errc (the session is down:
-    /// the stream is closed locally anyway).
-    result<void> close();
+    // close() (from byte_stream): tells the peer this side is done (a close element, or
+    // StreamClose when the queue is full; once) and gives back what was unread; later calls fail
+    // with EPIPE. shutdown(): tells the peer the same but goes on reading. Errors: ECONNRESET,
+    // ipc::errc (the session is down: the stream is closed locally anyway).
     /// True once the stream sent FallbackData (then its later messages go on the socket too, to
     /// keep bytes in order). Receiving FallbackData does not move this side to the socket.
     bool in_fallback() const noexcept;
@@ -133,6 +136,11 @@ public:
     const void* owner() const noexcept;
 
 private:
+    result<size_t> do_read_some(void* buf, size_t n, duration timeout) override;
+    result<size_t> do_write_some(const void* buf, size_t n, duration timeout) override;
+    result<void> do_shutdown(duration timeout) override;
+    result<void> do_close() noexcept override;
+
     std::shared_ptr<detail::stream_impl> impl_;
 };
 
