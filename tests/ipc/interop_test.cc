@@ -28,23 +28,24 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Builds the Go peer once per test process, into a directory of its own ("" without Go).
+// Builds the Go peer into the build tree ("" without Go). Each test runs in a process of its
+// own, so the build is serialised with a lock and is quick after the first (Go's build cache).
 const std::string& peer() {
     static const std::string path = [] {
-        char dir[] = "/tmp/gluon-shmipc-peer-XXXXXX";
-        if (!::mkdtemp(dir)) return std::string();
-        std::string cmd = std::string(GLUON_SHMIPC_PEER_DIR) + "/build.sh " + dir + " 2>&1";
+        const std::string out = GLUON_SHMIPC_PEER_OUT;
+        std::string cmd = "mkdir -p " + out + " && flock " + out + "/.lock " + GLUON_SHMIPC_PEER_DIR +
+                          "/build.sh " + out + " 2>&1";
         FILE* p = ::popen(cmd.c_str(), "r");
         if (!p) return std::string();
-        std::string out;
+        std::string log;
         char buf[512];
-        while (size_t n = ::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+        while (size_t n = ::fread(buf, 1, sizeof buf, p)) log.append(buf, n);
         int st = ::pclose(p);
         if (st != 0) {
-            if (WEXITSTATUS(st) != 3) ADD_FAILURE() << "building the shmipc-go peer failed:\n" << out;
+            if (WEXITSTATUS(st) != 3) ADD_FAILURE() << "building the shmipc-go peer failed:\n" << log;
             return std::string();
         }
-        return std::string(dir) + "/shmipc-peer";
+        return out + "/shmipc-peer";
     }();
     return path;
 }
