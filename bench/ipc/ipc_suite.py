@@ -50,8 +50,11 @@ def _client_cpu(cmd):
 def run(args, res, build, log, build_peer):
     gluon = os.path.join(build, "bench", "ipc_bench")
     peer = build_peer("shmipc-go")
-    tmp = tempfile.mkdtemp(prefix="gluon-ipc-bench-")
-    sock = os.path.join(tmp, "ipc.sock")
+    with tempfile.TemporaryDirectory(prefix="gluon-ipc-bench-") as tmp:
+        return _run(args, res, log, gluon, peer, os.path.join(tmp, "ipc.sock"))
+
+
+def _run(args, res, log, gluon, peer, sock):
     impls = {
         "gluon-shm": ([gluon, "server", "--addr", sock], [gluon, "client", "--addr", sock]),
         "gluon-uds": ([gluon, "server", "--uds", "--addr", sock], [gluon, "client", "--uds", "--addr", sock]),
@@ -97,10 +100,6 @@ def run(args, res, build, log, build_peer):
                 res.add(wname, name, "p50_us", v["p50"] / 1e3, "lower")
                 res.add(wname, name, "p99_us", v["p99"] / 1e3, "lower")
                 time.sleep(0.1)
-    try:
-        os.rmdir(tmp)
-    except OSError:
-        pass
     names = list(impls.keys())
     return "\n".join(["round trips per second:", res.table("ops_per_s", names), "",
                       "round trips per CPU-second (client + server):", res.table("ops_per_cpu_s", names), "",
