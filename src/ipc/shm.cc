@@ -54,13 +54,22 @@ result<void> shm_file::stat_fd() {
     return {};
 }
 
+// Sizes a new object and allocates its pages now: a tmpfs (or memfd) short of room fails here
+// with ENOSPC instead of raising SIGBUS in whichever process first touches a missing page.
+result<void> size_and_allocate(int fd, size_t size) {
+    GLUON_TRY(check(sys::ftruncate(fd, int64_t(size))));
+    return check(sys::fallocate(fd, 0, 0, int64_t(size)));
+}
+
 result<shm_file> shm_file::create_memfd(const std::string& name, size_t size) {
     shm_file f;
     std::string label = "shmipc" + name;
-    long fd = sys::memfd_create(label.c_str(), MFD_CLOEXEC);
+    long fd = sys::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
     GLUON_TRY(check(fd));
     f.fd_ = int(fd);
-    GLUON_TRY(check(sys::ftruncate(f.fd_, int64_t(size))));
+    GLUON_TRY(size_and_allocate(f.fd_, size));
+    // Its size can no longer change: a peer given the fd cannot shrink it under our mapping.
+    GLUON_TRY(check(sys::fcntl(f.fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)));
     GLUON_TRY(f.stat_fd());
     return f;
 }
@@ -72,7 +81,7 @@ result<shm_file> shm_file::create_file(const std::string& path, size_t size) {
     f.fd_ = int(fd);
     f.path_ = path;
     f.unlink_ = true;
-    GLUON_TRY(check(sys::ftruncate(f.fd_, int64_t(size))));
+    GLUON_TRY(size_and_allocate(f.fd_, size));
     GLUON_TRY(f.stat_fd());
     return f;
 }
