@@ -13,6 +13,7 @@
 #include "gluon/ipc/listener.h"
 #include "gluon/http/server.h"
 #include "gluon/ipc/session.h"
+#include "gluon/ipc/session_manager.h"
 #include "gluon/runtime/fiber.h"
 #include "test_support.h"
 
@@ -357,6 +358,42 @@ TEST_P(ipc_session, shutdown_is_a_half_close) {
     ASSERT_TRUE(srv.join());
     ASSERT_TRUE(st->close());
     ASSERT_TRUE(c->close());
+}
+
+// The session manager reuses a stream put back, and closes one that fell back to the socket.
+TEST_P(ipc_session, session_manager_pools_streams) {
+    auto o = options(memory_mode::memfd);
+    o.buffer_size = 1u << 20;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    std::atomic<bool> done{false};
+    std::vector<session> kept;
+    fiber srv = echo_server(*l, done, &kept);
+    manager_options mo;
+    mo.address = addr;
+    mo.session = o;
+    auto m = session_manager::connect(mo);
+    ASSERT_TRUE(m) << m.error().message();
+    auto a = m->get_stream();
+    ASSERT_TRUE(a);
+    round_trip(*a, 100, 1);
+    uint32_t id = a->id();
+    m->put_back(std::move(*a));
+    auto b = m->get_stream();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->id(), id);  // the same stream again
+    round_trip(*b, 3u << 20, 2);  // larger than the region: FallbackData, so not pooled
+    EXPECT_TRUE(b->in_fallback());
+    m->put_back(std::move(*b));
+    auto c = m->get_stream();
+    ASSERT_TRUE(c);
+    EXPECT_NE(c->id(), id);
+    round_trip(*c, 10, 3);
+    m->put_back(std::move(*c));
+    ASSERT_EQ(m->sessions().size(), 1u);
+    expect_full(*m->sessions()[0]);
+    ASSERT_TRUE(m->close());
+    ASSERT_TRUE(srv.join());
 }
 
 }  // namespace
