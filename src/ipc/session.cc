@@ -43,6 +43,7 @@ void session_impl::fail(std::error_code e) noexcept {
 void session_impl::shutdown_and_join() noexcept {
     {
         std::lock_guard lk(mu);
+        if (closing) return;  // closed already, or being closed by another fiber
         closing = true;
     }
     fail(make_error_code(errc::session_closed));
@@ -147,9 +148,8 @@ result<stream> session::accept_stream(duration timeout) {
 }
 
 result<void> session::close() {
-    if (!impl_) return {};
-    auto si = std::move(impl_);
-    si->shutdown_and_join();
+    // The state stays: other fibers still in a call on this session get session_closed.
+    if (impl_) impl_->shutdown_and_join();
     return {};
 }
 

@@ -118,7 +118,7 @@ void session_manager::put_back(stream s) {
     for (auto& sl : st_->slots) {
         if (!sl.s.healthy()) continue;
         // The stream's own session only: a stream of a retired session is closed.
-        if (sl.s.impl_owner() == s.owner() && !s.in_fallback() && s.readable() == 0 &&
+        if (sl.s.impl_owner() == s.owner() && s.is_open() && !s.in_fallback() && s.readable() == 0 &&
             sl.pool.size() < st_->opts.max_pooled) {
             sl.pool.push_back(std::move(s));
             return;

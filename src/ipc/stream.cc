@@ -298,6 +298,12 @@ result<void> stream::recv_exactly(void* buf, size_t n, duration timeout) {
     return {};
 }
 
+bool stream::is_open() const noexcept {
+    if (!impl_) return false;
+    std::lock_guard lk(impl_->s->mu);
+    return !impl_->s->err && !impl_->local_closed && !impl_->write_closed && !impl_->remote_closed;
+}
+
 size_t stream::readable() const noexcept {
     if (!impl_) return 0;
     std::lock_guard lk(impl_->s->mu);

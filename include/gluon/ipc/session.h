@@ -122,6 +122,8 @@ public:
     result<void> recv_exactly(void* buf, size_t n, duration timeout = forever);
     /// Bytes received and not read yet.
     size_t readable() const noexcept;
+    /// True while neither side has closed the stream and its session is up.
+    bool is_open() const noexcept;
 
     // close() (from byte_stream): tells the peer this side is done (a close element, or
     // StreamClose when the queue is full; once) and gives back what was unread; later calls fail
@@ -168,8 +170,9 @@ public:
     /// ipc::errc, EPERM (client side).
     result<stream> accept_stream(duration timeout = forever);
 
-    /// Closes the session: streams fail with ipc::errc::session_closed, slices this side held
-    /// go back, mappings and this side's files are removed. Errors: none so far (kept for the
+    /// Closes the session: streams and calls in other fibers fail with
+    /// ipc::errc::session_closed, slices this side held go back, and this side's files are
+    /// removed (the mappings go with the last stream). Errors: none so far (kept for the
     /// future); closing twice is harmless.
     result<void> close();
     /// No error so far. The error that ended the session otherwise.

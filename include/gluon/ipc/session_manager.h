@@ -34,8 +34,8 @@ public:
     /// A pooled stream, or a new one. Errors: those of session::connect (while following a hot
     /// restart), ECONNRESET or ipc::errc (every session is down), EBADF (closed).
     result<stream> get_stream();
-    /// Gives a stream back for reuse; one with unread bytes, in fallback, or whose session is
-    /// down is closed instead.
+    /// Gives a stream back for reuse; one with unread bytes, in fallback, closed by either side,
+    /// or whose session is down is closed instead.
     void put_back(stream s);
     /// Closes every session.
     result<void> close();
