@@ -85,6 +85,7 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     gluon::mutex mu;  // everything below up to send_mu
     condition_variable accept_cv;
     condition_variable space_cv;
+    std::atomic<int> space_waiters{0};  // writers in wait_space (give_back skips the lock without)
     std::deque<std::shared_ptr<stream_impl>> accepted;
     std::unordered_map<uint32_t, std::shared_ptr<stream_impl>> streams;
     std::error_code err;

@@ -96,6 +96,9 @@ result<void> end_writing(stream_impl& st) {
 
 void give_back(session_impl& s, const std::vector<uint32_t>& slices) {
     for (uint32_t x : slices) (void)s.region->region.push(x);
+    // Writers waiting for space (rare) also look again on their own every 200 us, so a wake-up
+    // missed between a writer's failed attempt and its count is only late, never lost.
+    if (s.space_waiters.load(std::memory_order_acquire) == 0) return;
     std::lock_guard lk(s.mu);
     s.space_cv.notify_all();
 }

@@ -64,7 +64,9 @@ result<void> session_impl::wait_space(deadline_t dl) {
     if (err) return unexpected(err);
     if (mono_now_ns() >= dl) return errno_error(ETIMEDOUT);
     deadline_t soon = std::min<deadline_t>(dl, deadline_after(k_space_poll));
+    space_waiters.fetch_add(1, std::memory_order_acq_rel);
     long r = space_cv.wait_interruptible(lk, soon);
+    space_waiters.fetch_sub(1, std::memory_order_acq_rel);
     if (err) return unexpected(err);
     if (r == -ECANCELED) return errno_error(ECANCELED);
     if (r == -ETIMEDOUT && soon == dl) return errno_error(ETIMEDOUT);
