@@ -15,6 +15,7 @@
 #include "gluon/ipc/session.h"
 #include "gluon/ipc/session_manager.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
 #include "test_support.h"
 
 namespace gluon::ipc {
@@ -394,6 +395,46 @@ TEST_P(ipc_session, session_manager_pools_streams) {
     expect_full(*m->sessions()[0]);
     ASSERT_TRUE(m->close());
     ASSERT_TRUE(srv.join());
+}
+
+// With fallback_after, a writer that waited that long for space sends over the socket instead.
+TEST_P(ipc_session, fallback_after_waiting_for_space) {
+    auto o = options(memory_mode::memfd);
+    o.buffer_size = 1u << 20;
+    o.slices = {{65532, 100}};
+    o.fallback_after = 20ms;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    std::vector<uint8_t> got;
+    counting_semaphore sent(0);
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        ASSERT_TRUE(s);
+        auto st = s->accept_stream(10s);
+        ASSERT_TRUE(st);
+        ASSERT_TRUE(sent.acquire(10s));  // reads nothing until the client has sent it all
+
+        uint8_t b[65536];
+        for (;;) {
+            auto n = st->recv_some(b, sizeof b, 10s);
+            if (!n) break;
+            got.insert(got.end(), b, b + *n);
+        }
+    });
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c);
+    auto st = c->open_stream();
+    auto chunk = pattern(60000, 4);
+    for (int i = 0; i < 30; ++i) ASSERT_TRUE(st->send(chunk.data(), chunk.size(), 5s)) << i;
+    EXPECT_TRUE(st->in_fallback());
+    EXPECT_GE(c->counters().fallbacks_sent, 1u);
+    ASSERT_TRUE(st->shutdown(5s));
+    sent.release();
+    ASSERT_TRUE(srv.join());
+    ASSERT_EQ(got.size(), 30u * 60000);  // every byte, in order
+    for (int i = 0; i < 30; ++i) ASSERT_EQ(std::memcmp(got.data() + i * 60000, chunk.data(), 60000), 0) << i;
+    expect_full(*c);
+    ASSERT_TRUE(c->close());
 }
 
 }  // namespace
