@@ -70,11 +70,36 @@ bool reply_matches(net::stream& s, const uint8_t* want, size_t n, std::vector<ui
     return s.read_exactly(in.data(), n) && std::memcmp(in.data(), want, n) == 0;
 }
 
-// Echoes frames until the peer goes, straight from the read views into new slices: one copy.
+// Copies len bytes from the stream's read views to out.
+bool copy_views(ipc::stream& st, uint8_t* out, size_t len) {
+    while (len > 0) {
+        auto v = st.read_view();
+        if (!v) return false;
+        size_t k = std::min(v->size(), len);
+        std::memcpy(out, v->data(), k);
+        st.consume(k);
+        out += k;
+        len -= k;
+    }
+    return true;
+}
+
+// Echoes frames until the peer goes, one copy each: a frame that fits a slice is written into a
+// reserved slice (one message, as shmipc-go's Flush sends); a larger one is sent from the read
+// views piece by piece.
 void echo_shm(ipc::stream st) {
+    constexpr size_t k_one_slice = 131052;  // the largest slice of the default region
     for (;;) {
         uint32_t len;
-        if (!st.recv_exactly(&len, 4) || !st.send(&len, 4)) break;
+        if (!st.recv_exactly(&len, 4)) break;
+        if (4 + size_t(len) <= k_one_slice) {
+            auto out = st.reserve(4 + size_t(len));
+            if (!out) break;
+            std::memcpy(out->data(), &len, 4);
+            if (!copy_views(st, out->data() + 4, len) || !st.commit(4 + size_t(len))) break;
+            continue;
+        }
+        if (!st.send(&len, 4)) break;
         for (size_t left = len; left > 0;) {
             auto v = st.read_view();
             if (!v) return;
