@@ -110,7 +110,8 @@ public:
     /// content_length() was set), each call sends its bytes. Errors: the stream's; EINVAL if
     /// the declared content length would be exceeded.
     result<void> write(std::string_view data);
-    /// Declares the length of a streamed body (before the first write).
+    /// Declares the length of a streamed body (before the first write). A response to HEAD
+    /// declares the length of the body a GET would get and writes none.
     void content_length(uint64_t n) noexcept { declared_length_ = n; }
     /// Ends a streamed body (the last chunk); called by the server if the handler did not.
     result<void> finish();
