@@ -34,6 +34,7 @@ test-dev:
 	bench/run io --quick
 	bench/run connrate --quick
 	bench/run http --quick
+	bench/run ipc --quick
 	scripts/fuzz.sh 10
 
 test-asan:
@@ -48,7 +49,7 @@ test-tsan:
 	cmake --build --preset tsan -j $(JOBS)
 	GLUON_REQUIRE_PEERS=1 ctest --preset tsan
 
-## fuzz: each libFuzzer target (HTTP request, response, chunked; WebSocket frames) for 10 minutes.
+## fuzz: each libFuzzer target (HTTP request, response, chunked; WebSocket frames; IPC control messages, region) for 10 minutes.
 fuzz:
 	@scripts/deps.sh test
 	scripts/fuzz.sh 600

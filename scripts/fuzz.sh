@@ -24,3 +24,16 @@ for target in request response chunked websocket; do
     || { tail -40 "$out/$target.log" >&2; echo "fuzz: $target FAILED (log: $out/$target.log)" >&2; exit 1; }
   grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/$target.log" | tr '\n' ' '; echo
 done
+# Shared-memory IPC: the control messages off the socket, and a buffer region the peer controls.
+ipc_sources=("$top/src/ipc/wire.cc" "$top/src/ipc/region.cc" "$top/src/ipc/error.cc")
+for target in control chain; do
+  bin="$out/ipc_${target}_fuzz"
+  "$cxx" "${flags[@]}" -I"$top/src" "${ipc_sources[@]}" "$top/tests/ipc/fuzz/${target}_fuzz.cc" -o "$bin"
+  scratch="$out/corpus-ipc-$target"
+  mkdir -p "$scratch"
+  echo "fuzz: ipc $target for ${seconds}s"
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$scratch" "$top/tests/ipc/fuzz/seeds/$target" 2>"$out/ipc_$target.log" \
+    || { tail -40 "$out/ipc_$target.log" >&2; echo "fuzz: ipc $target FAILED (log: $out/ipc_$target.log)" >&2; exit 1; }
+  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/ipc_$target.log" | tr '\n' ' '; echo
+done

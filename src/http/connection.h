@@ -37,6 +37,7 @@ public:
     result<void> write_body(response& r, std::string_view data) override;
     result<void> finish_body(response& r, bool short_body) override;
     result<std::string_view> upgrade(response& r, std::string_view raw_head) override;
+    result<void> wait_abandoned(duration) override { return errno_error(EOPNOTSUPP); }
 
 private:
     enum class got { head, closed, failed, h2 };

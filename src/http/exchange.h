@@ -25,6 +25,9 @@ public:
     /// already received after the request. Errors: the stream's; EPROTONOSUPPORT where the
     /// protocol has no upgrade (HTTP/2).
     virtual result<std::string_view> upgrade(response& r, std::string_view raw_head) = 0;
+    /// Waits until the client abandons the request. Errors: ETIMEDOUT, ECANCELED,
+    /// EOPNOTSUPP (HTTP/1.1: no way to tell without reading what may follow).
+    virtual result<void> wait_abandoned(duration timeout) = 0;
 
 protected:
     ~exchange() = default;

@@ -36,6 +36,8 @@ result<std::string_view> request::body() {
 
 net::byte_stream& request::stream() noexcept { return conn_.stream(); }
 
+result<void> request::wait_abandoned(duration timeout) { return conn_.wait_abandoned(timeout); }
+
 // response
 
 namespace {

@@ -54,6 +54,11 @@ protected:
             for (int i = 0; i < 100; ++i)
                 if (!res.write("piece " + std::to_string(i) + "\n")) return;
         });
+        r_.get("/trailers", [](request&, response& res) {
+            res.trailer("grpc-status", "0");
+            res.trailer("x-checksum", "abc123");
+            (void)res.write("body before trailers\n");
+        });
         r_.post("/sum", [](request& req, response& res) {
             uint64_t n = 0, sum = 0;
             char buf[7000];
@@ -180,6 +185,23 @@ TEST_P(h2_peers_test, h2load_many_concurrent_streams_all_succeed) {
     EXPECT_NE(out.find("status codes: 2000 2xx"), std::string::npos) << out;
     out = run({"h2load", "-n", "200", "-c", "2", "-m", "10", url("/big")});
     EXPECT_NE(out.find("200 succeeded, 0 failed, 0 errored"), std::string::npos) << out;
+}
+
+TEST_P(h2_peers_test, trailers_follow_a_streamed_body_over_http2_and_http1) {
+    GLUON_REQUIRE_PEER(have("nghttp"), "no nghttp command (Debian nghttp2-client)");
+    start();
+    std::string out = run({"nghttp", "-v", url("/trailers")});
+    size_t body = out.find("body before trailers");
+    size_t status = out.find("grpc-status: 0");
+    ASSERT_NE(body, std::string::npos) << out;
+    ASSERT_NE(status, std::string::npos) << out;
+    EXPECT_LT(body, status) << out;
+    EXPECT_NE(out.find("x-checksum: abc123"), std::string::npos) << out;
+    // Over HTTP/1.1 the same trailers follow the last chunk.
+    if (have("curl")) {
+        std::string raw = run(curl({"--http1.1", "--raw", url("/trailers")}));
+        EXPECT_NE(raw.find("\r\n0\r\ngrpc-status: 0\r\nx-checksum: abc123\r\n\r\n"), std::string::npos) << raw;
+    }
 }
 
 GLUON_ENGINE_TEST_SUITE(h2_peers_test);

@@ -1,6 +1,7 @@
 // gluon enters the kernel only through sys:: (ADR 0013): with libc's system-call wrappers
-// interposed in this executable (interpose.c), a runtime's start and stop, a fiber TCP echo
-// across two vCPUs and file reads and writes on every file engine leave their counters at zero.
+// interposed in this executable (interpose.c), a runtime's start and stop, a fiber TCP echo and
+// a shared-memory IPC echo across two vCPUs, and file reads and writes on every file engine
+// leave their counters at zero.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 
 #include "gluon/file_io/file_engine.h"
 #include "gluon/fs/local.h"
+#include "gluon/ipc/listener.h"
+#include "gluon/ipc/session.h"
 #include "gluon/net/socket.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
@@ -60,6 +63,42 @@ void tcp_echo(runtime& rt) {
         ASSERT_TRUE(writer);
         EXPECT_TRUE(c->read_exactly(in.data(), in.size(), 10s));
         EXPECT_TRUE(writer->join());
+        EXPECT_TRUE(c->close());
+    }));
+    EXPECT_EQ(in, out);
+}
+
+// A shared-memory session (both handshakes) between vCPU 0 (server) and vCPU 1 (client).
+void ipc_echo(runtime& rt, ipc::memory_mode mode) {
+    ipc::session_options o;
+    o.mode = mode;
+    o.path_prefix = "/dev/shm/gluon-one-entry-" + std::to_string(::getpid());
+    o.buffer_size = 1u << 20;
+    o.slices = {{4092, 50}, {65532, 50}};
+    auto addr = *net::address::unix_abstract(o.path_prefix.substr(9) + (mode == ipc::memory_mode::memfd ? "-3" : "-2"));
+    auto l = ipc::listener::listen(addr, o);
+    ASSERT_TRUE(l) << l.error().message();
+    ASSERT_TRUE(rt.post(0, [&l] {
+        auto s = l->accept(10s);
+        if (!s) return;
+        auto st = s->accept_stream(10s);
+        if (!st) return;
+        while (auto v = st->read_view(10s)) {
+            size_t n = v->size();
+            if (!st->send(v->data(), n)) break;
+            st->consume(n);
+        }
+    }));
+    const std::string out = pattern(200000, 5);
+    std::string in(out.size(), '\0');
+    ASSERT_TRUE(rt.run(1, [&] {
+        auto c = ipc::session::connect(addr, o);
+        ASSERT_TRUE(c) << c.error().message();
+        auto st = c->open_stream();
+        ASSERT_TRUE(st);
+        EXPECT_TRUE(st->send(out.data(), out.size(), 10s));
+        EXPECT_TRUE(st->recv_exactly(in.data(), in.size(), 10s));
+        EXPECT_TRUE(st->close());
         EXPECT_TRUE(c->close());
     }));
     EXPECT_EQ(in, out);
@@ -128,6 +167,8 @@ TEST_P(one_entry_test, gluon_never_calls_libc_wrappers) {
         auto rt = runtime::start(test::test_runtime(2, GetParam()));
         ASSERT_TRUE(rt) << rt.error().message();
         tcp_echo(**rt);
+        ipc_echo(**rt, ipc::memory_mode::memfd);
+        ipc_echo(**rt, ipc::memory_mode::dev_shm);
         for (auto k : file_engines_) {
             SCOPED_TRACE(file_io::kind_name(k));
             file_round_trip(**rt, dir_, k, data_);

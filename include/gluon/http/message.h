@@ -63,6 +63,10 @@ public:
 
     /// The connection's stream (for an upgrade, or its socket's addresses).
     net::byte_stream& stream() noexcept;
+    /// Waits until the client gives the request up (HTTP/2: it resets the stream or the
+    /// connection ends), for a handler with nothing to read that should stop when nobody waits
+    /// for its answer. Errors: ETIMEDOUT, ECANCELED (interrupted), EOPNOTSUPP (HTTP/1.1).
+    result<void> wait_abandoned(duration timeout);
 
     const request_head& head() const noexcept { return head_; }
 

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>  // renameat2, for the libc path of sanitizer builds
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -131,6 +132,10 @@ inline long fstat(int fd, struct stat* out) noexcept { return GLUON_SYSCALL(::fs
 template <typename OpenHow>
 inline long openat2(int dir, const char* path, OpenHow* how) noexcept {
     return GLUON_SYSCALL(::syscall(SYS_openat2, dir, path, how, sizeof *how), SYS_openat2, dir, path, how, sizeof *how);
+}
+/// memfd_create(2): an anonymous file (shared memory passed to another process by fd).
+inline long memfd_create(const char* name, unsigned flags) noexcept {
+    return GLUON_SYSCALL(::syscall(SYS_memfd_create, name, flags), SYS_memfd_create, name, flags);
 }
 inline long fstatfs(int fd, struct statfs* out) noexcept {
     return GLUON_SYSCALL(::fstatfs(fd, out), SYS_fstatfs, fd, out);

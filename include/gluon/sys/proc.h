@@ -32,6 +32,7 @@ inline long futex_wake(uint32_t* word, int n) noexcept {
 inline long membarrier(int cmd) noexcept {
     return GLUON_SYSCALL(::syscall(SYS_membarrier, cmd, 0, 0), SYS_membarrier, cmd, 0, 0);
 }
+inline long getpid() noexcept { return GLUON_SYSCALL(::getpid(), SYS_getpid); }
 inline long gettid() noexcept { return GLUON_SYSCALL(::syscall(SYS_gettid), SYS_gettid); }
 inline long sched_yield() noexcept { return GLUON_SYSCALL(::sched_yield(), SYS_sched_yield); }
 /// Pins the calling thread to the CPUs in *set.

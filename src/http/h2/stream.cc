@@ -233,6 +233,15 @@ void h2_stream::reuse(int32_t new_id) noexcept {
     closed = handler_done = handler_started = false;
 }
 
+result<void> h2_stream::wait_abandoned(duration timeout) {
+    step_timeouts t(timeout);
+    for (;;) {
+        int e = wait(in_ready, t.next());  // woken by body bytes too: wait again
+        if (e == ECONNRESET || e == ENODATA) return {};
+        if (e) return errno_error(e);
+    }
+}
+
 result<size_t> h2_stream::read_body(void* buf, size_t n) {
     for (;;) {
         if (in_error) return errno_error(in_error);

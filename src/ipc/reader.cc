@@ -1,0 +1,188 @@
+// A session's reader fiber: control messages from the socket, and the receive queue drained on
+// each Polling message. Everything the peer wrote is checked here before anyone uses it.
+#include <algorithm>
+#include <cstring>
+
+#include "gluon/common/log.h"
+#include "gluon/sys/proc.h"
+#include "session_impl.h"
+
+namespace gluon::ipc::detail {
+namespace {
+constexpr size_t k_read_buffer = 64 << 10;
+std::error_code code(errc e) { return make_error_code(e); }
+}  // namespace
+
+void session_impl::read_loop() noexcept {
+    linger_ns = opts.poll_linger.count() > 0 ? opts.poll_linger.count() : 0;
+    std::vector<uint8_t> buf(k_read_buffer);
+    size_t have = 0;
+    std::error_code end;
+    const uint32_t max_len = uint32_t(std::min<uint64_t>(UINT32_MAX, uint64_t(opts.max_fallback) + 16));
+    for (;;) {
+        auto r = sock.read_some(buf.data() + have, buf.size() - have);
+        if (!r || *r == 0) {
+            std::lock_guard lk(mu);
+            if (!closing) peer_gone = true;  // the peer hung up (or its socket failed) first
+            end = r ? errno_code(ECONNRESET) : r.error();
+            if (r.error() == std::errc::connection_reset) end = errno_code(ECONNRESET);
+            break;
+        }
+        have += *r;
+        size_t at = 0;
+        for (;;) {
+            wire::message m;
+            auto n = wire::next_message({buf.data() + at, have - at}, max_len, m);
+            if (!n) {
+                end = n.error();
+                goto out;
+            }
+            if (*n == 0) break;
+            if (std::error_code e = on_message(m)) {
+                end = e;
+                goto out;
+            }
+            at += *n;
+        }
+        std::memmove(buf.data(), buf.data() + at, have - at);
+        have -= at;
+        if (have >= wire::k_header_size) {  // a long FallbackData in progress: room for all of it
+            size_t need = wire::get_u32(buf.data());
+            if (need > buf.size()) buf.resize(need);
+        } else if (have == 0 && buf.size() > 4 * k_read_buffer) {
+            buf.assign(k_read_buffer, 0);
+            buf.shrink_to_fit();
+        }
+    }
+out:
+    if (end) GLUON_DEBUG("ipc: session ends: {}", end.message());
+    fail(end ? end : errno_code(ECONNRESET));
+    reader_done.store(true, std::memory_order_release);
+}
+
+std::error_code session_impl::on_message(const wire::message& m) noexcept {
+    using wire::type;
+    switch (m.head.kind) {
+    case type::polling:
+        stats.polls_received.fetch_add(1, std::memory_order_relaxed);
+        return drain_queue();
+    case type::stream_close: {
+        uint32_t id = wire::get_u32(m.body.data());
+        std::lock_guard lk(mu);
+        auto it = streams.find(id);
+        if (it != streams.end()) {
+            it->second->remote_closed = true;
+            it->second->cv.notify_all();
+        }
+        return {};
+    }
+    case type::fallback_data: {
+        auto f = wire::decode_fallback(m.body);
+        if (!f) return f.error();
+        stats.fallbacks_received.fetch_add(1, std::memory_order_relaxed);
+        stats.messages_received.fetch_add(1, std::memory_order_relaxed);
+        stats.bytes_received.fetch_add(f->payload.size(), std::memory_order_relaxed);
+        std::lock_guard lk(mu);
+        auto st = stream_for(f->stream_id, !client);
+        if (!st || st->local_closed || f->payload.empty()) return {};
+        rx_message msg;
+        msg.heap.assign(f->payload.begin(), f->payload.end());
+        st->rx.push_back(std::move(msg));
+        st->readable += f->payload.size();
+        st->cv.notify_all();
+        return {};
+    }
+    case type::hot_restart:
+    case type::hot_restart_ack: {
+        if (client != (m.head.kind == type::hot_restart)) return code(errc::unexpected_message);
+        uint64_t epoch = wire::get_u64(m.body.data());
+        std::lock_guard lk(mu);
+        if (client)
+            hot_restart_epoch = epoch;
+        else
+            hot_restart_acks.insert(epoch);
+        accept_cv.notify_all();
+        return {};
+    }
+    default: return code(errc::unexpected_message);
+    }
+}
+
+std::error_code session_impl::drain_queue() noexcept {
+    for (;;) {
+        queue_element e;
+        for (;;) {
+            auto o = recv_q.pop(e);
+            if (o == queue_view::outcome::empty) break;
+            if (o != queue_view::outcome::ok) return code(errc::bad_queue);
+            if (std::error_code err = on_element(e)) return err;
+        }
+        // Let the fibers just woken run (they often answer at once) while the flag still tells
+        // the peer not to send a wake-up; then linger: a peer that answers within the linger
+        // costs neither side a system call.
+        this_fiber::yield();
+        if (linger_ns > 0 && recv_q.size() == 0) {
+            // Each turn lets this vCPU's other fibers run; every few turns the OS may run
+            // another thread here, the peer perhaps (spinning alone would only delay its answer
+            // when both share a core).
+            deadline_t until = mono_now_ns() + linger_ns;
+            for (unsigned turn = 1; recv_q.size() == 0 && mono_now_ns() < until; ++turn) {
+                this_fiber::yield();
+                if (turn % 8 == 0) (void)sys::sched_yield();
+            }
+        }
+        if (recv_q.mark_not_working()) return {};
+    }
+}
+
+std::error_code session_impl::on_element(const queue_element& e) noexcept {
+    uint32_t status = e.status & 0xff;  // shmipc-go reads only the low byte
+    if (status == 1) {
+        std::lock_guard lk(mu);
+        auto it = streams.find(e.stream_id);
+        if (it != streams.end()) {
+            it->second->remote_closed = true;
+            it->second->cv.notify_all();
+        }
+        return {};
+    }
+    if (status != 0) return code(errc::bad_queue);
+    std::vector<buffer_region::piece> pieces;
+    if (auto r = region->region.read_chain(e.offset, pieces); !r) return r.error();
+    size_t total = 0;
+    for (const auto& p : pieces) total += p.size;
+    stats.messages_received.fetch_add(1, std::memory_order_relaxed);
+    stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
+    std::unique_lock lk(mu);
+    auto st = stream_for(e.stream_id, !client);
+    if (!st || st->local_closed) {
+        lk.unlock();
+        free_pieces(pieces);  // data for a stream nobody reads: back to the lists
+        return {};
+    }
+    rx_message msg;
+    msg.pieces = std::move(pieces);
+    st->rx.push_back(std::move(msg));
+    st->readable += total;
+    st->cv.notify_all();
+    return {};
+}
+
+std::shared_ptr<stream_impl> session_impl::stream_for(uint32_t id, bool create) {
+    auto it = streams.find(id);
+    if (it != streams.end()) return it->second;
+    if (!create || closing || err) return nullptr;
+    auto st = make_stream(shared_from_this(), id);
+    st->announced = true;  // the client opened it
+    streams.emplace(id, st);
+    accepted.push_back(st);
+    accept_cv.notify_one();
+    return st;
+}
+
+void session_impl::free_pieces(const std::vector<buffer_region::piece>& p) noexcept {
+    for (const auto& x : p)
+        if (auto r = region->region.push(x.abs); !r) fail(r.error());
+}
+
+}  // namespace gluon::ipc::detail

@@ -1,0 +1,143 @@
+// The state behind ipc::session and ipc::stream (private to src/ipc).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "gluon/ipc/session.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync/condition_variable.h"
+#include "gluon/sync/mutex.h"
+#include "queue.h"
+#include "region.h"
+#include "shm.h"
+#include "wire.h"
+
+namespace gluon::ipc::detail {
+
+/// A mapped buffer region, shared by the sessions that use it; unmapped (and, for a file this
+/// side is to remove, unlinked) when the last one goes.
+struct region_ref {
+    std::string name;  // what the client sends as the buffer path
+    shm_file file;
+    mapping map;
+    buffer_region region;
+};
+
+/// Server side: regions already mapped, by (device, inode), so a client's sessions share one
+/// mapping of its region (shmipc-go keys them by path, which two clients can share by mistake).
+struct region_registry {
+    gluon::mutex mu;
+    std::map<std::pair<dev_t, ino_t>, std::weak_ptr<region_ref>> by_identity;
+};
+
+/// A received message: slices of the region (checked when received; freed as they are read),
+/// or the payload of a FallbackData message.
+struct rx_message {
+    std::vector<buffer_region::piece> pieces;
+    std::vector<uint8_t> heap;
+    size_t index = 0;  // current piece
+    size_t pos = 0;    // bytes read of the current piece (or of heap)
+};
+
+struct stream_impl {
+    std::shared_ptr<session_impl> s;
+    uint32_t id = 0;
+    // Guarded by s->mu.
+    std::deque<rx_message> rx;
+    size_t readable = 0;
+    condition_variable cv;
+    bool remote_closed = false;
+    bool local_closed = false;
+    bool write_closed = false;  // shutdown() or close(): the peer was told
+    std::atomic<bool> fallback{false};
+    bool announced = false;  // sent something: the peer knows the stream
+    // The writer's open reservation.
+    uint32_t reserved = buffer_region::k_none;
+    std::vector<uint8_t> reserved_heap;
+    bool reserving = false;
+    size_t reserved_size = 0;
+};
+
+struct atomic_counters {
+    std::atomic<uint64_t> bytes_sent{0}, bytes_received{0}, messages_sent{0}, messages_received{0};
+    std::atomic<uint64_t> fallbacks_sent{0}, fallbacks_received{0}, polls_sent{0}, polls_received{0};
+    std::atomic<uint64_t> full_waits{0};
+};
+
+struct session_impl : std::enable_shared_from_this<session_impl> {
+    bool client = false;
+    uint8_t version = 3;
+    session_options opts;
+    net::stream sock;
+    std::shared_ptr<region_ref> region;
+    shm_file queue_file;
+    mapping queue_map;
+    queue_view send_q, recv_q;
+    std::shared_ptr<region_registry> registry;
+
+    gluon::mutex mu;  // everything below up to send_mu
+    condition_variable accept_cv;
+    condition_variable space_cv;
+    std::atomic<int> space_waiters{0};  // writers in wait_space (give_back skips the lock without)
+    std::deque<std::shared_ptr<stream_impl>> accepted;
+    std::unordered_map<uint32_t, std::shared_ptr<stream_impl>> streams;
+    std::error_code err;
+    bool peer_gone = false;
+    bool closing = false;
+    std::optional<uint64_t> hot_restart_epoch;
+    std::set<uint64_t> hot_restart_acks;
+
+    gluon::mutex send_mu;   // the one producer of send_q
+    gluon::mutex write_mu;  // whole control messages on the socket
+    std::atomic<uint32_t> next_id{1};
+    atomic_counters stats;
+    fiber reader;
+    std::atomic<bool> reader_done{false};
+    int64_t linger_ns = 0;  // how long the reader lingers (opts.poll_linger)
+
+    ~session_impl();
+
+    // session.cc
+    void start_reader();
+    /// Ends the session with e (the first error wins) and wakes every waiter.
+    void fail(std::error_code e) noexcept;
+    std::error_code error_locked() const noexcept { return err; }
+    void shutdown_and_join() noexcept;
+    void release_all() noexcept;
+
+    // reader.cc
+    void read_loop() noexcept;
+    std::error_code drain_queue() noexcept;
+    std::error_code on_element(const queue_element& e) noexcept;
+    std::error_code on_message(const wire::message& m) noexcept;
+    std::shared_ptr<stream_impl> stream_for(uint32_t id, bool create);
+    void free_pieces(const std::vector<buffer_region::piece>& p) noexcept;
+
+    // writer.cc
+    result<void> write_control(const uint8_t* p, size_t n, duration timeout = forever);
+    result<void> write_fallback(uint32_t id, const uint8_t* p, size_t n, duration timeout);
+    /// Puts e on the send queue (waiting while it is full) and wakes the peer if needed.
+    result<void> enqueue(const queue_element& e, deadline_t dl);
+    /// Waits a little for space (region or queue) to free up. Errors: ETIMEDOUT, the session's.
+    result<void> wait_space(deadline_t dl);
+    void wake_peer() noexcept;
+};
+
+std::shared_ptr<stream_impl> make_stream(const std::shared_ptr<session_impl>& s, uint32_t id);
+
+/// Handshakes (handshake.cc).
+result<std::shared_ptr<session_impl>> client_handshake(const net::address& addr, const session_options& opts,
+                                                       std::shared_ptr<region_ref> shared_region);
+result<std::shared_ptr<session_impl>> server_handshake(net::stream sock, const session_options& opts,
+                                                       std::shared_ptr<region_registry> registry);
+/// Creates a client's buffer region. Errors: those of creating and mapping shared memory, EINVAL.
+result<std::shared_ptr<region_ref>> create_region(const session_options& opts, const std::string& name);
+
+}  // namespace gluon::ipc::detail

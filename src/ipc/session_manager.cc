@@ -1,0 +1,154 @@
+// ipc::session_manager: sessions to one server, a stream pool, and following hot restarts.
+#include "gluon/ipc/session_manager.h"
+
+#include "gluon/common/log.h"
+#include "gluon/sys/proc.h"
+#include "session_impl.h"
+
+namespace gluon::ipc {
+
+namespace {
+constexpr unsigned k_streams_per_turn = 32;  // shmipc-go's GetStream moves on every 32 calls
+
+struct slot {
+    session s;
+    std::vector<stream> pool;
+};
+}  // namespace
+
+struct session_manager::state {
+    manager_options opts;
+    gluon::mutex mu;
+    std::vector<slot> slots;
+    std::vector<session> retired;  // pre-hot-restart sessions, until the old server hangs up
+    unsigned calls = 0;
+    unsigned restarts = 0;
+    bool closed = false;
+
+    result<void> connect_all(std::vector<slot>& out) {
+        auto region = GLUON_TRY(detail::create_region(opts.session, opts.session.path_prefix + "_" +
+                                                      std::to_string(sys_pid()) + "_" +
+                                                      std::to_string(generation++) + "_buffer"));
+        for (unsigned i = 0; i < std::max(1u, opts.sessions); ++i) {
+            auto si = GLUON_TRY(detail::client_handshake(opts.address, opts.session, region));
+            si->start_reader();
+            out.push_back({session(std::move(si)), {}});
+        }
+        return {};
+    }
+    static long sys_pid();
+    unsigned generation = 0;
+
+    // Mu held. A HotRestart on any session: move every session to the new server.
+    result<void> follow_hot_restart() {
+        std::optional<uint64_t> epoch;
+        for (auto& s : slots)
+            if ((epoch = s.s.hot_restart_requested())) break;
+        if (!epoch) return {};
+        std::vector<slot> fresh;
+        GLUON_TRY(connect_all(fresh));
+        for (auto& s : slots) {
+            for (auto& p : s.pool) (void)p.close();
+            (void)s.s.ack_hot_restart(*epoch);
+            retired.push_back(std::move(s.s));
+        }
+        slots = std::move(fresh);
+        ++restarts;
+        GLUON_INFO("ipc: followed a hot restart (epoch {})", *epoch);
+        return {};
+    }
+
+    void reap_retired() {
+        for (size_t i = 0; i < retired.size();) {
+            if (retired[i].healthy()) {
+                ++i;
+                continue;
+            }
+            (void)retired[i].close();
+            retired.erase(retired.begin() + long(i));
+        }
+    }
+};
+
+long session_manager::state::sys_pid() { return sys::getpid(); }
+
+session_manager::session_manager() noexcept = default;
+session_manager::session_manager(session_manager&&) noexcept = default;
+session_manager& session_manager::operator=(session_manager&&) noexcept = default;
+session_manager::~session_manager() { (void)close(); }
+
+result<session_manager> session_manager::connect(const manager_options& opts) {
+    session_manager m;
+    m.st_ = std::make_unique<state>();
+    m.st_->opts = opts;
+    GLUON_TRY(m.st_->connect_all(m.st_->slots));
+    return m;
+}
+
+result<stream> session_manager::get_stream() {
+    if (!st_) return errno_error(EBADF);
+    std::lock_guard lk(st_->mu);
+    if (st_->closed) return errno_error(EBADF);
+    GLUON_TRY(st_->follow_hot_restart());
+    if (!st_->retired.empty()) st_->reap_retired();
+    size_t n = st_->slots.size();
+    size_t first = (st_->calls++ / k_streams_per_turn) % n;
+    std::error_code last;
+    for (size_t k = 0; k < n; ++k) {
+        slot& s = st_->slots[(first + k) % n];
+        if (!s.s.healthy()) {
+            last = s.s.error();
+            continue;
+        }
+        while (!s.pool.empty()) {
+            stream st = std::move(s.pool.back());
+            s.pool.pop_back();
+            return st;
+        }
+        auto st = s.s.open_stream();
+        if (st) return st;
+        last = st.error();
+    }
+    return unexpected(last);
+}
+
+void session_manager::put_back(stream s) {
+    if (!st_ || !s.valid()) return;
+    std::lock_guard lk(st_->mu);
+    for (auto& sl : st_->slots) {
+        if (!sl.s.healthy()) continue;
+        // The stream's own session only: a stream of a retired session is closed.
+        if (sl.s.impl_owner() == s.owner() && s.is_open() && !s.in_fallback() && s.readable() == 0 &&
+            sl.pool.size() < st_->opts.max_pooled) {
+            sl.pool.push_back(std::move(s));
+            return;
+        }
+    }
+    (void)s.close();
+}
+
+result<void> session_manager::close() {
+    if (!st_) return {};
+    std::lock_guard lk(st_->mu);
+    if (st_->closed) return {};
+    st_->closed = true;
+    for (auto& sl : st_->slots) {
+        for (auto& p : sl.pool) (void)p.close();
+        (void)sl.s.close();
+    }
+    for (auto& r : st_->retired) (void)r.close();
+    st_->slots.clear();
+    st_->retired.clear();
+    return {};
+}
+
+std::vector<const session*> session_manager::sessions() const {
+    std::vector<const session*> out;
+    if (!st_) return out;
+    for (auto& sl : st_->slots) out.push_back(&sl.s);
+    return out;
+}
+
+unsigned session_manager::hot_restarts() const noexcept { return st_ ? st_->restarts : 0; }
+
+}  // namespace gluon::ipc

@@ -1,0 +1,127 @@
+// Shared-memory objects: memfds, /dev/shm files, mappings.
+#include "shm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "gluon/sys/mm.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::ipc {
+namespace {
+result<void> check(long r) {
+    if (r < 0) return errno_error(int(-r));
+    return {};
+}
+}  // namespace
+
+mapping& mapping::operator=(mapping&& o) noexcept {
+    if (this != &o) {
+        reset();
+        p_ = std::exchange(o.p_, nullptr);
+        n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+}
+
+void mapping::reset() noexcept {
+    if (p_) (void)sys::munmap(p_, n_);
+    p_ = nullptr;
+    n_ = 0;
+}
+
+shm_file& shm_file::operator=(shm_file&& o) noexcept {
+    if (this != &o) {
+        close();
+        fd_ = std::exchange(o.fd_, -1);
+        path_ = std::move(o.path_);
+        unlink_ = std::exchange(o.unlink_, false);
+        size_ = o.size_;
+        dev_ = o.dev_;
+        ino_ = o.ino_;
+    }
+    return *this;
+}
+
+result<void> shm_file::stat_fd() {
+    struct stat st {};
+    GLUON_TRY(check(sys::fstat(fd_, &st)));
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0) return errno_error(EINVAL);
+    size_ = size_t(st.st_size);
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+    return {};
+}
+
+// Sizes a new object and allocates its pages now: a tmpfs (or memfd) short of room fails here
+// with ENOSPC instead of raising SIGBUS in whichever process first touches a missing page.
+result<void> size_and_allocate(int fd, size_t size) {
+    GLUON_TRY(check(sys::ftruncate(fd, int64_t(size))));
+    return check(sys::fallocate(fd, 0, 0, int64_t(size)));
+}
+
+result<shm_file> shm_file::create_memfd(const std::string& name, size_t size) {
+    shm_file f;
+    std::string label = "shmipc" + name;
+    long fd = sys::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    GLUON_TRY(check(fd));
+    f.fd_ = int(fd);
+    GLUON_TRY(size_and_allocate(f.fd_, size));
+    // Its size can no longer change: a peer given the fd cannot shrink it under our mapping.
+    GLUON_TRY(check(sys::fcntl(f.fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)));
+    GLUON_TRY(f.stat_fd());
+    return f;
+}
+
+result<shm_file> shm_file::create_file(const std::string& path, size_t size) {
+    shm_file f;
+    long fd = sys::openat(AT_FDCWD, path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    GLUON_TRY(check(fd));
+    f.fd_ = int(fd);
+    f.path_ = path;
+    f.unlink_ = true;
+    GLUON_TRY(size_and_allocate(f.fd_, size));
+    GLUON_TRY(f.stat_fd());
+    return f;
+}
+
+result<shm_file> shm_file::open_file(const std::string& path, bool unlink_on_close) {
+    shm_file f;
+    long fd = sys::openat(AT_FDCWD, path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+    GLUON_TRY(check(fd));
+    f.fd_ = int(fd);
+    f.path_ = path;
+    f.unlink_ = unlink_on_close;
+    GLUON_TRY(f.stat_fd());
+    return f;
+}
+
+result<shm_file> shm_file::adopt(int fd) {
+    shm_file f;
+    f.fd_ = fd;
+    GLUON_TRY(f.stat_fd());
+    return f;
+}
+
+result<mapping> shm_file::map() const {
+    if (size_ == 0) return errno_error(EINVAL);
+    // MAP_POPULATE: the pages are faulted in now, at connect time, not one by one under the
+    // first messages (the free lists hand slices out in order, so traffic walks the whole region).
+    void* p = sys::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
+    if (sys::is_error(p)) return errno_error(int(-reinterpret_cast<long>(p)));
+    return mapping(static_cast<uint8_t*>(p), size_);
+}
+
+void shm_file::unlink() noexcept {
+    if (unlink_ && !path_.empty()) (void)sys::unlinkat(AT_FDCWD, path_.c_str(), 0);
+    unlink_ = false;
+}
+
+void shm_file::close() noexcept {
+    unlink();
+    if (fd_ >= 0) (void)sys::close(fd_);
+    fd_ = -1;
+}
+
+}  // namespace gluon::ipc

@@ -1,0 +1,163 @@
+#include <exception>
+
+#include "framing.h"
+#include "gluon/common/log.h"
+#include "gluon/rpc/grpc.h"
+
+namespace gluon::rpc::grpc {
+
+struct server_context::impl {
+    http::request& req;
+    http::response& res;
+    const server_options& opts;
+    std::string_view method;
+    detail::message_reader in;
+    bool in_done = false;
+    bool head_sent = false;
+    std::string out;  // a framed message
+    std::string trailers;  // "name: value\r\n"...
+    server_context ctx{*this};
+
+    impl(http::request& rq, http::response& rs, const server_options& o)
+        : req(rq), res(rs), opts(o), method(rq.path()), in(o.max_message_bytes) {}
+
+    duration left() const noexcept { return time_left(ctx.deadline_); }
+    void set_deadline(deadline_t d) noexcept { ctx.deadline_ = d; }
+};
+
+namespace {
+
+int errno_of(const std::error_code& e) { return e.value(); }
+
+void answer(server_context::impl& im, const status& s) {
+    std::string code = std::to_string(static_cast<int>(s.code));
+    std::string msg = detail::percent_encode(s.message);
+    if (im.head_sent) {  // a stream already open: the status goes in the trailers
+        im.res.trailer("grpc-status", code);
+        if (!msg.empty()) im.res.trailer("grpc-message", msg);
+        (void)im.res.finish();
+        return;
+    }
+    // Trailers-only: the status in the only HEADERS frame.
+    im.res.status(200);
+    im.res.content_type("application/grpc");
+    im.res.header("grpc-status", code);
+    if (!msg.empty()) im.res.header("grpc-message", msg);
+    im.res.header_lines(im.trailers);
+}
+
+}  // namespace
+
+std::string_view server_context::method() const noexcept { return im_.method; }
+
+std::string_view server_context::metadata(std::string_view key) const noexcept { return im_.req.header(key); }
+
+bool server_context::wait_cancelled(duration timeout) {
+    duration left = time_left(deadline_);
+    bool deadline_first = left <= timeout;
+    auto r = im_.req.wait_abandoned(deadline_first ? left : timeout);
+    if (r) return true;
+    return r.error() == std::errc::timed_out && deadline_first;
+}
+
+void server_context::add_metadata(std::string_view key, std::string_view value) {
+    if (!im_.head_sent) im_.res.header(key, value);
+}
+
+void server_context::add_trailing_metadata(std::string_view key, std::string_view value) {
+    if (im_.head_sent) {
+        im_.res.trailer(key, value);
+    } else {
+        im_.trailers += key;
+        im_.trailers += ": ";
+        im_.trailers += value;
+        im_.trailers += "\r\n";
+    }
+}
+
+result<bool> server_context::read(std::string& msg) {
+    char buf[16 * 1024];
+    for (;;) {
+        switch (im_.in.next(msg)) {
+            case detail::message_reader::step::message: return true;
+            case detail::message_reader::step::more: break;
+            case detail::message_reader::step::bad: return errno_error(EPROTO);
+            case detail::message_reader::step::compressed: return errno_error(EPROTO);
+            case detail::message_reader::step::too_large: return errno_error(EMSGSIZE);
+        }
+        if (im_.in_done) {
+            if (im_.in.pending()) return errno_error(EPROTO);  // a message cut short
+            return false;
+        }
+        if (deadline_ != k_no_deadline && time_left(deadline_) == duration::zero()) return errno_error(ETIMEDOUT);
+        auto n = im_.req.read_body(buf, sizeof buf);
+        if (!n) {
+            int e = errno_of(n.error());
+            return errno_error(e == ECONNRESET ? ECANCELED : e);
+        }
+        if (*n == 0) im_.in_done = true;
+        else im_.in.feed({buf, *n});
+    }
+}
+
+result<void> server_context::write(std::string_view msg) {
+    if (!im_.head_sent) {
+        im_.res.status(200);
+        im_.res.content_type("application/grpc");
+        im_.head_sent = true;
+        // Trailing metadata added before the head goes with the status.
+        std::string_view t = im_.trailers;
+        while (!t.empty()) {
+            size_t eol = t.find("\r\n"), colon = t.find(':');
+            im_.res.trailer(t.substr(0, colon), t.substr(colon + 2, eol - colon - 2));
+            t.remove_prefix(eol + 2);
+        }
+    }
+    im_.out.clear();
+    detail::append_message(im_.out, msg);
+    auto r = im_.res.write(im_.out);
+    if (!r) {
+        int e = errno_of(r.error());
+        return errno_error(e == ECONNRESET ? ECANCELED : e);
+    }
+    return {};
+}
+
+http::handler server::as_handler() const {
+    return [this](http::request& req, http::response& res) {
+        if (req.version_major() != 2) {
+            res.status(505);
+            res.body("gRPC needs HTTP/2\n");
+            return;
+        }
+        std::string_view ct = req.header("content-type");
+        if (req.method() != http::method::post || ct.substr(0, 16) != "application/grpc") {
+            res.status(415);
+            res.body("not a gRPC request\n");
+            return;
+        }
+        server_context::impl im(req, res, opts_);
+        if (std::string_view t = req.header("grpc-timeout"); !t.empty()) {
+            duration d;
+            if (detail::parse_timeout(t, d)) im.set_deadline(deadline_after(d));
+        }
+        status s;
+        auto it = methods_.find(req.path());
+        if (it == methods_.end()) {
+            s = {code::unimplemented, "unknown method " + std::string(req.path())};
+        } else {
+            try {
+                s = it->second(im.ctx);
+            } catch (const std::exception& e) {
+                s = {code::internal, e.what()};
+            } catch (...) {
+                s = {code::internal, "the handler threw"};
+            }
+        }
+        if (s.ok() && im.ctx.deadline() != k_no_deadline && time_left(im.ctx.deadline()) == duration::zero())
+            s = {code::deadline_exceeded, "deadline exceeded"};
+        answer(im, s);
+    };
+}
+
+}  // namespace gluon::rpc::grpc

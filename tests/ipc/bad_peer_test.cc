@@ -1,0 +1,176 @@
+// A peer that breaks the protocol gets its session closed with an error that says why, and
+// never makes the server read outside its mappings: a hand-made client (the private layout
+// classes, no session code) sends bad offsets, chains, queue indices, statuses, headers and fds.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+
+#include "gluon/ipc/listener.h"
+#include "gluon/runtime/fiber.h"
+#include "ipc/queue.h"
+#include "ipc/region.h"
+#include "ipc/shm.h"
+#include "ipc/wire.h"
+#include "test_support.h"
+
+namespace gluon::ipc {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint32_t k_cap = 64;
+
+struct raw_client {
+    shm_file buf, q;
+    mapping bm, qm;
+    buffer_region region;
+    queue_view send_q;
+    net::stream s;
+
+    void header(wire::type t, uint32_t len = 8) {
+        uint8_t h[8];
+        wire::encode_header(h, len, 3, t);
+        ASSERT_TRUE(s.write_all(h, 8, 5s));
+    }
+    void expect(wire::type t) {
+        uint8_t h[8];
+        ASSERT_TRUE(s.read_exactly(h, 8, 5s));
+        ASSERT_EQ(h[7], uint8_t(t));
+    }
+    // Up to the fds; `fds` of them are sent.
+    void connect(const net::address& a, int fds = 2) {
+        buf = *shm_file::create_memfd("bad-buffer", 1u << 20);
+        bm = *buf.map();
+        const slice_class c[] = {{4092, 100}};
+        region = *buffer_region::format(bm.data(), bm.size(), c);
+        q = *shm_file::create_memfd("bad-queue", 2 * queue_bytes(k_cap));
+        qm = *q.map();
+        queue_view::format(qm.data(), k_cap);
+        queue_view::format(qm.data() + queue_bytes(k_cap), k_cap);
+        send_q = queue_view(qm.data(), k_cap);
+        s = *net::stream::connect(a, 5s);
+        header(wire::type::exchange_proto_version);
+        expect(wire::type::exchange_proto_version);
+        auto m = wire::encode_paths(wire::type::share_memory_by_memfd, 3, "q", "b");
+        ASSERT_TRUE(s.write_all(m->data(), m->size(), 5s));
+        expect(wire::type::ack_ready_recv_fd);
+        const uint8_t zero = 0;
+        const int both[2] = {buf.fd(), q.fd()};
+        ASSERT_TRUE(s.send_fds(&zero, 1, std::span<const int>(both, size_t(fds)), 5s));
+        if (fds == 2) expect(wire::type::ack_share_memory);
+    }
+    void put(uint32_t id, uint32_t off, uint32_t status = 0) {
+        ASSERT_EQ(send_q.put({id, off, status}), queue_view::outcome::ok);
+        header(wire::type::polling);
+    }
+    uint32_t message(const char* text) {
+        uint32_t abs = *region.pop(0);
+        size_t n = std::strlen(text);
+        std::memcpy(region.data(abs), text, n);
+        region.set_field(abs, buffer_region::k_size, uint32_t(n));
+        return abs;
+    }
+};
+
+class ipc_bad_peer : public test::engine_test {
+protected:
+    // Runs `attack` against a listener and returns the error the server's session ended with.
+    std::error_code session_error(const std::function<void(raw_client&)>& attack, int fds = 2) {
+        static std::atomic<int> n{0};
+        auto addr = *net::address::unix_abstract("gluon-ipc-bad-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+        auto l = listener::listen(addr);
+        EXPECT_TRUE(l);
+        std::error_code seen;
+        fiber srv = *spawn([&] {
+            auto s = l->accept(10s);
+            if (!s) {
+                seen = s.error();
+                return;
+            }
+            for (;;) {
+                auto st = s->accept_stream(10s);
+                if (!st) break;
+                uint8_t b[64];
+                (void)st->recv_some(b, sizeof b, 10s);
+            }
+            seen = s->error();
+        });
+        raw_client c;
+        c.connect(addr, fds);
+        if (fds == 2) attack(c);
+        EXPECT_TRUE(srv.join());
+        return seen;
+    }
+};
+GLUON_ENGINE_TEST_SUITE(ipc_bad_peer);
+
+TEST_P(ipc_bad_peer, an_offset_inside_a_slice) {
+    auto e = session_error([](raw_client& c) { c.put(2, c.message("hello") + 8); });
+    EXPECT_EQ(e, errc::bad_offset) << e.message();
+}
+
+TEST_P(ipc_bad_peer, an_offset_outside_the_region) {
+    auto e = session_error([](raw_client& c) { c.put(2, 0xfffffff0u); });
+    EXPECT_EQ(e, errc::bad_offset) << e.message();
+}
+
+TEST_P(ipc_bad_peer, a_size_beyond_the_slice) {
+    auto e = session_error([](raw_client& c) {
+        uint32_t abs = c.message("x");
+        c.region.set_field(abs, buffer_region::k_size, 1u << 20);
+        c.put(2, abs);
+    });
+    EXPECT_EQ(e, errc::bad_offset) << e.message();
+}
+
+TEST_P(ipc_bad_peer, a_chain_with_a_cycle) {
+    auto e = session_error([](raw_client& c) {
+        uint32_t a = c.message("a"), b = c.message("b");
+        c.region.link(a, b);
+        c.region.link(b, a);
+        c.put(2, a);
+    });
+    EXPECT_EQ(e, errc::bad_chain) << e.message();
+}
+
+TEST_P(ipc_bad_peer, queue_indices_out_of_range) {
+    auto e = session_error([](raw_client& c) {
+        int64_t wild = 1 << 20;
+        std::memcpy(c.qm.data() + k_queue_native.tail, &wild, 8);
+        c.header(wire::type::polling);
+    });
+    EXPECT_EQ(e, errc::bad_queue) << e.message();
+}
+
+TEST_P(ipc_bad_peer, an_unknown_status) {
+    auto e = session_error([](raw_client& c) { c.put(2, c.message("x"), 7); });
+    EXPECT_EQ(e, errc::bad_queue) << e.message();
+}
+
+TEST_P(ipc_bad_peer, a_bad_magic) {
+    auto e = session_error([](raw_client& c) {
+        uint8_t h[8] = {0, 0, 0, 8, 0x12, 0x34, 3, 1};
+        ASSERT_TRUE(c.s.write_all(h, 8, 5s));
+    });
+    EXPECT_EQ(e, errc::bad_header) << e.message();
+}
+
+TEST_P(ipc_bad_peer, a_handshake_message_in_the_data_phase) {
+    auto e = session_error([](raw_client& c) { c.header(wire::type::ack_share_memory); });
+    EXPECT_EQ(e, errc::unexpected_message) << e.message();
+}
+
+TEST_P(ipc_bad_peer, one_fd_instead_of_two) {
+    auto e = session_error([](raw_client&) {}, 1);
+    EXPECT_EQ(e, errc::handshake_failed) << e.message();
+}
+
+TEST_P(ipc_bad_peer, a_fallback_larger_than_allowed) {
+    auto e = session_error([](raw_client& c) { c.header(wire::type::fallback_data, 0x7fffffff); });
+    EXPECT_EQ(e, errc::message_too_large) << e.message();
+}
+
+}  // namespace
+}  // namespace gluon::ipc

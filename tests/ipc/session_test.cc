@@ -1,0 +1,441 @@
+// Sessions between two gluon peers over every engine: both handshakes, single and chained
+// messages, zero-copy writes and reads, many streams, fallback, close, a dead peer, a full
+// region, and a peer that breaks the protocol. After each, the free lists are back at capacity.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <dirent.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gluon/ipc/listener.h"
+#include "gluon/http/server.h"
+#include "gluon/ipc/session.h"
+#include "gluon/ipc/session_manager.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
+#include "test_support.h"
+
+namespace gluon::ipc {
+namespace {
+
+using namespace std::chrono_literals;
+
+net::address unique_address() {
+    static std::atomic<int> n{0};
+    return *net::address::unix_abstract("gluon-ipc-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+}
+
+// Files of ours left in /dev/shm.
+int leftover_files(const std::string& prefix) {
+    int n = 0;
+    DIR* d = opendir("/dev/shm");
+    if (!d) return 0;
+    while (dirent* e = readdir(d))
+        if (std::string(e->d_name).rfind(prefix, 0) == 0) ++n;
+    closedir(d);
+    return n;
+}
+
+// Waits (polling, bounded) until the peer has given back every slice, then checks it.
+void expect_full(const session& s) {
+    auto full = [&] {
+        for (const auto& l : s.occupancy())
+            if (l.free != int32_t(l.capacity)) return false;
+        return true;
+    };
+    for (int i = 0; i < 5000 && !full(); ++i) (void)this_fiber::sleep_for(1ms);
+    for (const auto& l : s.occupancy()) EXPECT_EQ(l.free, int32_t(l.capacity)) << "list of " << l.slice_size;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = uint8_t(i * 31 + seed);
+    return v;
+}
+
+struct param {
+    engine::kind engine;
+    memory_mode mode;
+};
+
+class ipc_session : public test::engine_test {
+protected:
+    session_options options(memory_mode m) {
+        session_options o;
+        o.mode = m;
+        o.path_prefix = "/dev/shm/" + prefix_;
+        o.buffer_size = 4u << 20;
+        o.slices = {{1020, 30}, {16380, 40}, {65532, 30}};
+        o.queue_cap = 64;
+        return o;
+    }
+    void TearDown() override {
+        EXPECT_EQ(leftover_files(prefix_), 0);
+        test::engine_test::TearDown();
+    }
+    std::string prefix_ = "gluon-ipc-test-" + std::to_string(::getpid());
+};
+GLUON_ENGINE_TEST_SUITE(ipc_session);
+
+// An echo server: every stream's bytes come back on it until the client closes it.
+fiber echo_server(listener& l, std::atomic<bool>& done, std::vector<session>* keep = nullptr) {
+    return *spawn([&l, &done, keep] {
+        auto s = l.accept(10s);
+        ASSERT_TRUE(s) << s.error().message();
+        std::vector<fiber> workers;
+        for (;;) {
+            auto st = s->accept_stream();
+            if (!st) break;
+            workers.push_back(*spawn([st = *st]() mutable {
+                for (;;) {
+                    auto v = st.read_view();
+                    if (!v) break;
+                    auto n = v->size();
+                    ASSERT_TRUE(st.send(v->data(), n));
+                    st.consume(n);
+                }
+                (void)st.close();
+            }));
+        }
+        for (auto& w : workers) (void)w.join();
+        done = true;
+        if (keep) keep->push_back(std::move(*s));
+    });
+}
+
+void round_trip(stream& st, size_t n, uint8_t seed) {
+    auto out = pattern(n, seed);
+    ASSERT_TRUE(st.send(out.data(), out.size()));
+    std::vector<uint8_t> in(n);
+    auto r = st.recv_exactly(in.data(), n, 10s);
+    ASSERT_TRUE(r) << r.error().message();
+    ASSERT_EQ(in, out);
+}
+
+void echo_scenario(ipc_session& t, session_options o) {
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    ASSERT_TRUE(l);
+    std::atomic<bool> done{false};
+    fiber srv = echo_server(*l, done);
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(c->version(), o.mode == memory_mode::memfd ? 3 : 2);
+    auto st = c->open_stream();
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->id(), 2u);  // shmipc's first stream id
+    for (size_t n : {size_t(1), size_t(64), size_t(1020), size_t(4096), size_t(65532), size_t(200000)})
+        round_trip(*st, n, uint8_t(n));
+    // Zero-copy write.
+    auto buf = st->reserve(100);
+    ASSERT_TRUE(buf);
+    std::memset(buf->data(), 7, 100);
+    ASSERT_TRUE(st->commit(100));
+    std::vector<uint8_t> in(100);
+    ASSERT_TRUE(st->recv_exactly(in.data(), 100, 10s));
+    EXPECT_EQ(in, std::vector<uint8_t>(100, 7));
+    // Sixteen streams at once.
+    std::vector<stream> many;
+    for (int i = 0; i < 16; ++i) many.push_back(*c->open_stream());
+    for (int i = 0; i < 16; ++i) {
+        auto out = pattern(3000, uint8_t(i));
+        ASSERT_TRUE(many[i].send(out.data(), out.size()));
+    }
+    for (int i = 0; i < 16; ++i) {
+        std::vector<uint8_t> got(3000);
+        ASSERT_TRUE(many[i].recv_exactly(got.data(), got.size(), 10s));
+        EXPECT_EQ(got, pattern(3000, uint8_t(i)));
+        ASSERT_TRUE(many[i].close());
+    }
+    ASSERT_TRUE(st->close());
+    auto cnt = c->counters();
+    EXPECT_GT(cnt.messages_sent, 20u);
+    EXPECT_EQ(cnt.fallbacks_sent, 0u);
+    // Every slice comes back once the server has read the closes.
+    expect_full(*c);
+    ASSERT_TRUE(c->close());
+    ASSERT_TRUE(srv.join());
+    EXPECT_TRUE(done);
+    (void)t;
+}
+
+TEST_P(ipc_session, echo_memfd) { echo_scenario(*this, options(memory_mode::memfd)); }
+TEST_P(ipc_session, echo_dev_shm) { echo_scenario(*this, options(memory_mode::dev_shm)); }
+
+TEST_P(ipc_session, fallback_when_a_message_exceeds_the_region) {
+    auto o = options(memory_mode::memfd);
+    o.buffer_size = 1u << 20;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    std::atomic<bool> done{false};
+    fiber srv = echo_server(*l, done);
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c);
+    auto st = c->open_stream();
+    round_trip(*st, 3u << 20, 5);  // larger than the whole region: FallbackData both ways
+    EXPECT_TRUE(st->in_fallback());
+    round_trip(*st, 10, 6);  // and the stream stays on the socket, in order
+    EXPECT_GE(c->counters().fallbacks_sent, 2u);
+    EXPECT_GE(c->counters().fallbacks_received, 1u);
+    ASSERT_TRUE(st->close());
+    ASSERT_TRUE(c->close());
+    ASSERT_TRUE(srv.join());
+}
+
+TEST_P(ipc_session, a_full_region_blocks_the_writer_until_its_timeout) {
+    auto o = options(memory_mode::memfd);
+    o.buffer_size = 1u << 20;
+    o.slices = {{65532, 100}};
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    std::vector<session> kept;
+    std::atomic<bool> got_stream{false};
+    // A server that accepts the stream and never reads it.
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        ASSERT_TRUE(s);
+        auto st = s->accept_stream(10s);
+        ASSERT_TRUE(st);
+        got_stream = true;
+        kept.push_back(std::move(*s));
+    });
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c);
+    auto st = c->open_stream();
+    auto chunk = pattern(60000, 1);
+    int sent = 0;
+    for (;; ++sent) {
+        auto r = st->send(chunk.data(), chunk.size(), 50ms);
+        if (!r) {
+            EXPECT_EQ(r.error(), std::errc::timed_out);
+            break;
+        }
+        ASSERT_LT(sent, 100);
+    }
+    EXPECT_GT(sent, 5);
+    EXPECT_GT(c->counters().full_waits, 0u);
+    ASSERT_TRUE(srv.join());
+    // The reader frees what it was sent when it closes: the writer could go on.
+    ASSERT_TRUE(kept[0].close());
+    expect_full(*c);
+    ASSERT_TRUE(c->close());
+}
+
+TEST_P(ipc_session, a_dead_peer_wakes_every_waiter) {
+    auto o = options(memory_mode::memfd);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        ASSERT_TRUE(s);
+        auto st = s->accept_stream(10s);
+        ASSERT_TRUE(st);
+        // Gone without a word (a crash looks the same from the socket).
+    });
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c);
+    auto st1 = c->open_stream();
+    auto st2 = c->open_stream();
+    ASSERT_TRUE(st1->send("x", 1));
+    std::atomic<int> woken{0};
+    fiber w = *spawn([&] {
+        uint8_t b;
+        auto r = st2->recv_some(&b, 1);
+        EXPECT_FALSE(r);
+        ++woken;
+    });
+    uint8_t b;
+    auto r = st1->recv_some(&b, 1, 10s);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::connection_reset);
+    ASSERT_TRUE(w.join());
+    EXPECT_EQ(woken, 1);
+    EXPECT_FALSE(c->healthy());
+    ASSERT_TRUE(srv.join());
+    ASSERT_TRUE(c->close());
+}
+
+TEST_P(ipc_session, many_sessions_share_nothing_and_clean_up) {
+    auto o = options(memory_mode::dev_shm);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    std::atomic<int> served{0};
+    fiber srv = *spawn([&] {
+        std::vector<fiber> fs;
+        for (int i = 0; i < 3; ++i) {
+            auto s = l->accept(10s);
+            ASSERT_TRUE(s);
+            fs.push_back(*spawn([s = std::move(*s), &served]() mutable {
+                auto st = s.accept_stream(10s);
+                ASSERT_TRUE(st);
+                uint8_t b[4];
+                ASSERT_TRUE(st->recv_exactly(b, 4, 10s));
+                ASSERT_TRUE(st->send(b, 4));
+                ++served;
+                uint8_t e;
+                EXPECT_EQ(st->recv_some(&e, 1, 10s).error(), std::errc::no_message_available);
+            }));
+        }
+        for (auto& f : fs) (void)f.join();
+    });
+    for (int i = 0; i < 3; ++i) {
+        auto c = session::connect(addr, o);
+        ASSERT_TRUE(c);
+        auto st = c->open_stream();
+        ASSERT_TRUE(st->send("ping", 4));
+        char b[4];
+        ASSERT_TRUE(st->recv_exactly(b, 4, 10s));
+        ASSERT_TRUE(st->close());
+    }
+    ASSERT_TRUE(srv.join());
+    EXPECT_EQ(served, 3);
+}
+
+// A stream is a net::byte_stream: HTTP/1.1 served over shared memory, unchanged.
+TEST_P(ipc_session, http_over_a_stream) {
+    auto o = options(memory_mode::memfd);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        ASSERT_TRUE(s);
+        auto st = s->accept_stream(10s);
+        ASSERT_TRUE(st);
+        http::serve_connection(*st, [](http::request&, http::response& r) { r.body("hello over shm\n"); }, {});
+        (void)st->close();
+    });
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c);
+    auto st = c->open_stream();
+    net::byte_stream& bs = *st;
+    const std::string req = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ASSERT_TRUE(bs.write_all(req.data(), req.size(), 10s));
+    std::string got;
+    char buf[512];
+    for (;;) {
+        auto n = bs.read_some(buf, sizeof buf, 10s);
+        ASSERT_TRUE(n) << n.error().message();
+        if (*n == 0) break;  // the server closed the stream: end of stream
+        got.append(buf, *n);
+    }
+    EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+    EXPECT_NE(got.find("hello over shm"), std::string::npos) << got;
+    ASSERT_TRUE(bs.close());
+    ASSERT_TRUE(srv.join());
+    expect_full(*c);
+    ASSERT_TRUE(c->close());
+}
+
+// shutdown() ends this side's writing; reading goes on.
+TEST_P(ipc_session, shutdown_is_a_half_close) {
+    auto o = options(memory_mode::memfd);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        ASSERT_TRUE(s);
+        auto st = s->accept_stream(10s);
+        ASSERT_TRUE(st);
+        std::string all;
+        char b[64];
+        while (auto n = st->read_some(b, sizeof b, 10s)) {
+            if (*n == 0) break;
+            all.append(b, *n);
+        }
+        ASSERT_TRUE(st->write_all(all.data(), all.size(), 10s));  // answers after the client's end
+        (void)st->close();
+    });
+    auto c = session::connect(addr, o);
+    auto st = c->open_stream();
+    ASSERT_TRUE(st->write_all("abc", 3, 10s));
+    ASSERT_TRUE(st->shutdown(10s));
+    EXPECT_EQ(st->send("x", 1).error(), std::errc::broken_pipe);
+    char b[3];
+    ASSERT_TRUE(st->read_exactly(b, 3, 10s));
+    EXPECT_EQ(std::string(b, 3), "abc");
+    ASSERT_TRUE(srv.join());
+    ASSERT_TRUE(st->close());
+    ASSERT_TRUE(c->close());
+}
+
+// The session manager reuses a stream put back, and closes one that fell back to the socket.
+TEST_P(ipc_session, session_manager_pools_streams) {
+    auto o = options(memory_mode::memfd);
+    o.buffer_size = 1u << 20;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    std::atomic<bool> done{false};
+    std::vector<session> kept;
+    fiber srv = echo_server(*l, done, &kept);
+    manager_options mo;
+    mo.address = addr;
+    mo.session = o;
+    auto m = session_manager::connect(mo);
+    ASSERT_TRUE(m) << m.error().message();
+    auto a = m->get_stream();
+    ASSERT_TRUE(a);
+    round_trip(*a, 100, 1);
+    uint32_t id = a->id();
+    m->put_back(std::move(*a));
+    auto b = m->get_stream();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->id(), id);  // the same stream again
+    round_trip(*b, 3u << 20, 2);  // larger than the region: FallbackData, so not pooled
+    EXPECT_TRUE(b->in_fallback());
+    m->put_back(std::move(*b));
+    auto c = m->get_stream();
+    ASSERT_TRUE(c);
+    EXPECT_NE(c->id(), id);
+    round_trip(*c, 10, 3);
+    m->put_back(std::move(*c));
+    ASSERT_EQ(m->sessions().size(), 1u);
+    expect_full(*m->sessions()[0]);
+    ASSERT_TRUE(m->close());
+    ASSERT_TRUE(srv.join());
+}
+
+// With fallback_after, a writer that waited that long for space sends over the socket instead.
+TEST_P(ipc_session, fallback_after_waiting_for_space) {
+    auto o = options(memory_mode::memfd);
+    o.buffer_size = 1u << 20;
+    o.slices = {{65532, 100}};
+    o.fallback_after = 20ms;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    std::vector<uint8_t> got;
+    counting_semaphore sent(0);
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        ASSERT_TRUE(s);
+        auto st = s->accept_stream(10s);
+        ASSERT_TRUE(st);
+        ASSERT_TRUE(sent.acquire(10s));  // reads nothing until the client has sent it all
+
+        uint8_t b[65536];
+        for (;;) {
+            auto n = st->recv_some(b, sizeof b, 10s);
+            if (!n) break;
+            got.insert(got.end(), b, b + *n);
+        }
+    });
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c);
+    auto st = c->open_stream();
+    auto chunk = pattern(60000, 4);
+    for (int i = 0; i < 30; ++i) ASSERT_TRUE(st->send(chunk.data(), chunk.size(), 5s)) << i;
+    EXPECT_TRUE(st->in_fallback());
+    EXPECT_GE(c->counters().fallbacks_sent, 1u);
+    ASSERT_TRUE(st->shutdown(5s));
+    sent.release();
+    ASSERT_TRUE(srv.join());
+    ASSERT_EQ(got.size(), 30u * 60000);  // every byte, in order
+    for (int i = 0; i < 30; ++i) ASSERT_EQ(std::memcmp(got.data() + i * 60000, chunk.data(), 60000), 0) << i;
+    expect_full(*c);
+    ASSERT_TRUE(c->close());
+}
+
+}  // namespace
+}  // namespace gluon::ipc
