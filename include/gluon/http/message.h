@@ -61,6 +61,11 @@ public:
     /// The whole body, read into memory owned by the request. Errors: those of read_body.
     result<std::string_view> body();
 
+    /// The client's IP address as text ("192.0.2.1", "2001:db8::1"), looked up once per
+    /// connection (an access log or X-Forwarded-For at no system call per request); empty when
+    /// the stream has no IP peer (a Unix socket, an in-memory stream). Errors: none.
+    std::string_view client_ip();
+
     /// The connection's stream (for an upgrade, or its socket's addresses).
     net::byte_stream& stream() noexcept;
     /// Waits until the client gives the request up (HTTP/2: it resets the stream or the

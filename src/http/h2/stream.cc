@@ -37,6 +37,8 @@ void error_body(response& res, int status) {
 
 net::byte_stream& h2_stream::stream() noexcept { return sess.stream(); }
 
+std::string_view h2_stream::client_ip() { return sess.client_ip(); }
+
 int h2_stream::make_request() {
     std::string_view method, path, authority;
     fields.clear();
