@@ -20,29 +20,56 @@ std::string_view trim(std::string_view s) noexcept {
     return s;
 }
 
-bool fixed_hop_field(std::string_view n) noexcept {
+/// What a proxy does with a field, found with one comparison for most names (by length first).
+enum class kind : uint8_t { other, hop, host, content_length, expect, cookie, xff, xf_own, date, server };
+
+kind classify(std::string_view n) noexcept {
     switch (n.size()) {
-    case 2: return iequals(n, "te");
-    case 7: return iequals(n, "trailer") || iequals(n, "upgrade");
-    case 10: return iequals(n, "connection") || iequals(n, "keep-alive");
-    case 17: return iequals(n, "transfer-encoding");
-    default: return starts_with_i(n, "proxy-");
+    case 2:
+        if (iequals(n, "te")) return kind::hop;
+        break;
+    case 4:
+        if (iequals(n, "host")) return kind::host;
+        if (iequals(n, "date")) return kind::date;
+        break;
+    case 6:
+        if (iequals(n, "expect")) return kind::expect;
+        if (iequals(n, "cookie")) return kind::cookie;
+        if (iequals(n, "server")) return kind::server;
+        break;
+    case 7:
+        if (iequals(n, "trailer") || iequals(n, "upgrade")) return kind::hop;
+        break;
+    case 10:
+        if (iequals(n, "connection") || iequals(n, "keep-alive")) return kind::hop;
+        break;
+    case 14:
+        if (iequals(n, "content-length")) return kind::content_length;
+        break;
+    case 15:
+        if (iequals(n, "x-forwarded-for")) return kind::xff;
+        break;
+    case 16:
+        if (iequals(n, "x-forwarded-host")) return kind::xf_own;
+        break;
+    case 17:
+        if (iequals(n, "transfer-encoding")) return kind::hop;
+        if (iequals(n, "x-forwarded-proto")) return kind::xf_own;
+        break;
+    default: break;
     }
+    return starts_with_i(n, "proxy-") ? kind::hop : kind::other;
 }
 
-/// The client's address without its port ("192.0.2.1", "2001:db8::1"), or "unknown".
-void append_client_ip(std::string& out, net::byte_stream& s) {
-    net::socket_fd* sock = s.socket();
-    auto peer = sock ? sock->peer_address() : result<net::address>(errno_error(ENOTSOCK));
-    if (!peer || (peer->family() != AF_INET && peer->family() != AF_INET6)) {
-        out += "unknown";
-        return;
-    }
-    std::string a = peer->to_string();
-    if (peer->family() == AF_INET6 && !a.empty() && a.front() == '[') {
-        out.append(a, 1, a.find(']') - 1);
-    } else {
-        out.append(a, 0, a.rfind(':'));
+/// Calls fn(token) for each comma-separated token of a Connection field's value.
+template <class F>
+void for_each_token(std::string_view v, F&& fn) {
+    while (!v.empty()) {
+        size_t comma = v.find(',');
+        std::string_view t = trim(v.substr(0, comma));
+        if (!t.empty()) fn(t);
+        if (comma == std::string_view::npos) break;
+        v.remove_prefix(comma + 1);
     }
 }
 
@@ -55,23 +82,33 @@ void append_field(std::string& out, std::string_view name, std::string_view valu
 
 }  // namespace
 
-bool hop_fields::contains(std::string_view name) const noexcept {
-    if (fixed_hop_field(name)) return true;
-    for (const header& f : all_) {
-        if (!iequals(f.name, "connection")) continue;
-        std::string_view v = f.value;
-        while (!v.empty()) {
-            size_t comma = v.find(',');
-            if (iequals(trim(v.substr(0, comma)), name)) return true;
-            if (comma == std::string_view::npos) break;
-            v.remove_prefix(comma + 1);
-        }
+hop_fields::hop_fields(std::span<const header> all) noexcept : all_(all) {
+    for (const header& f : all) {
+        if (f.name.size() != 10 || !iequals(f.name, "connection")) continue;
+        for_each_token(f.value, [&](std::string_view t) {
+            if (count_ < k_max_named) named_[count_++] = t;
+            else overflow_ = true;
+        });
     }
-    return false;
 }
 
-void append_request_head(std::string& out, const request& req, const request_line& line,
-                         upstream_body body, const proxy_common_options& o) {
+bool hop_fields::named(std::string_view name) const noexcept {
+    for (size_t i = 0; i < count_; ++i)
+        if (iequals(named_[i], name)) return true;
+    if (!overflow_) return false;
+    bool found = false;
+    for (const header& f : all_)
+        if (iequals(f.name, "connection"))
+            for_each_token(f.value, [&](std::string_view t) { found = found || iequals(t, name); });
+    return found;
+}
+
+bool hop_fields::contains(std::string_view name) const noexcept {
+    return classify(name) == kind::hop || named(name);
+}
+
+void append_request_head(std::string& out, request& req, const request_line& line, upstream_body body,
+                         const proxy_common_options& o) {
     std::string_view m = req.method_name();
     out += m.empty() ? method_name(req.method()) : m;
     out += ' ';
@@ -80,46 +117,52 @@ void append_request_head(std::string& out, const request& req, const request_lin
     out += line.host;
     out += "\r\n";
     const hop_fields hop(req.headers());
-    std::string_view xff, cookie_sep;
-    bool cookies = false;
+    bool cookies = false, xff = false;
     for (const header& f : req.headers()) {
         std::string_view n = f.name;
-        if (n.empty() || n[0] == ':' || hop.contains(n) || iequals(n, "host") || iequals(n, "content-length") ||
-            iequals(n, "expect"))  // 100-continue is this hop's: read_body answers it
+        if (n.empty() || n[0] == ':') continue;
+        switch (classify(n)) {
+        case kind::hop:
+        case kind::host:
+        case kind::content_length:  // framing is this hop's: set below
+        case kind::expect:          // 100-continue is this hop's: read_body answers it
             continue;
-        if (o.x_forwarded) {
-            if (iequals(n, "x-forwarded-for")) {
-                xff = f.value;  // the last one; earlier ones are folded into it below
+        case kind::xff:
+            if (o.x_forwarded) {
+                xff = true;  // folded into the one sent below
                 continue;
             }
-            if (iequals(n, "x-forwarded-proto") || iequals(n, "x-forwarded-host")) continue;
+            break;
+        case kind::xf_own:
+            if (o.x_forwarded) continue;  // replaced below
+            break;
+        case kind::cookie:
+            if (req.version_major() == 2) {
+                // HTTP/2 may split Cookie into several fields; HTTP/1.1 wants one (RFC 9113 8.2.3).
+                out += cookies ? "; " : "Cookie: ";
+                out += f.value;
+                cookies = true;
+                continue;
+            }
+            break;
+        default: break;
         }
-        if (req.version_major() == 2 && iequals(n, "cookie")) {
-            // HTTP/2 may split Cookie into several fields; HTTP/1.1 wants one (RFC 9113 8.2.3).
-            if (!cookies) out += "Cookie: ";
-            out += cookie_sep;
-            out += f.value;
-            cookie_sep = "; ";
-            cookies = true;
-            continue;
-        }
+        if (hop.named(n)) continue;
         append_field(out, n, f.value);
     }
     if (cookies) out += "\r\n";
     if (o.x_forwarded) {
         out += "X-Forwarded-For: ";
-        for (const header& f : req.headers())
-            if (iequals(f.name, "x-forwarded-for") && f.value.data() != xff.data()) {
-                out += f.value;
-                out += ", ";
-            }
-        if (!xff.empty()) {
-            out += xff;
-            out += ", ";
-        }
-        append_client_ip(out, const_cast<request&>(req).stream());
+        if (xff)
+            for (const header& f : req.headers())
+                if (classify(f.name) == kind::xff) {
+                    out += f.value;
+                    out += ", ";
+                }
+        std::string_view ip = req.client_ip();
+        out += ip.empty() ? std::string_view("unknown") : ip;
         out += "\r\nX-Forwarded-Proto: ";
-        out += dynamic_cast<net::tls::stream*>(&const_cast<request&>(req).stream()) ? "https" : "http";
+        out += dynamic_cast<net::tls::stream*>(&req.stream()) ? "https" : "http";
         out += "\r\n";
         if (!req.host().empty()) append_field(out, "X-Forwarded-Host", req.host());
     }
@@ -140,9 +183,16 @@ void append_response_fields(std::string& out, const response_head& h, const prox
     const hop_fields hop({h.headers, h.header_count});
     for (size_t i = 0; i < h.header_count; ++i) {
         std::string_view n = h.headers[i].name;
+        switch (classify(n)) {
         // Framing is this hop's (the server frames what it sends); Date and Server are the
         // server's own fields.
-        if (hop.contains(n) || iequals(n, "content-length") || iequals(n, "date") || iequals(n, "server")) continue;
+        case kind::hop:
+        case kind::content_length:
+        case kind::date:
+        case kind::server: continue;
+        default: break;
+        }
+        if (hop.named(n)) continue;
         append_field(out, n, h.headers[i].value);
     }
     if (!o.via.empty()) append_field(out, "Via", o.via);

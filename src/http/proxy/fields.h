@@ -11,14 +11,20 @@
 namespace gluon::http::detail {
 
 /// The fields of `all` that only concern one hop: the fixed ones (RFC 9110 7.6.1, and Proxy-*)
-/// and those the message's Connection fields name.
+/// and those the message's Connection fields name (collected once, when constructed).
 class hop_fields {
 public:
-    explicit hop_fields(std::span<const header> all) noexcept : all_(all) {}
+    explicit hop_fields(std::span<const header> all) noexcept;
     bool contains(std::string_view name) const noexcept;
+    /// Whether a field not among the fixed ones was named by Connection.
+    bool named(std::string_view name) const noexcept;
 
 private:
+    static constexpr size_t k_max_named = 8;
     std::span<const header> all_;
+    std::string_view named_[k_max_named];
+    size_t count_ = 0;
+    bool overflow_ = false;  // more names than fit: named() scans the Connection fields again
 };
 
 /// How the request's body goes upstream.
@@ -30,7 +36,7 @@ struct request_line {
 };
 
 /// Appends the request head for the upstream (blank line included) to `out`.
-void append_request_head(std::string& out, const request& req, const request_line& line,
+void append_request_head(std::string& out, request& req, const request_line& line,
                          upstream_body body, const proxy_common_options& o);
 
 /// Appends the response's end-to-end fields as "Name: value\r\n" lines (for
