@@ -4,7 +4,7 @@
 // requests and CONNECT tunnels to port 443).
 //
 //   reverse_proxy --upstream HOST:PORT [--upstream HOST:PORT ...] [--port N] [--least-busy]
-//                 [--engine io_uring|epoll] [--access-log]
+//                 [--keepalive N] [--engine io_uring|epoll] [--access-log]
 //   reverse_proxy --forward [--port N] [--engine io_uring|epoll]
 //
 // Prints "listening <port>" once ready (N = 0 picks a free port). SIGINT/SIGTERM stop it
@@ -52,7 +52,7 @@ result<void> serve(config c) {
 
 int usage() {
     std::fprintf(stderr, "usage: reverse_proxy --upstream HOST:PORT [--upstream HOST:PORT ...] [--port N] "
-                         "[--least-busy] [--engine io_uring|epoll] [--access-log]\n"
+                         "[--least-busy] [--keepalive N] [--engine io_uring|epoll] [--access-log]\n"
                          "       reverse_proxy --forward [--port N] [--engine io_uring|epoll]\n");
     return 2;
 }
@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
             c.proxy.upstreams.emplace_back(argv[++i]);
         } else if (!std::strcmp(argv[i], "--least-busy")) {
             c.proxy.balancing = http::proxy_options::balance::least_busy;
+        } else if (!std::strcmp(argv[i], "--keepalive") && has_value) {
+            c.proxy.max_idle_per_upstream = static_cast<size_t>(std::atoi(argv[++i]));
         } else if (!std::strcmp(argv[i], "--forward")) {
             c.forward = true;
         } else if (!std::strcmp(argv[i], "--engine") && has_value) {
