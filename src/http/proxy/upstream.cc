@@ -11,6 +11,17 @@
 
 namespace gluon::http::detail {
 
+namespace {
+
+/// Idle times need no precision: the coarse clock is read without the TSC (a few ns).
+int64_t coarse_now_ns() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+}  // namespace
+
 result<upstream_address> upstream_address::parse(std::string_view hp) {
     upstream_address a;
     size_t colon = hp.rfind(':');
@@ -34,7 +45,7 @@ upstream_pool::~upstream_pool() {
 }
 
 result<upstream_conn> upstream_pool::take(const std::string& key, const upstream_address& a) {
-    const int64_t now = mono_now_ns();
+    const int64_t now = coarse_now_ns();
     const int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o_.idle_timeout).count();
     for (;;) {
         upstream_conn c;
@@ -60,6 +71,7 @@ result<upstream_conn> upstream_pool::take(const std::string& key, const upstream
             }
         }
         c.reused = true;
+        if (c.buf.use_count() > 1) c.buf.reset(new char[c.cap]);  // still being sent from
         return c;
     }
     upstream_conn c;
@@ -72,7 +84,7 @@ result<upstream_conn> upstream_pool::take(const std::string& key, const upstream
 }
 
 void upstream_pool::give_back(const std::string& key, upstream_conn c) {
-    c.idle_since = mono_now_ns();
+    c.idle_since = coarse_now_ns();
     c.reused = false;
     std::lock_guard g(lock_);
     auto& v = idle_[slot{std::this_thread::get_id(), key}];

@@ -30,7 +30,10 @@ struct upstream_address {
 
 struct upstream_conn {
     net::stream sock;
-    std::unique_ptr<char[]> buf;  // the body buffer both ways, kept with the connection
+    /// The buffer both ways, kept with the connection. A response body read whole into it is
+    /// sent from it without a copy (response::body with the buffer as owner): a connection
+    /// taken while that send is still under way gets a new buffer (take()).
+    std::shared_ptr<char[]> buf;
     size_t cap = 0;
     std::string head;             // the request head being sent
     std::vector<header> fields;   // the response head's fields
@@ -46,7 +49,7 @@ public:
     upstream_pool& operator=(const upstream_pool&) = delete;
 
     /// A pooled connection to `key` from this vCPU, or a new one to `a`. Errors: those of
-    /// net::connect (ETIMEDOUT past connect_timeout, ECONNREFUSED, ...).
+    /// net::connect (ETIMEDOUT past connect_timeout, ECONNREFUSED, ...), ENOMEM.
     result<upstream_conn> take(const std::string& key, const upstream_address& a);
     /// Keeps a connection whose last exchange ended cleanly for the next one.
     void give_back(const std::string& key, upstream_conn c);
