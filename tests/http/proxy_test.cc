@@ -258,6 +258,53 @@ TEST_P(proxy_test, upstream_down_is_502_and_a_silent_upstream_is_504) {
     EXPECT_EQ(r.out, "504");
 }
 
+TEST_P(proxy_test, a_malformed_upstream_response_is_502) {
+    GLUON_REQUIRE_PEER(have("curl"), "no curl command");
+    for (const char* reply : {"not HTTP at all\r\n\r\n", "HTTP/1.1 2x0 OK\r\n\r\n",
+                              "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"}) {
+        SCOPED_TRACE(reply);
+        raw_upstream up;
+        up.reply = reply;
+        up.start();
+        start_reverse({up.addr()});
+        auto r = curl({"-w", "%{http_code}", "-o", "/dev/null", proxy_url("/x")});
+        EXPECT_EQ(r.out, "502");
+        proxy_.reset();
+    }
+}
+
+TEST_P(proxy_test, a_pooled_connection_the_upstream_closed_is_retried_on_a_new_one) {
+    GLUON_REQUIRE_PEER(have("curl"), "no curl command");
+    raw_upstream up;  // answers as if it kept the connection, then closes it
+    up.reply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    up.start();
+    start_reverse({up.addr()});
+    for (int i = 0; i < 3; ++i) {
+        auto r = curl({"-w", "|%{http_code}", proxy_url("/again")});
+        EXPECT_EQ(r.out, "ok|200") << i << r.err;
+    }
+    EXPECT_EQ(up.served, 3);
+}
+
+TEST_P(proxy_test, clients_over_tls_are_forwarded_as_https) {
+    GLUON_REQUIRE_PEER(have("curl"), "no curl command");
+    raw_upstream up;
+    up.reply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+    up.start();
+    proxy_options po;
+    po.upstreams = {up.addr()};
+    server_options so;
+    so.wrap = net::tls::server_wrap(net::tls_testing::server_ctx({}), 10s);
+    auto s = server::start(net::address::ipv4_loopback(0), reverse_proxy(po), so);
+    ASSERT_TRUE(s) << s.error().message();
+    auto r = curl({"--cacert", certs().dir + "/ca.pem",
+                   "https://localhost:" + std::to_string((*s)->local_address().port()) + "/secure"});
+    EXPECT_EQ(r.out, "ok") << r.err;
+    EXPECT_NE(up.request.find("\r\nX-Forwarded-Proto: https\r\n"), std::string::npos) << up.request;
+    EXPECT_NE(up.request.find("\r\nX-Forwarded-Host: localhost:"), std::string::npos) << up.request;
+    (*s)->stop(1s);
+}
+
 TEST_P(proxy_test, an_upstream_reset_mid_body_fails_the_client_instead_of_a_short_200) {
     GLUON_REQUIRE_PEER(have("curl"), "no curl command");
     for (bool chunked : {false, true}) {
@@ -327,6 +374,10 @@ TEST_P(proxy_test, forward_proxy_relays_absolute_form_and_tunnels_connect) {
     EXPECT_TRUE(r.out == big_) << r.out.size();
     r = curl({"-x", proxy, "-w", "%{http_code}", "-o", "/dev/null", "http://gluon.test/"});
     EXPECT_EQ(r.out, "403");
+    // curl -p: plain HTTP through a CONNECT tunnel.
+    r = curl({"-p", "-x", proxy, "http://127.0.0.1:" + std::to_string(upstream_->local_address().port()) + "/big"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(r.out == big_) << r.out.size();
 
     // CONNECT to a gluon HTTPS server: the TLS session runs end to end through the tunnel.
     net::tls::context_options to;
