@@ -57,8 +57,15 @@ struct proxy_options : proxy_common_options {
     bool preserve_host = true;
 };
 
-/// A handler that forwards every request to one of opts.upstreams. Errors: none (upstream
-/// failures are answered 502 and 504, see above); an empty upstream list answers 502.
+/// A handler that forwards every request to one of opts.upstreams (entries that are not
+/// host:port are logged and left out). Errors: none are returned; the handler answers them:
+/// 502 when no upstream could be reached (refused, unreachable, a name that does not resolve,
+/// an empty list), when the upstream's response head is malformed, or when its connection fails
+/// before that head arrives (after the retries allowed above); 504 when connecting, sending the
+/// request or waiting for the response took longer than its timeout. A failure after the head
+/// went to the client aborts the response (response::abort). A request body that fails is
+/// answered by the server as for any handler (413 over max_body_bytes, 408, 400; nothing if the
+/// client left), and the upstream connection it was going to is closed.
 handler reverse_proxy(proxy_options opts);
 
 struct forward_proxy_options : proxy_common_options {
@@ -71,8 +78,13 @@ struct forward_proxy_options : proxy_common_options {
 };
 
 /// A handler for a forward proxy: absolute-form requests ("GET http://host/path HTTP/1.1") are
-/// forwarded to their origin (http:// only), and CONNECT opens a tunnel (HTTP/1.1 only: over
-/// HTTP/2 it is answered 501). Other requests are answered 400. Errors: none (as reverse_proxy).
+/// forwarded to their origin (http:// only) through the same pool and rules as reverse_proxy,
+/// and CONNECT opens a tunnel that copies bytes both ways until either side closes (a half close
+/// is passed on) or it is silent for tunnel_idle_timeout. Errors: none are returned; the handler
+/// answers 400 (not an http:// URL, a malformed one, a CONNECT target that is not host:port),
+/// 403 (refused by `allow`, or a CONNECT port not in connect_ports), 501 (CONNECT over HTTP/2),
+/// and 502 or 504 for the origin as reverse_proxy does. A tunnel answers 200 once its upstream
+/// connection is open; failures after that close both connections.
 handler forward_proxy(forward_proxy_options opts);
 
 }  // namespace gluon::http
