@@ -1,10 +1,13 @@
 // gRPC C++ as the peer of gluon's gRPC: `grpc_cpp_peer client HOST:PORT` calls every method of
-// the Echo service and checks the answers of gluon's server; `grpc_cpp_peer server` serves Echo
-// (printing "listening PORT" once it does) for gluon's client. Prints one line per failed check
+// the Echo service and checks the answers of gluon's server; `grpc_cpp_peer server FD` serves
+// Echo for gluon's client, writing its port to the inherited descriptor FD once it listens. Prints one line per failed check
 // and exits 1 if any failed.
 #include <grpcpp/grpcpp.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -154,7 +157,7 @@ class echo_service final : public Echo::Service {
     }
 };
 
-int run_server() {
+int run_server(int fd) {
     echo_service svc;
     int port = 0;
     grpc::ServerBuilder b;
@@ -162,8 +165,9 @@ int run_server() {
     b.RegisterService(&svc);
     auto srv = b.BuildAndStart();
     if (!srv || port == 0) return 2;
-    std::printf("listening %d\n", port);
-    std::fflush(stdout);
+    std::string p = std::to_string(port) + "\n";
+    if (::write(fd, p.data(), p.size()) != static_cast<ssize_t>(p.size())) return 2;
+    ::close(fd);
     srv->Wait();  // until killed
     return 0;
 }
@@ -172,7 +176,7 @@ int run_server() {
 
 int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "client") return run_client(argv[2]);
-    if (argc == 2 && std::string(argv[1]) == "server") return run_server();
-    std::fprintf(stderr, "usage: grpc_cpp_peer client HOST:PORT | server\n");
+    if (argc == 3 && std::string(argv[1]) == "server") return run_server(std::atoi(argv[2]));
+    std::fprintf(stderr, "usage: grpc_cpp_peer client HOST:PORT | server FD\n");
     return 2;
 }

@@ -54,6 +54,8 @@ public:
     result<size_t> read(char* buf, size_t n, duration timeout);
     /// Trailer fields, once read() returned 0.
     const std::vector<std::pair<std::string, std::string>>& trailers() const noexcept { return trailers_; }
+    /// The RST_STREAM code the server ended the stream with (0: none, or NO_ERROR).
+    uint32_t reset_code() const noexcept { return reset_code_; }
     /// Resets the stream (CANCEL) if it is still open.
     void cancel() noexcept;
 

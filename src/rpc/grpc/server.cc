@@ -2,7 +2,7 @@
 
 #include "framing.h"
 #include "gluon/common/log.h"
-#include "gluon/rpc/grpc.h"
+#include "gluon/rpc/grpc/server.h"
 
 namespace gluon::rpc::grpc {
 

@@ -1,0 +1,138 @@
+// gRPC over gluon's HTTP/2 (ADRs 0016, 0021): a server that gRPC clients of any language call, with the
+// blocking, sequential handler code of the rest of gluon. Messages are bytes (protobuf's
+// SerializeToString / ParseFromString, or anything else); typed helpers below wrap the four call
+// kinds for protobuf-style message types without generated stubs.
+//
+// Status codes, the grpc-status / grpc-message trailers (percent-encoded), grpc-timeout
+// deadlines and metadata follow the gRPC-over-HTTP/2 protocol; message compression is not
+// offered (a compressed message is refused with UNIMPLEMENTED).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/http/server.h"
+#include "gluon/rpc/grpc/status.h"
+
+namespace gluon::rpc::grpc {
+
+/// The server side of one call: the request's metadata and deadline, its messages to read, and
+/// the response messages and metadata to write. Lives for the handler's run.
+class server_context {
+public:
+    /// "/package.Service/Method".
+    std::string_view method() const noexcept;
+    /// A request metadata value (lowercase key), or empty.
+    std::string_view metadata(std::string_view key) const noexcept;
+    /// The client's deadline (grpc-timeout), or k_no_deadline.
+    deadline_t deadline() const noexcept { return deadline_; }
+    /// The next request message into msg; false once the client has sent its last. Errors:
+    /// ECANCELED (the client cancelled: RST_STREAM), ETIMEDOUT (the deadline passed), EPROTO (a
+    /// malformed or compressed message, or one over max_message_bytes), the stream's.
+    result<bool> read(std::string& msg);
+    /// Sends a response message (the response head first, with the metadata added so far).
+    /// Errors: ECANCELED, EPIPE (the connection is gone), ETIMEDOUT.
+    result<void> write(std::string_view msg);
+    /// Waits until the client cancels the call or its deadline passes (true), or `timeout`
+    /// passes first (false): for a handler with nothing to read that works until nobody waits.
+    bool wait_cancelled(duration timeout);
+    /// Response metadata: added to the head if no message was written yet.
+    void add_metadata(std::string_view key, std::string_view value);
+    /// Trailing metadata, sent with the status.
+    void add_trailing_metadata(std::string_view key, std::string_view value);
+
+    struct impl;
+    explicit server_context(impl& i) noexcept : im_(i) {}
+
+private:
+    impl& im_;
+    deadline_t deadline_ = k_no_deadline;
+    friend struct impl;
+};
+
+using method_handler = std::function<status(server_context&)>;
+
+struct server_options {
+    size_t max_message_bytes = 4 << 20;  // a larger request message: RESOURCE_EXHAUSTED
+};
+
+/// Methods by full name, served as an http::handler: mount it on an http::server (HTTP/2 by
+/// prior knowledge, or h2 over TLS by ALPN). Requests that are not gRPC get 415 (wrong content
+/// type) or 505 (HTTP/1.x); unknown methods UNIMPLEMENTED.
+class server {
+public:
+    explicit server(server_options o = {}) : opts_(o) {}
+    /// Registers a method ("/package.Service/Method"). A handler that throws answers INTERNAL.
+    void add(std::string full_name, method_handler h) { methods_[std::move(full_name)] = std::move(h); }
+    /// The handler to give http::server::start (it refers to this server: keep it alive).
+    http::handler as_handler() const;
+
+private:
+    server_options opts_;
+    std::map<std::string, method_handler, std::less<>> methods_;
+};
+
+// ---- typed helpers, for message types with SerializeToString / ParseFromString --------------
+
+template <typename Req, typename Resp>
+method_handler unary(std::function<status(server_context&, const Req&, Resp&)> fn) {
+    return [fn = std::move(fn)](server_context& ctx) -> status {
+        std::string in;
+        auto got = ctx.read(in);
+        if (!got || !*got) return {code::internal, "no request message"};
+        Req req;
+        if (!req.ParseFromString(in)) return {code::internal, "request does not parse"};
+        Resp resp;
+        status s = fn(ctx, req, resp);
+        if (!s.ok()) return s;
+        std::string out;
+        if (!resp.SerializeToString(&out)) return {code::internal, "response does not serialize"};
+        if (auto w = ctx.write(out); !w) return {code::unavailable, w.error().message()};
+        return s;
+    };
+}
+
+/// Server streaming: fn writes its responses through `send`.
+template <typename Req, typename Resp>
+method_handler server_streaming(std::function<status(server_context&, const Req&, const std::function<bool(const Resp&)>& send)> fn) {
+    return [fn = std::move(fn)](server_context& ctx) -> status {
+        std::string in;
+        auto got = ctx.read(in);
+        if (!got || !*got) return {code::internal, "no request message"};
+        Req req;
+        if (!req.ParseFromString(in)) return {code::internal, "request does not parse"};
+        std::string out;
+        auto send = [&](const Resp& r) {
+            out.clear();
+            return r.SerializeToString(&out) && ctx.write(out).has_value();
+        };
+        return fn(ctx, req, send);
+    };
+}
+
+/// Client streaming and bidirectional: fn reads requests through `next` (false at the end) and
+/// writes through `send`.
+template <typename Req, typename Resp>
+method_handler streaming(std::function<status(server_context&, const std::function<bool(Req&)>& next,
+                                              const std::function<bool(const Resp&)>& send)> fn) {
+    return [fn = std::move(fn)](server_context& ctx) -> status {
+        std::string in, out;
+        auto next = [&](Req& r) {
+            auto got = ctx.read(in);
+            return got && *got && r.ParseFromString(in);
+        };
+        auto send = [&](const Resp& r) {
+            out.clear();
+            return r.SerializeToString(&out) && ctx.write(out).has_value();
+        };
+        return fn(ctx, next, send);
+    };
+}
+
+}  // namespace gluon::rpc::grpc

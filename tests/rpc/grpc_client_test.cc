@@ -1,0 +1,236 @@
+// gluon's gRPC client calling gRPC C++'s server (tests/rpc/grpc_cpp_peer.cc), and gluon's own
+// server in clear text and over TLS (h2 by ALPN): every call kind, metadata both ways, an error
+// status with a message to percent-decode, a deadline that expires, a cancelled call, unknown
+// methods and a server that is not there, on every engine.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "echo_service.h"
+#include "gluon/http/server.h"
+#include "gluon/net/tls.h"
+#include "gluon/rpc/grpc.h"
+#include "gluon/runtime/fiber.h"
+#include "net/tls_test_support.h"
+#include "support/process.h"
+#include "test_support.h"
+
+namespace gluon::rpc::grpc {
+namespace {
+
+using namespace std::chrono_literals;
+using gluon::test::Msg;
+
+/// The calls every server must answer the same way: gRPC C++'s, and gluon's.
+void call_every_kind(channel& ch) {
+    {
+        call_options o;
+        o.metadata = {{"x-in", "meta-value"}};
+        client_call c = ch.call("/gluon.test.Echo/Unary", o);
+        Msg req, resp;
+        req.set_text("hello");
+        req.set_blob(std::string(100000, 'b'));
+        ASSERT_TRUE(write(c, req));
+        ASSERT_TRUE(c.writes_done());
+        ASSERT_TRUE(read(c, resp));
+        EXPECT_EQ(resp.text(), "hello");
+        EXPECT_EQ(resp.blob(), req.blob());
+        EXPECT_FALSE(read(c, resp));
+        status s = c.finish();
+        EXPECT_TRUE(s.ok()) << code_name(s.code) << " " << s.message;
+        EXPECT_EQ(c.trailing_metadata("x-out"), "meta-value");
+    }
+    {
+        Msg req, resp;
+        req.set_text("typed");
+        status s = unary(ch, "/gluon.test.Echo/Unary", req, resp);
+        EXPECT_TRUE(s.ok()) << s.message;
+        EXPECT_EQ(resp.text(), "typed");
+    }
+    {
+        Msg req, m;
+        req.set_n(5);
+        client_call c = ch.call("/gluon.test.Echo/ServerStream");
+        ASSERT_TRUE(write(c, req));
+        int k = 0;
+        while (read(c, m)) EXPECT_EQ(m.n(), k++);
+        EXPECT_EQ(k, 5);
+        EXPECT_TRUE(c.finish().ok());
+    }
+    {
+        client_call c = ch.call("/gluon.test.Echo/ClientStream");
+        for (const char* t : {"a", "b", "c"}) {
+            Msg m;
+            m.set_text(t);
+            ASSERT_TRUE(write(c, m));
+        }
+        ASSERT_TRUE(c.writes_done());
+        Msg resp;
+        ASSERT_TRUE(read(c, resp));
+        EXPECT_EQ(resp.text(), "abc");
+        EXPECT_EQ(resp.n(), 3);
+        EXPECT_TRUE(c.finish().ok());
+    }
+    {
+        // Each answer read before the next request is written: the server streams as it goes.
+        client_call c = ch.call("/gluon.test.Echo/Bidi");
+        for (int i = 0; i < 10; ++i) {
+            Msg m, back;
+            m.set_n(i);
+            m.set_blob(std::string(i * 10000, 'x'));
+            ASSERT_TRUE(write(c, m));
+            ASSERT_TRUE(read(c, back));
+            EXPECT_EQ(back.n(), i);
+            EXPECT_EQ(back.blob().size(), m.blob().size());
+        }
+        ASSERT_TRUE(c.writes_done());
+        Msg extra;
+        EXPECT_FALSE(read(c, extra));
+        EXPECT_TRUE(c.finish().ok());
+    }
+    {
+        Msg req, resp;
+        req.set_n(static_cast<int>(code::not_found));
+        req.set_text("no such thing: \xc3\xbc 100%");
+        status s = unary(ch, "/gluon.test.Echo/Fail", req, resp);
+        EXPECT_EQ(s.code, code::not_found);
+        EXPECT_EQ(s.message, req.text());
+    }
+    {
+        // The first message says the server has the call; then only the deadline ends it.
+        call_options o;
+        o.deadline = deadline_after(300ms);
+        client_call c = ch.call("/gluon.test.Echo/Slow", o);
+        Msg req, m;
+        ASSERT_TRUE(write(c, req));
+        ASSERT_TRUE(c.writes_done());
+        EXPECT_TRUE(read(c, m));
+        EXPECT_FALSE(read(c, m));
+        EXPECT_EQ(c.finish().code, code::deadline_exceeded);  // the server's status or our own
+    }
+    {
+        client_call c = ch.call("/gluon.test.Echo/Slow");
+        Msg req, m;
+        ASSERT_TRUE(write(c, req));
+        EXPECT_TRUE(read(c, m));
+        c.cancel();
+        EXPECT_FALSE(read(c, m));
+        EXPECT_EQ(c.finish().code, code::cancelled);
+    }
+    {
+        std::string out;
+        status s = ch.unary("/gluon.test.Echo/NoSuchMethod", "", out);
+        EXPECT_EQ(s.code, code::unimplemented) << code_name(s.code) << " " << s.message;
+    }
+    {
+        // The connection carries on after all of that.
+        Msg req, resp;
+        req.set_text("still here");
+        EXPECT_TRUE(unary(ch, "/gluon.test.Echo/Unary", req, resp).ok());
+        EXPECT_EQ(resp.text(), "still here");
+    }
+}
+
+class grpc_client_test : public test::engine_test {
+protected:
+    void TearDown() override {
+        srv_.reset();
+        peer_.reset();
+        test::engine_test::TearDown();
+    }
+    /// Starts gRPC C++'s Echo server; returns its port (0 on failure).
+    uint16_t start_cpp_server() {
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) return 0;
+        ::fcntl(fds[1], F_SETFD, 0);  // the child inherits the write end
+        std::string out = net::tls_testing::certs().dir + "/grpc-server-" + engine::kind_name(GetParam());
+        peer_ = std::make_unique<test::child>(std::vector<std::string>{GLUON_GRPC_PEER, "server", std::to_string(fds[1])},
+                                              "/dev/null", out);
+        ::close(fds[1]);
+        char buf[16] = {};
+        ssize_t n = ::read(fds[0], buf, sizeof buf - 1);  // blocks until it listens (or exits: 0)
+        ::close(fds[0]);
+        return n > 0 ? static_cast<uint16_t>(std::atoi(buf)) : 0;
+    }
+    uint16_t start_gluon_server(const net::tls::context* tls) {
+        testing::add_echo_service(g_, slow_);
+        http::server_options o;
+        if (tls) o.wrap = net::tls::server_wrap(*tls, 10s);
+        auto s = http::server::start(net::address::ipv4_loopback(0), g_.as_handler(), o);
+        EXPECT_TRUE(s) << s.error().message();
+        srv_ = std::move(*s);
+        return srv_->local_address().port();
+    }
+    std::unique_ptr<test::child> peer_;
+    server g_;
+    testing::slow_counts slow_;
+    std::unique_ptr<http::server> srv_;
+};
+
+TEST_P(grpc_client_test, calls_grpc_cpp_server) {
+    uint16_t port = start_cpp_server();
+    ASSERT_NE(port, 0) << "the gRPC C++ peer did not start";
+    channel ch("127.0.0.1", port);
+    call_every_kind(ch);
+}
+
+TEST_P(grpc_client_test, calls_gluon_server_in_clear_text) {
+    channel ch("127.0.0.1", start_gluon_server(nullptr));
+    call_every_kind(ch);
+    EXPECT_EQ(slow_.expired, 1);
+    EXPECT_EQ(slow_.cancelled, 1);
+}
+
+TEST_P(grpc_client_test, calls_gluon_server_over_tls_by_alpn) {
+    net::tls::context_options so, co;
+    so.alpn = co.alpn = {"h2"};
+    auto sctx = net::tls_testing::server_ctx(so);
+    auto cctx = net::tls_testing::client_ctx(co);
+    channel_options o;
+    o.tls = &cctx;
+    o.authority = "localhost";
+    channel ch("127.0.0.1", start_gluon_server(&sctx), o);
+    call_every_kind(ch);
+}
+
+TEST_P(grpc_client_test, a_server_that_is_not_there_is_unavailable) {
+    channel ch("127.0.0.1", test::free_port());
+    std::string out;
+    status s = ch.unary("/gluon.test.Echo/Unary", "", out);
+    EXPECT_EQ(s.code, code::unavailable) << s.message;
+}
+
+TEST_P(grpc_client_test, a_server_that_is_not_grpc_maps_its_http_status) {
+    auto s = http::server::start(net::address::ipv4_loopback(0),
+                                 [](http::request&, http::response& res) { res.status(404); });
+    ASSERT_TRUE(s);
+    channel ch("127.0.0.1", (*s)->local_address().port());
+    std::string out;
+    status st = ch.unary("/gluon.test.Echo/Unary", "", out);
+    EXPECT_EQ(st.code, code::unimplemented) << st.message;
+}
+
+TEST_P(grpc_client_test, many_fibers_share_one_connection) {
+    channel ch("127.0.0.1", start_gluon_server(nullptr));
+    constexpr int k = 50;
+    int ok = 0;
+    std::vector<fiber> fs;
+    for (int i = 0; i < k; ++i)
+        fs.push_back(*spawn([&, i] {
+            Msg req, resp;
+            req.set_n(i);
+            req.set_text(std::string(i * 100, 'q'));
+            if (unary(ch, "/gluon.test.Echo/Unary", req, resp).ok() && resp.n() == i && resp.text() == req.text()) ++ok;
+        }));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(ok, k);
+    EXPECT_EQ(srv_->connections(), 1u);  // every call a stream of this vCPU's one connection
+}
+
+GLUON_ENGINE_TEST_SUITE(grpc_client_test);
+
+}  // namespace
+}  // namespace gluon::rpc::grpc
