@@ -13,14 +13,11 @@
 //   curl -v http://127.0.0.1:8000/
 //   reverse_proxy --forward --port 3128
 //   curl -x http://127.0.0.1:3128 https://example.com/
-#include <signal.h>
-
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "gluon/http/proxy.h"
 #include "gluon/http/server.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -43,46 +40,22 @@ result<void> serve(config c) {
     o.max_body_bytes = uint64_t{1} << 40;  // bodies are streamed through, not held
     http::handler h = c.forward ? http::forward_proxy({}) : http::reverse_proxy(c.proxy);
     auto srv = GLUON_TRY(http::server::start(net::address::ipv4_loopback(c.port), std::move(h), o));
-    std::printf("listening %d\n", srv->local_address().port());
-    std::fflush(stdout);
-    GLUON_TRY(wait_for_signals({SIGINT, SIGTERM}));
-    srv->stop(5s);
-    return {};
-}
-
-int usage() {
-    std::fprintf(stderr, "usage: reverse_proxy --upstream HOST:PORT [--upstream HOST:PORT ...] [--port N] "
-                         "[--least-busy] [--keepalive N] [--engine io_uring|epoll] [--access-log]\n"
-                         "       reverse_proxy --forward [--port N] [--engine io_uring|epoll]\n");
-    return 2;
+    return serve_until_signalled(*srv, 5s);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     config c;
-    for (int i = 1; i < argc; ++i) {
-        const bool has_value = i + 1 < argc;
-        if (!std::strcmp(argv[i], "--port") && has_value) {
-            c.port = static_cast<uint16_t>(std::atoi(argv[++i]));
-        } else if (!std::strcmp(argv[i], "--upstream") && has_value) {
-            c.proxy.upstreams.emplace_back(argv[++i]);
-        } else if (!std::strcmp(argv[i], "--least-busy")) {
-            c.proxy.balancing = http::proxy_options::balance::least_busy;
-        } else if (!std::strcmp(argv[i], "--keepalive") && has_value) {
-            c.proxy.max_idle_per_upstream = static_cast<size_t>(std::atoi(argv[++i]));
-        } else if (!std::strcmp(argv[i], "--forward")) {
-            c.forward = true;
-        } else if (!std::strcmp(argv[i], "--engine") && has_value) {
-            c.vcpu.engine = engine::parse_kind(argv[++i]);
-            if (!c.vcpu.engine) return usage();
-        } else if (!std::strcmp(argv[i], "--access-log")) {
-            c.access_log = true;
-        } else {
-            return usage();
-        }
-    }
-    if (c.forward == !c.proxy.upstreams.empty()) return usage();
+    bool least_busy = false;
+    cli::parser p("usage: reverse_proxy --upstream HOST:PORT [--upstream HOST:PORT ...] [--port N] [--least-busy]\n"
+                  "                     [--keepalive N] [--engine io_uring|epoll] [--access-log]\n"
+                  "       reverse_proxy --forward [--port N] [--engine io_uring|epoll]");
+    p.option("--port", c.port).option("--upstream", c.proxy.upstreams).flag("--least-busy", least_busy);
+    p.option("--keepalive", c.proxy.max_idle_per_upstream).flag("--forward", c.forward);
+    p.engine(c.vcpu).flag("--access-log", c.access_log);
+    if (!p.parse(argc, argv) || c.forward == !c.proxy.upstreams.empty()) return p.usage();
+    if (least_busy) c.proxy.balancing = http::proxy_options::balance::least_busy;
     auto r = run(c.vcpu, [&] { return serve(c); });
     if (!r) std::fprintf(stderr, "reverse_proxy: %s\n", r.error().message().c_str());
     return r ? 0 : 1;
