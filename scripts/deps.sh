@@ -20,6 +20,8 @@ if [ "$profile" = test ]; then pkgs+=(openssl curl); fi  # the peers of tests/ne
 if [ "$profile" != build ]; then pkgs+=(wrk); fi  # the load generator of bench/run http
 if [ "$profile" = test ]; then pkgs+=(clang libclang-rt-14-dev); fi  # libFuzzer (scripts/fuzz.sh)
 if [ "$profile" = test ]; then pkgs+=(python3-websockets python3-prometheus-client); fi  # WebSocket peer, metrics parser
+if [ "$profile" != build ]; then pkgs+=(redis-server); fi  # the server of tests/redis and bench/run redis
+if [ "$profile" = bench ]; then pkgs+=(libhiredis-dev); fi  # the hiredis peer of bench/run redis
 if [ "$profile" != build ]; then pkgs+=(libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc); fi  # gRPC C++, the peer of tests/rpc
 
 missing=()

@@ -1,0 +1,127 @@
+// A Redis client for fibers: RESP2 or RESP3, commands of many fibers pipelined on one
+// connection (each command's bytes go out with whatever else is queued, and the replies come
+// back in order to the fibers that wait for them), a pool of connections per vCPU, pub/sub,
+// timeouts and TLS.
+//
+//     redis::client db({.host = "127.0.0.1", .port = 6379});
+//     auto r = db.command({"SET", "greeting", "hello"});   // reply or error
+//     auto v = db.get("greeting");                          // "hello"
+//
+// A reply that is a Redis error (-ERR ...) is a reply of kind error, not a failed call: failed
+// calls are the transport's (the connection broke, a timeout, the server is not there).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/redis/reply.h"
+
+namespace gluon::net::tls {
+class context;
+}
+
+namespace gluon::redis {
+
+struct options {
+    std::string host = "127.0.0.1";
+    uint16_t port = 6379;
+    std::string unix_path;  // a Unix socket instead of host:port
+    /// 2: RESP2 (what every server speaks); 3: RESP3 through HELLO 3 (Redis 6 and later).
+    int protocol = 2;
+    std::string username, password;  // AUTH (or HELLO's AUTH) when password is set
+    int database = 0;                // SELECT when not 0
+    /// TLS with this client context (verification as the context says); the server name for
+    /// SNI and verification is tls_server_name, or host.
+    const net::tls::context* tls = nullptr;
+    std::string tls_server_name;
+    duration connect_timeout = std::chrono::seconds(5);
+    /// How long a command may wait for its reply. A command that times out closes its
+    /// connection (later replies could no longer be matched): commands queued behind it fail
+    /// with ECONNABORTED, and the pool opens a new connection for the next one.
+    duration command_timeout = std::chrono::seconds(10);
+    size_t pool_size = 1;  // connections per vCPU; commands go to the least busy one
+};
+
+class connection;
+
+/// Connections per vCPU to one server. Thread-safe: fibers of every vCPU may use one client
+/// (each vCPU has its own connections).
+class client {
+public:
+    explicit client(options o);
+    ~client();
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+
+    /// Sends one command and returns its reply (which may be a Redis error reply). Errors:
+    /// those of connecting (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing Unix socket, the TLS
+    /// handshake's), EACCES (AUTH or HELLO refused), ETIMEDOUT (no reply within
+    /// command_timeout), ECONNRESET / EPIPE (the connection broke), ECONNABORTED (a command
+    /// before it timed out and closed the connection), EPROTO (the server's bytes are not
+    /// RESP), EPERM (not on a vCPU).
+    result<reply> command(std::initializer_list<std::string_view> args);
+    result<reply> command(const std::vector<std::string>& args);
+
+    /// GET: the value, or nullopt if the key does not exist. Errors: those of command, and
+    /// EPROTO for an answer of another kind (an error reply: its text is logged).
+    result<std::optional<std::string>> get(std::string_view key);
+    /// SET key value [PX ttl]. Errors: those of command, EPROTO unless the server says OK.
+    result<void> set(std::string_view key, std::string_view value, duration ttl = duration::zero());
+    /// DEL: how many keys existed. Errors: those of get.
+    result<int64_t> del(std::string_view key);
+    /// INCRBY. Errors: those of get.
+    result<int64_t> incr(std::string_view key, int64_t by = 1);
+    /// PUBLISH: how many subscribers got the message. Errors: those of get.
+    result<int64_t> publish(std::string_view channel, std::string_view message);
+
+    /// Closes this vCPU's connections (commands in flight on them fail with ECONNABORTED).
+    void close() noexcept;
+
+    struct impl;
+
+private:
+    std::unique_ptr<impl> im_;
+};
+
+/// A connection of its own in subscriber mode: SUBSCRIBE / PSUBSCRIBE, then messages as they
+/// come. Used by one fiber at a time.
+class subscriber {
+public:
+    struct message {
+        std::string channel;
+        std::string pattern;  // for PSUBSCRIBE matches, else empty
+        std::string payload;
+    };
+
+    /// Connects as options say (pool_size is ignored). Errors: those of client::command's
+    /// connecting.
+    static result<subscriber> connect(const options& o);
+    subscriber(subscriber&&) noexcept;
+    subscriber& operator=(subscriber&&) noexcept;
+    ~subscriber();
+
+    /// Subscribes to channels and waits for each confirmation. Errors: ETIMEDOUT, EPROTO,
+    /// ECONNRESET, EPIPE.
+    result<void> subscribe(std::initializer_list<std::string_view> channels);
+    result<void> psubscribe(std::initializer_list<std::string_view> patterns);
+    result<void> unsubscribe(std::initializer_list<std::string_view> channels);
+    /// The next message, waiting up to timeout. Errors: ETIMEDOUT (nothing came; the
+    /// subscriber is still usable), ECONNRESET (the server closed), EPROTO.
+    result<message> next(duration timeout = forever);
+
+    explicit subscriber(std::unique_ptr<connection> c) noexcept;
+
+private:
+    result<void> change(std::string_view verb, std::initializer_list<std::string_view> names);
+    std::unique_ptr<connection> c_;
+    std::vector<message> early_;  // messages that arrived while waiting for a confirmation
+};
+
+}  // namespace gluon::redis

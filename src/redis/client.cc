@@ -1,0 +1,184 @@
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "connection.h"
+#include "gluon/common/log.h"
+#include "gluon/common/spinlock.h"
+#include "gluon/runtime/vcpu.h"
+#include "gluon/sync/mutex.h"
+
+namespace gluon::redis {
+
+struct client::impl {
+    options opts;
+    spinlock lock;
+    gluon::mutex opening;  // one fiber opens a connection at a time; the others wait for it
+    std::map<std::thread::id, std::vector<std::unique_ptr<connection>>> pools;
+
+    /// This vCPU's least busy usable connection, a new one while the pool has room and every
+    /// connection is busy.
+    result<connection*> pick() {
+        if (!is_vcpu()) return errno_error(EPERM);
+        auto take = [&]() -> connection* {
+            std::lock_guard g(lock);
+            auto& v = pools[std::this_thread::get_id()];
+            std::erase_if(v, [](const auto& c) { return !c->usable() && c->in_flight() == 0; });
+            connection* best = nullptr;
+            for (auto& c : v)
+                if (c->usable() && (!best || c->in_flight() < best->in_flight())) best = c.get();
+            if (best && (best->in_flight() == 0 || v.size() >= opts.pool_size)) return best;
+            return nullptr;
+        };
+        if (auto* c = take()) return c;
+        std::unique_lock g(opening);
+        if (auto* c = take()) return c;
+        auto c = GLUON_TRY(connection::open(opts));
+        connection* raw = c.get();
+        std::lock_guard l(lock);
+        pools[std::this_thread::get_id()].push_back(std::move(c));
+        return raw;
+    }
+
+    template <typename Range>
+    result<reply> command(const Range& args) {
+        connection* c = GLUON_TRY(pick());
+        return c->call(args);
+    }
+};
+
+client::client(options o) : im_(std::make_unique<impl>()) { im_->opts = std::move(o); }
+
+client::~client() = default;
+
+void client::close() noexcept {
+    std::vector<std::unique_ptr<connection>> mine;
+    {
+        std::lock_guard g(im_->lock);
+        auto it = im_->pools.find(std::this_thread::get_id());
+        if (it == im_->pools.end()) return;
+        mine = std::move(it->second);
+        im_->pools.erase(it);
+    }
+    for (auto& c : mine) c->close();
+}
+
+result<reply> client::command(std::initializer_list<std::string_view> args) { return im_->command(args); }
+result<reply> client::command(const std::vector<std::string>& args) { return im_->command(args); }
+
+namespace {
+
+/// The reply if it is of kind k, else EPROTO (an error reply is logged).
+result<reply> expect(result<reply> r, reply::kind k) {
+    if (!r) return r;
+    if (r->type == k) return r;
+    if (r->is_error()) GLUON_WARN("redis: error reply: {}", r->str);
+    return errno_error(EPROTO);
+}
+
+}  // namespace
+
+result<std::optional<std::string>> client::get(std::string_view key) {
+    auto r = GLUON_TRY(command({"GET", key}));
+    if (r.is_nil()) return std::optional<std::string>();
+    if (r.type != reply::kind::bulk) return unexpected(expect(std::move(r), reply::kind::bulk).error());
+    return std::optional<std::string>(std::move(r.str));
+}
+
+result<void> client::set(std::string_view key, std::string_view value, duration ttl) {
+    result<reply> r = errno_error(EINVAL);
+    if (ttl > duration::zero()) {
+        std::string ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count());
+        r = command({"SET", key, value, "PX", ms});
+    } else {
+        r = command({"SET", key, value});
+    }
+    auto ok = GLUON_TRY(expect(std::move(r), reply::kind::simple));
+    if (ok.str != "OK") return errno_error(EPROTO);
+    return {};
+}
+
+result<int64_t> client::del(std::string_view key) {
+    return GLUON_TRY(expect(command({"DEL", key}), reply::kind::integer)).integer;
+}
+
+result<int64_t> client::incr(std::string_view key, int64_t by) {
+    std::string n = std::to_string(by);
+    return GLUON_TRY(expect(command({"INCRBY", key, n}), reply::kind::integer)).integer;
+}
+
+result<int64_t> client::publish(std::string_view channel, std::string_view message) {
+    return GLUON_TRY(expect(command({"PUBLISH", channel, message}), reply::kind::integer)).integer;
+}
+
+// ---- subscriber -------------------------------------------------------------------------------
+
+subscriber::subscriber(std::unique_ptr<connection> c) noexcept : c_(std::move(c)) {}
+subscriber::subscriber(subscriber&&) noexcept = default;
+subscriber& subscriber::operator=(subscriber&&) noexcept = default;
+subscriber::~subscriber() = default;
+
+result<subscriber> subscriber::connect(const options& o) {
+    return subscriber(GLUON_TRY(connection::open(o)));
+}
+
+namespace {
+
+/// A pub/sub event: ["message", ch, payload], ["pmessage", pat, ch, payload], or a
+/// confirmation ["subscribe", name, count]. As an array (RESP2) or a push (RESP3).
+bool as_event(const reply& r, std::string_view& kind) {
+    if ((r.type != reply::kind::array && r.type != reply::kind::push) || r.elements.size() < 3) return false;
+    if (!r.elements[0].is_string()) return false;
+    kind = r.elements[0].str;
+    return true;
+}
+
+}  // namespace
+
+result<void> subscriber::change(std::string_view verb, std::initializer_list<std::string_view> names) {
+    std::vector<std::string_view> args{verb};
+    args.insert(args.end(), names.begin(), names.end());
+    GLUON_TRY(c_->send(args));
+    // One confirmation per name; messages that come first are kept for next().
+    for (size_t confirmed = 0; confirmed < names.size();) {
+        auto r = GLUON_TRY(c_->next(c_->timeout_));
+        std::string_view kind;
+        if (r.is_error()) {
+            GLUON_WARN("redis: {} refused: {}", verb, r.str);
+            return errno_error(EPROTO);
+        }
+        if (!as_event(r, kind)) return errno_error(EPROTO);
+        if (kind == "message" && r.elements.size() == 3) {
+            early_.push_back({r.elements[1].str, {}, r.elements[2].str});
+        } else if (kind == "pmessage" && r.elements.size() == 4) {
+            early_.push_back({r.elements[2].str, r.elements[1].str, r.elements[3].str});
+        } else {
+            ++confirmed;
+        }
+    }
+    return {};
+}
+
+result<void> subscriber::subscribe(std::initializer_list<std::string_view> channels) { return change("SUBSCRIBE", channels); }
+result<void> subscriber::psubscribe(std::initializer_list<std::string_view> patterns) { return change("PSUBSCRIBE", patterns); }
+result<void> subscriber::unsubscribe(std::initializer_list<std::string_view> channels) { return change("UNSUBSCRIBE", channels); }
+
+result<subscriber::message> subscriber::next(duration timeout) {
+    if (!early_.empty()) {
+        message m = std::move(early_.front());
+        early_.erase(early_.begin());
+        return m;
+    }
+    deadline_t d = deadline_after(timeout);
+    for (;;) {
+        auto r = GLUON_TRY(c_->next(time_left(d)));
+        std::string_view kind;
+        if (!as_event(r, kind)) return errno_error(EPROTO);
+        if (kind == "message" && r.elements.size() == 3) return message{r.elements[1].str, {}, r.elements[2].str};
+        if (kind == "pmessage" && r.elements.size() == 4)
+            return message{r.elements[2].str, r.elements[1].str, r.elements[3].str};
+        // A late confirmation (of an unsubscribe): not a message.
+    }
+}
+
+}  // namespace gluon::redis

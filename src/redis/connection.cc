@@ -1,0 +1,204 @@
+#include "connection.h"
+
+#include <array>
+#include <cerrno>
+
+#include "gluon/common/log.h"
+#include "gluon/net/resolver.h"
+#include "gluon/net/socket.h"
+#include "gluon/net/tls.h"
+
+namespace gluon::redis {
+
+namespace {
+constexpr size_t k_read_chunk = 16 * 1024;
+}
+
+result<std::unique_ptr<connection>> connection::open(const options& o) {
+    std::unique_ptr<net::byte_stream> s;
+    if (!o.unix_path.empty()) {
+        auto a = GLUON_TRY(net::address::unix_path(o.unix_path));
+        s = std::make_unique<net::stream>(GLUON_TRY(net::stream::connect(a, o.connect_timeout)));
+    } else {
+        auto sock = GLUON_TRY(net::connect(o.host, o.port, o.connect_timeout));
+        (void)sock.set_nodelay(true);
+        if (o.tls) {
+            std::string_view name = o.tls_server_name.empty() ? std::string_view(o.host) : o.tls_server_name;
+            s = std::make_unique<net::tls::stream>(
+                GLUON_TRY(net::tls::stream::connect(std::move(sock), *o.tls, name, o.connect_timeout)));
+        } else {
+            s = std::make_unique<net::stream>(std::move(sock));
+        }
+    }
+    auto c = std::make_unique<connection>(std::move(s), o.command_timeout);
+    auto refused = [](const reply& r) {
+        GLUON_WARN("redis: the server refused the handshake: {}", r.str);
+        return errno_error(EACCES);
+    };
+    if (o.protocol == 3) {
+        std::vector<std::string_view> hello = {"HELLO", "3"};
+        if (!o.password.empty()) {
+            hello.insert(hello.end(), {"AUTH", o.username.empty() ? std::string_view("default") : o.username, o.password});
+        }
+        auto r = GLUON_TRY(c->call(hello));
+        if (r.is_error()) return refused(r);
+        if (r.type != reply::kind::map) return errno_error(EPROTO);
+        c->protocol_ = 3;
+    } else if (!o.password.empty()) {
+        auto r = o.username.empty() ? GLUON_TRY(c->call(std::array<std::string_view, 2>{"AUTH", o.password}))
+                                    : GLUON_TRY(c->call(std::array<std::string_view, 3>{"AUTH", o.username, o.password}));
+        if (r.is_error()) return refused(r);
+    }
+    if (o.database != 0) {
+        std::string db = std::to_string(o.database);
+        auto r = GLUON_TRY(c->call(std::array<std::string_view, 2>{"SELECT", db}));
+        if (r.is_error()) return refused(r);
+    }
+    return c;
+}
+
+connection::~connection() { close(); }
+
+void connection::close() noexcept {
+    if (!broken_) fail(make_error_code(std::errc::connection_aborted), nullptr, {});
+}
+
+void connection::fail(std::error_code why, slot* self, std::error_code self_err) noexcept {
+    if (!broken_) {
+        broken_ = why;
+        (void)s_->close();
+    }
+    for (slot* s : pending_) {
+        s->err = s == self ? self_err : why;
+        s->done = true;
+        if (s->waiting) s->ev.set();
+    }
+    pending_.clear();
+}
+
+result<void> connection::flush(deadline_t d) {
+    if (writing_) return {};  // the caller writing now takes these bytes too
+    writing_ = true;
+    while (!out_.empty() && !broken_) {
+        writing_buf_.swap(out_);
+        auto r = s_->write_all(writing_buf_.data(), writing_buf_.size(), time_left(d));
+        writing_buf_.clear();
+        if (!r) {
+            writing_ = false;
+            fail(r.error(), nullptr, {});
+            return unexpected(r.error());
+        }
+    }
+    writing_ = false;
+    if (broken_) return unexpected(broken_);
+    return {};
+}
+
+result<void> connection::fill(duration timeout) {
+    if (beg_ == end_) beg_ = end_ = 0;
+    if (in_.size() - end_ < k_read_chunk) {
+        if (beg_ > 0) {  // move the unread part to the front
+            std::copy(in_.begin() + static_cast<long>(beg_), in_.begin() + static_cast<long>(end_), in_.begin());
+            end_ -= beg_;
+            beg_ = 0;
+        }
+        if (in_.size() - end_ < k_read_chunk) in_.resize(end_ + k_read_chunk * 2);
+    }
+    auto n = GLUON_TRY(s_->read_some(in_.data() + end_, in_.size() - end_, timeout));
+    if (n == 0) return errno_error(ECONNRESET);
+    end_ += n;
+    return {};
+}
+
+bool connection::dispatch() {
+    while (beg_ < end_ && !pending_.empty()) {
+        reply r;
+        size_t used = 0;
+        auto st = detail::decode(in_.data() + beg_, end_ - beg_, r, used, limits_);
+        if (st == detail::decode_status::incomplete) return true;
+        if (st == detail::decode_status::invalid) return false;
+        beg_ += used;
+        if (r.type == reply::kind::push) continue;  // out-of-band (RESP3): not a command's reply
+        slot* s = pending_.front();
+        pending_.pop_front();
+        s->r = std::move(r);
+        s->done = true;
+        if (s->waiting) s->ev.set();
+    }
+    return true;
+}
+
+void connection::read_until(slot& mine, deadline_t d) {
+    reading_ = true;
+    while (!mine.done) {
+        if (auto r = fill(time_left(d)); !r) {
+            reading_ = false;
+            auto e = r.error();
+            if (e == std::errc::timed_out) fail(make_error_code(std::errc::connection_aborted), &mine, e);
+            else fail(e, &mine, e);
+            return;
+        }
+        if (!dispatch()) {
+            reading_ = false;
+            fail(make_error_code(std::errc::protocol_error), nullptr, {});
+            return;
+        }
+    }
+    reading_ = false;
+    // Someone else waits for a reply that has not come: they read next.
+    if (!pending_.empty() && pending_.front()->waiting) pending_.front()->ev.set();
+}
+
+result<reply> connection::finish_call() {
+    slot mine;
+    pending_.push_back(&mine);
+    deadline_t d = deadline_after(timeout_);
+    if (auto w = flush(d); !w && !mine.done) return unexpected(w.error());
+    while (!mine.done) {
+        if (!reading_) {
+            // Replies may be buffered already (a reader before us read past its own).
+            if (!dispatch()) {
+                fail(make_error_code(std::errc::protocol_error), nullptr, {});
+                break;
+            }
+            if (!mine.done) read_until(mine, d);
+            break;
+        }
+        mine.ev.reset();
+        mine.waiting = true;
+        auto r = mine.ev.wait(time_left(d));
+        mine.waiting = false;
+        if (!r && !mine.done) {
+            fail(make_error_code(std::errc::connection_aborted), &mine, r.error());
+            break;
+        }
+    }
+    if (mine.err) return unexpected(mine.err);
+    return std::move(mine.r);
+}
+
+result<reply> connection::next(duration timeout) {
+    deadline_t d = deadline_after(timeout);
+    for (;;) {
+        if (broken_) return unexpected(broken_);
+        if (beg_ < end_) {
+            reply r;
+            size_t used = 0;
+            auto st = detail::decode(in_.data() + beg_, end_ - beg_, r, used, limits_);
+            if (st == detail::decode_status::invalid) {
+                fail(make_error_code(std::errc::protocol_error), nullptr, {});
+                return errno_error(EPROTO);
+            }
+            if (st == detail::decode_status::complete) {
+                beg_ += used;
+                return r;
+            }
+        }
+        if (auto r = fill(time_left(d)); !r) {
+            if (r.error() != std::errc::timed_out) fail(r.error(), nullptr, {});
+            return unexpected(r.error());
+        }
+    }
+}
+
+}  // namespace gluon::redis

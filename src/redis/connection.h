@@ -1,0 +1,87 @@
+// One connection to a Redis server, shared by the fibers of the vCPU that opened it: each
+// command's bytes are queued and written by whichever caller finds no write in flight (so
+// commands queued meanwhile go out together), and replies are read by one waiting caller at a
+// time, which hands each reply to its fiber in order and passes the reading on when its own
+// has come. A single caller therefore writes, reads and returns with no other fiber involved.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "gluon/common/result.h"
+#include "gluon/net/byte_stream.h"
+#include "gluon/redis/client.h"
+#include "gluon/sync/semaphore.h"
+#include "resp.h"
+
+namespace gluon::redis {
+
+class connection {
+public:
+    /// Connects, then HELLO 3 / AUTH / SELECT as o says. Errors: see client::command.
+    static result<std::unique_ptr<connection>> open(const options& o);
+    explicit connection(std::unique_ptr<net::byte_stream> s, duration timeout) noexcept
+        : s_(std::move(s)), timeout_(timeout) {}
+    ~connection();
+
+    /// One command, its reply. Errors: see client::command (EPERM: another vCPU's connection).
+    template <typename Range>
+    result<reply> call(const Range& args) {
+        if (broken_) return unexpected(broken_);
+        detail::encode_command(out_, args);
+        return finish_call();
+    }
+    /// Sends a command whose replies are read with next() (subscriber mode).
+    template <typename Range>
+    result<void> send(const Range& args) {
+        if (broken_) return unexpected(broken_);
+        detail::encode_command(out_, args);
+        return flush(deadline_after(timeout_));
+    }
+    /// The next reply off the connection, for a caller that matches replies itself
+    /// (subscriber mode: no command waits). Errors: ETIMEDOUT (the connection stays usable),
+    /// ECONNRESET, EPROTO.
+    result<reply> next(duration timeout);
+
+    /// Commands sent and not yet answered.
+    size_t in_flight() const noexcept { return pending_.size(); }
+    bool usable() const noexcept { return !broken_; }
+    int protocol() const noexcept { return protocol_; }
+    /// Fails every waiting command with ECONNABORTED and closes the socket.
+    void close() noexcept;
+
+private:
+    struct slot {
+        reply r;
+        std::error_code err;
+        bool done = false;
+        bool waiting = false;
+        event ev;
+    };
+    result<reply> finish_call();
+    result<void> flush(deadline_t d);
+    /// Reads and hands out replies until mine is done (or the connection fails).
+    void read_until(slot& mine, deadline_t d);
+    /// Decodes what is buffered; each reply to the oldest waiting slot. False: not RESP.
+    bool dispatch();
+    void fail(std::error_code why, slot* self, std::error_code self_err) noexcept;
+    result<void> fill(duration timeout);  // one read into the buffer
+
+    std::unique_ptr<net::byte_stream> s_;
+    duration timeout_;
+    int protocol_ = 2;
+    std::error_code broken_;
+    std::string out_, writing_buf_;
+    bool writing_ = false, reading_ = false;
+    std::deque<slot*> pending_;
+    std::vector<char> in_;
+    size_t beg_ = 0, end_ = 0;
+    detail::decode_limits limits_;
+    friend class subscriber;
+};
+
+}  // namespace gluon::redis

@@ -1,0 +1,193 @@
+#include "resp.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+
+namespace gluon::redis {
+
+const char* kind_name(reply::kind k) noexcept {
+    switch (k) {
+        case reply::kind::nil: return "nil";
+        case reply::kind::simple: return "simple string";
+        case reply::kind::error: return "error";
+        case reply::kind::integer: return "integer";
+        case reply::kind::bulk: return "bulk string";
+        case reply::kind::array: return "array";
+        case reply::kind::double_: return "double";
+        case reply::kind::boolean: return "boolean";
+        case reply::kind::big_number: return "big number";
+        case reply::kind::verbatim: return "verbatim string";
+        case reply::kind::map: return "map";
+        case reply::kind::set: return "set";
+        case reply::kind::push: return "push";
+    }
+    return "?";
+}
+
+namespace detail {
+namespace {
+
+struct cursor {
+    const char* p;
+    const char* end;
+    const decode_limits& lim;
+};
+
+// Results of the steps below: a step either completes, needs more bytes, or finds garbage.
+constexpr int k_ok = 0, k_more = 1, k_bad = 2;
+
+/// The line at c.p up to CRLF (not included); c.p moves past the CRLF.
+int line(cursor& c, std::string_view& out) {
+    const void* cr = std::memchr(c.p, '\r', static_cast<size_t>(c.end - c.p));
+    if (!cr) return c.end - c.p > 64 * 1024 ? k_bad : k_more;  // a line header is short
+    const char* q = static_cast<const char*>(cr);
+    if (q + 1 >= c.end) return k_more;
+    if (q[1] != '\n') return k_bad;
+    out = {c.p, static_cast<size_t>(q - c.p)};
+    c.p = q + 2;
+    return k_ok;
+}
+
+bool to_int(std::string_view s, int64_t& v) {
+    if (s.empty()) return false;
+    auto [q, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && q == s.data() + s.size();
+}
+
+/// A length or count: -1 (null) or 0..max.
+int length(std::string_view s, int64_t max, int64_t& n) {
+    if (!to_int(s, n) || n < -1 || n > max) return k_bad;
+    return k_ok;
+}
+
+int value(cursor& c, reply& r, unsigned depth);
+
+/// n bytes of payload and their CRLF.
+int blob(cursor& c, int64_t n, std::string& out) {
+    if (c.end - c.p < n + 2) return k_more;
+    if (c.p[n] != '\r' || c.p[n + 1] != '\n') return k_bad;
+    out.assign(c.p, static_cast<size_t>(n));
+    c.p += n + 2;
+    return k_ok;
+}
+
+int aggregate(cursor& c, reply& r, int64_t n, unsigned depth, size_t per) {
+    r.elements.clear();
+    if (static_cast<size_t>(c.end - c.p) < static_cast<size_t>(n) * per * 3)  // each element >= 3 bytes
+        return k_more;
+    r.elements.resize(static_cast<size_t>(n) * per);
+    for (auto& e : r.elements)
+        if (int s = value(c, e, depth + 1)) return s;
+    return k_ok;
+}
+
+int value(cursor& c, reply& r, unsigned depth) {
+    if (depth > c.lim.max_depth) return k_bad;
+    if (c.p >= c.end) return k_more;
+    char t = *c.p++;
+    std::string_view l;
+    if (int s = line(c, l)) return s;
+    int64_t n = 0;
+    const auto max_bulk = static_cast<int64_t>(c.lim.max_bulk), max_elems = static_cast<int64_t>(c.lim.max_elements);
+    switch (t) {
+        case '+':
+            r.type = reply::kind::simple;
+            r.str.assign(l);
+            return k_ok;
+        case '-':
+            r.type = reply::kind::error;
+            r.str.assign(l);
+            return k_ok;
+        case ':':
+            r.type = reply::kind::integer;
+            return to_int(l, r.integer) ? k_ok : k_bad;
+        case '_':
+            r.type = reply::kind::nil;
+            return l.empty() ? k_ok : k_bad;
+        case '#':
+            r.type = reply::kind::boolean;
+            if (l != "t" && l != "f") return k_bad;
+            r.integer = l == "t";
+            return k_ok;
+        case ',': {
+            r.type = reply::kind::double_;
+            r.str.assign(l);
+            if (l == "inf") r.number = __builtin_inf();
+            else if (l == "-inf") r.number = -__builtin_inf();
+            else if (l == "nan") r.number = __builtin_nan("");
+            else {
+                char* e = nullptr;
+                r.number = std::strtod(r.str.c_str(), &e);
+                if (l.empty() || e != r.str.c_str() + r.str.size()) return k_bad;
+            }
+            return k_ok;
+        }
+        case '(':
+            r.type = reply::kind::big_number;
+            if (l.empty() || l.size() > 1024) return k_bad;
+            for (size_t i = 0; i < l.size(); ++i)
+                if (!(l[i] >= '0' && l[i] <= '9') && !(i == 0 && l[i] == '-' && l.size() > 1)) return k_bad;
+            r.str.assign(l);
+            return k_ok;
+        case '$':
+        case '!':
+        case '=': {
+            if (int s = length(l, max_bulk, n)) return s;
+            if (n == -1) {
+                if (t != '$') return k_bad;
+                r.type = reply::kind::nil;
+                return k_ok;
+            }
+            r.type = t == '$' ? reply::kind::bulk : t == '!' ? reply::kind::error : reply::kind::verbatim;
+            if (int s = blob(c, n, r.str)) return s;
+            if (t == '=') {  // "txt:" or "mkd:" then the text
+                if (r.str.size() < 4 || r.str[3] != ':') return k_bad;
+                r.str.erase(0, 4);
+            }
+            return k_ok;
+        }
+        case '*':
+        case '~':
+        case '>':
+            if (int s = length(l, max_elems, n)) return s;
+            if (n == -1) {
+                if (t != '*') return k_bad;
+                r.type = reply::kind::nil;
+                return k_ok;
+            }
+            r.type = t == '*' ? reply::kind::array : t == '~' ? reply::kind::set : reply::kind::push;
+            return aggregate(c, r, n, depth, 1);
+        case '%':
+            if (int s = length(l, max_elems, n)) return s;
+            if (n == -1) return k_bad;
+            r.type = reply::kind::map;
+            return aggregate(c, r, n, depth, 2);
+        case '|': {
+            // Attributes describe the reply that follows; gluon keeps the reply only.
+            if (int s = length(l, max_elems, n)) return s;
+            if (n == -1) return k_bad;
+            reply attrs;
+            if (int s = aggregate(c, attrs, n, depth, 2)) return s;
+            return value(c, r, depth + 1);
+        }
+        default:
+            return k_bad;
+    }
+}
+
+}  // namespace
+
+decode_status decode(const char* p, size_t n, reply& out, size_t& used, const decode_limits& lim) {
+    cursor c{p, p + n, lim};
+    switch (value(c, out, 0)) {
+        case k_ok:
+            used = static_cast<size_t>(c.p - p);
+            return decode_status::complete;
+        case k_more: return decode_status::incomplete;
+        default: return decode_status::invalid;
+    }
+}
+
+}  // namespace detail
+}  // namespace gluon::redis

@@ -1,0 +1,44 @@
+// RESP2 and RESP3 on the wire: commands encoded as arrays of bulk strings, replies decoded from
+// a buffer that fills in pieces. Every length and count is checked against limits before it is
+// used, so a hostile or broken server costs an error, never a huge allocation or a crash.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "gluon/redis/reply.h"
+
+namespace gluon::redis::detail {
+
+/// Appends one command (*N then $len args) to out.
+template <typename Range>
+void encode_command(std::string& out, const Range& args) {
+    size_t n = 0;
+    for (const auto& a : args) (void)a, ++n;
+    out += '*';
+    out += std::to_string(n);
+    out += "\r\n";
+    for (std::string_view a : args) {
+        out += '$';
+        out += std::to_string(a.size());
+        out += "\r\n";
+        out.append(a.data(), a.size());
+        out += "\r\n";
+    }
+}
+
+struct decode_limits {
+    size_t max_bulk = 512u << 20;      // Redis's own limit for a string
+    size_t max_elements = 1u << 24;    // per aggregate
+    unsigned max_depth = 32;           // nested aggregates
+};
+
+enum class decode_status { complete, incomplete, invalid };
+
+/// Decodes one reply from the front of [p, p + n). complete: `used` bytes made `out`;
+/// incomplete: more bytes are needed (nothing is consumed); invalid: the bytes are not RESP, or
+/// break a limit (the connection cannot go on).
+decode_status decode(const char* p, size_t n, reply& out, size_t& used, const decode_limits& lim = {});
+
+}  // namespace gluon::redis::detail

@@ -1,0 +1,270 @@
+// gluon's Redis client against a real redis-server, on every engine, in RESP2 and RESP3:
+// commands and reply kinds, many fibers pipelined on one connection, the pool, pub/sub,
+// timeouts, AUTH, TLS, and a server that is not there or goes away.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gluon/net/tls.h"
+#include "gluon/redis/client.h"
+#include "gluon/runtime/fiber.h"
+#include "net/tls_test_support.h"
+#include "support/redis_server.h"
+#include "test_support.h"
+
+namespace gluon::redis {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct param {
+    engine::kind engine;
+    int protocol;
+};
+
+std::string name_of(const ::testing::TestParamInfo<param>& i) {
+    return std::string(engine::kind_name(i.param.engine)) + "_resp" + std::to_string(i.param.protocol);
+}
+
+class redis_test : public ::testing::TestWithParam<param> {
+protected:
+    void SetUp() override {
+        if (!engine::available(GetParam().engine)) GTEST_SKIP() << "engine not available";
+        std::string why;
+        srv_ = test::redis_server::start(why);
+        if (!srv_) {
+            if (std::getenv("GLUON_REQUIRE_PEERS")) FAIL() << why;
+            GTEST_SKIP() << why;
+        }
+        init_options o;
+        o.engine = GetParam().engine;
+        o.log_engine = false;
+        ASSERT_TRUE(init(o));
+    }
+    void TearDown() override {
+        if (is_vcpu()) {
+            ASSERT_TRUE(fini());
+        }
+    }
+    options opts() const {
+        options o;
+        o.port = srv_->port();
+        o.protocol = GetParam().protocol;
+        return o;
+    }
+    std::unique_ptr<test::redis_server> srv_;
+};
+
+TEST_P(redis_test, commands_and_reply_kinds) {
+    client db(opts());
+    ASSERT_TRUE(db.set("greeting", "hello"));
+    auto v = db.get("greeting");
+    ASSERT_TRUE(v) << v.error().message();
+    EXPECT_EQ(v->value_or(""), "hello");
+    auto missing = db.get("no-such-key");
+    ASSERT_TRUE(missing);
+    EXPECT_FALSE(missing->has_value());
+    EXPECT_EQ(*db.incr("counter", 5), 5);
+    EXPECT_EQ(*db.incr("counter"), 6);
+    EXPECT_EQ(*db.del("counter"), 1);
+    // Binary-safe values of any size.
+    std::string big(1 << 20, '\0');
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
+    ASSERT_TRUE(db.set("big", big));
+    EXPECT_EQ(db.get("big")->value_or(""), big);
+    // An error reply is a reply, and the connection goes on.
+    auto wrong = db.command({"INCR", "greeting"});
+    ASSERT_TRUE(wrong);
+    EXPECT_TRUE(wrong->is_error());
+    EXPECT_NE(wrong->str.find("not an integer"), std::string::npos);
+    EXPECT_FALSE(db.incr("greeting"));  // the typed call says EPROTO
+    // A hash: a map in RESP3, a flat array in RESP2.
+    ASSERT_TRUE(db.command({"HSET", "h", "a", "1", "b", "2"}));
+    auto h = db.command({"HGETALL", "h"});
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->type, GetParam().protocol == 3 ? reply::kind::map : reply::kind::array);
+    EXPECT_EQ(h->elements.size(), 4u);
+    // A sorted-set score: a double in RESP3, a bulk string in RESP2.
+    ASSERT_TRUE(db.command({"ZADD", "z", "2.5", "m"}));
+    auto score = db.command({"ZSCORE", "z", "m"});
+    ASSERT_TRUE(score);
+    if (GetParam().protocol == 3) {
+        EXPECT_EQ(score->type, reply::kind::double_);
+        EXPECT_EQ(score->number, 2.5);
+    } else {
+        EXPECT_EQ(score->str, "2.5");
+    }
+    auto ttl = db.set("short", "x", 50ms);
+    ASSERT_TRUE(ttl);
+    auto pttl = db.command({"PTTL", "short"});
+    EXPECT_GT(pttl->integer, 0);
+    EXPECT_LE(pttl->integer, 50);
+}
+
+TEST_P(redis_test, fibers_pipeline_on_one_connection) {
+    auto o = opts();
+    o.pool_size = 1;
+    client db(o);
+    constexpr int k = 200;
+    int ok = 0;
+    std::vector<fiber> fs;
+    for (int i = 0; i < k; ++i)
+        fs.push_back(*spawn([&, i] {
+            std::string key = "key:" + std::to_string(i), val(i * 13 % 500, static_cast<char>('a' + i % 26));
+            for (int round = 0; round < 5; ++round) {
+                if (!db.set(key, val)) return;
+                auto got = db.get(key);
+                if (!got || got->value_or("?") != val) return;
+                if (!db.incr("shared")) return;
+            }
+            ++ok;
+        }));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(ok, k);
+    EXPECT_EQ(db.get("shared")->value_or(""), std::to_string(k * 5));
+    // All of it went over one connection: the server counts one client (this one).
+    auto clients = db.command({"CLIENT", "LIST"});
+    ASSERT_TRUE(clients);
+    EXPECT_EQ(std::count(clients->str.begin(), clients->str.end(), '\n'), 1) << clients->str;
+}
+
+TEST_P(redis_test, the_pool_spreads_busy_fibers_over_its_connections) {
+    auto o = opts();
+    o.pool_size = 5;
+    client db(o);
+    // Fibers blocked in BLPOP keep their connections busy, so each of them and then the
+    // CLIENT LIST below get a connection of their own.
+    std::vector<fiber> fs;
+    for (int i = 0; i < 4; ++i)
+        fs.push_back(*spawn([&, i] { (void)db.command({"BLPOP", "q" + std::to_string(i), "5"}); }));
+    this_fiber::yield();
+    auto clients = db.command({"CLIENT", "LIST"});
+    ASSERT_TRUE(clients);
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(db.command({"RPUSH", "q" + std::to_string(i), "x"}));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(std::count(clients->str.begin(), clients->str.end(), '\n'), 5) << clients->str;
+}
+
+TEST_P(redis_test, publish_and_subscribe) {
+    auto sub = subscriber::connect(opts());
+    ASSERT_TRUE(sub) << sub.error().message();
+    ASSERT_TRUE(sub->subscribe({"news", "sport"}));
+    ASSERT_TRUE(sub->psubscribe({"log.*"}));
+    client db(opts());
+    EXPECT_EQ(*db.publish("news", "hello"), 1);
+    EXPECT_EQ(*db.publish("log.disk", "full"), 1);
+    EXPECT_EQ(*db.publish("nobody", "x"), 0);
+    auto m1 = sub->next(5s);
+    ASSERT_TRUE(m1) << m1.error().message();
+    EXPECT_EQ(m1->channel, "news");
+    EXPECT_EQ(m1->payload, "hello");
+    EXPECT_EQ(m1->pattern, "");
+    auto m2 = sub->next(5s);
+    ASSERT_TRUE(m2);
+    EXPECT_EQ(m2->channel, "log.disk");
+    EXPECT_EQ(m2->pattern, "log.*");
+    EXPECT_EQ(m2->payload, "full");
+    auto none = sub->next(50ms);
+    ASSERT_FALSE(none);
+    EXPECT_EQ(none.error(), std::errc::timed_out);
+    ASSERT_TRUE(sub->unsubscribe({"news"}));
+    EXPECT_EQ(*db.publish("news", "again"), 0);
+    EXPECT_EQ(*db.publish("sport", "goal"), 1);
+    auto m3 = sub->next(5s);
+    ASSERT_TRUE(m3);
+    EXPECT_EQ(m3->payload, "goal");
+}
+
+TEST_P(redis_test, a_timeout_closes_the_connection_and_the_next_command_gets_a_new_one) {
+    auto o = opts();
+    o.pool_size = 1;
+    o.command_timeout = 200ms;
+    client db(o);
+    ASSERT_TRUE(db.set("k", "v"));
+    std::error_code behind;
+    auto f = *spawn([&] {
+        this_fiber::yield();  // queued after the BLPOP on the same connection
+        auto r = db.get("k");
+        if (!r) behind = r.error();
+    });
+    auto slow = db.command({"BLPOP", "empty-list", "5"});
+    ASSERT_FALSE(slow);
+    EXPECT_EQ(slow.error(), std::errc::timed_out);
+    ASSERT_TRUE(f.join());
+    EXPECT_EQ(behind, std::errc::connection_aborted);
+    EXPECT_EQ(db.get("k")->value_or(""), "v");
+}
+
+TEST_P(redis_test, auth_is_checked) {
+    std::string why;
+    auto secured = test::redis_server::start(why, {"--requirepass", "s3cret"});
+    ASSERT_TRUE(secured) << why;
+    auto o = opts();
+    o.port = secured->port();
+    {
+        client db(o);
+        auto r = db.command({"PING"});
+        if (GetParam().protocol == 3) {  // HELLO without AUTH is refused
+            ASSERT_FALSE(r);
+            EXPECT_EQ(r.error(), std::errc::permission_denied);
+        } else {  // the connection is made; its commands answer NOAUTH
+            ASSERT_TRUE(r);
+            EXPECT_TRUE(r->is_error()) << r->str;
+        }
+    }
+    o.password = "wrong";
+    {
+        client db(o);
+        auto r = db.command({"PING"});
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error(), std::errc::permission_denied);
+    }
+    o.password = "s3cret";
+    client db(o);
+    auto r = db.command({"PING"});
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->str, "PONG");
+}
+
+TEST_P(redis_test, over_tls) {
+    const auto& pki = net::tls_testing::certs();
+    test::redis_server::tls_files files{pki.dir + "/server.pem", pki.dir + "/server.key", pki.dir + "/ca.pem"};
+    std::string why;
+    auto tls_srv = test::redis_server::start(why, {}, &files);
+    ASSERT_TRUE(tls_srv) << why;
+    auto ctx = net::tls_testing::client_ctx();
+    auto o = opts();
+    o.port = tls_srv->port();
+    o.tls = &ctx;
+    o.tls_server_name = "localhost";
+    client db(o);
+    ASSERT_TRUE(db.set("secret", "over tls"));
+    EXPECT_EQ(db.get("secret")->value_or(""), "over tls");
+}
+
+TEST_P(redis_test, a_server_that_is_not_there_or_goes_away) {
+    auto o = opts();
+    o.port = test::free_port();
+    client nobody(o);
+    auto r = nobody.command({"PING"});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::connection_refused);
+
+    client db(opts());
+    ASSERT_TRUE(db.command({"PING"}));
+    srv_->kill();
+    auto gone = db.command({"PING"});
+    ASSERT_FALSE(gone);
+    EXPECT_TRUE(gone.error() == std::errc::connection_reset || gone.error() == std::errc::broken_pipe ||
+                gone.error() == std::errc::connection_refused)
+        << gone.error().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(engines, redis_test,
+                         ::testing::Values(param{engine::kind::io_uring, 2}, param{engine::kind::io_uring, 3},
+                                           param{engine::kind::epoll, 2}, param{engine::kind::epoll, 3}),
+                         name_of);
+
+}  // namespace
+}  // namespace gluon::redis
