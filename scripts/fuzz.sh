@@ -37,3 +37,5 @@ ipc_sources=("$top/src/ipc/wire.cc" "$top/src/ipc/region.cc" "$top/src/ipc/error
 for target in control chain; do
   fuzz "ipc_$target" "$top/tests/ipc/fuzz/${target}_fuzz.cc" "$top/tests/ipc/fuzz/seeds/$target" "${ipc_sources[@]}"
 done
+# Redis: replies off the connection.
+fuzz redis_resp "$top/tests/redis/fuzz/resp_fuzz.cc" "$top/tests/redis/fuzz/seeds/resp" "$top/src/redis/resp.cc"
