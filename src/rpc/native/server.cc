@@ -15,6 +15,7 @@ namespace detail {
 
 namespace {
 constexpr size_t round16(size_t n) { return (n + 15) & ~size_t(15); }
+constexpr int64_t k_idle_watch_ns = 1'000'000'000;
 
 // A frame with no payload (an error response), freed once written.
 struct small_frame : out_frame {
@@ -261,6 +262,10 @@ void server_conn::watch() {
                 next = c.ctx.deadline_;
             }
         });
+        // With nothing to watch, look again in a while rather than never: a call whose
+        // deadline is later than that then starts no wake-up of its own (with one call at a
+        // time per connection, every call would).
+        if (next == k_no_deadline) next = now + k_idle_watch_ns;
         watch_target = next;
         (void)this_fiber::sleep_until(next);  // ECANCELED: an earlier deadline came, or close()
     }
