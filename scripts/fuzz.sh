@@ -37,3 +37,16 @@ for target in control chain; do
     || { tail -40 "$out/ipc_$target.log" >&2; echo "fuzz: ipc $target FAILED (log: $out/ipc_$target.log)" >&2; exit 1; }
   grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/ipc_$target.log" | tr '\n' ' '; echo
 done
+# Native RPC: a stream of frames, each header checked and each payload decoded into messages.
+rpc_sources=("$top/src/rpc/native/wire.cc" "$top/src/rpc/native/error.cc")
+for target in frame; do
+  bin="$out/rpc_${target}_fuzz"
+  "$cxx" "${flags[@]}" -I"$top/src" "${rpc_sources[@]}" "$top/tests/rpc/fuzz/${target}_fuzz.cc" -o "$bin"
+  scratch="$out/corpus-rpc-$target"
+  mkdir -p "$scratch"
+  echo "fuzz: rpc $target for ${seconds}s"
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$scratch" "$top/tests/rpc/fuzz/seeds/$target" 2>"$out/rpc_$target.log" \
+    || { tail -40 "$out/rpc_$target.log" >&2; echo "fuzz: rpc $target FAILED (log: $out/rpc_$target.log)" >&2; exit 1; }
+  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/rpc_$target.log" | tr '\n' ' '; echo
+done
