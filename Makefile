@@ -35,6 +35,7 @@ test-dev:
 	bench/run connrate --quick
 	bench/run http --quick
 	bench/run ipc --quick
+	bench/run rpc --quick
 	scripts/fuzz.sh 10
 
 test-asan:

@@ -15,6 +15,7 @@ namespace {
 
 constexpr size_t k_send_batch = 64 * 1024;  // frames gathered before a send
 constexpr size_t k_idle_workers = 16;        // handler fibers kept waiting for streams
+constexpr duration k_worker_linger = std::chrono::seconds(2);  // how long more than those wait
 constexpr size_t k_spare_streams = 32;       // finished stream objects kept for reuse
 
 h2_session& session_of(void* u) { return *static_cast<h2_session*>(u); }
@@ -120,10 +121,15 @@ void h2_session::handler_finished(h2_stream& st) noexcept {
 void h2_session::work(worker* w) {
     for (;;) {
         if (pending_.empty()) {
-            if (gone_ || idle_workers_ >= k_idle_workers) break;
+            if (gone_) break;
+            // Past the first k_idle_workers a worker lingers for the next burst rather than
+            // exit at once: a connection that keeps many streams in flight keeps its workers
+            // (a fiber exit and spawn per stream cost a stack's release and refault).
+            bool extra = idle_workers_ >= k_idle_workers;
             ++idle_workers_;
-            (void)work_.acquire();
+            auto got = work_.acquire(extra ? k_worker_linger : forever);
             --idle_workers_;
+            if (!got && extra && pending_.empty()) break;
             continue;
         }
         h2_stream* st = pending_.front();
