@@ -164,9 +164,11 @@ result<int> load(const config& c) {
     std::sort(all.begin(), all.end());
     auto pct = [&](double q) { return all.empty() ? 0.0 : all[size_t(double(all.size() - 1) * q)] / 1000.0; };
     std::printf("{\"calls\": %llu, \"errors\": %llu, \"seconds\": %.3f, \"wall_s\": %.3f, \"server_cpu_s\": %.3f, "
-                "\"calls_per_s\": %.1f, \"calls_per_server_cpu_s\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f}\n",
+                "\"calls_per_s\": %.1f, \"calls_per_server_cpu_s\": %.1f, \"p50_us\": %.1f, \"p90_us\": %.1f, "
+                "\"p99_us\": %.1f, \"p999_us\": %.1f, \"max_us\": %.1f}\n",
                 (unsigned long long)calls, (unsigned long long)(errors + mismatches), wall, wall, server_cpu,
-                double(calls) / wall, server_cpu > 0 ? double(calls) / server_cpu : 0.0, pct(0.5), pct(0.99));
+                double(calls) / wall, server_cpu > 0 ? double(calls) / server_cpu : 0.0, pct(0.5), pct(0.9), pct(0.99),
+                pct(0.999), pct(1.0));
     std::fflush(stdout);
     if (mismatches)
         std::fprintf(stderr, "rpc_bench client: %llu replies differed from their request\n", (unsigned long long)mismatches);
