@@ -236,6 +236,7 @@ result<void> call(client_conn& c, const call_args& a, duration timeout) {
 client::~client() = default;
 
 result<client> client::open(std::unique_ptr<net::byte_stream> s, const client_options& o) {
+    if (!s) return errno_error(EINVAL);
     if (!is_vcpu()) return errno_error(EPERM);
     client c;
     c.c_ = std::make_shared<detail::client_conn>(std::move(s), o);

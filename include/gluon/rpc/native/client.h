@@ -67,8 +67,8 @@ public:
     ~client();
 
     /// Speaks RPC over s, a connected stream (TCP, Unix, TLS, IPC). The connection's fibers run
-    /// on the calling vCPU and calls must be made from it. Errors: EPERM (not on a vCPU), those
-    /// of spawn.
+    /// on the calling vCPU and calls must be made from it. Errors: EINVAL (no stream), EPERM
+    /// (not on a vCPU), those of spawn.
     static result<client> open(std::unique_ptr<net::byte_stream> s, const client_options& o = {});
     /// Connects a TCP or Unix socket to addr and opens a client on it. Errors: those of
     /// net::stream::connect and open.
@@ -79,7 +79,8 @@ public:
     /// them: errno values, or errc::handler_failed), errc::unknown_service, unknown_method,
     /// schema_mismatch, deadline_exceeded, cancelled (this fiber was interrupted),
     /// frame_too_large (either way), too_many_requests, buffer_too_small, connection_closed
-    /// (closed, or broken by a transport error or a malformed frame), EINVAL (no connection).
+    /// (closed, or broken by a transport error or a malformed frame), EINVAL (no connection),
+    /// EXDEV (called from a vCPU other than the connection's).
     template <typename Req, typename Resp>
     result<void> call(const method<Req, Resp>& m, const Req& req, Resp& resp, const call_options& o = {}) {
         if (!c_) return errno_error(EINVAL);
