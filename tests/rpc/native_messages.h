@@ -55,6 +55,7 @@ inline constexpr method<echo_msg, echo_msg> echo{1, 1, "echo"};
 inline constexpr method<rich, rich> mirror{1, 2, "mirror"};
 inline constexpr method<sleep_req, empty> block{1, 3, "block"};
 inline constexpr method<empty, empty> fail_eio{1, 4, "fail"};
+inline constexpr method<empty, empty> throws{1, 5, "throws"};
 inline constexpr method<echo_msg_v2, echo_msg_v2> echo_v2{1, 1, "echo"};
 inline constexpr method<empty, empty> nowhere{1, 99, "nowhere"};
 inline constexpr method<empty, empty> no_service{7, 1, "nothing"};

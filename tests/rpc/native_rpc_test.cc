@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ protected:
         }));
         ASSERT_TRUE(srv_->add(fail_eio, [](call_context&, const empty&, empty&) -> result<void> {
             return errno_error(EIO);
+        }));
+        ASSERT_TRUE(srv_->add(throws, [](call_context&, const empty&, empty&) -> result<void> {
+            throw std::runtime_error("handler bug");
         }));
         auto s = net::server::start(net::address::ipv4_loopback(0), srv_->handler());
         ASSERT_TRUE(s) << s.error().message();
@@ -166,6 +170,9 @@ TEST_P(rpc_native, mismatches_and_unknown_methods_get_clear_errors) {
     r = c.call(fail_eio, e, e);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::io_error);
+    r = c.call(throws, e, e);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::handler_failed);
     EXPECT_TRUE(c.ping(5s));
 }
 

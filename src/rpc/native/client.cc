@@ -226,7 +226,8 @@ result<void> call(client_conn& c, const call_args& a, duration timeout) {
     }
     // A response can overtake the end of the write that carried its request (a later frame of
     // the same batch still being written): the frame must be done with before p goes.
-    if (p.out.st != out_frame::state::idle) c.wr.wait_not_writing(p.out);
+    // (A response to a request still queued can only come from a confused server: drop it.)
+    if (!c.wr.unqueue(p.out)) c.wr.wait_not_writing(p.out);
     if (p.err) return unexpected(p.err);
     return {};
 }

@@ -5,10 +5,11 @@
 // carries many calls at once; responses go out through the connection's writer fiber, whatever
 // finished while it was writing in one gather write.
 //
-// A handler is plain blocking code: result<void>(call_context&, const Req&, Resp&). When the
-// client cancels the call or its deadline passes, the handler's fiber is interrupted (its
-// blocking calls return ECANCELED; see gluon/runtime/fiber.h) and the client gets
-// errc::cancelled or errc::deadline_exceeded whatever the handler returns then.
+// A handler is plain blocking code: result<void>(call_context&, const Req&, Resp&); one that
+// throws answers errc::handler_failed. When the client cancels the call or its deadline
+// passes, the handler's fiber is interrupted (its blocking calls return ECANCELED; see
+// gluon/runtime/fiber.h) and the client gets errc::cancelled or errc::deadline_exceeded
+// whatever the handler returns then.
 #pragma once
 
 #include <cstddef>
@@ -94,8 +95,12 @@ struct typed_entry final : method_entry {
             return decode_fixed(fixed, var_len, req, t);
         }
         std::error_code invoke(call_context& ctx) override {
-            result<void> r = fn(ctx, std::as_const(req), resp);
-            return r ? std::error_code{} : r.error();
+            try {
+                result<void> r = fn(ctx, std::as_const(req), resp);
+                return r ? std::error_code{} : r.error();
+            } catch (...) {  // the library throws nothing, but a handler may
+                return make_error_code(errc::handler_failed);
+            }
         }
         size_t encode(uint8_t* fixed, iov_list& var) const override {
             return rpc::encode(resp, fixed, var);
