@@ -372,6 +372,58 @@ TEST_P(rpc_native, pool_replaces_broken_and_silent_connections) {
     (void)acceptor.join();
 }
 
+TEST_P(rpc_native, calls_that_time_out_or_are_cancelled_at_any_point_leave_the_rest_intact) {
+    // Deadlines and interrupts that land while a request is queued, being written, waiting or
+    // having its (large) response decoded; every call either succeeds with its own bytes or
+    // fails with its deadline or cancellation, and the connection serves on.
+    start();
+    client c = connect();
+    constexpr int k_fibers = 32, k_calls = 60;
+    int bad = 0, ok = 0, timed_out = 0, cancelled = 0;
+    std::vector<fiber> fs;
+    for (int f = 0; f < k_fibers; ++f) {
+        fs.push_back(*spawn([&, f] {
+            uint64_t rnd = 0x9e3779b97f4a7c15ull * uint64_t(f + 1);
+            for (int i = 0; i < k_calls; ++i) {
+                rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+                size_t size = (rnd & 1) ? (rnd >> 8) % (256 << 10) : (rnd >> 8) % 200;
+                std::string data = pattern(size, rnd);
+                echo_msg req, resp;
+                req.seq = rnd;
+                req.payload = bytes::view(data.data(), data.size());
+                // Most deadlines are shorter than a call takes here (a few ms with 32 callers
+                // moving up to 256 KiB each); one call in four has time to finish.
+                auto timeout = (rnd >> 40) % 4 == 0 ? duration(5s) : duration(std::chrono::microseconds(20 + (rnd >> 20) % 3000));
+                auto r = c.call(echo, req, resp, {.timeout = timeout});
+                if (r) {
+                    ++ok;
+                    if (resp.seq != req.seq || resp.payload.str() != data) ++bad;
+                } else if (r.error() == errc::deadline_exceeded) {
+                    ++timed_out;
+                } else if (r.error() == errc::cancelled) {
+                    ++cancelled;
+                } else {
+                    ++bad;
+                }
+            }
+        }));
+    }
+    // Interrupt callers now and then while they run.
+    for (int round = 0; round < 40; ++round) {
+        (void)this_fiber::sleep_for(200us);
+        (void)fs[size_t(round) % fs.size()].interrupt();
+    }
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(bad, 0) << ok << " ok, " << timed_out << " timed out, " << cancelled << " cancelled";
+    EXPECT_EQ(ok + timed_out + cancelled, k_fibers * k_calls);
+    EXPECT_GT(ok, 0);
+    EXPECT_EQ(c.in_flight(), 0u);
+    echo_msg req, resp;
+    req.text = "after";
+    ASSERT_TRUE(c.call(echo, req, resp, {.timeout = 5s}));
+    EXPECT_EQ(resp.text, "after");
+}
+
 GLUON_ENGINE_TEST_SUITE(rpc_native);
 
 }  // namespace

@@ -62,7 +62,10 @@ struct client_conn {
             slots.push_back(nullptr);
         }
         slots[slot] = &p;
-        p.id = uint64_t(++seq | 1u) << 32 | slot;  // never 0
+        if (++seq == 0) seq = 1;  // ids are never 0
+        // The slot finds the caller; the sequence number keeps a late response to a call that
+        // gave up from matching the next call in the same slot.
+        p.id = uint64_t(seq) << 32 | slot;
         p.in_table = true;
         ++in_flight;
         return p.id;
@@ -139,7 +142,10 @@ bool client_conn::on_response(const wire::header& h) {
     if (!p) return rd.skip(h.length).has_value();  // a call that gave up
     const call_args& a = *p->a;
     bool ok = true;
-    if (h.schema != 0) {
+    if (h.service != a.service || h.method != a.method) {
+        p->err = errc::malformed_frame;  // a response to another method: the peer is confused
+        ok = false;
+    } else if (h.schema != 0) {
         p->err = wire::error_of_status(h.schema);
         ok = rd.skip(h.length).has_value();
     } else if (h.length < a.resp_fixed) {
