@@ -7,20 +7,19 @@
 //
 // The client calls from several fibers over one connection at once, gives each call a
 // deadline, and reads a large value straight into a buffer of its own.
-#include <signal.h>
-
-#include <cstdio>
-#include <cstring>
-#include <map>
-#include <string>
-#include <unistd.h>
-#include <vector>
-
 #include "gluon/net/server.h"
 #include "gluon/rpc/rpc.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <signal.h>
+#include <string>
+#include <unistd.h>
+#include <vector>
 
 using namespace gluon;
 using namespace std::chrono_literals;
@@ -29,7 +28,7 @@ namespace {
 
 struct put_request {
     std::string key;
-    rpc::bytes value;  // sent from the caller's memory, no copy
+    rpc::bytes value; // sent from the caller's memory, no copy
     GLUON_RPC_FIELDS(key, value)
 };
 struct get_request {
@@ -54,27 +53,30 @@ struct entry {
 
 result<void> register_kv(rpc::server& srv, std::map<std::string, entry>& store) {
     GLUON_TRY(srv.add_service(1, "kv"));
-    GLUON_TRY(srv.add(kv_put, [&](rpc::call_context&, const put_request& in, value_reply& out) -> result<void> {
-        entry& e = store[in.key];
-        e.value.assign(reinterpret_cast<const char*>(in.value.data()), in.value.size());
-        out.found = true;
-        out.version = ++e.version;
-        return {};
-    }));
-    return srv.add(kv_get, [&](rpc::call_context&, const get_request& in, value_reply& out) -> result<void> {
-        auto it = store.find(in.key);
-        if (it == store.end()) return {};
-        out.found = true;
-        out.version = it->second.version;
-        out.value = rpc::bytes::view(it->second.value.data(), it->second.value.size());
-        return {};
-    });
+    GLUON_TRY(srv.add(
+        kv_put, [&](rpc::call_context&, const put_request& in, value_reply& out) -> result<void> {
+            entry& e = store[in.key];
+            e.value.assign(reinterpret_cast<const char*>(in.value.data()), in.value.size());
+            out.found = true;
+            out.version = ++e.version;
+            return {};
+        }));
+    return srv.add(
+        kv_get, [&](rpc::call_context&, const get_request& in, value_reply& out) -> result<void> {
+            auto it = store.find(in.key);
+            if (it == store.end()) return {};
+            out.found = true;
+            out.version = it->second.version;
+            out.value = rpc::bytes::view(it->second.value.data(), it->second.value.size());
+            return {};
+        });
 }
 
 result<void> client(const net::address& addr) {
     rpc::client c = GLUON_TRY(rpc::client::connect(addr, {.default_timeout = 5s}));
     for (const auto& m : GLUON_TRY(c.describe()))
-        std::printf("method %u.%u %s.%s\n", unsigned(m.service), unsigned(m.id), m.service_name.c_str(), m.name.c_str());
+        std::printf("method %u.%u %s.%s\n", unsigned(m.service), unsigned(m.id),
+                    m.service_name.c_str(), m.name.c_str());
 
     // Eight fibers, one connection: the calls are multiplexed and their writes batched.
     std::vector<fiber> fs;
@@ -83,15 +85,19 @@ result<void> client(const net::address& addr) {
         fs.push_back(GLUON_TRY(spawn([&, i] {
             std::string key = "key" + std::to_string(i), text = "value of " + key;
             value_reply r;
-            if (!c.call(kv_put, {key, rpc::bytes::view(text.data(), text.size())}, r, {.timeout = 1s})) ++failed;
+            if (!c.call(kv_put, {key, rpc::bytes::view(text.data(), text.size())}, r,
+                        {.timeout = 1s}))
+                ++failed;
         })));
     }
-    for (auto& f : fs) GLUON_TRY(f.join());
+    for (auto& f : fs)
+        GLUON_TRY(f.join());
     if (failed) return errno_error(EIO);
 
     value_reply r;
     GLUON_TRY(c.call(kv_get, get_request{"key3"}, r));
-    std::printf("key3 = \"%s\" (version %llu)\n", std::string(r.value.str()).c_str(), (unsigned long long)r.version);
+    std::printf("key3 = \"%s\" (version %llu)\n", std::string(r.value.str()).c_str(),
+                (unsigned long long)r.version);
 
     // A large value, received into our own buffer.
     std::string big(1 << 20, 'x');
@@ -100,21 +106,24 @@ result<void> client(const net::address& addr) {
     r.value.receive_into(buf.data(), buf.size());
     GLUON_TRY(c.call(kv_get, get_request{"big"}, r));
     bool same = r.value.data() == buf.data() && r.value.str() == big;
-    std::printf("big: %zu bytes, into the caller's buffer: %s\n", r.value.size(), same ? "yes" : "NO");
+    std::printf("big: %zu bytes, into the caller's buffer: %s\n", r.value.size(),
+                same ? "yes" : "NO");
     if (!same) return errno_error(EIO);
     return c.close();
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
     std::string mode = argc > 1 ? argv[1] : "both";
-    if ((mode == "server" || mode == "client") != (argc == 3) || (mode != "both" && mode != "server" && mode != "client")) {
+    if ((mode == "server" || mode == "client") != (argc == 3) ||
+        (mode != "both" && mode != "server" && mode != "client")) {
         std::fprintf(stderr, "usage: rpc_echo [server ADDR | client ADDR]\n");
         return 2;
     }
     std::string where = argc == 3 ? argv[2] : "@gluon-rpc-echo-" + std::to_string(::getpid());
-    auto addr = where[0] == '@' ? net::address::unix_abstract(where.substr(1)) : net::address::parse(where);
+    auto addr =
+        where[0] == '@' ? net::address::unix_abstract(where.substr(1)) : net::address::parse(where);
     if (!addr) {
         std::fprintf(stderr, "rpc_echo: bad address %s\n", where.c_str());
         return 2;

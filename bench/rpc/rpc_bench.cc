@@ -11,21 +11,20 @@
 //       (after the warm-up), errors, the window, the server's CPU time over it (with
 //       --cpu-pid, from /proc/PID/stat), calls per second and per server CPU-second, p50 and
 //       p99 in us. Exits non-zero on any mismatch or failed call. One vCPU.
-#include <signal.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <vector>
-
 #include "../net/load_support.h"
 #include "gluon/net/server.h"
 #include "gluon/rpc/rpc.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <signal.h>
+#include <string>
+#include <vector>
 
 using namespace gluon;
 using namespace std::chrono_literals;
@@ -47,10 +46,11 @@ struct config {
 };
 
 [[noreturn]] void usage() {
-    std::fprintf(stderr,
-                 "usage: rpc_bench server [--port P]\n"
-                 "       rpc_bench client --port P --conns C --callers N --payload BYTES --seconds S "
-                 "[--warmup S] [--cpu-pid PID]\n");
+    std::fprintf(
+        stderr,
+        "usage: rpc_bench server [--port P]\n"
+        "       rpc_bench client --port P --conns C --callers N --payload BYTES --seconds S "
+        "[--warmup S] [--cpu-pid PID]\n");
     std::exit(2);
 }
 
@@ -63,14 +63,22 @@ config parse(int argc, char** argv) {
         std::string a = argv[i];
         if (i + 1 >= argc) usage();
         const char* v = argv[++i];
-        if (a == "--port") c.port = unsigned(std::atoi(v));
-        else if (a == "--conns") c.conns = unsigned(std::atoi(v));
-        else if (a == "--callers") c.callers = unsigned(std::atoi(v));
-        else if (a == "--payload") c.payload = size_t(std::atoll(v));
-        else if (a == "--seconds") c.seconds = std::atof(v);
-        else if (a == "--warmup") c.warmup = std::atof(v);
-        else if (a == "--cpu-pid") c.cpu_pid = std::atoi(v);
-        else usage();
+        if (a == "--port")
+            c.port = unsigned(std::atoi(v));
+        else if (a == "--conns")
+            c.conns = unsigned(std::atoi(v));
+        else if (a == "--callers")
+            c.callers = unsigned(std::atoi(v));
+        else if (a == "--payload")
+            c.payload = size_t(std::atoll(v));
+        else if (a == "--seconds")
+            c.seconds = std::atof(v);
+        else if (a == "--warmup")
+            c.warmup = std::atof(v);
+        else if (a == "--cpu-pid")
+            c.cpu_pid = std::atoi(v);
+        else
+            usage();
     }
     if (c.conns == 0 || c.callers == 0 || c.seconds <= 0 || c.warmup < 0) usage();
     return c;
@@ -79,10 +87,11 @@ config parse(int argc, char** argv) {
 result<void> serve(const config& c) {
     rpc::server srv;
     GLUON_TRY(srv.add_service(1, "bench"));
-    GLUON_TRY(srv.add(echo, [](rpc::call_context&, const echo_payload& in, echo_payload& out) -> result<void> {
-        out.data = rpc::bytes::view(in.data.data(), in.data.size());  // sent from the request
-        return {};
-    }));
+    GLUON_TRY(srv.add(
+        echo, [](rpc::call_context&, const echo_payload& in, echo_payload& out) -> result<void> {
+            out.data = rpc::bytes::view(in.data.data(), in.data.size()); // sent from the request
+            return {};
+        }));
     auto addr = GLUON_TRY(net::address::parse("127.0.0.1:" + std::to_string(c.port)));
     auto s = GLUON_TRY(net::server::start(addr, srv.handler()));
     std::printf("%u\n", unsigned(s->local_address().port()));
@@ -93,7 +102,7 @@ result<void> serve(const config& c) {
 }
 
 struct caller_state {
-    std::vector<uint32_t> lat_ns;  // measured window only
+    std::vector<uint32_t> lat_ns; // measured window only
     uint64_t calls = 0, errors = 0, mismatches = 0;
 };
 
@@ -103,17 +112,19 @@ struct window {
 
 void caller(rpc::client& cl, const config& c, unsigned seed, const window& w, caller_state& st) {
     std::vector<uint8_t> out(c.payload), in(c.payload);
-    for (size_t i = 0; i < c.payload; ++i) out[i] = uint8_t(i * 131 + seed * 17 + (i >> 8));
+    for (size_t i = 0; i < c.payload; ++i)
+        out[i] = uint8_t(i * 131 + seed * 17 + (i >> 8));
     echo_payload req, resp;
     req.data = rpc::bytes::view(out.data(), out.size());
     while (!w.stop) {
-        std::memset(in.data(), 0, std::min<size_t>(in.size(), 64));  // a stale reply cannot pass
+        std::memset(in.data(), 0, std::min<size_t>(in.size(), 64)); // a stale reply cannot pass
         resp.data.receive_into(in.data(), in.size());
         int64_t t0 = mono_now_ns();
         auto r = cl.call(echo, req, resp, {.timeout = 10s});
         int64_t t1 = mono_now_ns();
         if (!r) {
-            if (st.errors++ == 0) std::fprintf(stderr, "rpc_bench client: %s\n", r.error().message().c_str());
+            if (st.errors++ == 0)
+                std::fprintf(stderr, "rpc_bench client: %s\n", r.error().message().c_str());
             if (r.error() == rpc::errc::connection_closed) return;
             continue;
         }
@@ -132,17 +143,22 @@ void caller(rpc::client& cl, const config& c, unsigned seed, const window& w, ca
 result<int> load(const config& c) {
     auto addr = GLUON_TRY(net::address::parse("127.0.0.1:" + std::to_string(c.port)));
     std::vector<rpc::client> conns;
-    for (unsigned i = 0; i < c.conns; ++i) conns.push_back(GLUON_TRY(rpc::client::connect(addr, {}, 5s)));
+    for (unsigned i = 0; i < c.conns; ++i)
+        conns.push_back(GLUON_TRY(rpc::client::connect(addr, {}, 5s)));
     std::vector<caller_state> st(size_t(c.conns) * c.callers);
-    for (auto& s : st) s.lat_ns.reserve(size_t(c.seconds * 1e6 / double(st.size())) + 1024);
+    for (auto& s : st)
+        s.lat_ns.reserve(size_t(c.seconds * 1e6 / double(st.size())) + 1024);
     window w;
     std::vector<fiber> fs;
     for (unsigned i = 0; i < c.conns; ++i)
         for (unsigned k = 0; k < c.callers; ++k) {
             size_t idx = size_t(i) * c.callers + k;
-            fs.push_back(GLUON_TRY(spawn([&, i, idx] { caller(conns[i], c, unsigned(idx), w, st[idx]); })));
+            fs.push_back(
+                GLUON_TRY(spawn([&, i, idx] { caller(conns[i], c, unsigned(idx), w, st[idx]); })));
         }
-    auto secs = [](double s) { return std::chrono::duration_cast<duration>(std::chrono::duration<double>(s)); };
+    auto secs = [](double s) {
+        return std::chrono::duration_cast<duration>(std::chrono::duration<double>(s));
+    };
     (void)this_fiber::sleep_for(secs(c.warmup));
     double cpu0 = c.cpu_pid ? bench_net::process_cpu_s(c.cpu_pid) : 0;
     int64_t t0 = mono_now_ns();
@@ -152,7 +168,8 @@ result<int> load(const config& c) {
     double wall = double(mono_now_ns() - t0) / 1e9;
     double server_cpu = c.cpu_pid ? bench_net::process_cpu_s(c.cpu_pid) - cpu0 : 0;
     w.stop = true;
-    for (auto& f : fs) (void)f.join();
+    for (auto& f : fs)
+        (void)f.join();
     uint64_t calls = 0, errors = 0, mismatches = 0;
     std::vector<uint32_t> all;
     for (auto& s : st) {
@@ -162,21 +179,27 @@ result<int> load(const config& c) {
         all.insert(all.end(), s.lat_ns.begin(), s.lat_ns.end());
     }
     std::sort(all.begin(), all.end());
-    auto pct = [&](double q) { return all.empty() ? 0.0 : all[size_t(double(all.size() - 1) * q)] / 1000.0; };
-    std::printf("{\"calls\": %llu, \"errors\": %llu, \"seconds\": %.3f, \"wall_s\": %.3f, \"server_cpu_s\": %.3f, "
-                "\"calls_per_s\": %.1f, \"calls_per_server_cpu_s\": %.1f, \"p50_us\": %.1f, \"p90_us\": %.1f, "
+    auto pct = [&](double q) {
+        return all.empty() ? 0.0 : all[size_t(double(all.size() - 1) * q)] / 1000.0;
+    };
+    std::printf("{\"calls\": %llu, \"errors\": %llu, \"seconds\": %.3f, \"wall_s\": %.3f, "
+                "\"server_cpu_s\": %.3f, "
+                "\"calls_per_s\": %.1f, \"calls_per_server_cpu_s\": %.1f, \"p50_us\": %.1f, "
+                "\"p90_us\": %.1f, "
                 "\"p99_us\": %.1f, \"p999_us\": %.1f, \"max_us\": %.1f}\n",
-                (unsigned long long)calls, (unsigned long long)(errors + mismatches), wall, wall, server_cpu,
-                double(calls) / wall, server_cpu > 0 ? double(calls) / server_cpu : 0.0, pct(0.5), pct(0.9), pct(0.99),
-                pct(0.999), pct(1.0));
+                (unsigned long long)calls, (unsigned long long)(errors + mismatches), wall, wall,
+                server_cpu, double(calls) / wall, server_cpu > 0 ? double(calls) / server_cpu : 0.0,
+                pct(0.5), pct(0.9), pct(0.99), pct(0.999), pct(1.0));
     std::fflush(stdout);
     if (mismatches)
-        std::fprintf(stderr, "rpc_bench client: %llu replies differed from their request\n", (unsigned long long)mismatches);
-    for (auto& cl : conns) (void)cl.close();
+        std::fprintf(stderr, "rpc_bench client: %llu replies differed from their request\n",
+                     (unsigned long long)mismatches);
+    for (auto& cl : conns)
+        (void)cl.close();
     return (mismatches || errors) ? 1 : 0;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
     config c = parse(argc, argv);

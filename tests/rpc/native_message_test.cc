@@ -1,18 +1,16 @@
 // The native RPC's message codec: the fixed part and variable parts of plain structs, schema
 // hashes, and what a decoder refuses.
-#include <gtest/gtest.h>
+#include "native_messages.h"
 
 #include <cstring>
+#include <gtest/gtest.h>
 #include <vector>
-
-#include "native_messages.h"
 
 namespace gluon::rpc::testing {
 namespace {
 
 // Encodes m into one contiguous payload (as it goes on the wire).
-template <typename M>
-std::vector<uint8_t> flatten(const M& m) {
+template <typename M> std::vector<uint8_t> flatten(const M& m) {
     std::vector<uint8_t> out(fixed_size<M>());
     iov_list var;
     size_t n = encode(m, out.data(), var);
@@ -74,7 +72,7 @@ TEST(rpc_message, variable_parts_are_sent_from_place) {
     EXPECT_EQ(encode(m, fixed.data(), var), 2000u);
     ASSERT_EQ(var.size(), 2u);
     EXPECT_EQ(var[0].iov_base, m.text.data());
-    EXPECT_EQ(var[1].iov_base, big.data());  // the caller's bytes, not a copy
+    EXPECT_EQ(var[1].iov_base, big.data()); // the caller's bytes, not a copy
 }
 
 TEST(rpc_message, receives_into_the_callers_buffer) {
@@ -125,5 +123,5 @@ TEST(rpc_message, schema_hash_follows_types_and_version) {
     EXPECT_NE(echo.schema(), echo_v2.schema());
 }
 
-}  // namespace
-}  // namespace gluon::rpc::testing
+} // namespace
+} // namespace gluon::rpc::testing

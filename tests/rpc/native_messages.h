@@ -1,11 +1,11 @@
 // Message types and methods shared by the native RPC tests.
 #pragma once
 
+#include "gluon/rpc/rpc.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "gluon/rpc/rpc.h"
 
 namespace gluon::rpc::testing {
 
@@ -60,4 +60,4 @@ inline constexpr method<echo_msg_v2, echo_msg_v2> echo_v2{1, 1, "echo"};
 inline constexpr method<empty, empty> nowhere{1, 99, "nowhere"};
 inline constexpr method<empty, empty> no_service{7, 1, "nothing"};
 
-}  // namespace gluon::rpc::testing
+} // namespace gluon::rpc::testing

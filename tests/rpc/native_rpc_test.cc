@@ -1,15 +1,6 @@
 // The native RPC end to end on every engine, over TCP: multiplexing, pipelining, zero-copy
 // receive, schema checks, deadlines and cancellation on both sides, server limits, malformed
 // frames, the name table and the connection pool.
-#include <gtest/gtest.h>
-
-#include <atomic>
-#include <cstring>
-#include <memory>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
 #include "gluon/net/server.h"
 #include "gluon/net/socket.h"
 #include "gluon/runtime/fiber.h"
@@ -18,6 +9,14 @@
 #include "rpc/native/wire.h"
 #include "test_support.h"
 
+#include <atomic>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 namespace gluon::rpc::testing {
 namespace {
 
@@ -25,7 +24,8 @@ using namespace std::chrono_literals;
 
 std::string pattern(size_t n, uint64_t seed) {
     std::string s(n, '\0');
-    for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7) & 0xff);
+    for (size_t i = 0; i < n; ++i)
+        s[i] = static_cast<char>((i * 131 + seed * 7) & 0xff);
     return s;
 }
 
@@ -41,25 +41,28 @@ protected:
     void start(server_options o = {}) {
         srv_ = std::make_unique<server>(o);
         ASSERT_TRUE(srv_->add_service(1, "test"));
-        ASSERT_TRUE(srv_->add(echo, [](call_context&, const echo_msg& in, echo_msg& out) -> result<void> {
-            out.seq = in.seq;
-            out.text = in.text;
-            out.payload = bytes::view(in.payload.data(), in.payload.size());  // the request outlives the reply
-            return {};
-        }));
+        ASSERT_TRUE(
+            srv_->add(echo, [](call_context&, const echo_msg& in, echo_msg& out) -> result<void> {
+                out.seq = in.seq;
+                out.text = in.text;
+                out.payload = bytes::view(in.payload.data(),
+                                          in.payload.size()); // the request outlives the reply
+                return {};
+            }));
         ASSERT_TRUE(srv_->add(mirror, [](call_context&, const rich& in, rich& out) -> result<void> {
             out = in;
             return {};
         }));
-        ASSERT_TRUE(srv_->add(block, [this](call_context& ctx, const sleep_req& in, empty&) -> result<void> {
-            ++blocked_;
-            entered_.release();
-            auto r = this_fiber::sleep_for(std::chrono::milliseconds(in.millis));
-            handler_saw_cancel_ = !r && r.error() == std::errc::operation_canceled;
-            handler_saw_ctx_cancel_ = ctx.cancelled();
-            left_.release();
-            return r;
-        }));
+        ASSERT_TRUE(srv_->add(
+            block, [this](call_context& ctx, const sleep_req& in, empty&) -> result<void> {
+                ++blocked_;
+                entered_.release();
+                auto r = this_fiber::sleep_for(std::chrono::milliseconds(in.millis));
+                handler_saw_cancel_ = !r && r.error() == std::errc::operation_canceled;
+                handler_saw_ctx_cancel_ = ctx.cancelled();
+                left_.release();
+                return r;
+            }));
         ASSERT_TRUE(srv_->add(fail_eio, [](call_context&, const empty&, empty&) -> result<void> {
             return errno_error(EIO);
         }));
@@ -97,7 +100,8 @@ TEST_P(rpc_native, echo_round_trip) {
     EXPECT_EQ(resp.payload.str(), data);
 
     rich r, back;
-    r.flag = 3, r.on = true, r.at = {5, -6}, r.in.name = "n", r.in.values = {9, 8}, r.path = {{1, 1}};
+    r.flag = 3, r.on = true, r.at = {5, -6}, r.in.name = "n", r.in.values = {9, 8},
+    r.path = {{1, 1}};
     ASSERT_TRUE(c.call(mirror, r, back));
     EXPECT_EQ(back.at.y, -6);
     EXPECT_EQ(back.in.values, r.in.values);
@@ -124,11 +128,12 @@ TEST_P(rpc_native, many_fibers_share_one_connection_and_pipeline) {
             }
         }));
     }
-    for (auto& f : fs) ASSERT_TRUE(f.join());
+    for (auto& f : fs)
+        ASSERT_TRUE(f.join());
     EXPECT_EQ(bad, 0);
     auto st = c.stats();
     EXPECT_EQ(st.frames_sent, uint64_t(k_fibers * k_calls));
-    EXPECT_LT(st.writes, st.frames_sent);  // requests queued during a write left together
+    EXPECT_LT(st.writes, st.frames_sent); // requests queued during a write left together
 }
 
 TEST_P(rpc_native, large_reply_lands_in_the_callers_buffer) {
@@ -149,7 +154,7 @@ TEST_P(rpc_native, large_reply_lands_in_the_callers_buffer) {
     auto r = c.call(echo, req, small);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), errc::buffer_too_small);
-    ASSERT_TRUE(c.call(echo, req, resp));  // the connection goes on
+    ASSERT_TRUE(c.call(echo, req, resp)); // the connection goes on
     EXPECT_EQ(resp.payload.size(), data.size());
 }
 
@@ -202,7 +207,7 @@ TEST_P(rpc_native, client_deadline_interrupts_the_handler) {
     auto r = c.call(block, req, resp, {.timeout = 100ms});
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), errc::deadline_exceeded);
-    ASSERT_TRUE(left_.acquire(10s));  // the handler's sleep ended early
+    ASSERT_TRUE(left_.acquire(10s)); // the handler's sleep ended early
     EXPECT_TRUE(handler_saw_cancel_);
     EXPECT_TRUE(handler_saw_ctx_cancel_);
     EXPECT_TRUE(c.ping(5s));
@@ -244,7 +249,7 @@ TEST_P(rpc_native, cancelling_the_caller_interrupts_the_handler) {
         empty resp;
         r = c.call(block, req, resp);
     });
-    ASSERT_TRUE(entered_.acquire(10s));  // the handler runs
+    ASSERT_TRUE(entered_.acquire(10s)); // the handler runs
     ASSERT_TRUE(caller.interrupt());
     ASSERT_TRUE(caller.join());
     ASSERT_FALSE(r);
@@ -294,7 +299,8 @@ TEST_P(rpc_native, in_flight_limit) {
     auto r = c.call(fail_eio, e, e);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), errc::too_many_requests);
-    for (auto& f : fs) ASSERT_TRUE(f.join());
+    for (auto& f : fs)
+        ASSERT_TRUE(f.join());
     EXPECT_TRUE(rs[0]);
     EXPECT_TRUE(rs[1]);
     EXPECT_TRUE(c.ping(5s));
@@ -309,7 +315,7 @@ TEST_P(rpc_native, malformed_frame_closes_only_its_connection) {
     std::memset(junk, 0xab, sizeof junk);
     ASSERT_TRUE(raw->write_all(junk, sizeof junk));
     uint8_t b;
-    auto n = raw->read_some(&b, 1, 10s);  // the server hangs up: EOF (or a reset)
+    auto n = raw->read_some(&b, 1, 10s); // the server hangs up: EOF (or a reset)
     EXPECT_TRUE(!n || *n == 0);
     EXPECT_EQ(srv_->stats().malformed, 1u);
     echo_msg req, resp;
@@ -328,7 +334,7 @@ TEST_P(rpc_native, closed_connection_fails_calls_in_flight) {
         r = c.call(block, req, resp);
     });
     ASSERT_TRUE(entered_.acquire(10s));
-    net_->stop(0s);  // the server goes: its connections end
+    net_->stop(0s); // the server goes: its connections end
     ASSERT_TRUE(caller.join());
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), errc::connection_closed);
@@ -345,20 +351,24 @@ TEST_P(rpc_native, pool_replaces_broken_and_silent_connections) {
     auto silent_addr = silent->local_address();
     std::vector<net::stream> held;
     fiber acceptor = *spawn([&] {
-        while (auto s = silent->accept()) held.push_back(std::move(*s));
+        while (auto s = silent->accept())
+            held.push_back(std::move(*s));
     });
     bool use_silent = true;
     auto connector = [&]() -> result<std::unique_ptr<net::byte_stream>> {
-        auto s = GLUON_TRY(net::stream::connect(use_silent ? *silent_addr : net_->local_address(), 5s));
+        auto s =
+            GLUON_TRY(net::stream::connect(use_silent ? *silent_addr : net_->local_address(), 5s));
         return std::unique_ptr<net::byte_stream>(std::make_unique<net::stream>(std::move(s)));
     };
-    auto p = pool::start(connector, {.connections = 2, .health_interval = 20ms, .health_timeout = 50ms});
+    auto p =
+        pool::start(connector, {.connections = 2, .health_interval = 20ms, .health_timeout = 50ms});
     ASSERT_TRUE(p) << p.error().message();
-    EXPECT_EQ((*p)->healthy(), 2u);  // open, not yet checked
+    EXPECT_EQ((*p)->healthy(), 2u); // open, not yet checked
     use_silent = false;
     // The checks find the silent connections and replace them with good ones.
     deadline_t until = deadline_after(10s);
-    while ((*p)->replaced() < 2 && mono_now_ns() < until) (void)this_fiber::sleep_for(10ms);
+    while ((*p)->replaced() < 2 && mono_now_ns() < until)
+        (void)this_fiber::sleep_for(10ms);
     EXPECT_GE((*p)->replaced(), 2u);
     echo_msg req, resp;
     req.text = "pooled";
@@ -393,7 +403,9 @@ TEST_P(rpc_native, calls_that_time_out_or_are_cancelled_at_any_point_leave_the_r
                 req.payload = bytes::view(data.data(), data.size());
                 // Most deadlines are shorter than a call takes here (a few ms with 32 callers
                 // moving up to 256 KiB each); one call in four has time to finish.
-                auto timeout = (rnd >> 40) % 4 == 0 ? duration(5s) : duration(std::chrono::microseconds(20 + (rnd >> 20) % 3000));
+                auto timeout = (rnd >> 40) % 4 == 0
+                                   ? duration(5s)
+                                   : duration(std::chrono::microseconds(20 + (rnd >> 20) % 3000));
                 auto r = c.call(echo, req, resp, {.timeout = timeout});
                 if (r) {
                     ++ok;
@@ -413,7 +425,8 @@ TEST_P(rpc_native, calls_that_time_out_or_are_cancelled_at_any_point_leave_the_r
         (void)this_fiber::sleep_for(200us);
         (void)fs[size_t(round) % fs.size()].interrupt();
     }
-    for (auto& f : fs) ASSERT_TRUE(f.join());
+    for (auto& f : fs)
+        ASSERT_TRUE(f.join());
     EXPECT_EQ(bad, 0) << ok << " ok, " << timed_out << " timed out, " << cancelled << " cancelled";
     EXPECT_EQ(ok + timed_out + cancelled, k_fibers * k_calls);
     EXPECT_GT(ok, 0);
@@ -426,5 +439,5 @@ TEST_P(rpc_native, calls_that_time_out_or_are_cancelled_at_any_point_leave_the_r
 
 GLUON_ENGINE_TEST_SUITE(rpc_native);
 
-}  // namespace
-}  // namespace gluon::rpc::testing
+} // namespace
+} // namespace gluon::rpc::testing

@@ -1,14 +1,6 @@
 // The native RPC over every transport it is meant for (a transport is any net::byte_stream):
 // TCP, a Unix socket, TLS and a shared-memory IPC stream, on every engine. Many fibers share
 // the connection, and a payload larger than any buffer on the way is received in place.
-#include <gtest/gtest.h>
-
-#include <cstring>
-#include <memory>
-#include <string>
-#include <tuple>
-#include <vector>
-
 #include "../net/tls_test_support.h"
 #include "gluon/ipc/listener.h"
 #include "gluon/ipc/session.h"
@@ -16,6 +8,13 @@
 #include "gluon/net/tls.h"
 #include "gluon/runtime/fiber.h"
 #include "native_messages.h"
+
+#include <cstring>
+#include <gtest/gtest.h>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace gluon::rpc::testing {
 namespace {
@@ -28,14 +27,16 @@ enum class transport { tcp, unix_socket, tls, ipc };
 class rpc_transport : public ::testing::TestWithParam<std::tuple<engine::kind, transport>> {
 protected:
     void SetUp() override {
-        if (!engine::available(kind())) GTEST_SKIP() << engine::kind_name(kind()) << " not available";
+        if (!engine::available(kind()))
+            GTEST_SKIP() << engine::kind_name(kind()) << " not available";
         ASSERT_TRUE(init({.engine = kind(), .log_engine = false}));
-        ASSERT_TRUE(srv_.add(echo, [](call_context&, const echo_msg& in, echo_msg& out) -> result<void> {
-            out.seq = in.seq;
-            out.text = in.text;
-            out.payload = bytes::view(in.payload.data(), in.payload.size());
-            return {};
-        }));
+        ASSERT_TRUE(
+            srv_.add(echo, [](call_context&, const echo_msg& in, echo_msg& out) -> result<void> {
+                out.seq = in.seq;
+                out.text = in.text;
+                out.payload = bytes::view(in.payload.data(), in.payload.size());
+                return {};
+            }));
     }
     void TearDown() override {
         (void)cli_.close();
@@ -69,7 +70,8 @@ protected:
         ASSERT_TRUE(sock);
         std::unique_ptr<net::byte_stream> st;
         if (tp() == transport::tls) {
-            auto t = net::tls::stream::connect(std::move(*sock), tls_t::client_ctx(), "localhost", 5s);
+            auto t =
+                net::tls::stream::connect(std::move(*sock), tls_t::client_ctx(), "localhost", 5s);
             ASSERT_TRUE(t) << net::tls::last_error_message();
             st = std::make_unique<net::tls::stream>(std::move(*t));
         } else {
@@ -89,7 +91,9 @@ protected:
             if (!s) return;
             server_session_ = std::move(*s);
             while (auto st = server_session_.accept_stream()) {
-                (void)spawn([this, st = std::move(*st)]() mutable { (void)srv_.serve(st); })->detach();
+                (void)spawn([this, st = std::move(*st)]() mutable {
+                    (void)srv_.serve(st);
+                })->detach();
             }
         });
         auto s = ipc::session::connect(addr);
@@ -129,14 +133,16 @@ TEST_P(rpc_transport, concurrent_callers) {
             }
         }));
     }
-    for (auto& f : fs) ASSERT_TRUE(f.join());
+    for (auto& f : fs)
+        ASSERT_TRUE(f.join());
     EXPECT_EQ(bad, 0);
 }
 
 TEST_P(rpc_transport, large_payload_into_callers_buffer) {
     open();
     std::string data(4 << 20, '\0');
-    for (size_t i = 0; i < data.size(); ++i) data[i] = char(i * 7 + (i >> 12));
+    for (size_t i = 0; i < data.size(); ++i)
+        data[i] = char(i * 7 + (i >> 12));
     std::vector<uint8_t> buf(data.size());
     echo_msg req, resp;
     req.payload = bytes::view(data.data(), data.size());
@@ -149,14 +155,16 @@ TEST_P(rpc_transport, large_payload_into_callers_buffer) {
 
 std::string param_name(const ::testing::TestParamInfo<std::tuple<engine::kind, transport>>& i) {
     const char* t[] = {"tcp", "unix", "tls", "ipc"};
-    return std::string(engine::kind_name(std::get<0>(i.param))) + "_" + t[int(std::get<1>(i.param))];
+    return std::string(engine::kind_name(std::get<0>(i.param))) + "_" +
+           t[int(std::get<1>(i.param))];
 }
 
 INSTANTIATE_TEST_SUITE_P(all, rpc_transport,
                          ::testing::Combine(::testing::ValuesIn(test::all_engines()),
-                                            ::testing::Values(transport::tcp, transport::unix_socket,
+                                            ::testing::Values(transport::tcp,
+                                                              transport::unix_socket,
                                                               transport::tls, transport::ipc)),
                          param_name);
 
-}  // namespace
-}  // namespace gluon::rpc::testing
+} // namespace
+} // namespace gluon::rpc::testing

@@ -2,14 +2,14 @@
 // reader fiber has decoded their response into place; requests leave through the writer fiber.
 #include "gluon/rpc/native/client.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "conn.h"
 #include "gluon/net/socket.h"
 #include "gluon/runtime/oneshot.h"
 #include "gluon/runtime/vcpu.h"
 #include "wire.h"
+
+#include <cstdlib>
+#include <cstring>
 
 namespace gluon::rpc {
 namespace detail {
@@ -20,8 +20,10 @@ constexpr size_t k_inline_head = 256;
 struct cancel_frame : out_frame {
     uint8_t head[wire::k_header_size];
 };
-void free_cancel(out_frame* f, bool) { delete static_cast<cancel_frame*>(f); }
-}  // namespace
+void free_cancel(out_frame* f, bool) {
+    delete static_cast<cancel_frame*>(f);
+}
+} // namespace
 
 struct pending {
     out_frame out;
@@ -43,7 +45,7 @@ struct client_conn {
     fiber reader;
     gluon::detail::vcpu* home = nullptr;
     bool closed = false;
-    std::vector<pending*> slots;  // request id's low 32 bits index it
+    std::vector<pending*> slots; // request id's low 32 bits index it
     std::vector<uint32_t> free_slots;
     size_t in_flight = 0;
     uint32_t seq = 0;
@@ -62,7 +64,7 @@ struct client_conn {
             slots.push_back(nullptr);
         }
         slots[slot] = &p;
-        if (++seq == 0) seq = 1;  // ids are never 0
+        if (++seq == 0) seq = 1; // ids are never 0
         // The slot finds the caller; the sequence number keeps a late response to a call that
         // gave up from matching the next call in the same slot.
         p.id = uint64_t(seq) << 32 | slot;
@@ -139,11 +141,11 @@ void client_conn::read_loop() {
 // False: the connection cannot go on.
 bool client_conn::on_response(const wire::header& h) {
     pending* p = take(h.id);
-    if (!p) return rd.skip(h.length).has_value();  // a call that gave up
+    if (!p) return rd.skip(h.length).has_value(); // a call that gave up
     const call_args& a = *p->a;
     bool ok = true;
     if (h.service != a.service || h.method != a.method) {
-        p->err = errc::malformed_frame;  // a response to another method: the peer is confused
+        p->err = errc::malformed_frame; // a response to another method: the peer is confused
         ok = false;
     } else if (h.schema != 0) {
         p->err = wire::error_of_status(h.schema);
@@ -181,7 +183,7 @@ void request_written(out_frame* f, bool ok) {
     p->err = errc::connection_closed;
     p->done.signal();
 }
-}  // namespace
+} // namespace
 
 result<void> call(client_conn& c, const call_args& a, duration timeout) {
     if (c.closed) return unexpected(make_error_code(errc::connection_closed));
@@ -238,7 +240,7 @@ result<void> call(client_conn& c, const call_args& a, duration timeout) {
     return {};
 }
 
-}  // namespace detail
+} // namespace detail
 
 client::~client() = default;
 
@@ -249,13 +251,15 @@ result<client> client::open(std::unique_ptr<net::byte_stream> s, const client_op
     c.c_ = std::make_shared<detail::client_conn>(std::move(s), o);
     detail::client_conn* cc = c.c_.get();
     cc->home = gluon::detail::current_vcpu();
-    cc->wr.on_broken([](void* p) { (void)static_cast<detail::client_conn*>(p)->reader.interrupt(); }, cc);
+    cc->wr.on_broken(
+        [](void* p) { (void)static_cast<detail::client_conn*>(p)->reader.interrupt(); }, cc);
     GLUON_TRY(cc->wr.start());
     cc->reader = GLUON_TRY(spawn(fiber_options{.name = "rpc-reader"}, [cc] { cc->read_loop(); }));
     return c;
 }
 
-result<client> client::connect(const net::address& addr, const client_options& o, duration timeout) {
+result<client> client::connect(const net::address& addr, const client_options& o,
+                               duration timeout) {
     auto s = GLUON_TRY(net::stream::connect(addr, timeout));
     if (addr.family() != AF_UNIX) (void)s.set_nodelay(true);
     return open(std::make_unique<net::stream>(std::move(s)), o);
@@ -295,9 +299,13 @@ result<std::vector<method_info>> client::describe(duration timeout) {
     return out;
 }
 
-bool client::healthy() const noexcept { return c_ && !c_->closed && !c_->wr.broken(); }
+bool client::healthy() const noexcept {
+    return c_ && !c_->closed && !c_->wr.broken();
+}
 
-size_t client::in_flight() const noexcept { return c_ ? c_->in_flight : 0; }
+size_t client::in_flight() const noexcept {
+    return c_ ? c_->in_flight : 0;
+}
 
 client::counters client::stats() const noexcept {
     if (!c_) return {};
@@ -310,4 +318,4 @@ result<void> client::close() {
     return c_->s->close();
 }
 
-}  // namespace gluon::rpc
+} // namespace gluon::rpc

@@ -10,8 +10,9 @@ namespace {
 // Pieces up to this size are copied into the staging buffer, next to their neighbours: one
 // writev of a few large iovecs costs the kernel less than one of many tiny ones.
 constexpr size_t k_small_piece = 1024;
-constexpr size_t k_stage_bytes = 16 << 10;  // allocated at the first write: idle connections are cheap
-}  // namespace
+constexpr size_t k_stage_bytes = 16
+                                 << 10; // allocated at the first write: idle connections are cheap
+} // namespace
 
 void join_fully(fiber& f) noexcept {
     bool interrupted = false;
@@ -26,7 +27,9 @@ void join_fully(fiber& f) noexcept {
 
 frame_writer::frame_writer(net::byte_stream& s) : s_(s) {}
 
-frame_writer::~frame_writer() { stop(); }
+frame_writer::~frame_writer() {
+    stop();
+}
 
 result<void> frame_writer::start() {
     fiber_ = GLUON_TRY(spawn(fiber_options{.name = "rpc-writer"}, [this] { run(); }));
@@ -56,7 +59,7 @@ bool frame_writer::unqueue(out_frame& f) noexcept {
 void frame_writer::wait_not_writing(out_frame& f) noexcept {
     bool interrupted = false;
     while (f.st == out_frame::state::writing) {
-        if (!batch_done_.wait()) interrupted = true;  // the interrupt was consumed: wait on
+        if (!batch_done_.wait()) interrupted = true; // the interrupt was consumed: wait on
     }
     if (interrupted) restore_interrupt();
 }
@@ -83,7 +86,7 @@ void frame_writer::run() {
         if (q_.empty()) {
             idle_ = true;
             wake_.reset();
-            (void)wake_.wait();  // ECANCELED: stop() (stopped_ is set)
+            (void)wake_.wait(); // ECANCELED: stop() (stopped_ is set)
             idle_ = false;
             continue;
         }
@@ -148,7 +151,7 @@ bool frame_writer::write_batch() {
     }
     for (out_frame* f : batch_) {
         f->st = out_frame::state::idle;
-        f->done(f, ok);  // may free f
+        f->done(f, ok); // may free f
     }
     batch_.clear();
     batch_done_.set();
@@ -181,7 +184,7 @@ result<void> frame_reader::ensure(size_t n) {
 }
 
 result<wire::header> frame_reader::next_header() {
-    if (end_ == pos_) pos_ = end_ = 0;  // an empty buffer: read from its start
+    if (end_ == pos_) pos_ = end_ = 0; // an empty buffer: read from its start
     GLUON_TRY(ensure(wire::k_header_size));
     wire::header h = wire::get(buf_.get() + pos_);
     pos_ += wire::k_header_size;
@@ -197,7 +200,8 @@ result<const uint8_t*> frame_reader::take(size_t n) {
 
 result<void> frame_reader::fill(iov_list& t) {
     size_t i = 0, total = 0;
-    for (size_t k = 0; k < t.size(); ++k) total += t[k].iov_len;
+    for (size_t k = 0; k < t.size(); ++k)
+        total += t[k].iov_len;
     // What is buffered already: copied.
     while (i < t.size() && pos_ < end_) {
         size_t k = std::min(end_ - pos_, t[i].iov_len);
@@ -259,4 +263,4 @@ result<void> frame_reader::skip(size_t n) {
     return {};
 }
 
-}  // namespace gluon::rpc::detail
+} // namespace gluon::rpc::detail

@@ -4,18 +4,17 @@
 // connection's fibers and its callers share these structures without locks.
 #pragma once
 
-#include <sys/uio.h>
-
-#include <cstdint>
-#include <memory>
-#include <vector>
-
 #include "gluon/common/intrusive_list.h"
 #include "gluon/net/byte_stream.h"
 #include "gluon/rpc/native/message.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
 #include "wire.h"
+
+#include <cstdint>
+#include <memory>
+#include <sys/uio.h>
+#include <vector>
 
 namespace gluon::rpc::detail {
 
@@ -69,7 +68,7 @@ private:
     intrusive_list<out_frame, &out_frame::hook> q_;
     std::vector<out_frame*> batch_;
     std::vector<iovec> iov_;
-    std::unique_ptr<uint8_t[]> stage_;  // small pieces coalesced: fewer, larger iovecs
+    std::unique_ptr<uint8_t[]> stage_; // small pieces coalesced: fewer, larger iovecs
     event wake_;
     event batch_done_{true};
     fiber fiber_;
@@ -104,4 +103,4 @@ private:
     size_t cap_, pos_ = 0, end_ = 0;
 };
 
-}  // namespace gluon::rpc::detail
+} // namespace gluon::rpc::detail

@@ -9,13 +9,17 @@ result<std::unique_ptr<pool>> pool::start(connector connect, const pool_options&
     p->o_ = o;
     p->conns_.resize(o.connections ? o.connections : 1);
     GLUON_TRY(p->reopen(0));
-    for (size_t i = 1; i < p->conns_.size(); ++i) (void)p->reopen(i);  // the checks retry
+    for (size_t i = 1; i < p->conns_.size(); ++i)
+        (void)p->reopen(i); // the checks retry
     pool* raw = p.get();
-    p->checker_ = GLUON_TRY(spawn(fiber_options{.name = "rpc-pool-health"}, [raw] { raw->check_loop(); }));
+    p->checker_ =
+        GLUON_TRY(spawn(fiber_options{.name = "rpc-pool-health"}, [raw] { raw->check_loop(); }));
     return p;
 }
 
-pool::~pool() { stop(); }
+pool::~pool() {
+    stop();
+}
 
 result<void> pool::reopen(size_t i) {
     if (conns_[i].healthy() || stopped_) return {};
@@ -40,20 +44,21 @@ result<client> pool::get() {
 
 size_t pool::healthy() const noexcept {
     size_t n = 0;
-    for (const client& c : conns_) n += c.healthy();
+    for (const client& c : conns_)
+        n += c.healthy();
     return n;
 }
 
 void pool::check_loop() {
     while (!stopped_) {
-        if (!this_fiber::sleep_for(o_.health_interval)) break;  // stop() interrupts
+        if (!this_fiber::sleep_for(o_.health_interval)) break; // stop() interrupts
         for (size_t i = 0; i < conns_.size() && !stopped_; ++i) {
             client c = conns_[i];
             bool ok = c.healthy() && c.ping(o_.health_timeout).has_value();
             if (stopped_) break;
             if (ok) continue;
             if (this_fiber::interrupt_pending()) break;
-            if (c.healthy()) (void)conns_[i].close();  // alive but not answering
+            if (c.healthy()) (void)conns_[i].close(); // alive but not answering
             if (reopen(i)) ++replaced_;
         }
     }
@@ -70,4 +75,4 @@ void pool::stop() noexcept {
         if (c.healthy()) (void)c.close();
 }
 
-}  // namespace gluon::rpc
+} // namespace gluon::rpc

@@ -3,40 +3,45 @@
 // has one.
 #include "gluon/rpc/native/server.h"
 
-#include <cstdio>
-#include <new>
-
 #include "conn.h"
 #include "gluon/common/log.h"
 #include "wire.h"
+
+#include <cstdio>
+#include <new>
 
 namespace gluon::rpc {
 namespace detail {
 
 namespace {
-constexpr size_t round16(size_t n) { return (n + 15) & ~size_t(15); }
+constexpr size_t round16(size_t n) {
+    return (n + 15) & ~size_t(15);
+}
 constexpr int64_t k_idle_watch_ns = 1'000'000'000;
 
 // A frame with no payload (an error response), freed once written.
 struct small_frame : out_frame {
     uint8_t head[wire::k_header_size];
 };
-void free_small(out_frame* f, bool) { delete static_cast<small_frame*>(f); }
-}  // namespace
+void free_small(out_frame* f, bool) {
+    delete static_cast<small_frame*>(f);
+}
+} // namespace
 
 struct server_call {
-    list_hook hook;  // server_conn::calls_
+    list_hook hook; // server_conn::calls_
     out_frame out;
     server_conn* conn;
     const method_entry* m;
     call_body* body;
-    uint8_t* head;  // header + the response's fixed part
+    uint8_t* head; // header + the response's fixed part
     fiber f;
     call_context ctx;
     bool expired = false;
 
     static server_call* make(server_conn* c, const method_entry* m) {
-        size_t size = round16(sizeof(server_call)) + round16(m->body_size) + wire::k_header_size + m->resp_fixed;
+        size_t size = round16(sizeof(server_call)) + round16(m->body_size) + wire::k_header_size +
+                      m->resp_fixed;
         auto* mem = static_cast<uint8_t*>(::operator new(size, std::align_val_t(16)));
         auto* call = new (mem) server_call;
         call->conn = c;
@@ -51,7 +56,8 @@ struct server_call {
         ::operator delete(static_cast<void*>(c), std::align_val_t(16));
     }
     static void written(out_frame* f, bool) {
-        auto* c = reinterpret_cast<server_call*>(reinterpret_cast<uint8_t*>(f) - offsetof(server_call, out));
+        auto* c = reinterpret_cast<server_call*>(reinterpret_cast<uint8_t*>(f) -
+                                                 offsetof(server_call, out));
         destroy(c);
     }
 };
@@ -67,6 +73,12 @@ struct server_conn {
     event drained;
     fiber watchdog;
     deadline_t watch_target = k_no_deadline;
+    uint64_t calls_unflushed = 0; // added to the server's shared count now and then
+
+    void flush_calls() noexcept {
+        srv.stats_.calls.fetch_add(calls_unflushed, std::memory_order_relaxed);
+        calls_unflushed = 0;
+    }
 
     server_conn(server& s, net::byte_stream& st)
         : srv(s), o(s.opts_), rd(st, s.opts_.read_buffer_bytes), wr(st) {}
@@ -81,7 +93,7 @@ struct server_conn {
 };
 
 void server_conn::reply_error(const wire::header& req, std::error_code e) {
-    ++srv.stats_.refused;
+    srv.stats_.refused.fetch_add(1, std::memory_order_relaxed);
     auto* f = new small_frame;
     wire::header h;
     h.type = wire::kind::response;
@@ -129,7 +141,8 @@ result<void> server_conn::run() {
             break;
         }
     }
-    if (!end && end.error() == errc::malformed_frame) ++srv.stats_.malformed;
+    if (!end && end.error() == errc::malformed_frame)
+        srv.stats_.malformed.fetch_add(1, std::memory_order_relaxed);
     close();
     return end;
 }
@@ -170,12 +183,13 @@ result<void> server_conn::on_request(const wire::header& h) {
     }
     c->ctx.id_ = h.id;
     if (h.timeout_us != 0) {
-        int64_t ns = h.timeout_us > uint64_t(INT64_MAX / 1000) ? INT64_MAX : int64_t(h.timeout_us * 1000);
+        int64_t ns =
+            h.timeout_us > uint64_t(INT64_MAX / 1000) ? INT64_MAX : int64_t(h.timeout_us * 1000);
         c->ctx.deadline_ = deadline_after(duration(ns));
     }
     calls.push_back(*c);
     ++in_flight;
-    ++srv.stats_.calls;
+    if (++calls_unflushed == 64) flush_calls();
     auto f = spawn(fiber_options{.stack_size = o.handler_stack_bytes, .name = "rpc-call"}, [c] {
         std::error_code e = c->body->invoke(c->ctx);
         c->conn->finish(c, e);
@@ -203,7 +217,7 @@ void server_conn::on_cancel(uint64_t id) {
     calls.for_each([&](server_call& c) {
         if (c.ctx.id_ == id && !c.ctx.cancelled_) {
             c.ctx.cancelled_ = true;
-            ++srv.stats_.cancelled;
+            srv.stats_.cancelled.fetch_add(1, std::memory_order_relaxed);
             (void)c.f.interrupt();
         }
     });
@@ -258,7 +272,7 @@ void server_conn::watch() {
             if (c.ctx.deadline_ <= now) {
                 c.expired = true;
                 c.ctx.cancelled_ = true;
-                ++srv.stats_.expired;
+                srv.stats_.expired.fetch_add(1, std::memory_order_relaxed);
                 (void)c.f.interrupt();
             } else if (c.ctx.deadline_ < next) {
                 next = c.ctx.deadline_;
@@ -269,7 +283,7 @@ void server_conn::watch() {
         // time per connection, every call would).
         if (next == k_no_deadline) next = now + k_idle_watch_ns;
         watch_target = next;
-        (void)this_fiber::sleep_until(next);  // ECANCELED: an earlier deadline came, or close()
+        (void)this_fiber::sleep_until(next); // ECANCELED: an earlier deadline came, or close()
     }
 }
 
@@ -286,10 +300,11 @@ void server_conn::close() {
         join_fully(watchdog);
     }
     wr.stop();
+    flush_calls();
     if (interrupted) restore_interrupt();
 }
 
-}  // namespace detail
+} // namespace detail
 
 server::server(server_options o) : opts_(o) {
     service_names_.resize(1);
@@ -298,7 +313,8 @@ server::server(server_options o) : opts_(o) {
     auto names = [this](call_context&, const empty&, builtin::name_table& out) -> result<void> {
         for (const method_info& i : methods()) {
             char row[64];
-            std::snprintf(row, sizeof row, "%u\t%u\t%08x\t", unsigned(i.service), unsigned(i.id), unsigned(i.schema));
+            std::snprintf(row, sizeof row, "%u\t%u\t%08x\t", unsigned(i.service), unsigned(i.id),
+                          unsigned(i.schema));
             out.text += row;
             out.text += i.service_name + "\t" + i.name + "\n";
         }
@@ -327,7 +343,8 @@ result<void> server::add_entry(std::unique_ptr<detail::method_entry> e) {
     return {};
 }
 
-const detail::method_entry* server::find(uint16_t service, uint16_t id, bool& service_known) const noexcept {
+const detail::method_entry* server::find(uint16_t service, uint16_t id,
+                                         bool& service_known) const noexcept {
     service_known = (service < table_.size() && !table_[service].empty()) ||
                     (service < service_names_.size() && !service_names_[service].empty());
     if (service >= table_.size()) return nullptr;
@@ -352,9 +369,15 @@ std::vector<method_info> server::methods() const {
     return out;
 }
 
+server::counters server::stats() const noexcept {
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    return {get(stats_.calls), get(stats_.refused), get(stats_.cancelled), get(stats_.expired),
+            get(stats_.malformed)};
+}
+
 result<void> server::serve(net::byte_stream& s) {
     detail::server_conn c(*this, s);
     return c.run();
 }
 
-}  // namespace gluon::rpc
+} // namespace gluon::rpc

@@ -11,11 +11,13 @@ std::error_code check(const header& h, size_t max_frame) noexcept {
     if (h.version != k_version || h.flags != 0) return errc::malformed_frame;
     switch (h.type) {
     case kind::request:
-    case kind::response: break;
+    case kind::response:
+        break;
     case kind::cancel:
         if (h.length != 0) return errc::malformed_frame;
         break;
-    default: return errc::malformed_frame;
+    default:
+        return errc::malformed_frame;
     }
     if (h.length > max_frame) return errc::frame_too_large;
     return {};
@@ -31,9 +33,10 @@ uint32_t status_of(const std::error_code& e) noexcept {
 
 std::error_code error_of_status(uint32_t status) noexcept {
     if (status == 0) return {};
-    if (status & k_errno_status) return {static_cast<int>(status & 0xffff), std::generic_category()};
+    if (status & k_errno_status)
+        return {static_cast<int>(status & 0xffff), std::generic_category()};
     if (status > static_cast<uint32_t>(errc::shutting_down)) return errc::handler_failed;
     return static_cast<errc>(status);
 }
 
-}  // namespace gluon::rpc::wire
+} // namespace gluon::rpc::wire

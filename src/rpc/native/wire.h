@@ -11,12 +11,12 @@
 //  24  u64 timeout_us  request: microseconds left until the caller's deadline, 0 = none
 #pragma once
 
+#include "gluon/rpc/native/error.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <system_error>
-
-#include "gluon/rpc/native/error.h"
 
 namespace gluon::rpc::wire {
 
@@ -32,13 +32,15 @@ struct header {
     uint16_t flags = 0;
     uint16_t service = 0;
     uint16_t method = 0;
-    uint32_t schema = 0;  // a response's status
+    uint32_t schema = 0; // a response's status
     uint64_t id = 0;
     uint64_t timeout_us = 0;
 };
 static_assert(sizeof(header) == k_header_size);
 
-inline void put(const header& h, uint8_t* out) noexcept { std::memcpy(out, &h, k_header_size); }
+inline void put(const header& h, uint8_t* out) noexcept {
+    std::memcpy(out, &h, k_header_size);
+}
 inline header get(const uint8_t* in) noexcept {
     header h;
     std::memcpy(&h, in, k_header_size);
@@ -54,4 +56,4 @@ std::error_code check(const header& h, size_t max_frame) noexcept;
 uint32_t status_of(const std::error_code& e) noexcept;
 std::error_code error_of_status(uint32_t status) noexcept;
 
-}  // namespace gluon::rpc::wire
+} // namespace gluon::rpc::wire

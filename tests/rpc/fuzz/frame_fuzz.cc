@@ -2,6 +2,9 @@
 // each header checked, each payload decoded into a message (nested messages, strings, arrays,
 // byte buffers, one received into a small caller buffer). A payload that decodes must encode
 // back to exactly its bytes.
+#include "gluon/rpc/native/message.h"
+#include "rpc/native/wire.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -10,13 +13,12 @@
 #include <system_error>
 #include <vector>
 
-#include "gluon/rpc/native/message.h"
-#include "rpc/native/wire.h"
-
 // result<T>::value() on an error (defined in gluon_common, not linked here): a bug.
 namespace gluon::detail {
-[[noreturn]] void value_of_failed_result(int, const std::error_category&) noexcept { __builtin_trap(); }
-}  // namespace gluon::detail
+[[noreturn]] void value_of_failed_result(int, const std::error_category&) noexcept {
+    __builtin_trap();
+}
+} // namespace gluon::detail
 
 namespace {
 
@@ -45,8 +47,7 @@ struct small_rx {
     GLUON_RPC_FIELDS(seq, data)
 };
 
-template <typename M>
-void round_trip(std::span<const uint8_t> payload, M& m) {
+template <typename M> void round_trip(std::span<const uint8_t> payload, M& m) {
     auto e = decode(payload, m);
     if (e) {
         if (e != errc::malformed_frame && e != errc::buffer_too_small) __builtin_trap();
@@ -64,7 +65,7 @@ void round_trip(std::span<const uint8_t> payload, M& m) {
         __builtin_trap();
 }
 
-}  // namespace
+} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::span<const uint8_t> in(data, size);
@@ -72,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (in.size() >= wire::k_header_size) {
         wire::header h = wire::get(in.data());
         in = in.subspan(wire::k_header_size);
-        if (wire::check(h, 1 << 20)) break;  // the connection would close (or skip: same here)
+        if (wire::check(h, 1 << 20)) break; // the connection would close (or skip: same here)
         if (h.length > in.size()) break;
         auto payload = in.subspan(0, h.length);
         in = in.subspan(h.length);

@@ -10,18 +10,18 @@
 // (its handler's fiber is interrupted).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-#include <functional>
-#include <memory>
-#include <vector>
-
 #include "gluon/common/clock.h"
 #include "gluon/common/result.h"
 #include "gluon/net/address.h"
 #include "gluon/net/byte_stream.h"
 #include "gluon/rpc/native/method.h"
 #include "gluon/runtime/fiber.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
 
 namespace gluon::rpc {
 
@@ -54,14 +54,14 @@ struct call_args {
     std::error_code (*decode)(void* resp, const uint8_t* fixed, size_t var_len, iov_list& targets);
 };
 result<void> call(client_conn& c, const call_args& a, duration timeout);
-}  // namespace detail
+} // namespace detail
 
 class client {
 public:
     client() noexcept = default;
     client(client&&) noexcept = default;
     client& operator=(client&&) noexcept = default;
-    client(const client&) = default;  // another handle to the same connection
+    client(const client&) = default; // another handle to the same connection
     client& operator=(const client&) = default;
     /// The last handle of an open connection closes it.
     ~client();
@@ -82,14 +82,17 @@ public:
     /// (closed, or broken by a transport error or a malformed frame), EINVAL (no connection),
     /// EXDEV (called from a vCPU other than the connection's).
     template <typename Req, typename Resp>
-    result<void> call(const method<Req, Resp>& m, const Req& req, Resp& resp, const call_options& o = {}) {
+    result<void> call(const method<Req, Resp>& m, const Req& req, Resp& resp,
+                      const call_options& o = {}) {
         if (!c_) return errno_error(EINVAL);
         detail::call_args a{m.service,
                             m.id,
                             m.schema(),
                             &req,
                             fixed_size<Req>(),
-                            [](const void* r, uint8_t* f, iov_list& v) { return encode(*static_cast<const Req*>(r), f, v); },
+                            [](const void* r, uint8_t* f, iov_list& v) {
+                                return encode(*static_cast<const Req*>(r), f, v);
+                            },
                             &resp,
                             fixed_size<Resp>(),
                             [](void* r, const uint8_t* f, size_t n, iov_list& t) {
@@ -108,8 +111,8 @@ public:
     /// Calls waiting for their response.
     size_t in_flight() const noexcept;
     struct counters {
-        uint64_t frames_sent = 0;  ///< requests and cancels
-        uint64_t writes = 0;       ///< gather writes that carried them (fewer: pipelining)
+        uint64_t frames_sent = 0; ///< requests and cancels
+        uint64_t writes = 0;      ///< gather writes that carried them (fewer: pipelining)
     };
     counters stats() const noexcept;
     /// Fails the calls in flight with errc::connection_closed, stops the connection's fibers and
@@ -148,7 +151,8 @@ public:
     /// Errors: errc::connection_closed (none healthy), the connector's.
     result<client> get();
     template <typename Req, typename Resp>
-    result<void> call(const method<Req, Resp>& m, const Req& req, Resp& resp, const call_options& o = {}) {
+    result<void> call(const method<Req, Resp>& m, const Req& req, Resp& resp,
+                      const call_options& o = {}) {
         client c = GLUON_TRY(get());
         return c.call(m, req, resp, o);
     }
@@ -173,4 +177,4 @@ private:
     bool stopped_ = false;
 };
 
-}  // namespace gluon::rpc
+} // namespace gluon::rpc

@@ -22,7 +22,7 @@
 //     };
 #pragma once
 
-#include <sys/uio.h>
+#include "gluon/rpc/native/error.h"
 
 #include <bit>
 #include <cstdint>
@@ -30,22 +30,19 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <sys/uio.h>
 #include <system_error>
 #include <type_traits>
 #include <vector>
-
-#include "gluon/rpc/native/error.h"
 
 static_assert(std::endian::native == std::endian::little, "the native RPC wire is little-endian");
 
 /// Declares a message's fields, in wire order.
 #define GLUON_RPC_FIELDS(...)                                                                      \
-    template <typename GluonRpcV>                                                                  \
-    void rpc_fields(GluonRpcV&& v) {                                                               \
+    template <typename GluonRpcV> void rpc_fields(GluonRpcV&& v) {                                 \
         v(__VA_ARGS__);                                                                            \
     }                                                                                              \
-    template <typename GluonRpcV>                                                                  \
-    void rpc_fields(GluonRpcV&& v) const {                                                         \
+    template <typename GluonRpcV> void rpc_fields(GluonRpcV&& v) const {                           \
         v(__VA_ARGS__);                                                                            \
     }
 
@@ -113,7 +110,7 @@ public:
 private:
     uint8_t* prepare_owned(size_t n) {
         if (!own_ || own_cap_ < n) {
-            own_.reset(new uint8_t[n ? n : 1]);  // not value-initialised: the bytes come next
+            own_.reset(new uint8_t[n ? n : 1]); // not value-initialised: the bytes come next
             own_cap_ = n;
         }
         ptr_ = own_.get();
@@ -167,31 +164,31 @@ private:
 namespace detail {
 
 template <typename T>
-concept message = requires(T& t) { t.rpc_fields([](auto&...) {}); };
+concept message = requires(T& t) {
+    t.rpc_fields([](auto&...) {});
+};
 
-template <typename T>
-struct vector_of : std::false_type {};
-template <typename E, typename A>
-struct vector_of<std::vector<E, A>> : std::true_type {
+template <typename T> struct vector_of : std::false_type {};
+template <typename E, typename A> struct vector_of<std::vector<E, A>> : std::true_type {
     using elem = E;
 };
 
 template <typename T>
-concept variable_field = std::is_same_v<T, std::string> || std::is_same_v<T, bytes> ||
-                         vector_of<T>::value;
+concept variable_field =
+    std::is_same_v<T, std::string> || std::is_same_v<T, bytes> || vector_of<T>::value;
 
 template <typename T>
-concept scalar_field = std::is_trivially_copyable_v<T> && !message<T> && !std::is_pointer_v<T> &&
-                       !variable_field<T>;
+concept scalar_field =
+    std::is_trivially_copyable_v<T> && !message<T> && !std::is_pointer_v<T> && !variable_field<T>;
 
 template <typename T>
-constexpr bool valid_field = message<T> || scalar_field<T> || std::is_same_v<T, std::string> ||
-                             std::is_same_v<T, bytes>;
+constexpr bool valid_field =
+    message<T> || scalar_field<T> || std::is_same_v<T, std::string> || std::is_same_v<T, bytes>;
 template <typename E, typename A>
 constexpr bool valid_field<std::vector<E, A>> = std::is_trivially_copyable_v<E> && !message<E>;
 
 struct schema_builder {
-    uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+    uint64_t hash = 0xcbf29ce484222325ull; // FNV-1a
     size_t fixed = 0;
     void mix(uint64_t v) noexcept {
         for (int i = 0; i < 8; ++i) {
@@ -201,13 +198,12 @@ struct schema_builder {
     }
 };
 
-template <typename T>
-void describe(schema_builder& b);
+template <typename T> void describe(schema_builder& b);
 
-template <typename F>
-void describe_field(schema_builder& b) {
-    static_assert(valid_field<F>, "an RPC message field must be a trivially copyable value, std::string, "
-                                  "rpc::bytes, std::vector of trivially copyable values, or a message");
+template <typename F> void describe_field(schema_builder& b) {
+    static_assert(valid_field<F>,
+                  "an RPC message field must be a trivially copyable value, std::string, "
+                  "rpc::bytes, std::vector of trivially copyable values, or a message");
     if constexpr (message<F>) {
         b.mix('N');
         describe<F>(b);
@@ -223,16 +219,14 @@ void describe_field(schema_builder& b) {
     }
 }
 
-template <typename T>
-void describe(schema_builder& b) {
+template <typename T> void describe(schema_builder& b) {
     static_assert(message<T>, "an RPC message lists its fields with GLUON_RPC_FIELDS");
     if constexpr (requires { T::rpc_version; }) b.mix(uint64_t(T::rpc_version) << 8 | 'R');
     T t{};
     t.rpc_fields([&](auto&... f) { (describe_field<std::remove_cvref_t<decltype(f)>>(b), ...); });
 }
 
-template <typename T>
-const schema_builder& schema_of() {
+template <typename T> const schema_builder& schema_of() {
     static const schema_builder s = [] {
         schema_builder b;
         describe<T>(b);
@@ -255,8 +249,7 @@ struct encoder {
         var.push(p, n);
         var_bytes += n;
     }
-    template <typename F>
-    void field(const F& f) {
+    template <typename F> void field(const F& f) {
         if constexpr (message<F>) {
             f.rpc_fields([&](const auto&... g) { (field(g), ...); });
         } else if constexpr (std::is_same_v<F, std::string>) {
@@ -293,8 +286,7 @@ struct decoder {
         n = l;
         return true;
     }
-    template <typename F>
-    void field(F& f) {
+    template <typename F> void field(F& f) {
         if (err != errc{}) return;
         size_t n;
         if constexpr (message<F>) {
@@ -325,24 +317,21 @@ struct decoder {
     }
 };
 
-}  // namespace detail
+} // namespace detail
 
 /// A message type's schema hash (field types in order, nesting, rpc_version).
-template <typename M>
-uint32_t schema_hash() {
+template <typename M> uint32_t schema_hash() {
     uint64_t h = detail::schema_of<M>().hash;
     return static_cast<uint32_t>(h ^ (h >> 32));
 }
 /// The size of a message type's fixed part on the wire.
-template <typename M>
-size_t fixed_size() {
+template <typename M> size_t fixed_size() {
     return detail::schema_of<M>().fixed;
 }
 
 /// Encodes m: its fixed part into `fixed` (fixed_size<M>() bytes) and its variable parts as
 /// iovecs appended to `var`, pointing into m. Returns the variable parts' total size.
-template <typename M>
-size_t encode(const M& m, uint8_t* fixed, iov_list& var) {
+template <typename M> size_t encode(const M& m, uint8_t* fixed, iov_list& var) {
     detail::encoder e{fixed, var};
     e.field(m);
     return e.var_bytes;
@@ -361,8 +350,7 @@ std::error_code decode_fixed(const uint8_t* fixed, size_t var_len, M& m, iov_lis
 
 /// Decodes a whole message from one buffer (tests, fuzzing, payloads already in memory).
 /// Errors: those of decode_fixed.
-template <typename M>
-std::error_code decode(std::span<const uint8_t> payload, M& m) {
+template <typename M> std::error_code decode(std::span<const uint8_t> payload, M& m) {
     size_t f = fixed_size<M>();
     if (payload.size() < f) return make_error_code(errc::malformed_frame);
     iov_list t;
@@ -375,4 +363,4 @@ std::error_code decode(std::span<const uint8_t> payload, M& m) {
     return {};
 }
 
-}  // namespace gluon::rpc
+} // namespace gluon::rpc

@@ -4,15 +4,14 @@
 //     inline constexpr rpc::method<put_request, put_reply> kv_put{1, 1, "put"};
 #pragma once
 
+#include "gluon/rpc/native/message.h"
+
 #include <cstdint>
 #include <string>
 
-#include "gluon/rpc/native/message.h"
-
 namespace gluon::rpc {
 
-template <typename Req, typename Resp>
-struct method {
+template <typename Req, typename Resp> struct method {
     using request = Req;
     using response = Resp;
     uint16_t service;
@@ -41,11 +40,11 @@ struct method_info {
 /// Service 0 is the server's own: ping (health checks) and the name table.
 namespace builtin {
 struct name_table {
-    std::string text;  // one "service\tmethod\tschema\tservice name\tmethod name\n" per method
+    std::string text; // one "service\tmethod\tschema\tservice name\tmethod name\n" per method
     GLUON_RPC_FIELDS(text)
 };
 inline constexpr method<empty, empty> ping{0, 0, "ping"};
 inline constexpr method<empty, name_table> methods{0, 1, "methods"};
-}  // namespace builtin
+} // namespace builtin
 
-}  // namespace gluon::rpc
+} // namespace gluon::rpc

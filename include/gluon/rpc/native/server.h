@@ -12,6 +12,13 @@
 // whatever the handler returns then.
 #pragma once
 
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/net/byte_stream.h"
+#include "gluon/net/server.h"
+#include "gluon/rpc/native/method.h"
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,18 +26,12 @@
 #include <utility>
 #include <vector>
 
-#include "gluon/common/clock.h"
-#include "gluon/common/result.h"
-#include "gluon/net/byte_stream.h"
-#include "gluon/net/server.h"
-#include "gluon/rpc/native/method.h"
-
 namespace gluon::rpc {
 
 namespace detail {
 struct server_call;
 struct server_conn;
-}  // namespace detail
+} // namespace detail
 
 /// What a handler knows about its call.
 class call_context {
@@ -83,8 +84,7 @@ struct method_entry {
     virtual call_body* construct(void* mem) const = 0;
 };
 
-template <typename Req, typename Resp, typename F>
-struct typed_entry final : method_entry {
+template <typename Req, typename Resp, typename F> struct typed_entry final : method_entry {
     F fn;
     struct body final : call_body {
         const F& fn;
@@ -98,7 +98,7 @@ struct typed_entry final : method_entry {
             try {
                 result<void> r = fn(ctx, std::as_const(req), resp);
                 return r ? std::error_code{} : r.error();
-            } catch (...) {  // the library throws nothing, but a handler may
+            } catch (...) { // the library throws nothing, but a handler may
                 return make_error_code(errc::handler_failed);
             }
         }
@@ -110,7 +110,7 @@ struct typed_entry final : method_entry {
     explicit typed_entry(F f) : fn(std::move(f)) {}
     call_body* construct(void* mem) const override { return new (mem) body(fn); }
 };
-}  // namespace detail
+} // namespace detail
 
 class server {
 public:
@@ -144,13 +144,14 @@ public:
     std::vector<method_info> methods() const;
 
     struct counters {
-        uint64_t calls = 0;           ///< handlers run
-        uint64_t refused = 0;         ///< calls answered with an error before any handler ran
-        uint64_t cancelled = 0;       ///< calls the client cancelled
-        uint64_t expired = 0;         ///< calls whose deadline passed on the server
-        uint64_t malformed = 0;       ///< connections closed for a malformed frame
+        uint64_t calls = 0;     ///< handlers run (counted in batches while a connection runs)
+        uint64_t refused = 0;   ///< calls answered with an error before any handler ran
+        uint64_t cancelled = 0; ///< calls the client cancelled
+        uint64_t expired = 0;   ///< calls whose deadline passed on the server
+        uint64_t malformed = 0; ///< connections closed for a malformed frame
     };
-    const counters& stats() const noexcept { return stats_; }
+    /// A snapshot; connections on any vCPU add to it.
+    counters stats() const noexcept;
 
 private:
     friend struct detail::server_conn;
@@ -167,12 +168,17 @@ private:
         return e;
     }
     result<void> add_entry(std::unique_ptr<detail::method_entry> e);
-    const detail::method_entry* find(uint16_t service, uint16_t id, bool& service_known) const noexcept;
+    const detail::method_entry* find(uint16_t service, uint16_t id,
+                                     bool& service_known) const noexcept;
 
     server_options opts_;
-    std::vector<std::vector<std::unique_ptr<detail::method_entry>>> table_;  // [service][method]
+    std::vector<std::vector<std::unique_ptr<detail::method_entry>>> table_; // [service][method]
     std::vector<std::string> service_names_;
-    counters stats_;
+    // serve() may run on several vCPUs at once (a sharded server): the counters are shared.
+    struct shared_counters {
+        std::atomic<uint64_t> calls{0}, refused{0}, cancelled{0}, expired{0}, malformed{0};
+    };
+    shared_counters stats_;
 };
 
-}  // namespace gluon::rpc
+} // namespace gluon::rpc
