@@ -186,8 +186,9 @@ void request_written(out_frame* f, bool ok) {
 } // namespace
 
 result<void> call(client_conn& c, const call_args& a, duration timeout) {
-    if (c.closed) return unexpected(make_error_code(errc::connection_closed));
+    // The vCPU first: nothing else of the connection may be read from another thread.
     if (gluon::detail::current_vcpu() != c.home) return errno_error(EXDEV);
+    if (c.closed) return unexpected(make_error_code(errc::connection_closed));
     if (timeout == forever) timeout = c.o.default_timeout;
     pending p;
     p.conn = &c;
