@@ -6,14 +6,11 @@
 //
 // Prints "listening <port>" once ready (N = 0 picks a free port). SIGINT/SIGTERM stop it. Try:
 //   openssl s_client -connect 127.0.0.1:<port> -quiet      (with --cert/--key)
-#include <signal.h>
-
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "gluon/net/server.h"
 #include "gluon/net/tls.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -50,41 +47,17 @@ result<void> serve(const config& c) {
         o.wrap = net::tls::server_wrap(*ctx, 10s);
     }
     auto srv = GLUON_TRY(net::server::start(net::address::ipv4_loopback(c.port), echo, o));
-    std::printf("listening %d\n", srv->local_address().port());
-    std::fflush(stdout);
-    GLUON_TRY(wait_for_signals({SIGINT, SIGTERM}));
-    srv->stop(1s);
-    return {};
-}
-
-int usage() {
-    std::fprintf(stderr, "usage: echo_server [--port N] [--engine io_uring|epoll] "
-                         "[--cert FILE --key FILE [--alpn PROTO]]\n");
-    return 2;
+    return serve_until_signalled(*srv, 1s);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     config c;
-    for (int i = 1; i < argc; ++i) {
-        const bool has_value = i + 1 < argc;
-        if (!std::strcmp(argv[i], "--port") && has_value) {
-            c.port = static_cast<uint16_t>(std::atoi(argv[++i]));
-        } else if (!std::strcmp(argv[i], "--engine") && has_value) {
-            c.vcpu.engine = engine::parse_kind(argv[++i]);
-            if (!c.vcpu.engine) return usage();
-        } else if (!std::strcmp(argv[i], "--cert") && has_value) {
-            c.tls.cert_chain_file = argv[++i];
-        } else if (!std::strcmp(argv[i], "--key") && has_value) {
-            c.tls.private_key_file = argv[++i];
-        } else if (!std::strcmp(argv[i], "--alpn") && has_value) {
-            c.tls.alpn.emplace_back(argv[++i]);
-        } else {
-            return usage();
-        }
-    }
-    if (c.tls.cert_chain_file.empty() != c.tls.private_key_file.empty()) return usage();
+    cli::parser p("usage: echo_server [--port N] [--engine io_uring|epoll] [--cert FILE --key FILE [--alpn PROTO]]");
+    p.option("--port", c.port).engine(c.vcpu);
+    p.option("--cert", c.tls.cert_chain_file).option("--key", c.tls.private_key_file).option("--alpn", c.tls.alpn);
+    if (!p.parse(argc, argv) || c.tls.cert_chain_file.empty() != c.tls.private_key_file.empty()) return p.usage();
     auto r = run(c.vcpu, [&] { return serve(c); });
     if (!r) std::fprintf(stderr, "echo_server: %s\n", r.error().message().c_str());
     return r ? 0 : 1;

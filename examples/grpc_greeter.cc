@@ -6,16 +6,13 @@
 //   grpc_greeter                              both in one program, on a port of its own
 //
 // Handlers are plain functions on fibers; a call from the client is one blocking statement.
-#include <signal.h>
-
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "gluon/http/server.h"
 #include "gluon/rpc/grpc.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
 #include "greeter.pb.h"
@@ -73,24 +70,17 @@ bool greet(uint16_t port, const std::vector<std::string>& names) {
     return s.ok();
 }
 
-int usage() {
-    std::fprintf(stderr, "usage: grpc_greeter server [--port N] | client --port N [NAME..] | (no arguments: both)\n");
-    return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string mode = argc > 1 ? argv[1] : "both";
     uint16_t port = 0;
     std::vector<std::string> names;
-    for (int i = 2; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--port") && i + 1 < argc) port = static_cast<uint16_t>(std::atoi(argv[++i]));
-        else if (argv[i][0] == '-') return usage();
-        else names.push_back(argv[i]);
-    }
-    if (mode == "client" && port == 0) return usage();
-    if (mode != "server" && mode != "client" && mode != "both") return usage();
+    cli::parser p("usage: grpc_greeter server [--port N] | client --port N [NAME..] | (no arguments: both)");
+    p.option("--port", port).positional(names);
+    if ((mode != "server" && mode != "client" && mode != "both") || !p.parse(argc, argv, 2) ||
+        (mode == "client" && port == 0) || (mode != "client" && !names.empty()))
+        return p.usage();
     grpc::server g;
     add_greeter(g);
     bool ok = true;
@@ -100,13 +90,8 @@ int main(int argc, char** argv) {
             return {};
         }
         auto srv = GLUON_TRY(http::server::start(net::address::ipv4_loopback(port), g.as_handler()));
-        if (mode == "server") {
-            std::printf("listening %u\n", srv->local_address().port());
-            std::fflush(stdout);
-            (void)wait_for_signals({SIGINT, SIGTERM});
-        } else {
-            ok = greet(srv->local_address().port(), {"world", "gluon"});
-        }
+        if (mode == "server") return serve_until_signalled(*srv, std::chrono::seconds(1));
+        ok = greet(srv->local_address().port(), {"world", "gluon"});
         srv->stop(std::chrono::seconds(1));
         return {};
     });

@@ -9,15 +9,12 @@
 // gracefully. Try:
 //   curl -v http://127.0.0.1:<port>/hello
 //   curl -v http://127.0.0.1:<port>/<a file under DIR>
-#include <signal.h>
-
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "gluon/http/router.h"
 #include "gluon/http/static_files.h"
 #include "gluon/net/tls.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -60,43 +57,18 @@ result<void> serve(config c) {
     routes.get("/*", *files);
 
     auto srv = GLUON_TRY(http::server::start(net::address::ipv4_loopback(c.port), routes.as_handler(), o));
-    std::printf("listening %d\n", srv->local_address().port());
-    std::fflush(stdout);
-    GLUON_TRY(wait_for_signals({SIGINT, SIGTERM}));
-    srv->stop(5s);
-    return {};
-}
-
-int usage() {
-    std::fprintf(stderr, "usage: http_server --root DIR [--port N] [--engine io_uring|epoll] "
-                         "[--cert FILE --key FILE] [--access-log]\n");
-    return 2;
+    return serve_until_signalled(*srv, 5s);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     config c;
-    for (int i = 1; i < argc; ++i) {
-        const bool has_value = i + 1 < argc;
-        if (!std::strcmp(argv[i], "--port") && has_value) {
-            c.port = static_cast<uint16_t>(std::atoi(argv[++i]));
-        } else if (!std::strcmp(argv[i], "--root") && has_value) {
-            c.root = argv[++i];
-        } else if (!std::strcmp(argv[i], "--engine") && has_value) {
-            c.vcpu.engine = engine::parse_kind(argv[++i]);
-            if (!c.vcpu.engine) return usage();
-        } else if (!std::strcmp(argv[i], "--cert") && has_value) {
-            c.tls.cert_chain_file = argv[++i];
-        } else if (!std::strcmp(argv[i], "--key") && has_value) {
-            c.tls.private_key_file = argv[++i];
-        } else if (!std::strcmp(argv[i], "--access-log")) {
-            c.access_log = true;
-        } else {
-            return usage();
-        }
-    }
-    if (c.root.empty() || c.tls.cert_chain_file.empty() != c.tls.private_key_file.empty()) return usage();
+    cli::parser p("usage: http_server --root DIR [--port N] [--engine io_uring|epoll] [--cert FILE --key FILE] [--access-log]");
+    p.option("--port", c.port).option("--root", c.root).engine(c.vcpu).flag("--access-log", c.access_log);
+    p.option("--cert", c.tls.cert_chain_file).option("--key", c.tls.private_key_file);
+    if (!p.parse(argc, argv) || c.root.empty() || c.tls.cert_chain_file.empty() != c.tls.private_key_file.empty())
+        return p.usage();
     auto r = run(c.vcpu, [&] { return serve(c); });
     if (!r) std::fprintf(stderr, "http_server: %s\n", r.error().message().c_str());
     return r ? 0 : 1;

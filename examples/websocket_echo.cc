@@ -79,10 +79,7 @@ result<int> run_mode(int argc, char** argv) {
         return 2;
     }
     auto srv = GLUON_TRY(start(port));
-    std::printf("listening %d\n", srv->local_address().port());
-    std::fflush(stdout);
-    GLUON_TRY(wait_for_signals({SIGINT, SIGTERM}));
-    srv->stop(5s);
+    GLUON_TRY(serve_until_signalled(*srv, 5s));
     return 0;
 }
 

@@ -10,43 +10,33 @@ out="$top/build/fuzz"
 mkdir -p "$out"
 cxx=$(command -v clang++ || command -v clang++-14 || true)
 if [ -z "$cxx" ]; then echo "fuzz: clang++ not found (scripts/deps.sh test installs clang)" >&2; exit 1; fi
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$top/include")
-sources=("$top/src/http/parser.cc" "$top/src/http/chunked.cc" "$top/src/http/websocket_frame.cc"
-         "$top/src/http/websocket_utf8.cc")
-for target in request response chunked websocket; do
-  bin="$out/${target}_fuzz"
-  "$cxx" "${flags[@]}" "${sources[@]}" "$top/tests/http/fuzz/${target}_fuzz.cc" -o "$bin"
-  scratch="$out/corpus-$target"
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$top/include" -I"$top/src")
+
+# fuzz NAME HARNESS SEEDS SOURCES...: builds HARNESS with SOURCES, runs it from SEEDS for SECONDS.
+fuzz() {
+  local name=$1 harness=$2 seeds=$3
+  shift 3
+  local bin="$out/${name}_fuzz" scratch="$out/corpus-$name"
+  "$cxx" "${flags[@]}" "$@" "$harness" -o "$bin"
   mkdir -p "$scratch"
-  echo "fuzz: $target for ${seconds}s"
+  echo "fuzz: $name for ${seconds}s"
   "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    "$scratch" "$top/tests/http/fuzz/seeds/$target" 2>"$out/$target.log" \
-    || { tail -40 "$out/$target.log" >&2; echo "fuzz: $target FAILED (log: $out/$target.log)" >&2; exit 1; }
-  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/$target.log" | tr '\n' ' '; echo
+    "$scratch" "$seeds" 2>"$out/$name.log" \
+    || { tail -40 "$out/$name.log" >&2; echo "fuzz: $name FAILED (log: $out/$name.log)" >&2; exit 1; }
+  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/$name.log" | tr '\n' ' '; echo
+}
+
+# HTTP: the request and response parsers, the chunked decoder, WebSocket frames.
+http_sources=("$top/src/http/parser.cc" "$top/src/http/chunked.cc" "$top/src/http/websocket_frame.cc"
+              "$top/src/http/websocket_utf8.cc")
+for target in request response chunked websocket; do
+  fuzz "$target" "$top/tests/http/fuzz/${target}_fuzz.cc" "$top/tests/http/fuzz/seeds/$target" "${http_sources[@]}"
 done
 # Shared-memory IPC: the control messages off the socket, and a buffer region the peer controls.
 ipc_sources=("$top/src/ipc/wire.cc" "$top/src/ipc/region.cc" "$top/src/ipc/error.cc")
 for target in control chain; do
-  bin="$out/ipc_${target}_fuzz"
-  "$cxx" "${flags[@]}" -I"$top/src" "${ipc_sources[@]}" "$top/tests/ipc/fuzz/${target}_fuzz.cc" -o "$bin"
-  scratch="$out/corpus-ipc-$target"
-  mkdir -p "$scratch"
-  echo "fuzz: ipc $target for ${seconds}s"
-  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    "$scratch" "$top/tests/ipc/fuzz/seeds/$target" 2>"$out/ipc_$target.log" \
-    || { tail -40 "$out/ipc_$target.log" >&2; echo "fuzz: ipc $target FAILED (log: $out/ipc_$target.log)" >&2; exit 1; }
-  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/ipc_$target.log" | tr '\n' ' '; echo
+  fuzz "ipc_$target" "$top/tests/ipc/fuzz/${target}_fuzz.cc" "$top/tests/ipc/fuzz/seeds/$target" "${ipc_sources[@]}"
 done
 # Native RPC: a stream of frames, each header checked and each payload decoded into messages.
 rpc_sources=("$top/src/rpc/native/wire.cc" "$top/src/rpc/native/error.cc")
-for target in frame; do
-  bin="$out/rpc_${target}_fuzz"
-  "$cxx" "${flags[@]}" -I"$top/src" "${rpc_sources[@]}" "$top/tests/rpc/fuzz/${target}_fuzz.cc" -o "$bin"
-  scratch="$out/corpus-rpc-$target"
-  mkdir -p "$scratch"
-  echo "fuzz: rpc $target for ${seconds}s"
-  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    "$scratch" "$top/tests/rpc/fuzz/seeds/$target" 2>"$out/rpc_$target.log" \
-    || { tail -40 "$out/rpc_$target.log" >&2; echo "fuzz: rpc $target FAILED (log: $out/rpc_$target.log)" >&2; exit 1; }
-  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/rpc_$target.log" | tr '\n' ' '; echo
-done
+fuzz rpc_frame "$top/tests/rpc/fuzz/frame_fuzz.cc" "$top/tests/rpc/fuzz/seeds/frame" "${rpc_sources[@]}"

@@ -119,7 +119,7 @@ def _wrk(port, path, dur, extra, script_dir, pid, min_bytes, scheme="http"):
         sys.exit(f"bench/run: verification failed: {nbytes:.0f} bytes read for {reqs} responses of >= {min_bytes}")
     lat = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
     return {"rps": reqs / secs, "per_cpu": reqs / cpu if cpu > 0 else 0, "mbps": nbytes / secs / 1e6,
-            "p50": _seconds(lat.get("50", "")), "p99": _seconds(lat.get("99", ""))}
+            "util": cpu / secs, "p50": _seconds(lat.get("50", "")), "p99": _seconds(lat.get("99", ""))}
 
 
 def _h2load(port, path, dur, pid, min_bytes, scheme):
@@ -182,6 +182,7 @@ def _clients(build, root, nginx_bin, runs, dur, res, log):
 
 
 def run(args, res, build, log, build_peer, demo=False):
+    import proxy_suite  # bench/http/proxy_suite.py (imports this module)
     import ws_suite  # bench/http/ws_suite.py (imports this module)
     if getattr(args, "only", None) and args.only.startswith("ws"):
         return ws_suite.run(args, res, build, log, build_peer)
@@ -234,6 +235,7 @@ def run(args, res, build, log, build_peer, demo=False):
     # "limit": the plain-C responder, the floor (not a peer in the ratio column).
     if getattr(args, "only", None):
         workloads = {k: v for k, v in workloads.items() if args.only in k}
+    proxied = not demo and (not getattr(args, "only", None) or args.only in proxy_suite.WORKLOAD)
     names = list(impls) + (["limit"] if floor else [])
     try:
         for i in range(runs):
@@ -269,6 +271,7 @@ def run(args, res, build, log, build_peer, demo=False):
                     if r["p50"] and r["p99"]:
                         res.add(wname, name, "p50_us", r["p50"] * 1e6, "lower")
                         res.add(wname, name, "p99_us", r["p99"] * 1e6, "lower")
+        proxy_table = proxy_suite.run(args, res, build, log, root, nginx_bin, work) if proxied else ""
         if nginx_bin and not demo and (not getattr(args, "only", None) or args.only in "client"):
             _clients(build, root, nginx_bin, runs, dur, res, log)
         if not quick and not demo and (not getattr(args, "only", None) or args.only in "idle"):
@@ -303,6 +306,8 @@ def run(args, res, build, log, build_peer, demo=False):
            res.table("req_per_cpu_s", names), "", "requests per second:", res.table("req_per_s", names), "",
            "MB/s read by the client:", res.table("mb_per_s", names), "",
            "latency p50 (us):", res.table("p50_us", names), "", "latency p99 (us):", res.table("p99_us", names)]
+    if proxy_table:
+        out += ["", proxy_table]
     if any(k[2] == "req_per_client_cpu_s" for k in res.cells):
         out += ["", "the client as a load generator against nginx (4 KiB file, 100 connections, one "
                 "core): requests per client CPU-second (ratio: gluon's http_load / wrk):",

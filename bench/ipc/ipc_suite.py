@@ -1,6 +1,8 @@
 """IPC (B6) for bench/run: ping-pong on one session at 64 B .. 4 MiB, and 16 concurrent streams
 of 4 KiB messages, for gluon over shared memory (gluon <-> gluon, shmipc's protocol), gluon over
 a Unix socket, shmipc-go (Go client and server, the module's own API) and Go over a Unix socket.
+The ping-pong rows also show the floor (bench/peers/ipc-c, not a peer): the same echo in plain C,
+over shared memory with both sides spinning (`limit`) and over a Unix socket (`limit-uds`).
 
 Server on CPU 0, client on CPU 1; the implementations alternate within each run. Metrics: round
 trips per second, round trips per CPU-second of both processes (client and server), p50 and p99
@@ -50,11 +52,12 @@ def _client_cpu(cmd):
 def run(args, res, build, log, build_peer):
     gluon = os.path.join(build, "bench", "ipc_bench")
     peer = build_peer("shmipc-go")
+    floor = build_peer("ipc-c")
     with tempfile.TemporaryDirectory(prefix="gluon-ipc-bench-") as tmp:
-        return _run(args, res, log, gluon, peer, os.path.join(tmp, "ipc.sock"))
+        return _run(args, res, log, gluon, peer, floor, os.path.join(tmp, "ipc.sock"))
 
 
-def _run(args, res, log, gluon, peer, sock):
+def _run(args, res, log, gluon, peer, floor, sock):
     impls = {
         "gluon-shm": ([gluon, "server", "--addr", sock], [gluon, "client", "--addr", sock]),
         "gluon-uds": ([gluon, "server", "--uds", "--addr", sock], [gluon, "client", "--uds", "--addr", sock]),
@@ -65,6 +68,9 @@ def _run(args, res, log, gluon, peer, sock):
         impls["go-uds"] = ([peer, "server", "-uds", "-addr", sock], [peer, "client", "-uds", "-addr", sock])
     else:
         log("[ipc] shmipc-go and go-uds: not run (no Go toolchain)")
+    if floor:  # the floor of the ping-pong rows, not a peer: no runtime, no protocol
+        impls["limit"] = ([floor, "server", "--addr", sock], [floor, "client", "--addr", sock])
+        impls["limit-uds"] = ([floor, "server", "--uds", "--addr", sock], [floor, "client", "--uds", "--addr", sock])
     quick = args.quick
     dur = 0.5 if quick else 2.0
     runs = args.runs or (1 if quick else 5)
@@ -73,6 +79,8 @@ def _run(args, res, log, gluon, peer, sock):
             if args.only and args.only not in wname:
                 continue
             for name, (scmd, ccmd) in impls.items():
+                if name.startswith("limit") and streams > 1:
+                    continue
                 log(f"[ipc] run {i + 1}/{runs}: {wname} on {name}")
                 go = name in ("shmipc-go", "go-uds")
                 extra = (["-size", str(size), "-streams", str(streams), "-count", "0", "-duration", f"{dur}s"]

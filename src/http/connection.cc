@@ -388,7 +388,7 @@ result<void> connection::write_body(response& r, std::string_view data) {
 
 result<void> connection::finish_body(response& r, bool short_body) {
     if (!r.head_sent_) write_head(r);
-    if (short_body) {
+    if (short_body && req_.head_.verb != method::head) {
         keep_alive_ = false;  // the client expects bytes that will not come
         return errno_error(EINVAL);
     }

@@ -38,6 +38,7 @@ public:
     result<void> finish_body(response& r, bool short_body) override;
     result<std::string_view> upgrade(response& r, std::string_view raw_head) override;
     result<void> wait_abandoned(duration) override { return errno_error(EOPNOTSUPP); }
+    std::string_view client_ip() override { return client_ip_.get(s_); }
 
 private:
     enum class got { head, closed, failed, h2 };
@@ -70,6 +71,7 @@ private:
     bool detached_ = false;  // a handler took the connection over
     bool must_linger_ = false;  // input may still be coming (a refused request, an unread body)
     uint64_t served_ = 0;
+    peer_ip_cache client_ip_;
 
     // Receive buffer: [start_, end_) unread; the head of the current request at [0, head_end_).
     struct free_deleter {

@@ -3,12 +3,25 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "gluon/common/result.h"
 #include "gluon/http/message.h"
+#include "gluon/net/byte_stream.h"
 
 namespace gluon::http::detail {
+
+/// The peer's IP address as text, looked up and formatted once per connection.
+class peer_ip_cache {
+public:
+    /// See request::client_ip. Errors: none (empty when there is no IP address).
+    std::string_view get(net::byte_stream& s);
+
+private:
+    std::string text_;
+    bool known_ = false;
+};
 
 class exchange {
 public:
@@ -28,6 +41,8 @@ public:
     /// Waits until the client abandons the request. Errors: ETIMEDOUT, ECANCELED,
     /// EOPNOTSUPP (HTTP/1.1: no way to tell without reading what may follow).
     virtual result<void> wait_abandoned(duration timeout) = 0;
+    /// See request::client_ip.
+    virtual std::string_view client_ip() = 0;
 
 protected:
     ~exchange() = default;

@@ -1,7 +1,11 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <charconv>
 
 #include "exchange.h"
 #include "gluon/common/log.h"
+#include "gluon/net/socket.h"
 #include "gluon/sys/ops.h"
 
 namespace gluon::http {
@@ -37,6 +41,22 @@ result<std::string_view> request::body() {
 net::byte_stream& request::stream() noexcept { return conn_.stream(); }
 
 result<void> request::wait_abandoned(duration timeout) { return conn_.wait_abandoned(timeout); }
+
+std::string_view request::client_ip() { return conn_.client_ip(); }
+
+std::string_view detail::peer_ip_cache::get(net::byte_stream& s) {
+    if (known_) return text_;
+    known_ = true;
+    net::socket_fd* sock = s.socket();
+    auto a = sock ? sock->peer_address() : result<net::address>(errno_error(ENOTSOCK));
+    if (!a) return text_;
+    char buf[INET6_ADDRSTRLEN];
+    const void* ip = nullptr;
+    if (a->family() == AF_INET) ip = &reinterpret_cast<const sockaddr_in*>(a->data())->sin_addr;
+    if (a->family() == AF_INET6) ip = &reinterpret_cast<const sockaddr_in6*>(a->data())->sin6_addr;
+    if (ip && ::inet_ntop(a->family(), ip, buf, sizeof buf)) text_ = buf;
+    return text_;
+}
 
 // response
 

@@ -61,6 +61,11 @@ public:
     /// The whole body, read into memory owned by the request. Errors: those of read_body.
     result<std::string_view> body();
 
+    /// The client's IP address as text ("192.0.2.1", "2001:db8::1"), looked up once per
+    /// connection (an access log or X-Forwarded-For at no system call per request); empty when
+    /// the stream has no IP peer (a Unix socket, an in-memory stream). Errors: none.
+    std::string_view client_ip();
+
     /// The connection's stream (for an upgrade, or its socket's addresses).
     net::byte_stream& stream() noexcept;
     /// Waits until the client gives the request up (HTTP/2: it resets the stream or the
@@ -114,7 +119,8 @@ public:
     /// content_length() was set), each call sends its bytes. Errors: the stream's; EINVAL if
     /// the declared content length would be exceeded.
     result<void> write(std::string_view data);
-    /// Declares the length of a streamed body (before the first write).
+    /// Declares the length of a streamed body (before the first write). A response to HEAD
+    /// declares the length of the body a GET would get and writes none.
     void content_length(uint64_t n) noexcept { declared_length_ = n; }
     /// Ends a streamed body (the last chunk); called by the server if the handler did not.
     result<void> finish();
@@ -129,6 +135,10 @@ public:
     /// writes to request::stream() itself: the server writes no response and closes the
     /// connection when the handler returns.
     void detach() noexcept { detached_ = close_ = true; }
+    /// The response cannot be completed (a proxy's upstream failed mid-body): nothing more is
+    /// sent, and the client sees a failure instead of a short body that looks complete. Over
+    /// HTTP/1.1 the connection is closed without ending the body; over HTTP/2 the stream is reset.
+    void abort() noexcept { detach(); }
     /// For a protocol upgrade (WebSocket): writes `raw_head`, a complete response head the caller
     /// formatted (101 Switching Protocols), after the responses still buffered for earlier
     /// pipelined requests, detaches the connection, and returns the bytes that arrived after

@@ -9,6 +9,8 @@
 // stop ends the process as usual.
 #pragma once
 
+#include <csignal>
+#include <cstdio>
 #include <initializer_list>
 
 #include "gluon/common/clock.h"
@@ -21,5 +23,19 @@ namespace gluon {
 /// caught: SIGKILL, SIGSTOP, or out of range), EBUSY (another call is waiting already),
 /// EPERM (outside a vCPU), the errors of pipe2(2) and sigaction(2).
 result<int> wait_for_signals(std::initializer_list<int> sigs, duration timeout = forever);
+
+/// The end of a server program's main fiber: prints "listening PORT" on stdout (what scripts
+/// and tests wait for), parks until SIGINT or SIGTERM, then stops the server, giving what is
+/// in flight up to `grace`. For net::server, net::sharded_server, http::server and the like.
+/// Errors: those of wait_for_signals (the server is stopped all the same).
+template <typename Server>
+result<void> serve_until_signalled(Server& s, duration grace) {
+    std::printf("listening %u\n", static_cast<unsigned>(s.local_address().port()));
+    std::fflush(stdout);
+    auto sig = wait_for_signals({SIGINT, SIGTERM});
+    s.stop(grace);
+    if (!sig) return unexpected(sig.error());
+    return {};
+}
 
 }  // namespace gluon

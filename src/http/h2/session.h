@@ -44,6 +44,7 @@ public:
     }
     nghttp2_session* ng() const noexcept { return ng_; }
     net::byte_stream& stream() noexcept { return s_; }
+    std::string_view client_ip() { return client_ip_.get(s_); }
     const handler& handler_fn() const noexcept { return h_; }
     const server_options& options() const noexcept { return opts_; }
     bool gone() const noexcept { return gone_; }
@@ -99,6 +100,7 @@ private:
     bool gone_ = false;  // the connection failed or ended: no more I/O
     std::string out_;
     nv_list nv_;
+    peer_ip_cache client_ip_;
 };
 
 }  // namespace gluon::http::detail

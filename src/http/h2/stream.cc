@@ -37,6 +37,8 @@ void error_body(response& res, int status) {
 
 net::byte_stream& h2_stream::stream() noexcept { return sess.stream(); }
 
+std::string_view h2_stream::client_ip() { return sess.client_ip(); }
+
 int h2_stream::make_request() {
     std::string_view method, path, authority;
     fields.clear();
@@ -307,7 +309,7 @@ result<void> h2_stream::finish_body(response&, bool short_body) {
     if (closed) return errno_error(ECONNRESET);
     if (sess.gone()) return errno_error(EPIPE);
     if (!submitted) GLUON_TRY(submit(true));
-    if (short_body) {
+    if (short_body && req.head_.verb != method::head) {
         nghttp2_submit_rst_stream(sess.ng(), NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
         sess.want_write();
         return errno_error(EINVAL);

@@ -26,6 +26,7 @@ public:
     result<void> finish_body(response& r, bool short_body) override;
     result<std::string_view> upgrade(response&, std::string_view) override { return errno_error(EPROTONOSUPPORT); }
     result<void> wait_abandoned(duration timeout) override;
+    std::string_view client_ip() override;
 
     /// Builds the request head from the received fields; 0, or the status to refuse it with.
     int make_request();

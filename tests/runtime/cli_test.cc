@@ -1,0 +1,81 @@
+// gluon::cli::parser: options with values, numbers checked against their type, flags, lists,
+// positional arguments and every way a command line can be wrong.
+#include "gluon/runtime/cli.h"
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon::cli {
+namespace {
+
+/// argv for the parser ("prog" first); the strings live as long as the returned object.
+struct args {
+    std::vector<std::string> s;
+    std::vector<char*> v;
+    args(std::initializer_list<const char*> a) : s(a.begin(), a.end()) {
+        s.insert(s.begin(), "prog");
+        for (auto& x : s) v.push_back(x.data());
+    }
+    int argc() { return static_cast<int>(v.size()); }
+    char** argv() { return v.data(); }
+};
+
+TEST(cli, options_of_every_kind) {
+    uint16_t port = 0;
+    double secs = 0;
+    std::string root;
+    std::vector<std::string> ups, rest;
+    bool log = false;
+    init_options vcpu;
+    parser p("usage");
+    p.option("--port", port).option("--seconds", secs).option("--root", root).option("--upstream", ups);
+    p.flag("--log", log).engine(vcpu).positional(rest);
+    args a{"--port", "8080", "one", "--seconds", "0.5", "--upstream", "a:1", "--log", "--upstream", "b:2",
+           "--root", "/srv", "--engine", "epoll", "two"};
+    ASSERT_TRUE(p.parse(a.argc(), a.argv()));
+    EXPECT_EQ(port, 8080);
+    EXPECT_EQ(secs, 0.5);
+    EXPECT_EQ(root, "/srv");
+    EXPECT_EQ(ups, (std::vector<std::string>{"a:1", "b:2"}));
+    EXPECT_TRUE(log);
+    ASSERT_TRUE(vcpu.engine.has_value());
+    EXPECT_EQ(*vcpu.engine, engine::kind::epoll);
+    EXPECT_EQ(rest, (std::vector<std::string>{"one", "two"}));
+}
+
+TEST(cli, every_mistake_is_refused) {
+    for (auto bad : std::vector<args>{{"--port", "70000"},   // out of uint16_t's range
+                                      {"--port", "-1"},
+                                      {"--port", "12x"},
+                                      {"--port", ""},
+                                      {"--port"},            // no value
+                                      {"--nope"},            // unknown
+                                      {"stray"},             // positional, none expected
+                                      {"--engine", "kqueue"},
+                                      {"--seconds", "soon"}}) {
+        uint16_t port = 0;
+        double secs = 0;
+        init_options vcpu;
+        parser p("usage");
+        p.option("--port", port).option("--seconds", secs).engine(vcpu);
+        EXPECT_FALSE(p.parse(bad.argc(), bad.argv())) << bad.s[1];
+    }
+}
+
+TEST(cli, parsing_starts_where_asked_and_usage_exits_2) {
+    int n = 0;
+    parser p("usage: prog MODE [--n N]");
+    p.option("--n", n);
+    args a{"server", "--n", "3"};
+    EXPECT_TRUE(p.parse(a.argc(), a.argv(), 2));  // argv[1] is the mode, read by the caller
+    EXPECT_EQ(n, 3);
+    EXPECT_EQ(p.usage(), 2);
+}
+
+}  // namespace
+}  // namespace gluon::cli
