@@ -1,14 +1,15 @@
 // gluon's native RPC: a key-value service whose messages are plain structs (no generated
 // code), a server and a client in one program over a Unix socket of its own.
 //
-//   rpc_echo                 server and client in one program
-//   rpc_echo server ADDR     serve on ADDR (host:port, or @name for an abstract Unix socket)
-//   rpc_echo client ADDR     call a server at ADDR
+//   rpc_echo                    server and client in one program, over a Unix socket
+//   rpc_echo server [--port N]  serve on 127.0.0.1 (port 0: any; prints "listening PORT")
+//   rpc_echo client --port N    call a server there
 //
 // The client calls from several fibers over one connection at once, gives each call a
 // deadline, and reads a large value straight into a buffer of its own.
 #include "gluon/net/server.h"
 #include "gluon/rpc/rpc.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
@@ -116,28 +117,25 @@ result<void> client(const net::address& addr) {
 
 int main(int argc, char** argv) {
     std::string mode = argc > 1 ? argv[1] : "both";
-    if ((mode == "server" || mode == "client") != (argc == 3) ||
-        (mode != "both" && mode != "server" && mode != "client")) {
-        std::fprintf(stderr, "usage: rpc_echo [server ADDR | client ADDR]\n");
-        return 2;
-    }
-    std::string where = argc == 3 ? argv[2] : "@gluon-rpc-echo-" + std::to_string(::getpid());
-    auto addr =
-        where[0] == '@' ? net::address::unix_abstract(where.substr(1)) : net::address::parse(where);
-    if (!addr) {
-        std::fprintf(stderr, "rpc_echo: bad address %s\n", where.c_str());
-        return 2;
-    }
+    uint16_t port = 0;
+    cli::parser p(
+        "usage: rpc_echo server [--port N] | client --port N | (no arguments: both, over a Unix "
+        "socket of its own)");
+    p.option("--port", port);
+    if ((mode != "server" && mode != "client" && mode != "both") || !p.parse(argc, argv, 2) ||
+        (mode == "client" && port == 0))
+        return p.usage();
+    auto addr = mode == "both"
+                    ? net::address::unix_abstract("gluon-rpc-echo-" + std::to_string(::getpid()))
+                    : result<net::address>(net::address::ipv4_loopback(port));
+    if (!addr) return 2;
     auto r = run({.log_engine = false}, [&]() -> result<void> {
         if (mode == "client") return client(*addr);
         std::map<std::string, entry> store;
         rpc::server srv;
         GLUON_TRY(register_kv(srv, store));
         auto s = GLUON_TRY(net::server::start(*addr, srv.handler()));
-        if (mode == "server") {
-            (void)GLUON_TRY(wait_for_signals({SIGTERM, SIGINT}));
-            return {};
-        }
+        if (mode == "server") return serve_until_signalled(*s, 1s);
         auto done = client(*addr);
         s->stop(1s);
         return done;
