@@ -34,8 +34,6 @@ public:
             return "reply larger than the caller's receive buffer";
         case errc::handler_failed:
             return "the handler failed";
-        case errc::shutting_down:
-            return "the server is shutting down";
         }
         return "unknown rpc error";
     }

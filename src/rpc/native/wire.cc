@@ -35,7 +35,7 @@ std::error_code error_of_status(uint32_t status) noexcept {
     if (status == 0) return {};
     if (status & k_errno_status)
         return {static_cast<int>(status & 0xffff), std::generic_category()};
-    if (status > static_cast<uint32_t>(errc::shutting_down)) return errc::handler_failed;
+    if (status > static_cast<uint32_t>(errc::handler_failed)) return errc::handler_failed;
     return static_cast<errc>(status);
 }
 

@@ -19,7 +19,6 @@ enum class errc : int {
     connection_closed,   ///< the connection ended (closed by either side, or broken) first
     buffer_too_small,    ///< a reply larger than the buffer the caller gave to receive it into
     handler_failed,      ///< the handler failed with an error that has no errno number
-    shutting_down,       ///< the server is stopping and takes no new calls
 };
 
 /// The "rpc" error category.
