@@ -16,6 +16,7 @@ import sys
 import tempfile
 
 import connrate  # bench/net/connrate.py: nginx process handling
+from procs import cpu_s as _cpu_s, start_listening as _start  # bench/procs.py
 import idle  # bench/net/idle.py: memory per idle connection
 
 BODY_SMALL = 13
@@ -64,21 +65,6 @@ class Nginx(connrate.Nginx):
                   "    location = /hello { default_type text/plain; return 200 \"Hello, World!\"; } }", "}"]
         with open(os.path.join(d, "nginx.conf"), "w") as f:
             f.write("\n".join(lines) + "\n")
-
-
-def _start(cmd):
-    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    if not line.startswith("listening"):
-        p.kill()
-        sys.exit(f"bench/run: {cmd[0]} did not start: {line!r} {p.stderr.read()}")
-    return p, int(line.split()[1])
-
-
-def _cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _seconds(v):

@@ -9,11 +9,12 @@ trips per second, round trips per CPU-second of both processes (client and serve
 latency. Every reply is checked (length and bytes) by the client, which exits non-zero otherwise.
 """
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+from procs import cpu_s as _cpu_s, stop as _stop  # bench/procs.py
 
 WORKLOADS = [  # name, payload bytes, streams
     ("pingpong-64B", 64, 1),
@@ -23,21 +24,6 @@ WORKLOADS = [  # name, payload bytes, streams
     ("pingpong-4MiB", 4 << 20, 1),
     ("streams16-4KiB", 4096, 16),
 ]
-
-
-def _cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _stop(p):
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
 
 
 def _client_cpu(cmd):

@@ -15,16 +15,9 @@ import sys
 import tempfile
 import time
 
+from procs import stop as _stop  # bench/procs.py
+
 INFLIGHT = 256  # connections under way per client process
-
-
-def _stop(p):
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
 
 
 def _can_connect(port):

@@ -13,10 +13,11 @@ which exits non-zero otherwise.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
+
+from procs import stop as _stop  # bench/procs.py
 
 WORKLOADS = [  # name, payload bytes, connections, callers per connection
     ("echo-64B-1conn-64callers", 64, 1, 64),
@@ -26,15 +27,6 @@ WORKLOADS = [  # name, payload bytes, connections, callers per connection
 ]
 GRPC = ["gluon-grpc", "gluon-grpc-epoll", "grpc-c++", "grpc-go"]
 NATIVE = ["gluon-rpc", "grpc-c++", "grpc-go"]
-
-
-def _stop(p):
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
 
 
 def run(args, res, build, log, build_peer):

@@ -88,6 +88,11 @@ bool parser::to_integer(std::string_view v, long long& out, long long lo, long l
     return ec == std::errc() && p == v.data() + v.size() && out >= lo && out <= hi;
 }
 
+bool parser::to_unsigned(std::string_view v, unsigned long long& out, unsigned long long hi) {
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    return ec == std::errc() && p == v.data() + v.size() && out <= hi;
+}
+
 bool parser::to_double(std::string_view v, double& out) {
     std::string s(v);
     char* end = nullptr;

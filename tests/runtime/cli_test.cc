@@ -27,6 +27,8 @@ struct args {
 
 TEST(cli, options_of_every_kind) {
     uint16_t port = 0;
+    size_t keep = 0;
+    int64_t delta = 0;
     double secs = 0;
     std::string root;
     std::vector<std::string> ups, rest;
@@ -34,11 +36,13 @@ TEST(cli, options_of_every_kind) {
     init_options vcpu;
     parser p("usage");
     p.option("--port", port).option("--seconds", secs).option("--root", root).option("--upstream", ups);
-    p.flag("--log", log).engine(vcpu).positional(rest);
-    args a{"--port", "8080", "one", "--seconds", "0.5", "--upstream", "a:1", "--log", "--upstream", "b:2",
+    p.flag("--log", log).engine(vcpu).positional(rest).option("--keep", keep).option("--delta", delta);
+    args a{"--keep", "18446744073709551615", "--delta", "-5", "--port", "8080", "one", "--seconds", "0.5", "--upstream", "a:1", "--log", "--upstream", "b:2",
            "--root", "/srv", "--engine", "epoll", "two"};
     ASSERT_TRUE(p.parse(a.argc(), a.argv()));
     EXPECT_EQ(port, 8080);
+    EXPECT_EQ(keep, SIZE_MAX);
+    EXPECT_EQ(delta, -5);
     EXPECT_EQ(secs, 0.5);
     EXPECT_EQ(root, "/srv");
     EXPECT_EQ(ups, (std::vector<std::string>{"a:1", "b:2"}));

@@ -66,16 +66,20 @@ private:
             return true;
         } else if constexpr (std::is_same_v<T, bool>) {
             return false;
+        } else if constexpr (std::is_unsigned_v<T>) {
+            unsigned long long x;
+            if (!to_unsigned(v, x, std::numeric_limits<T>::max())) return false;
+            out = static_cast<T>(x);
+            return true;
         } else {
             long long x;
-            if (!to_integer(v, x, static_cast<long long>(std::numeric_limits<T>::min()),
-                            static_cast<long long>(std::numeric_limits<T>::max())))
-                return false;
+            if (!to_integer(v, x, std::numeric_limits<T>::min(), std::numeric_limits<T>::max())) return false;
             out = static_cast<T>(x);
             return true;
         }
     }
     static bool to_integer(std::string_view v, long long& out, long long lo, long long hi);
+    static bool to_unsigned(std::string_view v, unsigned long long& out, unsigned long long hi);
     static bool to_double(std::string_view v, double& out);
 
     struct entry {
