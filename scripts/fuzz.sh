@@ -37,5 +37,8 @@ ipc_sources=("$top/src/ipc/wire.cc" "$top/src/ipc/region.cc" "$top/src/ipc/error
 for target in control chain; do
   fuzz "ipc_$target" "$top/tests/ipc/fuzz/${target}_fuzz.cc" "$top/tests/ipc/fuzz/seeds/$target" "${ipc_sources[@]}"
 done
+# Native RPC: a stream of frames, each header checked and each payload decoded into messages.
+rpc_sources=("$top/src/rpc/native/wire.cc" "$top/src/rpc/native/error.cc")
+fuzz rpc_frame "$top/tests/rpc/fuzz/frame_fuzz.cc" "$top/tests/rpc/fuzz/seeds/frame" "${rpc_sources[@]}"
 # Redis: replies off the connection.
 fuzz redis_resp "$top/tests/redis/fuzz/resp_fuzz.cc" "$top/tests/redis/fuzz/seeds/resp" "$top/src/redis/resp.cc"

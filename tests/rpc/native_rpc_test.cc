@@ -1,0 +1,443 @@
+// The native RPC end to end on every engine, over TCP: multiplexing, pipelining, zero-copy
+// receive, schema checks, deadlines and cancellation on both sides, server limits, malformed
+// frames, the name table and the connection pool.
+#include "gluon/net/server.h"
+#include "gluon/net/socket.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
+#include "native_messages.h"
+#include "rpc/native/wire.h"
+#include "test_support.h"
+
+#include <atomic>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gluon::rpc::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string pattern(size_t n, uint64_t seed) {
+    std::string s(n, '\0');
+    for (size_t i = 0; i < n; ++i)
+        s[i] = static_cast<char>((i * 131 + seed * 7) & 0xff);
+    return s;
+}
+
+class rpc_native : public test::engine_test {
+protected:
+    void TearDown() override {
+        net_.reset();
+        srv_.reset();
+        test::engine_test::TearDown();
+    }
+
+    // An RPC server with the test methods, on a fresh loopback port.
+    void start(server_options o = {}) {
+        srv_ = std::make_unique<server>(o);
+        ASSERT_TRUE(srv_->add_service(1, "test"));
+        ASSERT_TRUE(
+            srv_->add(echo, [](call_context&, const echo_msg& in, echo_msg& out) -> result<void> {
+                out.seq = in.seq;
+                out.text = in.text;
+                out.payload = bytes::view(in.payload.data(),
+                                          in.payload.size()); // the request outlives the reply
+                return {};
+            }));
+        ASSERT_TRUE(srv_->add(mirror, [](call_context&, const rich& in, rich& out) -> result<void> {
+            out = in;
+            return {};
+        }));
+        ASSERT_TRUE(srv_->add(
+            block, [this](call_context& ctx, const sleep_req& in, empty&) -> result<void> {
+                ++blocked_;
+                entered_.release();
+                auto r = this_fiber::sleep_for(std::chrono::milliseconds(in.millis));
+                handler_saw_cancel_ = !r && r.error() == std::errc::operation_canceled;
+                handler_saw_ctx_cancel_ = ctx.cancelled();
+                left_.release();
+                return r;
+            }));
+        ASSERT_TRUE(srv_->add(fail_eio, [](call_context&, const empty&, empty&) -> result<void> {
+            return errno_error(EIO);
+        }));
+        ASSERT_TRUE(srv_->add(throws, [](call_context&, const empty&, empty&) -> result<void> {
+            throw std::runtime_error("handler bug");
+        }));
+        auto s = net::server::start(net::address::ipv4_loopback(0), srv_->handler());
+        ASSERT_TRUE(s) << s.error().message();
+        net_ = std::move(*s);
+    }
+    client connect(client_options o = {}) {
+        auto c = client::connect(net_->local_address(), o, 5s);
+        EXPECT_TRUE(c) << c.error().message();
+        return c ? std::move(*c) : client{};
+    }
+
+    std::unique_ptr<server> srv_;
+    std::unique_ptr<net::server> net_;
+    counting_semaphore entered_{0}, left_{0};
+    int blocked_ = 0;
+    bool handler_saw_cancel_ = false, handler_saw_ctx_cancel_ = false;
+};
+
+TEST_P(rpc_native, echo_round_trip) {
+    start();
+    client c = connect();
+    echo_msg req, resp;
+    req.seq = 42;
+    req.text = "hello";
+    std::string data = pattern(1000, 1);
+    req.payload = bytes::view(data.data(), data.size());
+    ASSERT_TRUE(c.call(echo, req, resp));
+    EXPECT_EQ(resp.seq, 42u);
+    EXPECT_EQ(resp.text, "hello");
+    EXPECT_EQ(resp.payload.str(), data);
+
+    rich r, back;
+    r.flag = 3, r.on = true, r.at = {5, -6}, r.in.name = "n", r.in.values = {9, 8},
+    r.path = {{1, 1}};
+    ASSERT_TRUE(c.call(mirror, r, back));
+    EXPECT_EQ(back.at.y, -6);
+    EXPECT_EQ(back.in.values, r.in.values);
+    EXPECT_EQ(back.path.size(), 1u);
+}
+
+TEST_P(rpc_native, many_fibers_share_one_connection_and_pipeline) {
+    start();
+    client c = connect();
+    constexpr int k_fibers = 64, k_calls = 50;
+    int bad = 0;
+    std::vector<fiber> fs;
+    for (int f = 0; f < k_fibers; ++f) {
+        fs.push_back(*spawn([&, f] {
+            for (int i = 0; i < k_calls; ++i) {
+                echo_msg req, resp;
+                req.seq = uint64_t(f) << 32 | unsigned(i);
+                std::string data = pattern(size_t(17 * f + i), req.seq);
+                req.text = std::to_string(f);
+                req.payload = bytes::view(data.data(), data.size());
+                if (!c.call(echo, req, resp) || resp.seq != req.seq || resp.payload.str() != data ||
+                    resp.text != req.text)
+                    ++bad;
+            }
+        }));
+    }
+    for (auto& f : fs)
+        ASSERT_TRUE(f.join());
+    EXPECT_EQ(bad, 0);
+    auto st = c.stats();
+    EXPECT_EQ(st.frames_sent, uint64_t(k_fibers * k_calls));
+    EXPECT_LT(st.writes, st.frames_sent); // requests queued during a write left together
+}
+
+TEST_P(rpc_native, large_reply_lands_in_the_callers_buffer) {
+    start();
+    client c = connect();
+    std::string data = pattern(8 << 20, 3);
+    echo_msg req, resp;
+    req.payload = bytes::view(data.data(), data.size());
+    std::vector<uint8_t> buf(data.size());
+    resp.payload.receive_into(buf.data(), buf.size());
+    ASSERT_TRUE(c.call(echo, req, resp));
+    EXPECT_EQ(resp.payload.data(), buf.data());
+    ASSERT_EQ(resp.payload.size(), data.size());
+    EXPECT_EQ(std::memcmp(buf.data(), data.data(), data.size()), 0);
+
+    echo_msg small;
+    small.payload.receive_into(buf.data(), 1000);
+    auto r = c.call(echo, req, small);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::buffer_too_small);
+    ASSERT_TRUE(c.call(echo, req, resp)); // the connection goes on
+    EXPECT_EQ(resp.payload.size(), data.size());
+}
+
+TEST_P(rpc_native, mismatches_and_unknown_methods_get_clear_errors) {
+    start();
+    client c = connect();
+    echo_msg_v2 a, b;
+    auto r = c.call(echo_v2, a, b);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::schema_mismatch);
+    empty e;
+    r = c.call(nowhere, e, e);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::unknown_method);
+    r = c.call(no_service, e, e);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::unknown_service);
+    r = c.call(fail_eio, e, e);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::io_error);
+    r = c.call(throws, e, e);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::handler_failed);
+    EXPECT_TRUE(c.ping(5s));
+}
+
+TEST_P(rpc_native, name_table) {
+    start();
+    client c = connect();
+    auto t = c.describe(5s);
+    ASSERT_TRUE(t) << t.error().message();
+    bool found = false;
+    for (const auto& m : *t) {
+        if (m.service == 1 && m.id == 1) {
+            found = true;
+            EXPECT_EQ(m.name, "echo");
+            EXPECT_EQ(m.service_name, "test");
+            EXPECT_EQ(m.schema, echo.schema());
+        }
+    }
+    EXPECT_TRUE(found);
+    EXPECT_EQ(t->size(), srv_->methods().size());
+}
+
+TEST_P(rpc_native, client_deadline_interrupts_the_handler) {
+    start();
+    client c = connect();
+    sleep_req req{.millis = 60'000};
+    empty resp;
+    auto r = c.call(block, req, resp, {.timeout = 100ms});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::deadline_exceeded);
+    ASSERT_TRUE(left_.acquire(10s)); // the handler's sleep ended early
+    EXPECT_TRUE(handler_saw_cancel_);
+    EXPECT_TRUE(handler_saw_ctx_cancel_);
+    EXPECT_TRUE(c.ping(5s));
+}
+
+TEST_P(rpc_native, server_enforces_the_deadline_it_is_sent) {
+    start();
+    // A raw client that sends a 50 ms deadline and waits for the answer itself.
+    auto s = net::stream::connect(net_->local_address(), 5s);
+    ASSERT_TRUE(s);
+    uint8_t frame[wire::k_header_size + 4];
+    wire::header h;
+    h.length = 4;
+    h.service = block.service;
+    h.method = block.id;
+    h.schema = block.schema();
+    h.id = 77;
+    h.timeout_us = 50'000;
+    wire::put(h, frame);
+    uint32_t millis = 60'000;
+    std::memcpy(frame + wire::k_header_size, &millis, 4);
+    ASSERT_TRUE(s->write_all(frame, sizeof frame));
+    uint8_t in[wire::k_header_size];
+    ASSERT_TRUE(s->read_exactly(in, sizeof in, 10s));
+    wire::header got = wire::get(in);
+    EXPECT_EQ(got.id, 77u);
+    EXPECT_EQ(got.type, wire::kind::response);
+    EXPECT_EQ(wire::error_of_status(got.schema), errc::deadline_exceeded);
+    EXPECT_TRUE(handler_saw_cancel_);
+    EXPECT_EQ(srv_->stats().expired, 1u);
+}
+
+TEST_P(rpc_native, cancelling_the_caller_interrupts_the_handler) {
+    start();
+    client c = connect();
+    result<void> r;
+    fiber caller = *spawn([&] {
+        sleep_req req{.millis = 60'000};
+        empty resp;
+        r = c.call(block, req, resp);
+    });
+    ASSERT_TRUE(entered_.acquire(10s)); // the handler runs
+    ASSERT_TRUE(caller.interrupt());
+    ASSERT_TRUE(caller.join());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::cancelled);
+    ASSERT_TRUE(left_.acquire(10s));
+    EXPECT_TRUE(handler_saw_cancel_);
+    EXPECT_EQ(srv_->stats().cancelled, 1u);
+    EXPECT_TRUE(c.ping(5s));
+}
+
+TEST_P(rpc_native, frame_limit_refuses_the_call_not_the_connection) {
+    start({.max_frame_bytes = 4096});
+    client c = connect();
+    std::string big(10000, 'b');
+    echo_msg req, resp;
+    req.payload = bytes::view(big.data(), big.size());
+    auto r = c.call(echo, req, resp);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::frame_too_large);
+    req.payload = bytes::view(big.data(), 100);
+    ASSERT_TRUE(c.call(echo, req, resp));
+    EXPECT_EQ(resp.payload.size(), 100u);
+
+    // The client's own limit, on a reply.
+    client small = connect({.max_frame_bytes = 64});
+    r = small.call(echo, req, resp);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::frame_too_large);
+    EXPECT_TRUE(small.ping(5s));
+}
+
+TEST_P(rpc_native, in_flight_limit) {
+    start({.max_in_flight = 2});
+    client c = connect();
+    std::vector<result<void>> rs(2);
+    std::vector<fiber> fs;
+    for (int i = 0; i < 2; ++i) {
+        fs.push_back(*spawn([&, i] {
+            sleep_req req{.millis = 200};
+            empty resp;
+            rs[i] = c.call(block, req, resp);
+        }));
+    }
+    ASSERT_TRUE(entered_.acquire(10s));
+    ASSERT_TRUE(entered_.acquire(10s));
+    empty e;
+    auto r = c.call(fail_eio, e, e);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::too_many_requests);
+    for (auto& f : fs)
+        ASSERT_TRUE(f.join());
+    EXPECT_TRUE(rs[0]);
+    EXPECT_TRUE(rs[1]);
+    EXPECT_TRUE(c.ping(5s));
+}
+
+TEST_P(rpc_native, malformed_frame_closes_only_its_connection) {
+    start();
+    client good = connect();
+    auto raw = net::stream::connect(net_->local_address(), 5s);
+    ASSERT_TRUE(raw);
+    uint8_t junk[wire::k_header_size];
+    std::memset(junk, 0xab, sizeof junk);
+    ASSERT_TRUE(raw->write_all(junk, sizeof junk));
+    uint8_t b;
+    auto n = raw->read_some(&b, 1, 10s); // the server hangs up: EOF (or a reset)
+    EXPECT_TRUE(!n || *n == 0);
+    EXPECT_EQ(srv_->stats().malformed, 1u);
+    echo_msg req, resp;
+    req.text = "still here";
+    ASSERT_TRUE(good.call(echo, req, resp));
+    EXPECT_EQ(resp.text, "still here");
+}
+
+TEST_P(rpc_native, closed_connection_fails_calls_in_flight) {
+    start();
+    client c = connect();
+    result<void> r;
+    fiber caller = *spawn([&] {
+        sleep_req req{.millis = 60'000};
+        empty resp;
+        r = c.call(block, req, resp);
+    });
+    ASSERT_TRUE(entered_.acquire(10s));
+    net_->stop(0s); // the server goes: its connections end
+    ASSERT_TRUE(caller.join());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::connection_closed);
+    EXPECT_FALSE(c.healthy());
+    empty e;
+    EXPECT_EQ(c.call(fail_eio, e, e).error(), errc::connection_closed);
+}
+
+TEST_P(rpc_native, pool_replaces_broken_and_silent_connections) {
+    start();
+    // A listener that accepts and never answers: its connections fail their health checks.
+    auto silent = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(silent);
+    auto silent_addr = silent->local_address();
+    std::vector<net::stream> held;
+    fiber acceptor = *spawn([&] {
+        while (auto s = silent->accept())
+            held.push_back(std::move(*s));
+    });
+    bool use_silent = true;
+    auto connector = [&]() -> result<std::unique_ptr<net::byte_stream>> {
+        auto s =
+            GLUON_TRY(net::stream::connect(use_silent ? *silent_addr : net_->local_address(), 5s));
+        return std::unique_ptr<net::byte_stream>(std::make_unique<net::stream>(std::move(s)));
+    };
+    auto p =
+        pool::start(connector, {.connections = 2, .health_interval = 20ms, .health_timeout = 50ms});
+    ASSERT_TRUE(p) << p.error().message();
+    EXPECT_EQ((*p)->healthy(), 2u); // open, not yet checked
+    use_silent = false;
+    // The checks find the silent connections and replace them with good ones.
+    deadline_t until = deadline_after(10s);
+    while ((*p)->replaced() < 2 && mono_now_ns() < until)
+        (void)this_fiber::sleep_for(10ms);
+    EXPECT_GE((*p)->replaced(), 2u);
+    echo_msg req, resp;
+    req.text = "pooled";
+    for (int i = 0; i < 4; ++i) {
+        ASSERT_TRUE((*p)->call(echo, req, resp, {.timeout = 5s}));
+        EXPECT_EQ(resp.text, "pooled");
+    }
+    (*p)->stop();
+    (void)silent->close();
+    (void)acceptor.interrupt();
+    (void)acceptor.join();
+}
+
+TEST_P(rpc_native, calls_that_time_out_or_are_cancelled_at_any_point_leave_the_rest_intact) {
+    // Deadlines and interrupts that land while a request is queued, being written, waiting or
+    // having its (large) response decoded; every call either succeeds with its own bytes or
+    // fails with its deadline or cancellation, and the connection serves on.
+    start();
+    client c = connect();
+    constexpr int k_fibers = 32, k_calls = 60;
+    int bad = 0, ok = 0, timed_out = 0, cancelled = 0;
+    std::vector<fiber> fs;
+    for (int f = 0; f < k_fibers; ++f) {
+        fs.push_back(*spawn([&, f] {
+            uint64_t rnd = 0x9e3779b97f4a7c15ull * uint64_t(f + 1);
+            for (int i = 0; i < k_calls; ++i) {
+                rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+                size_t size = (rnd & 1) ? (rnd >> 8) % (256 << 10) : (rnd >> 8) % 200;
+                std::string data = pattern(size, rnd);
+                echo_msg req, resp;
+                req.seq = rnd;
+                req.payload = bytes::view(data.data(), data.size());
+                // Most deadlines are shorter than a call takes here (a few ms with 32 callers
+                // moving up to 256 KiB each); one call in four has time to finish.
+                auto timeout = (rnd >> 40) % 4 == 0
+                                   ? duration(5s)
+                                   : duration(std::chrono::microseconds(20 + (rnd >> 20) % 3000));
+                auto r = c.call(echo, req, resp, {.timeout = timeout});
+                if (r) {
+                    ++ok;
+                    if (resp.seq != req.seq || resp.payload.str() != data) ++bad;
+                } else if (r.error() == errc::deadline_exceeded) {
+                    ++timed_out;
+                } else if (r.error() == errc::cancelled) {
+                    ++cancelled;
+                } else {
+                    ++bad;
+                }
+            }
+        }));
+    }
+    // Interrupt callers now and then while they run.
+    for (int round = 0; round < 40; ++round) {
+        (void)this_fiber::sleep_for(200us);
+        (void)fs[size_t(round) % fs.size()].interrupt();
+    }
+    for (auto& f : fs)
+        ASSERT_TRUE(f.join());
+    EXPECT_EQ(bad, 0) << ok << " ok, " << timed_out << " timed out, " << cancelled << " cancelled";
+    EXPECT_EQ(ok + timed_out + cancelled, k_fibers * k_calls);
+    EXPECT_GT(ok, 0);
+    EXPECT_EQ(c.in_flight(), 0u);
+    echo_msg req, resp;
+    req.text = "after";
+    ASSERT_TRUE(c.call(echo, req, resp, {.timeout = 5s}));
+    EXPECT_EQ(resp.text, "after");
+}
+
+GLUON_ENGINE_TEST_SUITE(rpc_native);
+
+} // namespace
+} // namespace gluon::rpc::testing
