@@ -17,10 +17,12 @@ namespace {
 struct args {
     std::vector<std::string> s;
     std::vector<char*> v;
-    args(std::initializer_list<const char*> a) : s(a.begin(), a.end()) {
+    args(std::initializer_list<const char*> a) : args(std::vector<const char*>(a)) {}
+    explicit args(const std::vector<const char*>& a) : s(a.begin(), a.end()) {
         s.insert(s.begin(), "prog");
         for (auto& x : s) v.push_back(x.data());
     }
+    args(const args&) = delete;  // v points into s
     int argc() { return static_cast<int>(v.size()); }
     char** argv() { return v.data(); }
 };
@@ -53,15 +55,19 @@ TEST(cli, options_of_every_kind) {
 }
 
 TEST(cli, every_mistake_is_refused) {
-    for (auto bad : std::vector<args>{{"--port", "70000"},   // out of uint16_t's range
-                                      {"--port", "-1"},
-                                      {"--port", "12x"},
-                                      {"--port", ""},
-                                      {"--port"},            // no value
-                                      {"--nope"},            // unknown
-                                      {"stray"},             // positional, none expected
-                                      {"--engine", "kqueue"},
-                                      {"--seconds", "soon"}}) {
+    const std::vector<std::vector<const char*>> mistakes = {
+        {"--port", "70000"},  // out of uint16_t's range
+        {"--port", "-1"},
+        {"--port", "12x"},
+        {"--port", ""},
+        {"--port"},  // no value
+        {"--nope"},  // unknown
+        {"stray"},   // positional, none expected
+        {"--engine", "kqueue"},
+        {"--seconds", "soon"},
+    };
+    for (const auto& words : mistakes) {
+        args bad(words);
         uint16_t port = 0;
         double secs = 0;
         init_options vcpu;
