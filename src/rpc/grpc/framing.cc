@@ -1,34 +1,68 @@
 #include "framing.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace gluon::rpc::grpc::detail {
 
+void put_prefix(char* p, size_t n) noexcept {
+    auto k = static_cast<uint32_t>(n);
+    p[0] = 0;
+    p[1] = static_cast<char>(k >> 24);
+    p[2] = static_cast<char>(k >> 16);
+    p[3] = static_cast<char>(k >> 8);
+    p[4] = static_cast<char>(k);
+}
+
 void append_message(std::string& out, std::string_view msg) {
-    auto n = static_cast<uint32_t>(msg.size());
-    char p[5] = {0, static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                 static_cast<char>(n)};
+    char p[5];
+    put_prefix(p, msg.size());
     out.append(p, 5);
     out.append(msg);
 }
 
-message_reader::step message_reader::next(std::string& msg) {
-    if (buf_.size() - pos_ < 5) return step::more;
-    auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(buf_[pos_ + i])); };
-    uint32_t flag = b(0);
-    uint32_t n = b(1) << 24 | b(2) << 16 | b(3) << 8 | b(4);
+char* message_reader::space(size_t n) {
+    if (beg_ == end_) beg_ = end_ = 0;
+    if (cap_ - end_ >= n) return buf_.get() + end_;
+    size_t used = end_ - beg_;
+    if (beg_ > 0 && cap_ - used >= n) {  // room once the consumed front is dropped
+        std::memmove(buf_.get(), buf_.get() + beg_, used);
+    } else {
+        size_t cap = std::max(cap_ * 2, used + n);
+        std::unique_ptr<char[]> bigger(new char[cap]);  // not zeroed: bytes are written before read
+        if (used) std::memcpy(bigger.get(), buf_.get() + beg_, used);
+        buf_ = std::move(bigger);
+        cap_ = cap;
+    }
+    beg_ = 0;
+    end_ = used;
+    return buf_.get() + end_;
+}
+
+void message_reader::feed(std::string_view bytes) {
+    std::memcpy(space(bytes.size()), bytes.data(), bytes.size());
+    filled(bytes.size());
+}
+
+message_reader::step message_reader::next(std::string_view& msg) {
+    if (end_ - beg_ < 5) return step::more;
+    const auto* p = reinterpret_cast<const unsigned char*>(buf_.get() + beg_);
+    uint32_t flag = p[0];
+    uint32_t n = uint32_t(p[1]) << 24 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 8 | p[4];
     if (flag > 1) return step::bad;
     if (flag == 1) return step::compressed;
     if (n > max_) return step::too_large;
-    if (buf_.size() - pos_ - 5 < n) return step::more;
-    msg.assign(buf_, pos_ + 5, n);
-    pos_ += 5 + n;
-    if (pos_ == buf_.size()) {
-        buf_.clear();
-        pos_ = 0;
-    } else if (pos_ > 64 * 1024) {
-        buf_.erase(0, pos_);
-        pos_ = 0;
-    }
+    if (end_ - beg_ - 5 < n) return step::more;
+    msg = {buf_.get() + beg_ + 5, n};
+    beg_ += 5 + n;
     return step::message;
+}
+
+message_reader::step message_reader::next(std::string& msg) {
+    std::string_view v;
+    step s = next(v);
+    if (s == step::message) msg.assign(v);
+    return s;
 }
 
 bool parse_timeout(std::string_view v, duration& out) noexcept {

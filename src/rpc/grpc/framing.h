@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -12,22 +13,32 @@ namespace gluon::rpc::grpc::detail {
 
 /// Appends a message with its prefix (uncompressed).
 void append_message(std::string& out, std::string_view msg);
+/// Writes the 5-byte prefix of an uncompressed message of n bytes at p.
+void put_prefix(char* p, size_t n) noexcept;
 
-/// Takes whole messages out of a byte stream that arrives in pieces.
+/// Takes whole messages out of a byte stream that arrives in pieces. The bytes are read straight
+/// into the reader's buffer (space(), then filled()), and a message is handed out as a view of
+/// it, valid until the reader is next changed.
 class message_reader {
 public:
     enum class step { message, more, bad, compressed, too_large };
     explicit message_reader(size_t max) noexcept : max_(max) {}
-    /// Adds bytes received.
-    void feed(std::string_view bytes) { buf_.append(bytes); }
-    /// The next whole message into msg, or what stops it.
+    /// Room for at least n more bytes at the end of the buffer.
+    char* space(size_t n);
+    /// n bytes were written at space().
+    void filled(size_t n) noexcept { end_ += n; }
+    /// Adds bytes received elsewhere.
+    void feed(std::string_view bytes);
+    /// The next whole message as a view, or what stops it.
+    step next(std::string_view& msg);
+    /// The same, copied into msg.
     step next(std::string& msg);
     /// Bytes received that are not a whole message yet.
-    size_t pending() const noexcept { return buf_.size() - pos_; }
+    size_t pending() const noexcept { return end_ - beg_; }
 
 private:
-    std::string buf_;
-    size_t pos_ = 0;
+    std::unique_ptr<char[]> buf_;
+    size_t cap_ = 0, beg_ = 0, end_ = 0;
     size_t max_;
 };
 

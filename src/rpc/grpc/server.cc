@@ -1,3 +1,5 @@
+#include <cstring>
+#include <memory>
 #include <exception>
 
 #include "framing.h"
@@ -14,7 +16,8 @@ struct server_context::impl {
     detail::message_reader in;
     bool in_done = false;
     bool head_sent = false;
-    std::string out;  // a framed message
+    std::unique_ptr<char[]> out;  // a framed message (not zeroed: written before it is sent)
+    size_t out_cap = 0, out_len = 0;
     std::string trailers;  // "name: value\r\n"...
     server_context ctx{*this};
 
@@ -22,6 +25,7 @@ struct server_context::impl {
         : req(rq), res(rs), opts(o), method(rq.path()), in(o.max_message_bytes) {}
 
     duration left() const noexcept { return time_left(ctx.deadline_); }
+    void start_head();  // the response head, once, before the first message
     void set_deadline(deadline_t d) noexcept { ctx.deadline_ = d; }
 };
 
@@ -75,8 +79,8 @@ void server_context::add_trailing_metadata(std::string_view key, std::string_vie
     }
 }
 
-result<bool> server_context::read(std::string& msg) {
-    char buf[16 * 1024];
+result<bool> server_context::read(std::string_view& msg) {
+    constexpr size_t k_chunk = 16 * 1024;
     for (;;) {
         switch (im_.in.next(msg)) {
             case detail::message_reader::step::message: return true;
@@ -90,37 +94,60 @@ result<bool> server_context::read(std::string& msg) {
             return false;
         }
         if (deadline_ != k_no_deadline && time_left(deadline_) == duration::zero()) return errno_error(ETIMEDOUT);
-        auto n = im_.req.read_body(buf, sizeof buf);
+        auto n = im_.req.read_body(im_.in.space(k_chunk), k_chunk);  // straight into the reader
         if (!n) {
             int e = errno_of(n.error());
             return errno_error(e == ECONNRESET ? ECANCELED : e);
         }
         if (*n == 0) im_.in_done = true;
-        else im_.in.feed({buf, *n});
+        else im_.in.filled(*n);
     }
 }
 
-result<void> server_context::write(std::string_view msg) {
-    if (!im_.head_sent) {
-        im_.res.status(200);
-        im_.res.content_type("application/grpc");
-        im_.head_sent = true;
-        // Trailing metadata added before the head goes with the status.
-        std::string_view t = im_.trailers;
-        while (!t.empty()) {
-            size_t eol = t.find("\r\n"), colon = t.find(':');
-            im_.res.trailer(t.substr(0, colon), t.substr(colon + 2, eol - colon - 2));
-            t.remove_prefix(eol + 2);
-        }
+result<bool> server_context::read(std::string& msg) {
+    std::string_view v;
+    auto r = read(v);
+    if (r && *r) msg.assign(v);
+    return r;
+}
+
+void server_context::impl::start_head() {
+    if (head_sent) return;
+    res.status(200);
+    res.content_type("application/grpc");
+    head_sent = true;
+    // Trailing metadata added before the head goes with the status.
+    std::string_view t = trailers;
+    while (!t.empty()) {
+        size_t eol = t.find("\r\n"), colon = t.find(':');
+        res.trailer(t.substr(0, colon), t.substr(colon + 2, eol - colon - 2));
+        t.remove_prefix(eol + 2);
     }
-    im_.out.clear();
-    detail::append_message(im_.out, msg);
-    auto r = im_.res.write(im_.out);
+}
+
+char* server_context::begin_write(size_t n) {
+    if (im_.out_cap < 5 + n) {
+        im_.out.reset(new char[5 + n]);
+        im_.out_cap = 5 + n;
+    }
+    im_.out_len = 5 + n;
+    detail::put_prefix(im_.out.get(), n);
+    return im_.out.get() + 5;
+}
+
+result<void> server_context::end_write() {
+    im_.start_head();
+    auto r = im_.res.write({im_.out.get(), im_.out_len});
     if (!r) {
         int e = errno_of(r.error());
         return errno_error(e == ECONNRESET ? ECANCELED : e);
     }
     return {};
+}
+
+result<void> server_context::write(std::string_view msg) {
+    std::memcpy(begin_write(msg.size()), msg.data(), msg.size());
+    return end_write();
 }
 
 http::handler server::as_handler() const {

@@ -1,7 +1,7 @@
 // gRPC over gluon's HTTP/2 (ADRs 0016, 0021): a server that gRPC clients of any language call, with the
 // blocking, sequential handler code of the rest of gluon. Messages are bytes (protobuf's
-// SerializeToString / ParseFromString, or anything else); typed helpers below wrap the four call
-// kinds for protobuf-style message types without generated stubs.
+// encoding, or anything else); typed helpers below wrap the four call kinds for protobuf-style
+// message types (ParseFromArray, ByteSizeLong, SerializeToArray) without generated stubs.
 //
 // Status codes, the grpc-status / grpc-message trailers (percent-encoded), grpc-timeout
 // deadlines and metadata follow the gRPC-over-HTTP/2 protocol; message compression is not
@@ -36,9 +36,20 @@ public:
     /// ECANCELED (the client cancelled: RST_STREAM), ETIMEDOUT (the deadline passed), EPROTO (a
     /// malformed or compressed message, or one over max_message_bytes), the stream's.
     result<bool> read(std::string& msg);
+    /// The same without a copy: msg views the message in the call's buffer, valid until the
+    /// next read.
+    result<bool> read(std::string_view& msg);
     /// Sends a response message (the response head first, with the metadata added so far).
     /// Errors: ECANCELED, EPIPE (the connection is gone), ETIMEDOUT.
     result<void> write(std::string_view msg);
+    /// Sends a message written in place: fill(p) writes exactly n bytes at p and returns true
+    /// (a serializer writing into the call's buffer, saving a copy); false sends nothing.
+    /// Errors: those of write, EINVAL (fill returned false).
+    template <typename Fill>
+    result<void> write_with(size_t n, Fill&& fill) {
+        if (!fill(begin_write(n))) return errno_error(EINVAL);
+        return end_write();
+    }
     /// Waits until the client cancels the call or its deadline passes (true), or `timeout`
     /// passes first (false): for a handler with nothing to read that works until nobody waits.
     bool wait_cancelled(duration timeout);
@@ -51,6 +62,8 @@ public:
     explicit server_context(impl& i) noexcept : im_(i) {}
 
 private:
+    char* begin_write(size_t n);
+    result<void> end_write();
     impl& im_;
     deadline_t deadline_ = k_no_deadline;
     friend struct impl;
@@ -78,22 +91,33 @@ private:
     std::map<std::string, method_handler, std::less<>> methods_;
 };
 
-// ---- typed helpers, for message types with SerializeToString / ParseFromString --------------
+// ---- typed helpers, for protobuf-style message types -------------------------------------------
+
+namespace detail {
+/// A protobuf-style message serialized straight into the call's buffer. Errors: those of
+/// server_context::write, EMSGSIZE (a message over 2 GiB, or one that fails to serialize).
+template <typename Msg>
+result<void> write_message(server_context& ctx, const Msg& m) {
+    size_t n = m.ByteSizeLong();
+    if (n > INT32_MAX) return errno_error(EMSGSIZE);
+    auto w = ctx.write_with(n, [&](char* p) { return m.SerializeToArray(p, static_cast<int>(n)); });
+    if (!w && w.error() == std::errc::invalid_argument) return errno_error(EMSGSIZE);
+    return w;
+}
+}  // namespace detail
 
 template <typename Req, typename Resp>
 method_handler unary(std::function<status(server_context&, const Req&, Resp&)> fn) {
     return [fn = std::move(fn)](server_context& ctx) -> status {
-        std::string in;
+        std::string_view in;
         auto got = ctx.read(in);
         if (!got || !*got) return {code::internal, "no request message"};
         Req req;
-        if (!req.ParseFromString(in)) return {code::internal, "request does not parse"};
+        if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return {code::internal, "request does not parse"};
         Resp resp;
         status s = fn(ctx, req, resp);
         if (!s.ok()) return s;
-        std::string out;
-        if (!resp.SerializeToString(&out)) return {code::internal, "response does not serialize"};
-        if (auto w = ctx.write(out); !w) return {code::unavailable, w.error().message()};
+        if (auto w = detail::write_message(ctx, resp); !w) return {code::unavailable, w.error().message()};
         return s;
     };
 }
@@ -102,16 +126,12 @@ method_handler unary(std::function<status(server_context&, const Req&, Resp&)> f
 template <typename Req, typename Resp>
 method_handler server_streaming(std::function<status(server_context&, const Req&, const std::function<bool(const Resp&)>& send)> fn) {
     return [fn = std::move(fn)](server_context& ctx) -> status {
-        std::string in;
+        std::string_view in;
         auto got = ctx.read(in);
         if (!got || !*got) return {code::internal, "no request message"};
         Req req;
-        if (!req.ParseFromString(in)) return {code::internal, "request does not parse"};
-        std::string out;
-        auto send = [&](const Resp& r) {
-            out.clear();
-            return r.SerializeToString(&out) && ctx.write(out).has_value();
-        };
+        if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return {code::internal, "request does not parse"};
+        auto send = [&](const Resp& r) { return detail::write_message(ctx, r).has_value(); };
         return fn(ctx, req, send);
     };
 }
@@ -122,15 +142,12 @@ template <typename Req, typename Resp>
 method_handler streaming(std::function<status(server_context&, const std::function<bool(Req&)>& next,
                                               const std::function<bool(const Resp&)>& send)> fn) {
     return [fn = std::move(fn)](server_context& ctx) -> status {
-        std::string in, out;
         auto next = [&](Req& r) {
+            std::string_view in;
             auto got = ctx.read(in);
-            return got && *got && r.ParseFromString(in);
+            return got && *got && r.ParseFromArray(in.data(), static_cast<int>(in.size()));
         };
-        auto send = [&](const Resp& r) {
-            out.clear();
-            return r.SerializeToString(&out) && ctx.write(out).has_value();
-        };
+        auto send = [&](const Resp& r) { return detail::write_message(ctx, r).has_value(); };
         return fn(ctx, next, send);
     };
 }
