@@ -36,6 +36,7 @@ test-dev:
 	bench/run http --quick
 	bench/run ipc --quick
 	bench/run rpc --quick
+	bench/run preload --quick
 	scripts/fuzz.sh 10
 
 test-asan:
