@@ -37,6 +37,7 @@ test-dev:
 	bench/run ipc --quick
 	bench/run rpc --quick
 	bench/run redis --quick
+	bench/run preload --quick
 	scripts/fuzz.sh 10
 
 test-asan:

@@ -184,6 +184,14 @@ inline long set_nonblocking(int fd) noexcept {
     if (fl & O_NONBLOCK) return 0;
     return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
+/// Moves (or with SEEK_CUR and 0, reads) the file position.
+inline long lseek(int fd, int64_t off, int whence) noexcept {
+    return GLUON_SYSCALL(::lseek(fd, off, whence), SYS_lseek, fd, off, whence);
+}
+/// poll() of many fds with an optional timeout (nullptr: none); the kernel's ppoll.
+inline long ppoll(pollfd* fds, nfds_t n, const timespec* timeout) noexcept {
+    return GLUON_SYSCALL(::ppoll(fds, n, timeout, nullptr), SYS_ppoll, fds, n, timeout, nullptr, 0);
+}
 inline long pipe2(int fds[2], int flags) noexcept { return GLUON_SYSCALL(::pipe2(fds, flags), SYS_pipe2, fds, flags); }
 /// Random bytes from the kernel's CSPRNG (may be short for n > 256 only on signals).
 inline long getrandom(void* buf, size_t n, unsigned flags) noexcept {

@@ -1,0 +1,85 @@
+// The POSIX facade: libc's blocking I/O functions with their exact signatures and results (-1 and
+// errno on failure), that park only the calling fiber. For ported code that expects POSIX, and
+// what libgluon_preload.so's fiber mode runs unmodified programs on (docs/preload.md).
+//
+// Contract shared by every function here:
+// - On a vCPU, a call that has to wait parks the calling fiber; the vCPU runs other fibers.
+//   Outside a vCPU it is the plain system call and blocks the thread, as libc's would.
+// - errno is set on the calling thread right before returning (never across a park), so the
+//   value the caller reads is its own call's even if other fibers ran meanwhile.
+// - An fd the caller made non-blocking (SOCK_NONBLOCK, O_NONBLOCK through posix::fcntl or
+//   before first use here, MSG_DONTWAIT) keeps non-blocking semantics: EAGAIN, EINPROGRESS.
+//   The epoll engine makes fds O_NONBLOCK in the kernel; posix::fcntl(F_GETFL) reports what
+//   the caller asked for.
+// - An interrupted fiber (fiber::interrupt) gets EINTR, as a signal would give a thread.
+// - Sends never raise SIGPIPE (MSG_NOSIGNAL): a closed peer is EPIPE.
+// - SO_RCVTIMEO/SO_SNDTIMEO are not honoured; use poll with a timeout.
+// Errors: those of the system call of the same name, and EINTR as above.
+#pragma once
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+namespace gluon::posix {
+
+// ---- sockets ------------------------------------------------------------------------------------
+int socket(int domain, int type, int protocol) noexcept;
+int bind(int fd, const sockaddr* addr, socklen_t len) noexcept;
+int listen(int fd, int backlog) noexcept;
+int accept(int fd, sockaddr* addr, socklen_t* len) noexcept;
+int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept;
+/// On a blocking socket, waits for the handshake; on a non-blocking one, EINPROGRESS.
+int connect(int fd, const sockaddr* addr, socklen_t len) noexcept;
+int shutdown(int fd, int how) noexcept;
+
+// ---- transfers ----------------------------------------------------------------------------------
+ssize_t read(int fd, void* buf, size_t n) noexcept;
+ssize_t write(int fd, const void* buf, size_t n) noexcept;
+ssize_t readv(int fd, const iovec* iov, int iovcnt) noexcept;
+ssize_t writev(int fd, const iovec* iov, int iovcnt) noexcept;
+ssize_t pread(int fd, void* buf, size_t n, off_t off) noexcept;
+ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) noexcept;
+ssize_t preadv(int fd, const iovec* iov, int iovcnt, off_t off) noexcept;
+ssize_t pwritev(int fd, const iovec* iov, int iovcnt, off_t off) noexcept;
+ssize_t send(int fd, const void* buf, size_t n, int flags) noexcept;
+ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) noexcept;
+ssize_t sendmsg(int fd, const msghdr* msg, int flags) noexcept;
+ssize_t recv(int fd, void* buf, size_t n, int flags) noexcept;
+ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) noexcept;
+ssize_t recvmsg(int fd, msghdr* msg, int flags) noexcept;
+/// off == nullptr: from in_fd's file position, which advances.
+ssize_t sendfile(int out_fd, int in_fd, off_t* off, size_t count) noexcept;
+
+// ---- waiting ------------------------------------------------------------------------------------
+int poll(pollfd* fds, nfds_t nfds, int timeout_ms) noexcept;
+/// timeout is left unchanged (Linux updates it; portable programs do not rely on either).
+int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, timeval* timeout) noexcept;
+/// Parks until epfd (an epoll instance) has events or timeout_ms passes.
+int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept;
+/// Interrupted: -1, EINTR, the time left in *rem (if given).
+int nanosleep(const timespec* req, timespec* rem) noexcept;
+int usleep(useconds_t usec) noexcept;
+/// Returns the seconds left if interrupted, else 0.
+unsigned sleep(unsigned seconds) noexcept;
+
+// ---- files and descriptors ----------------------------------------------------------------------
+/// Fails operations other fibers still wait for on fd with EBADF, then closes it.
+int close(int fd) noexcept;
+int fsync(int fd) noexcept;
+int fdatasync(int fd) noexcept;
+/// F_GETFL reports O_NONBLOCK as the caller set it; F_SETFL records it. Other commands take an
+/// integer argument and go to the kernel as they are.
+int fcntl(int fd, int cmd, ...) noexcept;
+
+// ---- names --------------------------------------------------------------------------------------
+/// getaddrinfo(3) run on the offload pool (it may read files and wait for DNS). Returns 0 or an
+/// EAI_* code like getaddrinfo; free the list with freeaddrinfo(3).
+int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** res) noexcept;
+
+}  // namespace gluon::posix

@@ -1,0 +1,65 @@
+#include "fd_state.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+
+#include "gluon/common/fd_table.h"
+#include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
+
+namespace gluon::posix::detail {
+namespace {
+
+// Bits of an entry; 0 means not seen yet.
+enum : uint8_t { k_known = 1, k_nonblocking = 2, k_stream = 4 };
+
+fd_table<std::atomic<uint8_t>>& table() {
+    static fd_table<std::atomic<uint8_t>> t(sys::fd_limit());
+    return t;
+}
+
+// The entry for fd, asking the kernel the first time (0 for a bad fd: the call reports it).
+uint8_t state(int fd) noexcept {
+    std::atomic<uint8_t>* e = table().get(fd);
+    if (!e) return 0;
+    uint8_t s = e->load(std::memory_order_relaxed);
+    if (s) return s;
+    long fl = sys::fcntl(fd, F_GETFL);
+    struct stat st;
+    if (fl < 0 || sys::fstat(fd, &st) < 0) return 0;
+    s = k_known | ((fl & O_NONBLOCK) ? k_nonblocking : 0);
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) s |= k_stream;
+    e->store(s, std::memory_order_relaxed);
+    return s;
+}
+
+}  // namespace
+
+bool nonblocking(int fd) noexcept { return state(fd) & k_nonblocking; }
+bool seekable(int fd) noexcept {
+    uint8_t s = state(fd);
+    return !s || !(s & k_stream);
+}
+
+void set_nonblocking(int fd, bool on) noexcept {
+    uint8_t s = state(fd);
+    if (!s) return;
+    if (std::atomic<uint8_t>* e = table().get(fd))
+        e->store(static_cast<uint8_t>(on ? (s | k_nonblocking) : (s & ~k_nonblocking)), std::memory_order_relaxed);
+}
+
+void forget(int fd) noexcept {
+    if (std::atomic<uint8_t>* e = table().find(fd)) e->store(0, std::memory_order_relaxed);
+}
+
+long set_errno(long r) noexcept {
+    if (r >= 0) return r;
+    errno = r == -ECANCELED ? EINTR : static_cast<int>(-r);
+    return -1;
+}
+
+}  // namespace gluon::posix::detail

@@ -1,0 +1,24 @@
+// What the caller of the POSIX facade asked of each fd: blocking or not. The epoll engine sets
+// O_NONBLOCK in the kernel on every fd it waits on, so the kernel's flag cannot say whether
+// the program wants EAGAIN; this table remembers it, from the first call that saw the fd, with
+// whether the fd is seekable.
+#pragma once
+
+namespace gluon::posix::detail {
+
+/// True if calls on fd should not wait (the caller set O_NONBLOCK). An fd seen here for the
+/// first time is asked of the kernel (F_GETFL) before gluon changes its flags.
+bool nonblocking(int fd) noexcept;
+/// False for sockets, pipes and terminals (pread and friends fail with ESPIPE there; io_uring
+/// would read them as streams). Learned with the same first look as nonblocking().
+bool seekable(int fd) noexcept;
+/// Records the caller's wish for fd (at socket, accept4, fcntl F_SETFL).
+void set_nonblocking(int fd, bool on) noexcept;
+/// Forgets fd (at close), so the next fd with its number is asked of the kernel again.
+void forget(int fd) noexcept;
+
+/// Returns r, or -1 with errno = -r (ECANCELED, an interrupted fiber, becomes EINTR). The
+/// last thing every facade function does.
+long set_errno(long r) noexcept;
+
+}  // namespace gluon::posix::detail

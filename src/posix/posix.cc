@@ -1,0 +1,226 @@
+// Sockets, transfers and descriptors of the POSIX facade.
+#include "gluon/posix.h"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstdarg>
+
+#include "fd_state.h"
+#include "gluon/engine/engine.h"
+#include "gluon/runtime/fd.h"
+#include "gluon/runtime/vcpu.h"
+#include "gluon/sys/ops.h"
+
+namespace gluon::posix {
+namespace {
+
+using detail::nonblocking;
+using detail::set_errno;
+using engine::io_op;
+using engine::opcode;
+
+// One operation on fd: through the engine (parking the fiber) when on a vCPU and the caller
+// wants to wait; otherwise the system call itself. A thread that is not a vCPU and finds
+// EAGAIN on an fd it wants blocking (the epoll engine made it O_NONBLOCK) waits in poll(2).
+template <typename Direct>
+long run(int fd, bool dontwait, short events, io_op op, Direct direct) noexcept {
+    const bool wait = !dontwait && !nonblocking(fd);
+    if (wait && is_vcpu()) return run_op(op);
+    for (;;) {
+        long r = direct();
+        if (r != -EAGAIN || !wait) return r;
+        if (long p = sys::poll1(fd, events, -1); p < 0) return p;
+    }
+}
+
+long transfer(opcode c, int fd, void* buf, size_t n, int64_t off, int flags, short events, auto direct) {
+    return run(fd, flags & MSG_DONTWAIT, events, io_op::transfer(c, fd, buf, n, off, flags), direct);
+}
+
+}  // namespace
+
+int socket(int domain, int type, int protocol) noexcept {
+    long fd = sys::socket(domain, type, protocol);
+    if (fd >= 0) detail::set_nonblocking(static_cast<int>(fd), type & SOCK_NONBLOCK);
+    return static_cast<int>(set_errno(fd));
+}
+
+int bind(int fd, const sockaddr* a, socklen_t l) noexcept { return static_cast<int>(set_errno(sys::bind(fd, a, l))); }
+int listen(int fd, int backlog) noexcept { return static_cast<int>(set_errno(sys::listen(fd, backlog))); }
+int shutdown(int fd, int how) noexcept { return static_cast<int>(set_errno(sys::shutdown(fd, how))); }
+
+int accept(int fd, sockaddr* addr, socklen_t* len) noexcept { return posix::accept4(fd, addr, len, 0); }
+
+int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+    long r = run(fd, false, POLLIN, io_op::accept(fd, addr, len, flags),
+                 [&] { return sys::accept(fd, addr, len, flags); });
+    if (r >= 0) detail::set_nonblocking(static_cast<int>(r), flags & SOCK_NONBLOCK);
+    return static_cast<int>(set_errno(r));
+}
+
+int connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
+    if (nonblocking(fd)) return static_cast<int>(set_errno(sys::connect(fd, addr, len)));
+    if (is_vcpu()) {
+        auto op = io_op::connect(fd, addr, len);
+        return static_cast<int>(set_errno(run_op(op)));
+    }
+    long r = sys::connect(fd, addr, len);
+    if (r == -EINPROGRESS) {  // blocking for the caller, O_NONBLOCK in the kernel
+        r = sys::poll1(fd, POLLOUT, -1);
+        if (r >= 0) r = sys::socket_error(fd);
+    }
+    return static_cast<int>(set_errno(r));
+}
+
+ssize_t read(int fd, void* buf, size_t n) noexcept {
+    return set_errno(transfer(opcode::read, fd, buf, n, -1, 0, POLLIN, [&] { return sys::read(fd, buf, n, -1); }));
+}
+
+ssize_t write(int fd, const void* buf, size_t n) noexcept {
+    void* b = const_cast<void*>(buf);
+    return set_errno(transfer(opcode::write, fd, b, n, -1, 0, POLLOUT, [&] { return sys::write(fd, buf, n, -1); }));
+}
+
+ssize_t readv(int fd, const iovec* iov, int cnt) noexcept {
+    return set_errno(run(fd, false, POLLIN, io_op::vectored(opcode::readv, fd, iov, cnt),
+                         [&] { return sys::readv(fd, iov, cnt, -1); }));
+}
+
+ssize_t writev(int fd, const iovec* iov, int cnt) noexcept {
+    return set_errno(run(fd, false, POLLOUT, io_op::vectored(opcode::writev, fd, iov, cnt),
+                         [&] { return sys::writev(fd, iov, cnt, -1); }));
+}
+
+ssize_t pread(int fd, void* buf, size_t n, off_t off) noexcept {
+    if (off < 0) return set_errno(-EINVAL);
+    if (!detail::seekable(fd)) return set_errno(-ESPIPE);
+    return set_errno(transfer(opcode::read, fd, buf, n, off, 0, POLLIN, [&] { return sys::read(fd, buf, n, off); }));
+}
+
+ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) noexcept {
+    if (off < 0) return set_errno(-EINVAL);
+    if (!detail::seekable(fd)) return set_errno(-ESPIPE);
+    void* b = const_cast<void*>(buf);
+    return set_errno(transfer(opcode::write, fd, b, n, off, 0, POLLOUT, [&] { return sys::write(fd, buf, n, off); }));
+}
+
+ssize_t preadv(int fd, const iovec* iov, int cnt, off_t off) noexcept {
+    if (off < 0) return set_errno(-EINVAL);
+    if (!detail::seekable(fd)) return set_errno(-ESPIPE);
+    return set_errno(run(fd, false, POLLIN, io_op::vectored(opcode::readv, fd, iov, cnt, off),
+                         [&] { return sys::readv(fd, iov, cnt, off); }));
+}
+
+ssize_t pwritev(int fd, const iovec* iov, int cnt, off_t off) noexcept {
+    if (off < 0) return set_errno(-EINVAL);
+    if (!detail::seekable(fd)) return set_errno(-ESPIPE);
+    return set_errno(run(fd, false, POLLOUT, io_op::vectored(opcode::writev, fd, iov, cnt, off),
+                         [&] { return sys::writev(fd, iov, cnt, off); }));
+}
+
+ssize_t send(int fd, const void* buf, size_t n, int flags) noexcept {
+    flags |= MSG_NOSIGNAL;
+    void* b = const_cast<void*>(buf);
+    return set_errno(transfer(opcode::send, fd, b, n, -1, flags, POLLOUT, [&] { return sys::send(fd, buf, n, flags); }));
+}
+
+ssize_t recv(int fd, void* buf, size_t n, int flags) noexcept {
+    return set_errno(transfer(opcode::recv, fd, buf, n, -1, flags, POLLIN, [&] { return sys::recv(fd, buf, n, flags); }));
+}
+
+ssize_t sendmsg(int fd, const msghdr* msg, int flags) noexcept {
+    flags |= MSG_NOSIGNAL;
+    auto* m = const_cast<msghdr*>(msg);
+    return set_errno(run(fd, flags & MSG_DONTWAIT, POLLOUT, io_op::message(opcode::sendmsg, fd, m, flags),
+                         [&] { return sys::sendmsg(fd, msg, flags); }));
+}
+
+ssize_t recvmsg(int fd, msghdr* msg, int flags) noexcept {
+    return set_errno(run(fd, flags & MSG_DONTWAIT, POLLIN, io_op::message(opcode::recvmsg, fd, msg, flags),
+                         [&] { return sys::recvmsg(fd, msg, flags); }));
+}
+
+ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) noexcept {
+    if (!to) return posix::send(fd, buf, n, flags);
+    iovec v{const_cast<void*>(buf), n};
+    msghdr m{};
+    m.msg_name = const_cast<sockaddr*>(to);
+    m.msg_namelen = tolen;
+    m.msg_iov = &v;
+    m.msg_iovlen = 1;
+    return posix::sendmsg(fd, &m, flags);
+}
+
+ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) noexcept {
+    if (!from || !fromlen) return posix::recv(fd, buf, n, flags);
+    iovec v{buf, n};
+    msghdr m{};
+    m.msg_name = from;
+    m.msg_namelen = *fromlen;
+    m.msg_iov = &v;
+    m.msg_iovlen = 1;
+    ssize_t r = posix::recvmsg(fd, &m, flags);
+    if (r >= 0) *fromlen = m.msg_namelen;
+    return r;
+}
+
+ssize_t sendfile(int out_fd, int in_fd, off_t* off, size_t count) noexcept {
+    int64_t pos = off ? *off : sys::lseek(in_fd, 0, SEEK_CUR);
+    if (pos < 0) return set_errno(pos);
+    long r;
+    if (is_vcpu() && !nonblocking(out_fd)) {
+        auto n = fd::sendfile(out_fd, in_fd, pos, count);
+        r = n ? static_cast<long>(*n) : -n.error().value();
+    } else {
+        int64_t o = pos;
+        r = sys::sendfile(out_fd, in_fd, &o, count);
+    }
+    if (r > 0) {
+        if (off) *off = static_cast<off_t>(pos + r);
+        else (void)sys::lseek(in_fd, pos + r, SEEK_SET);
+    }
+    return set_errno(r);
+}
+
+int close(int fd) noexcept {
+    detail::forget(fd);
+    auto r = fd::close(fd);
+    return static_cast<int>(set_errno(r ? 0 : -r.error().value()));
+}
+
+int fsync(int fd) noexcept {
+    if (!is_vcpu()) return static_cast<int>(set_errno(sys::fsync(fd, false)));
+    auto r = fd::fsync(fd, false);
+    return static_cast<int>(set_errno(r ? 0 : -r.error().value()));
+}
+
+int fdatasync(int fd) noexcept {
+    if (!is_vcpu()) return static_cast<int>(set_errno(sys::fsync(fd, true)));
+    auto r = fd::fsync(fd, true);
+    return static_cast<int>(set_errno(r ? 0 : -r.error().value()));
+}
+
+int fcntl(int fd, int cmd, ...) noexcept {
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long);
+    va_end(ap);
+    if (cmd == F_GETFL) {
+        const bool nb = nonblocking(fd);
+        long r = sys::fcntl(fd, F_GETFL);
+        if (r >= 0) r = nb ? (r | O_NONBLOCK) : (r & ~long{O_NONBLOCK});
+        return static_cast<int>(set_errno(r));
+    }
+    if (cmd == F_SETFL) {
+        // O_NONBLOCK the engine set stays: clearing it would let a wait block the vCPU.
+        long cur = sys::fcntl(fd, F_GETFL);
+        if (cur < 0) return static_cast<int>(set_errno(cur));
+        long r = sys::fcntl(fd, F_SETFL, arg | (cur & O_NONBLOCK));
+        if (r >= 0) detail::set_nonblocking(fd, arg & O_NONBLOCK);
+        return static_cast<int>(set_errno(r));
+    }
+    return static_cast<int>(set_errno(sys::fcntl(fd, cmd, arg)));
+}
+
+}  // namespace gluon::posix

@@ -1,0 +1,203 @@
+// libgluon_preload.so's mode and its blocking-call interposers: in fiber mode the I/O, waits and
+// sleeps of gluon::posix (which park the calling fiber), fork refused once threads run as
+// fibers, and a one-time warning for calls that still block a whole vCPU (docs/preload.md).
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "gluon/posix.h"
+#include "gluon/runtime/fiber.h"
+#include "preload.h"
+
+namespace gluon::preload {
+namespace {
+
+mode read_mode() {
+    const char* m = std::getenv("GLUON_PRELOAD");
+    if (!m || !*m) return mode::off;
+    if (std::strcmp(m, "fibers") == 0) return mode::fibers;
+    if (std::strcmp(m, "listen") == 0) {
+        std::fprintf(stderr, "gluon preload: GLUON_PRELOAD=listen is not implemented yet; running the program as it is\n");
+        return mode::off;
+    }
+    std::fprintf(stderr, "gluon preload: GLUON_PRELOAD=%s is not a mode (fibers); running the program as it is\n", m);
+    return mode::off;
+}
+
+const mode g_mode = read_mode();
+
+// True when a call made now should go to gluon: fiber mode, from anywhere (off a vCPU the
+// facade is the plain system call, so the program's main thread keeps libc's behaviour).
+bool on() { return g_mode == mode::fibers; }
+
+// A program fiber: the caller is a thread of the program running on a vCPU.
+bool in_fiber() { return on() && is_vcpu() && program_context(); }
+
+}  // namespace
+
+mode current_mode() noexcept { return g_mode; }
+
+void note_vcpu_blocking(const char* name) noexcept {
+    static std::set<std::string>* seen = new std::set<std::string>;
+    static std::mutex mu;
+    internal_scope s;  // the std::mutex is libc's here
+    std::lock_guard lk(mu);
+    if (seen->insert(name).second)
+        std::fprintf(stderr, "gluon preload: %s() is not intercepted and blocks the whole vCPU it runs on "
+                             "(every fiber there waits); see docs/preload.md\n", name);
+}
+
+}  // namespace gluon::preload
+
+using namespace gluon::preload;
+namespace px = gluon::posix;
+
+// errno per fiber: a call that succeeds leaves the caller's errno as it was, whatever other
+// fibers on its vCPU did to the thread's errno while it was parked.
+template <typename F>
+auto keep_errno(F f) {
+    const int saved = errno;
+    auto r = f();
+    if (r >= 0) errno = saved;
+    return r;
+}
+
+#define GLUON_FORWARD(fn, ...) \
+    (on() ? keep_errno([&] { return px::fn(__VA_ARGS__); }) : GLUON_REAL(fn)(__VA_ARGS__))
+
+extern "C" {
+
+int socket(int d, int t, int p) noexcept { return GLUON_FORWARD(socket, d, t, p); }
+int accept(int fd, sockaddr* a, socklen_t* l) { return GLUON_FORWARD(accept, fd, a, l); }
+int accept4(int fd, sockaddr* a, socklen_t* l, int f) { return GLUON_FORWARD(accept4, fd, a, l, f); }
+int connect(int fd, const sockaddr* a, socklen_t l) { return GLUON_FORWARD(connect, fd, a, l); }
+ssize_t read(int fd, void* b, size_t n) { return GLUON_FORWARD(read, fd, b, n); }
+ssize_t write(int fd, const void* b, size_t n) { return GLUON_FORWARD(write, fd, b, n); }
+ssize_t readv(int fd, const iovec* v, int c) { return GLUON_FORWARD(readv, fd, v, c); }
+ssize_t writev(int fd, const iovec* v, int c) { return GLUON_FORWARD(writev, fd, v, c); }
+ssize_t pread(int fd, void* b, size_t n, off_t o) { return GLUON_FORWARD(pread, fd, b, n, o); }
+ssize_t pwrite(int fd, const void* b, size_t n, off_t o) { return GLUON_FORWARD(pwrite, fd, b, n, o); }
+ssize_t pread64(int fd, void* b, size_t n, off_t o) { return GLUON_FORWARD(pread, fd, b, n, o); }
+ssize_t pwrite64(int fd, const void* b, size_t n, off_t o) { return GLUON_FORWARD(pwrite, fd, b, n, o); }
+ssize_t preadv(int fd, const iovec* v, int c, off_t o) { return GLUON_FORWARD(preadv, fd, v, c, o); }
+ssize_t pwritev(int fd, const iovec* v, int c, off_t o) { return GLUON_FORWARD(pwritev, fd, v, c, o); }
+ssize_t preadv64(int fd, const iovec* v, int c, off_t o) { return GLUON_FORWARD(preadv, fd, v, c, o); }
+ssize_t pwritev64(int fd, const iovec* v, int c, off_t o) { return GLUON_FORWARD(pwritev, fd, v, c, o); }
+ssize_t send(int fd, const void* b, size_t n, int f) { return GLUON_FORWARD(send, fd, b, n, f); }
+ssize_t sendto(int fd, const void* b, size_t n, int f, const sockaddr* a, socklen_t l) {
+    return GLUON_FORWARD(sendto, fd, b, n, f, a, l);
+}
+ssize_t sendmsg(int fd, const msghdr* m, int f) { return GLUON_FORWARD(sendmsg, fd, m, f); }
+ssize_t recv(int fd, void* b, size_t n, int f) { return GLUON_FORWARD(recv, fd, b, n, f); }
+ssize_t recvfrom(int fd, void* b, size_t n, int f, sockaddr* a, socklen_t* l) {
+    return GLUON_FORWARD(recvfrom, fd, b, n, f, a, l);
+}
+ssize_t recvmsg(int fd, msghdr* m, int f) { return GLUON_FORWARD(recvmsg, fd, m, f); }
+ssize_t sendfile(int o, int i, off_t* off, size_t n) noexcept { return GLUON_FORWARD(sendfile, o, i, off, n); }
+ssize_t sendfile64(int o, int i, off_t* off, size_t n) noexcept { return GLUON_FORWARD(sendfile, o, i, off, n); }
+int poll(pollfd* f, nfds_t n, int t) { return GLUON_FORWARD(poll, f, n, t); }
+int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* t) { return GLUON_FORWARD(select, n, r, w, e, t); }
+int epoll_wait(int ep, epoll_event* e, int n, int t) { return GLUON_FORWARD(epoll_wait, ep, e, n, t); }
+int close(int fd) { return GLUON_FORWARD(close, fd); }
+int fsync(int fd) { return GLUON_FORWARD(fsync, fd); }
+int fdatasync(int fd) { return GLUON_FORWARD(fdatasync, fd); }
+int nanosleep(const timespec* req, timespec* rem) { return GLUON_FORWARD(nanosleep, req, rem); }
+int usleep(useconds_t us) { return GLUON_FORWARD(usleep, us); }
+unsigned sleep(unsigned s) { return GLUON_FORWARD(sleep, s); }
+
+static int fcntl_any(const char* real_name, int fd, int cmd, long arg) {
+    if (on() && (cmd == F_GETFL || cmd == F_SETFL)) return px::fcntl(fd, cmd, arg);
+    static auto* real_fcntl = gluon::preload::real<int (*)(int, int, ...)>("fcntl");
+    static auto* real_fcntl64 = gluon::preload::real<int (*)(int, int, ...)>("fcntl64");
+    auto* f = std::strcmp(real_name, "fcntl64") == 0 && real_fcntl64 ? real_fcntl64 : real_fcntl;
+    return f(fd, cmd, arg);  // every fcntl command's argument fits in a long
+}
+int fcntl(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long);
+    va_end(ap);
+    return fcntl_any("fcntl", fd, cmd, arg);
+}
+int fcntl64(int fd, int cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long);
+    va_end(ap);
+    return fcntl_any("fcntl64", fd, cmd, arg);
+}
+
+// Name lookups run on the offload pool, asked by a fiber of gluon's own (it may start an
+// offload thread, which must be an OS thread, not a fiber).
+int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** res) {
+    if (!in_fiber()) return GLUON_REAL(getaddrinfo)(node, service, hints, res);
+    int r = EAI_SYSTEM, err = 0;
+    gluon::result<gluon::fiber> f = [&] {
+        internal_scope s;
+        return gluon::spawn([&] {
+            r = px::getaddrinfo(node, service, hints, res);
+            err = errno;
+        });
+    }();
+    if (!f) return EAI_MEMORY;
+    (void)f->join();
+    errno = err;
+    return r;
+}
+
+pid_t fork() {
+    if (on() && started()) {
+        std::fprintf(stderr, "gluon preload: fork() after pthread_create under GLUON_PRELOAD=fibers is refused: "
+                             "the child would have none of the vCPUs its threads run on (fork before "
+                             "creating threads, or run without the preload)\n");
+        errno = ENOSYS;
+        return -1;
+    }
+    return GLUON_REAL(fork)();
+}
+
+// Blocking calls that are not intercepted: passed on, with a warning the first time a fiber
+// makes one.
+#define GLUON_BLOCKS_VCPU(ret, fn, params, args)               \
+    ret fn params {                                            \
+        if (in_fiber()) note_vcpu_blocking(#fn);               \
+        return GLUON_REAL(fn) args;                            \
+    }
+GLUON_BLOCKS_VCPU(int, sem_wait, (sem_t * s), (s))
+GLUON_BLOCKS_VCPU(int, sem_timedwait, (sem_t * s, const timespec* t), (s, t))
+GLUON_BLOCKS_VCPU(int, pthread_rwlock_rdlock, (pthread_rwlock_t * l) noexcept, (l))
+GLUON_BLOCKS_VCPU(int, pthread_rwlock_wrlock, (pthread_rwlock_t * l) noexcept, (l))
+GLUON_BLOCKS_VCPU(int, pthread_barrier_wait, (pthread_barrier_t * b) noexcept, (b))
+GLUON_BLOCKS_VCPU(pid_t, waitpid, (pid_t p, int* st, int o), (p, st, o))
+GLUON_BLOCKS_VCPU(pid_t, wait, (int* st), (st))
+GLUON_BLOCKS_VCPU(int, sigwait, (const sigset_t* s, int* sig), (s, sig))
+GLUON_BLOCKS_VCPU(int, sigsuspend, (const sigset_t* s), (s))
+GLUON_BLOCKS_VCPU(int, pause, (), ())
+GLUON_BLOCKS_VCPU(int, flock, (int fd, int op) noexcept, (fd, op))
+GLUON_BLOCKS_VCPU(int, system, (const char* cmd), (cmd))
+GLUON_BLOCKS_VCPU(int, ppoll, (pollfd * f, nfds_t n, const timespec* t, const sigset_t* m), (f, n, t, m))
+GLUON_BLOCKS_VCPU(int, epoll_pwait, (int ep, epoll_event* e, int n, int t, const sigset_t* m), (ep, e, n, t, m))
+GLUON_BLOCKS_VCPU(int, pselect, (int n, fd_set* r, fd_set* w, fd_set* e, const timespec* t, const sigset_t* m),
+                  (n, r, w, e, t, m))
+GLUON_BLOCKS_VCPU(int, clock_nanosleep, (clockid_t c, int f, const timespec* t, timespec* rem), (c, f, t, rem))
+
+}  // extern "C"

@@ -1,0 +1,45 @@
+// libgluon_preload.so's shared state (docs/preload.md). Private to src/preload.
+#pragma once
+
+#include <dlfcn.h>
+
+#include "gluon/runtime/runtime.h"
+
+namespace gluon::preload {
+
+enum class mode { off, fibers, listen };
+/// GLUON_PRELOAD, read once.
+mode current_mode() noexcept;
+
+/// The vCPUs program threads run on, started by the first pthread_create (so a program that
+/// forks before making threads, as daemons do, forks a plain process). nullptr before.
+runtime* started() noexcept;
+runtime* start_runtime() noexcept;
+
+/// True where the program's own code runs: its main thread and other threads gluon did not
+/// make, and the fibers that stand for its threads. Elsewhere (vCPU schedulers, the offload
+/// pool, gluon's own fibers) pthread calls are passed to libc, so gluon's std::mutex and
+/// std::thread keep their usual meaning.
+bool program_context() noexcept;
+
+/// Marks a stretch of gluon code called from program context that must see libc's pthreads
+/// (creating fibers takes gluon's own locks). It must not park: the mark is per thread.
+struct internal_scope {
+    internal_scope() noexcept;
+    ~internal_scope();
+};
+
+/// Logs `name` once per process as a call that blocks the whole vCPU when made from a fiber.
+void note_vcpu_blocking(const char* name) noexcept;
+
+/// libc's definition of a symbol this library interposes.
+template <typename F>
+F real(const char* name) noexcept {
+    return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+#define GLUON_REAL(fn) ([] {                                                             \
+    static auto p = ::gluon::preload::real<decltype(&::fn)>(#fn);                          \
+    return p;                                                                              \
+}())
+
+}  // namespace gluon::preload

@@ -1,0 +1,333 @@
+// Fiber mode's threads: pthread_create starts a fiber on a vCPU, and pthread join, mutexes and
+// condition variables park fibers instead of threads (docs/preload.md).
+#include <pthread.h>
+#include <setjmp.h>
+#include <time.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/fiber_local.h"
+#include "gluon/sync/condition_variable.h"
+#include "gluon/sync/mutex.h"
+#include "gluon/sys/proc.h"
+#include "preload.h"
+
+namespace gluon::preload {
+namespace {
+
+thread_local bool t_gluon_thread = false;  // made by gluon (a vCPU, an offload thread)
+thread_local int t_internal = 0;
+std::atomic<runtime*> g_rt{nullptr};
+size_t g_key = 0;  // fiber-local slot: the pthread a fiber stands for
+
+// A thread of the program, run as a fiber. Its pthread_t is its address with the low bit set,
+// which no pthread_t of libc's (an aligned struct pointer) has.
+struct pfiber {
+    void* (*fn)(void*);
+    void* arg;
+    void* ret = nullptr;
+    std::atomic<int> refs;  // the fiber's, and the handle's until joined or detached
+    gluon::mutex mu;
+    gluon::condition_variable cv;
+    bool done = false;
+    jmp_buf exit_to;
+};
+
+pthread_t encode(pfiber* h) { return reinterpret_cast<pthread_t>(h) | 1; }
+bool ours(pthread_t t) { return t & 1; }
+pfiber* decode(pthread_t t) { return reinterpret_cast<pfiber*>(t & ~pthread_t{1}); }
+void unref(pfiber* h) {
+    if (h->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete h;
+}
+
+pfiber* current_pfiber() {
+    if (!t_gluon_thread || !g_rt.load(std::memory_order_acquire) || !is_vcpu()) return nullptr;
+    return static_cast<pfiber*>(detail::fls_slot(g_key));
+}
+
+void run_pfiber(pfiber* h) {
+    detail::fls_slot(g_key) = h;
+    this_fiber::set_name("pthread");
+    if (setjmp(h->exit_to) == 0) h->ret = h->fn(h->arg);
+    detail::fls_slot(g_key) = nullptr;  // what follows is gluon's, not the program's
+    {
+        std::lock_guard lk(h->mu);
+        h->done = true;
+    }
+    h->cv.notify_all();
+    unref(h);
+}
+
+unsigned vcpu_count() {
+    if (const char* e = std::getenv("GLUON_VCPUS")) {
+        char* end = nullptr;
+        unsigned long n = std::strtoul(e, &end, 10);
+        if (end != e && *end == '\0' && n > 0 && n <= 1024) return static_cast<unsigned>(n);
+        std::fprintf(stderr, "gluon preload: GLUON_VCPUS=%s is not a count from 1 to 1024; using the CPUs allowed\n", e);
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+    return 1;
+}
+
+// Threads gluon starts (vCPUs, the offload pool) come through pthread_create outside program
+// context; they are marked so their pthread calls stay libc's.
+struct trampoline {
+    void* (*fn)(void*);
+    void* arg;
+};
+void* run_gluon_thread(void* p) {
+    trampoline t = *static_cast<trampoline*>(p);
+    delete static_cast<trampoline*>(p);
+    t_gluon_thread = true;
+    return t.fn(t.arg);
+}
+
+// ---- mutexes and condition variables: a gluon object hung off the program's storage ---------------
+
+struct pmutex {
+    bool recursive = false;
+    gluon::mutex m;
+    gluon::recursive_mutex rm;
+};
+struct pcond {
+    gluon::condition_variable cv;
+    clockid_t clock = CLOCK_REALTIME;
+};
+
+// glibc's x86-64 pthread_mutex_t: __kind at 16, the robust list (unused by other kinds) at 24.
+static_assert(sizeof(pthread_mutex_t) >= 32 && sizeof(pthread_cond_t) >= 8);
+void** mutex_slot(pthread_mutex_t* m) { return reinterpret_cast<void**>(reinterpret_cast<char*>(m) + 24); }
+void** cond_slot(pthread_cond_t* c) { return reinterpret_cast<void**>(c); }
+
+template <typename T, typename Init>
+T* lazily(void** slot, Init init) {
+    if (void* p = __atomic_load_n(slot, __ATOMIC_ACQUIRE)) return static_cast<T*>(p);
+    T* fresh = new T;
+    init(*fresh);
+    void* expected = nullptr;
+    if (!__atomic_compare_exchange_n(slot, &expected, fresh, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        delete fresh;
+        return static_cast<T*>(expected);
+    }
+    return fresh;
+}
+
+pmutex* get(pthread_mutex_t* m) {
+    return lazily<pmutex>(mutex_slot(m), [m](pmutex& p) {
+        int kind = *reinterpret_cast<int*>(reinterpret_cast<char*>(m) + 16) & 3;
+        p.recursive = kind == PTHREAD_MUTEX_RECURSIVE;
+    });
+}
+pcond* get(pthread_cond_t* c) {
+    return lazily<pcond>(cond_slot(c), [](pcond&) {});
+}
+
+duration until(clockid_t clock, const timespec* abstime) {
+    timespec now;
+    clock_gettime(clock, &now);
+    int64_t ns = (abstime->tv_sec - now.tv_sec) * 1'000'000'000LL + (abstime->tv_nsec - now.tv_nsec);
+    return duration(ns > 0 ? ns : 0);
+}
+
+}  // namespace
+
+internal_scope::internal_scope() noexcept { ++t_internal; }
+internal_scope::~internal_scope() { --t_internal; }
+
+bool program_context() noexcept {
+    if (t_internal) return false;
+    if (!t_gluon_thread) return true;
+    return current_pfiber() != nullptr;
+}
+
+runtime* started() noexcept { return g_rt.load(std::memory_order_acquire); }
+
+runtime* start_runtime() noexcept {
+    static runtime* rt = [] {
+        internal_scope s;
+        g_key = detail::fls_new_key(nullptr);
+        runtime_options o;
+        o.vcpus = vcpu_count();
+        o.pin = false;  // inside whatever CPU set the program was started with
+        o.vcpu.log_engine = false;
+        auto r = runtime::start(o);
+        if (!r) {
+            std::fprintf(stderr, "gluon preload: cannot start %u vCPUs: %s\n", o.vcpus, r.error().message().c_str());
+            std::abort();
+        }
+        runtime* p = r->release();  // lives until the process exits
+        g_rt.store(p, std::memory_order_release);
+        return p;
+    }();
+    return rt;
+}
+
+}  // namespace gluon::preload
+
+using namespace gluon::preload;
+
+extern "C" {
+
+int pthread_create(pthread_t* thr, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
+    if (current_mode() != mode::fibers || !program_context()) {
+        auto* t = new trampoline{fn, arg};
+        int r = GLUON_REAL(pthread_create)(thr, attr, run_gluon_thread, t);
+        if (r != 0) delete t;
+        return r;
+    }
+    gluon::runtime* rt = start_runtime();
+    int detached = PTHREAD_CREATE_JOINABLE;
+    if (attr) pthread_attr_getdetachstate(attr, &detached);
+    auto* h = new pfiber{fn, arg};
+    h->refs.store(detached == PTHREAD_CREATE_DETACHED ? 1 : 2, std::memory_order_relaxed);
+    static std::atomic<unsigned> next{0};
+    const unsigned i = next.fetch_add(1, std::memory_order_relaxed) % rt->size();
+    {
+        internal_scope s;
+        if (!rt->post(i, [h] { run_pfiber(h); })) {
+            delete h;
+            return EAGAIN;
+        }
+    }
+    *thr = encode(h);
+    return 0;
+}
+
+int pthread_join(pthread_t t, void** ret) {
+    if (!ours(t)) return GLUON_REAL(pthread_join)(t, ret);
+    pfiber* h = decode(t);
+    if (h == current_pfiber()) return EDEADLK;
+    const int saved = errno;
+    {
+        std::unique_lock lk(h->mu);
+        h->cv.wait(lk, [h] { return h->done; });
+    }
+    if (ret) *ret = h->ret;
+    unref(h);
+    errno = saved;
+    return 0;
+}
+
+int pthread_detach(pthread_t t) noexcept {
+    if (!ours(t)) return GLUON_REAL(pthread_detach)(t);
+    unref(decode(t));
+    return 0;
+}
+
+pthread_t pthread_self() noexcept {
+    if (pfiber* h = current_pfiber()) return encode(h);
+    return GLUON_REAL(pthread_self)();
+}
+
+void pthread_exit(void* ret) {
+    if (pfiber* h = current_pfiber()) {
+        h->ret = ret;
+        longjmp(h->exit_to, 1);  // to run_pfiber; C frames only (no unwinding)
+    }
+    GLUON_REAL(pthread_exit)(ret);
+    __builtin_unreachable();
+}
+
+// Calls that would act on the vCPU's OS thread: refused for a fiber's pthread_t.
+int pthread_setname_np(pthread_t t, const char* name) noexcept {
+    if (!ours(t)) return GLUON_REAL(pthread_setname_np)(t, name);
+    return 0;
+}
+int pthread_kill(pthread_t t, int sig) noexcept {
+    if (!ours(t)) return GLUON_REAL(pthread_kill)(t, sig);
+    std::fprintf(stderr, "gluon preload: pthread_kill on a thread run as a fiber is not supported\n");
+    return ENOTSUP;
+}
+int pthread_cancel(pthread_t t) {
+    if (!ours(t)) return GLUON_REAL(pthread_cancel)(t);
+    std::fprintf(stderr, "gluon preload: pthread_cancel on a thread run as a fiber is not supported\n");
+    return ENOTSUP;
+}
+
+int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) noexcept {
+    int r = GLUON_REAL(pthread_mutex_init)(m, a);
+    *mutex_slot(m) = nullptr;
+    return r;
+}
+int pthread_mutex_destroy(pthread_mutex_t* m) noexcept {
+    if (void* p = __atomic_exchange_n(mutex_slot(m), nullptr, __ATOMIC_ACQ_REL)) delete static_cast<pmutex*>(p);
+    return GLUON_REAL(pthread_mutex_destroy)(m);
+}
+int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
+    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_mutex_lock)(m);
+    const int saved = errno;
+    pmutex* p = get(m);
+    p->recursive ? p->rm.lock() : p->m.lock();
+    errno = saved;
+    return 0;
+}
+int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
+    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_mutex_trylock)(m);
+    pmutex* p = get(m);
+    return (p->recursive ? p->rm.try_lock() : p->m.try_lock()) ? 0 : EBUSY;
+}
+int pthread_mutex_timedlock(pthread_mutex_t* m, const timespec* abstime) noexcept {
+    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_mutex_timedlock)(m, abstime);
+    pmutex* p = get(m);
+    const gluon::duration d = until(CLOCK_REALTIME, abstime);
+    auto r = p->recursive ? p->rm.lock_for(d, false) : p->m.lock_for(d, false);
+    return r ? 0 : ETIMEDOUT;
+}
+int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
+    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_mutex_unlock)(m);
+    pmutex* p = get(m);
+    p->recursive ? p->rm.unlock() : p->m.unlock();
+    return 0;
+}
+
+int pthread_cond_init(pthread_cond_t* c, const pthread_condattr_t* a) noexcept {
+    int r = GLUON_REAL(pthread_cond_init)(c, a);
+    *cond_slot(c) = nullptr;
+    if (current_mode() == mode::fibers && a) {
+        clockid_t clock = CLOCK_REALTIME;
+        pthread_condattr_getclock(a, &clock);
+        gluon::preload::get(c)->clock = clock;
+    }
+    return r;
+}
+int pthread_cond_destroy(pthread_cond_t* c) noexcept {
+    if (current_mode() != mode::fibers) return GLUON_REAL(pthread_cond_destroy)(c);
+    if (void* p = __atomic_exchange_n(cond_slot(c), nullptr, __ATOMIC_ACQ_REL)) delete static_cast<pcond*>(p);
+    return 0;
+}
+int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
+    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_cond_wait)(c, m);
+    const int saved = errno;
+    pmutex* p = get(m);
+    p->recursive ? get(c)->cv.wait(p->rm) : get(c)->cv.wait(p->m);
+    errno = saved;
+    return 0;
+}
+int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abstime) {
+    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_cond_timedwait)(c, m, abstime);
+    pmutex* p = get(m);
+    pcond* pc = get(c);
+    const gluon::duration d = until(pc->clock, abstime);
+    auto st = p->recursive ? pc->cv.wait_for(p->rm, d) : pc->cv.wait_for(p->m, d);
+    return st == std::cv_status::timeout ? ETIMEDOUT : 0;
+}
+int pthread_cond_signal(pthread_cond_t* c) noexcept {
+    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_cond_signal)(c);
+    get(c)->cv.notify_one();
+    return 0;
+}
+int pthread_cond_broadcast(pthread_cond_t* c) noexcept {
+    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_cond_broadcast)(c);
+    get(c)->cv.notify_all();
+    return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,345 @@
+#include "gluon/posix.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gluon/runtime/fd.h"
+#include "gluon/runtime/fiber.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A listening TCP socket on a free loopback port, a connected client and the accepted peer.
+struct tcp_pair {
+    int listener = -1, client = -1, server = -1;
+    sockaddr_in addr{};
+    tcp_pair() {
+        listener = posix::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof addr;
+        EXPECT_EQ(posix::bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
+        EXPECT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+        EXPECT_EQ(posix::listen(listener, 16), 0);
+        client = posix::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        EXPECT_EQ(posix::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << strerror(errno);
+        server = posix::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        EXPECT_GE(server, 0) << strerror(errno);
+    }
+    ~tcp_pair() {
+        for (int fd : {listener, client, server})
+            if (fd >= 0) posix::close(fd);
+    }
+};
+
+// ---- one table, two APIs: each case fails the same way through posix:: (-1 and errno) and
+// through the result<T> API (gluon::fd) --------------------------------------------------------
+
+struct error_case {
+    const char* name;
+    int expected;
+    std::function<void(tcp_pair&)> setup;      // may be empty
+    std::function<long(tcp_pair&)> posix_call;  // returns -1 and sets errno
+    std::function<int(tcp_pair&)> result_call;  // returns the error_code's value; empty: posix only
+};
+
+template <typename T>
+int err(const result<T>& r) {
+    return r ? 0 : r.error().value();
+}
+
+const int k_closed_fd = 1 << 14;  // above anything a test opens
+
+std::vector<error_case> error_cases() {
+    static char buf[64];
+    return {
+        {"read_bad_fd", EBADF, {},
+         [](tcp_pair&) { return long{posix::read(k_closed_fd, buf, sizeof buf)}; },
+         [](tcp_pair&) { return err(fd::read_some(k_closed_fd, buf, sizeof buf)); }},
+        {"write_bad_fd", EBADF, {},
+         [](tcp_pair&) { return long{posix::write(k_closed_fd, buf, 1)}; },
+         [](tcp_pair&) { return err(fd::write_some(k_closed_fd, buf, 1)); }},
+        {"send_after_shutdown", EPIPE, [](tcp_pair& p) { ASSERT_EQ(posix::shutdown(p.client, SHUT_WR), 0); },
+         [](tcp_pair& p) { return long{posix::send(p.client, buf, 1, 0)}; },
+         [](tcp_pair& p) { return err(fd::send_some(p.client, buf, 1)); }},
+        {"accept_not_listening", EINVAL, {},
+         [](tcp_pair& p) { return long{posix::accept(p.client, nullptr, nullptr)}; },
+         [](tcp_pair& p) { return err(fd::accept(p.client)); }},
+        {"connect_refused", ECONNREFUSED,
+         // Stops p.listener listening; its port stays bound, so no one else can take it.
+         [](tcp_pair& p) { ASSERT_EQ(posix::shutdown(p.listener, SHUT_RD), 0); },
+         [](tcp_pair& p) {
+             int s = posix::socket(AF_INET, SOCK_STREAM, 0);
+             long r = posix::connect(s, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr);
+             int e = errno;
+             posix::close(s);
+             errno = e;
+             return r;
+         },
+         [](tcp_pair& p) {
+             int s = posix::socket(AF_INET, SOCK_STREAM, 0);
+             int e = err(fd::connect(s, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr));
+             posix::close(s);
+             return e;
+         }},
+        {"recv_on_pipe", ENOTSOCK, {},
+         [](tcp_pair&) {
+             int fds[2];
+             EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+             EXPECT_EQ(posix::write(fds[1], "x", 1), 1);
+             long r = posix::recv(fds[0], buf, 1, 0);
+             int e = errno;
+             posix::close(fds[0]);
+             posix::close(fds[1]);
+             errno = e;
+             return r;
+         },
+         [](tcp_pair&) {
+             int fds[2];
+             EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+             EXPECT_TRUE(fd::write_all(fds[1], "x", 1));
+             int e = err(fd::recv_some(fds[0], buf, 1));
+             posix::close(fds[0]);
+             posix::close(fds[1]);
+             return e;
+         }},
+        {"pread_on_socket", ESPIPE, {},
+         // fd::pread leaves the check to the kernel, and io_uring reads a socket as a stream.
+         [](tcp_pair& p) { return long{posix::pread(p.client, buf, 1, 0)}; }, {}},
+    };
+}
+
+class posix_test : public test::engine_test {};
+GLUON_ENGINE_TEST_SUITE(posix_test);
+
+TEST_P(posix_test, shared_error_table) {
+    for (const error_case& c : error_cases()) {
+        SCOPED_TRACE(c.name);
+        {
+            tcp_pair p;
+            if (c.setup) c.setup(p);
+            errno = 0;
+            EXPECT_EQ(c.posix_call(p), -1);
+            EXPECT_EQ(errno, c.expected) << strerror(errno);
+        }
+        if (c.result_call) {
+            tcp_pair p;
+            if (c.setup) c.setup(p);
+            EXPECT_EQ(c.result_call(p), c.expected);
+        }
+    }
+}
+
+TEST_P(posix_test, echo_through_every_transfer_call) {
+    tcp_pair p;
+    auto srv = spawn([&] {
+        char b[256];
+        ssize_t n = posix::read(p.server, b, sizeof b);
+        ASSERT_EQ(n, 5);
+        ASSERT_EQ(posix::write(p.server, b, 5), 5);
+        iovec v[2] = {{b, 2}, {b + 2, 3}};
+        ASSERT_EQ(posix::readv(p.server, v, 2), 5);
+        ASSERT_EQ(posix::writev(p.server, v, 2), 5);
+        ASSERT_EQ(posix::recv(p.server, b, sizeof b, 0), 5);
+        ASSERT_EQ(posix::send(p.server, b, 5, 0), 5);
+        msghdr m{};
+        iovec one{b, sizeof b};
+        m.msg_iov = &one;
+        m.msg_iovlen = 1;
+        ASSERT_EQ(posix::recvmsg(p.server, &m, 0), 5);
+        one.iov_len = 5;
+        ASSERT_EQ(posix::sendmsg(p.server, &m, 0), 5);
+        sockaddr_in from{};
+        socklen_t fl = sizeof from;
+        ASSERT_EQ(posix::recvfrom(p.server, b, sizeof b, 0, reinterpret_cast<sockaddr*>(&from), &fl), 5);
+        ASSERT_EQ(posix::sendto(p.server, b, 5, 0, nullptr, 0), 5);
+    });
+    for (int i = 0; i < 5; ++i) {
+        char b[8] = {};
+        ASSERT_EQ(posix::send(p.client, "hello", 5, 0), 5);
+        size_t got = 0;
+        while (got < 5) {
+            ssize_t n = posix::recv(p.client, b + got, 5 - got, 0);
+            ASSERT_GT(n, 0);
+            got += static_cast<size_t>(n);
+        }
+        EXPECT_STREQ(b, "hello");
+    }
+    ASSERT_TRUE(srv->join());
+}
+
+// A read with nothing to read parks only its fiber: the writer on the same vCPU still runs.
+TEST_P(posix_test, blocking_read_parks_only_the_fiber) {
+    tcp_pair p;
+    char b[4] = {};
+    auto reader = spawn([&] { EXPECT_EQ(posix::read(p.server, b, 3), 3); });
+    this_fiber::yield();  // the reader is parked now
+    EXPECT_EQ(posix::write(p.client, "abc", 3), 3);
+    ASSERT_TRUE(reader->join());
+    EXPECT_STREQ(b, "abc");
+}
+
+TEST_P(posix_test, nonblocking_sockets_keep_eagain) {
+    tcp_pair p;
+    char b[4];
+    EXPECT_EQ(posix::recv(p.server, b, sizeof b, MSG_DONTWAIT), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    int fl = posix::fcntl(p.server, F_GETFL);
+    ASSERT_GE(fl, 0);
+    EXPECT_FALSE(fl & O_NONBLOCK);  // whatever the engine did to the kernel's flag
+    ASSERT_EQ(posix::fcntl(p.server, F_SETFL, fl | O_NONBLOCK), 0);
+    EXPECT_TRUE(posix::fcntl(p.server, F_GETFL) & O_NONBLOCK);
+    EXPECT_EQ(posix::read(p.server, b, sizeof b), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    int nb = posix::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    errno = 0;
+    EXPECT_EQ(posix::connect(nb, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr), -1);
+    EXPECT_EQ(errno, EINPROGRESS);
+    EXPECT_GE(posix::accept4(p.listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC), 0);
+    posix::close(nb);
+}
+
+TEST_P(posix_test, poll_select_and_epoll_wait_park_until_ready) {
+    tcp_pair a, b;
+    pollfd fds[2] = {{a.server, POLLIN, 0}, {b.server, POLLIN, 0}};
+    EXPECT_EQ(posix::poll(fds, 2, 10), 0);  // times out, nothing ready
+    auto writer = spawn([&] { EXPECT_EQ(posix::write(b.client, "x", 1), 1); });
+    EXPECT_EQ(posix::poll(fds, 2, -1), 1);
+    EXPECT_EQ(fds[0].revents, 0);
+    EXPECT_TRUE(fds[1].revents & POLLIN);
+    ASSERT_TRUE(writer->join());
+
+    fd_set rd;
+    FD_ZERO(&rd);
+    FD_SET(a.server, &rd);
+    FD_SET(b.server, &rd);
+    EXPECT_EQ(posix::select(std::max(a.server, b.server) + 1, &rd, nullptr, nullptr, nullptr), 1);
+    EXPECT_TRUE(FD_ISSET(b.server, &rd));
+    EXPECT_FALSE(FD_ISSET(a.server, &rd));
+
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = a.server;
+    ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, a.server, &ev), 0);
+    epoll_event out[4];
+    EXPECT_EQ(posix::epoll_wait(ep, out, 4, 10), 0);
+    auto writer2 = spawn([&] { EXPECT_EQ(posix::write(a.client, "y", 1), 1); });
+    ASSERT_EQ(posix::epoll_wait(ep, out, 4, -1), 1);
+    EXPECT_EQ(out[0].data.fd, a.server);
+    ASSERT_TRUE(writer2->join());
+    posix::close(ep);
+}
+
+// errno is the caller's own even when another fiber failed differently while it was parked.
+TEST_P(posix_test, errno_is_set_right_before_returning) {
+    timespec rem{};
+    int seen = 0;
+    auto sleeper = spawn([&] {
+        timespec t{30, 0};
+        EXPECT_EQ(posix::nanosleep(&t, &rem), -1);
+        seen = errno;
+    });
+    this_fiber::yield();
+    EXPECT_EQ(posix::close(-1), -1);  // EBADF on this thread, while the sleeper is parked
+    ASSERT_TRUE(sleeper->interrupt());
+    ASSERT_TRUE(sleeper->join());
+    EXPECT_EQ(seen, EINTR);
+    EXPECT_GT(rem.tv_sec, 20);
+    EXPECT_EQ(posix::usleep(1000), 0);
+    EXPECT_EQ(posix::sleep(0), 0u);
+    timespec bad{0, 2'000'000'000L};
+    EXPECT_EQ(posix::nanosleep(&bad, nullptr), -1);
+    EXPECT_EQ(errno, EINVAL);
+}
+
+TEST_P(posix_test, files_sendfile_and_fsync) {
+    char path[] = "/tmp/gluon-posix-XXXXXX";
+    int f = mkstemp(path);
+    ASSERT_GE(f, 0);
+    unlink(path);
+    std::string data(100000, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+    ASSERT_EQ(posix::pwrite(f, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+    EXPECT_EQ(posix::fsync(f), 0);
+    EXPECT_EQ(posix::fdatasync(f), 0);
+    char b[10];
+    EXPECT_EQ(posix::pread(f, b, sizeof b, 5), 10);
+    EXPECT_EQ(std::memcmp(b, data.data() + 5, 10), 0);
+    iovec v{b, sizeof b};
+    EXPECT_EQ(posix::preadv(f, &v, 1, 7), 10);
+    EXPECT_EQ(std::memcmp(b, data.data() + 7, 10), 0);
+    EXPECT_EQ(posix::pwritev(f, &v, 1, 0), 10);
+    EXPECT_EQ(posix::pwrite(f, data.data(), 10, 0), 10);
+
+    tcp_pair p;
+    ASSERT_EQ(lseek(f, 0, SEEK_SET), 0);
+    std::string got(data.size(), '\0');
+    auto reader = spawn([&] {
+        size_t n = 0;
+        while (n < got.size()) {
+            ssize_t r = posix::read(p.client, got.data() + n, got.size() - n);
+            ASSERT_GT(r, 0);
+            n += static_cast<size_t>(r);
+        }
+    });
+    size_t sent = 0;
+    while (sent < data.size()) {
+        ssize_t r = posix::sendfile(p.server, f, nullptr, data.size() - sent);  // the file position advances
+        ASSERT_GT(r, 0) << strerror(errno);
+        sent += static_cast<size_t>(r);
+    }
+    EXPECT_EQ(lseek(f, 0, SEEK_CUR), static_cast<off_t>(data.size()));
+    ASSERT_TRUE(reader->join());
+    EXPECT_EQ(got, data);
+    off_t off = 10;
+    EXPECT_EQ(posix::sendfile(p.server, f, &off, 5), 5);
+    EXPECT_EQ(off, 15);
+    posix::close(f);
+}
+
+TEST_P(posix_test, getaddrinfo_is_offloaded) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    ASSERT_EQ(posix::getaddrinfo("localhost", "80", &hints, &res), 0);
+    ASSERT_NE(res, nullptr);
+    EXPECT_EQ(reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_port, htons(80));
+    freeaddrinfo(res);
+    hints.ai_flags = AI_NUMERICHOST;
+    EXPECT_EQ(posix::getaddrinfo("not-a-number", "80", &hints, &res), EAI_NONAME);
+}
+
+// Outside a vCPU every call is the plain system call, blocking the thread as libc's would.
+TEST(posix_thread, plain_threads_block_as_libc) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    ASSERT_EQ(posix::write(sv[0], "hi", 2), 2);
+    char b[2];
+    ASSERT_EQ(posix::read(sv[1], b, 2), 2);
+    pollfd pf{sv[1], POLLIN, 0};
+    EXPECT_EQ(posix::poll(&pf, 1, 0), 0);
+    EXPECT_EQ(posix::read(-1, b, 1), -1);
+    EXPECT_EQ(errno, EBADF);
+    EXPECT_EQ(posix::close(sv[0]), 0);
+    EXPECT_EQ(posix::read(sv[1], b, 2), 0);
+    EXPECT_EQ(posix::close(sv[1]), 0);
+}
+
+}  // namespace
+}  // namespace gluon

@@ -1,0 +1,81 @@
+/* Plain C threads (no gluon) exercising what fiber mode must keep: create and join, exit
+ * values, mutexes, condition variables, sleeps, pthread_self, and errno per thread across a
+ * sleep while other threads fail with other errors. Prints "threads N" (the OS threads of the
+ * process while 100 of its threads are alive) and exits 0 if every check held. With argument
+ * "fork", also reports what fork() does once threads exist. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define N 100
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int arrived, released, counter, failures;
+static pthread_t selves[N];
+
+static int os_threads(void) {
+    FILE* f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1) break;
+    if (f) fclose(f);
+    return n;
+}
+
+static void* worker(void* arg) {
+    int i = (int)(intptr_t)arg;
+    selves[i] = pthread_self();
+    /* My own errno: EBADF or ENOTSOCK, which must survive a sleep while others set theirs. */
+    char b;
+    if (i % 2) read(-1, &b, 1);
+    else recv(STDIN_FILENO, &b, 1, MSG_DONTWAIT);
+    int mine = errno;
+    usleep(1000);
+    if (errno != mine) __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&mu);
+    ++counter;
+    ++arrived;
+    pthread_cond_broadcast(&cv);
+    while (!released) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    if (i == 7) pthread_exit((void*)(intptr_t)(1000 + i));
+    return (void*)(intptr_t)(1000 + i);
+}
+
+int main(int argc, char** argv) {
+    pthread_t t[N];
+    for (int i = 0; i < N; ++i)
+        if (pthread_create(&t[i], NULL, worker, (void*)(intptr_t)i) != 0) return 10;
+    pthread_mutex_lock(&mu);
+    while (arrived < N) pthread_cond_wait(&cv, &mu);
+    printf("threads %d\n", os_threads());
+    released = 1;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < N; ++i) {
+        void* ret = NULL;
+        if (pthread_join(t[i], &ret) != 0 || (intptr_t)ret != 1000 + i) return 11;
+        for (int j = 0; j < i; ++j)
+            if (pthread_equal(selves[i], selves[j])) return 12;
+    }
+    if (counter != N) return 13;
+    if (failures) {
+        fprintf(stderr, "errno changed across a sleep in %d threads\n", failures);
+        return 14;
+    }
+    if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+        pid_t p = fork();
+        if (p == 0) _exit(0);
+        if (p > 0) waitpid(p, NULL, 0);
+        printf("fork %s\n", p < 0 ? strerror(errno) : "ok");
+    }
+    printf("ok\n");
+    return 0;
+}
