@@ -6,6 +6,7 @@
 #include "exchange.h"
 #include "gluon/common/log.h"
 #include "gluon/net/socket.h"
+#include "gluon/runtime/fd.h"
 #include "gluon/sys/ops.h"
 
 namespace gluon::http {
@@ -138,7 +139,10 @@ void response::trailer(std::string_view name, std::string_view value) {
 }
 
 void response::release() noexcept {
-    if (file_fd_ >= 0 && own_fd_) (void)sys::close(file_fd_);
+    // Through the runtime: sending the file may have read it through the vCPU's engine (a TLS
+    // stream has no sendfile), and the epoll engine would keep that state for the next fd of
+    // the same number (a socket then never registered, its reads never woken).
+    if (file_fd_ >= 0 && own_fd_) (void)fd::close(file_fd_);
     file_fd_ = -1;
     own_fd_ = false;
     body_owner_.reset();
