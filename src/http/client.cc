@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <map>
@@ -284,15 +285,23 @@ struct client::impl {
         out.headers.clear();
         for (size_t i = 0; i < h.header_count; ++i) out.headers.emplace_back(h.headers[i].name, h.headers[i].value);
         out.body.clear();
+        out.body_length = 0;
+        if (req.on_head && !req.on_head(out)) return errno_error(ECANCELED);
 
         // The body.
         uint64_t got = 0;
+        // A redirect's body is not the one the caller's buffer is for.
+        char* sink = on_body || (h.status >= 300 && h.status < 400) ? nullptr : req.body_into;
+        const uint64_t sink_cap = req.body_into_size;
         auto deliver = [&](std::string_view piece) -> result<void> {
+            if (sink && got + piece.size() > sink_cap) return errno_error(EMSGSIZE);
+            if (sink) std::memcpy(sink + got, piece.data(), piece.size());
             got += piece.size();
+            out.body_length = got;
             if (got > opts.max_body_bytes) return errno_error(EMSGSIZE);
             if (on_body) {
                 if (!(*on_body)(piece)) return errno_error(ECANCELED);
-            } else {
+            } else if (!sink) {
                 out.body.append(piece);
             }
             return {};
@@ -310,7 +319,8 @@ struct client::impl {
             return n;
         };
         if (h.body == framing::length) {
-            if (h.content_length > opts.max_body_bytes) return errno_error(EMSGSIZE);
+            if (h.content_length > opts.max_body_bytes || (sink && h.content_length > sink_cap))
+                return errno_error(EMSGSIZE);
             uint64_t left = h.content_length;
             size_t take = have - pos < left ? have - pos : static_cast<size_t>(left);
             GLUON_TRY(deliver({rb + pos, take}));
@@ -318,13 +328,20 @@ struct client::impl {
             left -= take;
             if (!on_body && left > 0) {
                 // The rest goes straight into the body: no copy through the receive buffer.
-                size_t at_ = out.body.size();
-                out.body.resize(at_ + left);
+                char* end;
+                if (sink) {
+                    end = sink + got + left;
+                } else {
+                    size_t at_ = out.body.size();
+                    out.body.resize(at_ + left);
+                    end = out.body.data() + out.body.size();
+                }
                 while (left > 0) {
-                    auto n = GLUON_TRY(s.read_some(out.body.data() + out.body.size() - left, left, min_left(rt, total)));
+                    auto n = GLUON_TRY(s.read_some(end - left, left, min_left(rt, total)));
                     if (n == 0) return errno_error(ENODATA);
                     left -= n;
                     got += n;
+                    out.body_length = got;
                 }
             }
             while (left > 0) {
@@ -357,6 +374,7 @@ struct client::impl {
 
     result<client_response> send(const client_request& req, const std::function<bool(std::string_view)>* on_body) {
         deadline_t total = deadline_after(opts.total_timeout);
+        if (req.timeout != forever) total = std::min(total, deadline_after(req.timeout));
         url u;
         std::string key;
         {  // A client usually fetches the same URLs again: the last one is kept parsed.
@@ -378,6 +396,22 @@ struct client::impl {
         method verb = req.method;
         bool with_body = true;
         client_response out;
+        // HTTP/2 hands the body over in pieces: into the caller's buffer through a callback.
+        std::function<bool(std::string_view)> into_sink;
+        const std::function<bool(std::string_view)>* h2_on_body = on_body;
+        bool overflowed = false;
+        if (!on_body && req.body_into) {
+            into_sink = [&req, &out, &overflowed](std::string_view piece) {
+                if (out.body_length + piece.size() > req.body_into_size) {
+                    overflowed = true;
+                    return false;
+                }
+                std::memcpy(req.body_into + out.body_length, piece.data(), piece.size());
+                out.body_length += piece.size();
+                return true;
+            };
+            h2_on_body = &into_sink;
+        }
         for (int redirects = 0;; ++redirects) {
             int retries_left = idempotent(verb) && !req.body_source ? opts.retries : 0;
             if (redirects > 0) key = pool_key(u);
@@ -387,8 +421,11 @@ struct client::impl {
                     auto fields = GLUON_TRY(h2_fields(req, cross_origin));
                     std::string_view name = method_name(verb).empty() ? std::string_view("GET") : method_name(verb);
                     bool started = false;
+                    out.body_length = 0;
                     auto r = h2s->exchange(name, u, req, with_body, fields, opts.max_body_bytes, opts.read_timeout,
-                                           total, on_body, out, started);
+                                           total, h2_on_body, out, started);
+                    if (!r && overflowed) return errno_error(EMSGSIZE);  // the body did not fit the caller's buffer
+                    if (r && !h2_on_body) out.body_length = out.body.size();
                     {
                         std::lock_guard g(lock);
                         ++st.http2_requests;

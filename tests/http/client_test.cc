@@ -214,6 +214,63 @@ TEST_P(http_client_test, read_timeout_and_body_limit_fail_clearly) {
     EXPECT_EQ(c.get(origin + "/a b").error(), std::errc::invalid_argument);
 }
 
+TEST_P(http_client_test, reads_bodies_into_a_buffer_judges_heads_and_limits_one_call) {
+    std::string origin = serve(app().as_handler());
+    client c;
+    std::string buf(100000, '\0');
+    client_request q;
+    q.url = origin + "/big";
+    q.body_into = buf.data();
+    q.body_into_size = buf.size();
+    auto r = c.send(q);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body_length, 100000u);
+    EXPECT_TRUE(r->body.empty());
+    EXPECT_EQ(buf, std::string(100000, 'b'));
+    q.body_into_size = 99999;
+    EXPECT_EQ(c.send(q).error(), std::errc::message_size);
+    std::string streaming = serve([](request&, response& res) {
+        for (int i = 0; i < 100; ++i)
+            if (!res.write(std::string(1000, 'b'))) return;  // the client may hang up early
+    });
+    q.url = streaming + "/";  // no length known up front: checked piece by piece
+    q.body_into_size = 50000;
+    EXPECT_EQ(c.send(q).error(), std::errc::message_size);
+    q.body_into_size = buf.size();
+    r = c.send(q);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body_length, 100000u);
+    EXPECT_EQ(buf.substr(1000, 3), "bbb");
+
+    // on_head sees the status before the body; refusing it ends the call.
+    int seen = 0;
+    client_request h;
+    h.url = origin + "/big";
+    h.on_head = [&](const client_response& head) {
+        seen = head.status;
+        return false;
+    };
+    EXPECT_EQ(c.send(h).error(), std::errc::operation_canceled);
+    EXPECT_EQ(seen, 200);
+    h.on_head = [](const client_response& head) { return head.header("Content-Length") == "100000"; };
+    r = c.send(h);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body.size(), 100000u);
+
+    // A per-call timeout within the client's.
+    uint16_t silent = serve_raw([](net::byte_stream& s) {
+        char b[4096];
+        (void)s.read_some(b, sizeof b, 5s);
+        (void)s.read_some(b, sizeof b, 5s);
+    });
+    client_request slow;
+    slow.url = "http://127.0.0.1:" + std::to_string(silent) + "/";
+    slow.timeout = 100ms;
+    auto t0 = mono_now_ns();
+    EXPECT_EQ(c.send(slow).error(), std::errc::timed_out);
+    EXPECT_LT(mono_now_ns() - t0, 4'000'000'000);
+}
+
 TEST_P(http_client_test, https_with_verification_and_a_connect_proxy) {
     using namespace net::tls_testing;
     server_options o;

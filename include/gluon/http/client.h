@@ -47,6 +47,17 @@ struct client_options {
     bool http2_prior_knowledge = false;
 };
 
+struct client_response {
+    int status = 0;
+    std::string reason;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;  // empty when streamed to a callback
+    std::string url;   // the URL that answered (after redirects)
+    uint64_t body_length = 0;  // the body's bytes, wherever they went
+    /// The first field of that name (case-insensitive), or empty.
+    std::string_view header(std::string_view name) const noexcept;
+};
+
 struct client_request {
     http::method method = method::get;
     std::string url;
@@ -55,17 +66,22 @@ struct client_request {
     /// A body streamed with chunked coding instead of `body`: called until it returns 0 (or an
     /// error). A streamed request is never retried or redirected with its body.
     std::function<result<size_t>(char* buf, size_t n)> body_source;
+    /// A limit for this call (redirects and retries included) within client_options'
+    /// total_timeout; forever: that one alone.
+    duration timeout = forever;
+    /// A buffer the response body is read straight into instead of client_response::body (over
+    /// HTTP/1.1 from the socket, with no copy through the receive buffer); the response's
+    /// body_length says how many bytes arrived. A longer body: EMSGSIZE. Not used by the
+    /// send() that streams to a callback.
+    char* body_into = nullptr;
+    size_t body_into_size = 0;
+    /// Called with each response's status and fields (a redirect's too) before its body is
+    /// read; returning false ends the call there (ECANCELED) and closes the connection. For a
+    /// caller that judges the head before taking the body: a Range request answered with the
+    /// whole file, a changed validator, ...
+    std::function<bool(const client_response&)> on_head;
 };
 
-struct client_response {
-    int status = 0;
-    std::string reason;
-    std::vector<std::pair<std::string, std::string>> headers;
-    std::string body;  // empty when streamed to a callback
-    std::string url;   // the URL that answered (after redirects)
-    /// The first field of that name (case-insensitive), or empty.
-    std::string_view header(std::string_view name) const noexcept;
-};
 
 class client {
 public:

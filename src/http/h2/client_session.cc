@@ -388,6 +388,7 @@ result<void> h2_client_session::exchange(std::string_view method, const url& u, 
     out.reason.assign(reason_phrase(call.status()));
     out.headers = call.headers();
     out.body.clear();
+    if (req.on_head && !req.on_head(out)) return errno_error(ECANCELED);
     uint64_t got = 0;
     char buf[16 * 1024];
     for (;;) {
