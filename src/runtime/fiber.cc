@@ -195,6 +195,32 @@ result<void> fiber::join_for(duration timeout) {
     return {};
 }
 
+long fiber::join_async(waiter& w) noexcept {
+    if (!f_) return -EINVAL;
+    fiber_impl* f = f_;
+    f->join_lock.lock();
+    if (!f->finished) {
+        // fiber_exit drops the handle's reference when it wakes us, as for a parked joiner.
+        w.data = f;
+        f->joiners.push_back(w);
+        f->join_lock.unlock();
+        f_ = nullptr;
+        return k_waiting;
+    }
+    const bool last = --f->refs == 0;
+    f->join_lock.unlock();
+    f_ = nullptr;
+    if (last) fiber_free(f);
+    return 0;
+}
+
+bool fiber::cancel_join(waiter& w, fiber& back) noexcept {
+    auto* f = static_cast<fiber_impl*>(w.data);
+    if (!detail::cancel_linked(f->join_lock, w)) return false;
+    back = fiber(f);
+    return true;
+}
+
 result<void> fiber::detach() {
     if (!f_) {
         report_misuse("detach on a fiber that is not joinable");

@@ -22,6 +22,8 @@
 
 namespace gluon {
 
+struct waiter;
+
 struct fiber_options {
     /// Usable stack bytes; 0 = the default (256 KiB, or GLUON_STACK_SIZE in KiB).
     size_t stack_size = 0;
@@ -64,6 +66,15 @@ public:
     /// See the header comment. Errors: EINVAL (not joinable).
     result<void> interrupt();
     uint64_t id() const noexcept { return f_ ? detail::fiber_id(f_) : 0; }
+
+    /// join() for code that is not a fiber (a C++20 task): links the continuation waiter `w`,
+    /// called with 0 once the fiber has ended. Returns 0 if it has ended already (the handle is
+    /// then released, as by join()) or k_waiting: the handle's reference travels with `w` and
+    /// this handle is empty. Errors: -EINVAL (not joinable).
+    long join_async(waiter& w) noexcept;
+    /// Takes back a join_async whose wake-up has not been claimed: true if `w` will never be
+    /// woken, and the handle is then `back` again; false if its continuation runs or has run.
+    static bool cancel_join(waiter& w, fiber& back) noexcept;
 
     explicit fiber(detail::fiber_impl* f) noexcept : f_(f) {}
 

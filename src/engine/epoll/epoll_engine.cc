@@ -95,6 +95,7 @@ long epoll_engine::exec_tracked(io_op& op, fd_state& st) noexcept {
 long epoll_engine::submit(io_op& op) noexcept {
     op.engine_busy = false;
     op.cancel_errno = 0;
+    if (op.code == opcode::nop) return 0;  // nothing to wait for
     // File and metadata ops have no readiness to wait for: they block briefly, like the kernel.
     if (op.code >= opcode::openat) {
         if (op.code == opcode::close) forget_fd(op.fd);

@@ -1,0 +1,51 @@
+// Work handed to a vCPU's event loop, and timers on it, for code that runs on a vCPU without
+// being a fiber (C++20 tasks, callbacks). A posted call and a timer run their function on the
+// vCPU's thread from its event loop: they must not block, and they must not throw.
+#pragma once
+
+#include <cstdint>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/runtime/vcpu.h"
+
+namespace gluon {
+
+/// A call posted to a vCPU. It must stay alive and unmoved until fn has run.
+struct vcpu_call {
+    void (*fn)(vcpu_call* self) noexcept = nullptr;
+    alignas(void*) unsigned char node_[2 * sizeof(void*)];  // the runtime's queue link
+};
+
+/// Runs c.fn(&c) on vCPU v's thread, from its event loop; any thread may post, and it wakes
+/// the vCPU if it sleeps. Errors: EINVAL (empty handle). The vCPU must outlive the call.
+result<void> post_call(vcpu_handle v, vcpu_call& c) noexcept;
+
+/// A one-shot timer on the calling vCPU's timer heap. Arm and disarm it on that vCPU only.
+class vcpu_timer {
+public:
+    using fn_t = void (*)(vcpu_timer* self) noexcept;
+    vcpu_timer() noexcept;
+    vcpu_timer(const vcpu_timer&) = delete;
+    vcpu_timer& operator=(const vcpu_timer&) = delete;
+    /// Disarms it if armed (on its vCPU).
+    ~vcpu_timer() { disarm(); }
+
+    /// Calls fn(this) on this vCPU once `deadline` has passed (never inline). Re-arming an armed
+    /// timer moves it. Errors: EPERM (not on a vCPU).
+    result<void> arm(deadline_t deadline, fn_t fn) noexcept;
+    /// Stops it if it has not fired; a no-op otherwise.
+    void disarm() noexcept {
+        if (armed()) disarm_slow();
+    }
+    bool armed() const noexcept { return armed_; }
+
+private:
+    void disarm_slow() noexcept;
+    alignas(8) unsigned char node_[3 * sizeof(int64_t)];  // the runtime's timer node
+    fn_t fn_ = nullptr;
+    void* owner_ = nullptr;
+    bool armed_ = false;
+};
+
+}  // namespace gluon

@@ -1,0 +1,139 @@
+// Awaitable I/O for tasks: the operations fibers have in gluon/runtime/fd.h, on the vCPU's
+// engine, each with an optional timeout (ETIMEDOUT). Cancelling the task cancels the engine
+// operation in flight (ECANCELED); its completion is awaited either way, so no buffer is
+// written after the await returns.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <coroutine>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/engine/engine.h"
+#include "gluon/runtime/vcpu_call.h"
+#include "gluon/task/task.h"
+
+namespace gluon::co {
+
+/// Awaits one engine operation: co_await gives its result (>= 0, or -errno). Errors: the
+/// operation's, ETIMEDOUT, ECANCELED, EPERM (not on a vCPU).
+class [[nodiscard]] op_awaitable : task_detail::cancel_hook {
+public:
+    explicit op_awaitable(const engine::io_op& op, duration timeout = forever,
+                          engine::engine* eng = nullptr) noexcept
+        : op_(op), timeout_(timeout), eng_(eng) {}
+    op_awaitable(const op_awaitable&) = delete;
+
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        return start(h, task_detail::ctx_of(h));
+    }
+    long await_resume() const noexcept { return res_; }
+
+private:
+    bool start(std::coroutine_handle<> h, task_detail::task_ctx* ctx) noexcept;
+    static void on_complete(engine::io_op* op, long r);
+    engine::io_op op_;
+    duration timeout_;
+    engine::engine* eng_;
+    std::coroutine_handle<> h_;
+    task_detail::task_ctx* ctx_ = nullptr;
+    long res_ = 0;
+    vcpu_timer timer_;
+};
+
+/// op_awaitable whose result is a result<R> (R an integer type, or void).
+template <typename R>
+class [[nodiscard]] io_awaitable : public op_awaitable {
+public:
+    using op_awaitable::op_awaitable;
+    result<R> await_resume() const noexcept {
+        const long r = op_awaitable::await_resume();
+        if constexpr (std::is_void_v<R>)
+            return void_from_syscall(r);
+        else
+            return from_syscall<R>(r);
+    }
+};
+
+/// A no-op round trip through the engine (io_uring: IORING_OP_NOP).
+inline op_awaitable nop() noexcept { return op_awaitable(engine::io_op{}); }
+
+/// May be short; 0 is the end of the stream.
+inline io_awaitable<size_t> read_some(int fd, void* buf, size_t n, duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::read, fd, buf, n), timeout);
+}
+inline io_awaitable<size_t> write_some(int fd, const void* buf, size_t n, duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::write, fd, const_cast<void*>(buf), n), timeout);
+}
+inline io_awaitable<size_t> pread(int fd, void* buf, size_t n, int64_t off, duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::read, fd, buf, n, off), timeout);
+}
+inline io_awaitable<size_t> pwrite(int fd, const void* buf, size_t n, int64_t off, duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::write, fd, const_cast<void*>(buf), n, off),
+                                timeout);
+}
+inline io_awaitable<size_t> recv_some(int fd, void* buf, size_t n, int flags = 0, duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::recv, fd, buf, n, -1, flags), timeout);
+}
+inline io_awaitable<size_t> send_some(int fd, const void* buf, size_t n, int flags = 0,
+                                      duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(
+        engine::io_op::transfer(engine::opcode::send, fd, const_cast<void*>(buf), n, -1, flags | MSG_NOSIGNAL),
+        timeout);
+}
+/// The accepted fd (SOCK_CLOEXEC by default).
+inline io_awaitable<int> accept(int fd, sockaddr* addr = nullptr, socklen_t* addrlen = nullptr,
+                                int flags = SOCK_CLOEXEC, duration timeout = forever) noexcept {
+    return io_awaitable<int>(engine::io_op::accept(fd, addr, addrlen, flags), timeout);
+}
+inline io_awaitable<void> connect(int fd, const sockaddr* addr, socklen_t len, duration timeout = forever) noexcept {
+    return io_awaitable<void>(engine::io_op::connect(fd, addr, len), timeout);
+}
+/// The revents mask once fd has any of `events`.
+inline io_awaitable<short> poll(int fd, short events, duration timeout = forever) noexcept {
+    return io_awaitable<short>(engine::io_op::poll(fd, events), timeout);
+}
+
+/// Loops until all n bytes are sent; the timeout is per operation. Errors: those of send_some,
+/// EPIPE (the peer took nothing).
+task<result<void>> send_all(int fd, const void* buf, size_t n, duration timeout = forever);
+/// Loops until n bytes are received. Errors: those of recv_some, ENODATA (end of stream first).
+task<result<void>> recv_exactly(int fd, void* buf, size_t n, duration timeout = forever);
+
+/// Suspends for d (ECANCELED if the task is cancelled first).
+class [[nodiscard]] sleep_awaitable : task_detail::cancel_hook {
+public:
+    explicit sleep_awaitable(deadline_t deadline) noexcept : deadline_(deadline) {}
+    sleep_awaitable(const sleep_awaitable&) = delete;
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        return start(h, task_detail::ctx_of(h));
+    }
+    result<void> await_resume() const noexcept { return void_from_syscall(res_); }
+
+private:
+    bool start(std::coroutine_handle<> h, task_detail::task_ctx* ctx) noexcept;
+    deadline_t deadline_;
+    std::coroutine_handle<> h_;
+    task_detail::task_ctx* ctx_ = nullptr;
+    long res_ = 0;
+    vcpu_timer timer_;
+};
+
+/// Errors: ECANCELED, EPERM (not on a vCPU).
+inline sleep_awaitable sleep_for(duration d) noexcept { return sleep_awaitable(deadline_after(d)); }
+inline sleep_awaitable sleep_until(deadline_t deadline) noexcept { return sleep_awaitable(deadline); }
+
+/// Lets other ready tasks (and, now and then, fibers) run first.
+struct yield_awaitable {
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) noexcept;
+    void await_resume() const noexcept {}
+};
+inline yield_awaitable yield() noexcept { return {}; }
+
+}  // namespace gluon::co

@@ -1,0 +1,182 @@
+// Spawning tasks on vCPUs. A spawned task runs on its vCPU's task runner (one fiber per vCPU
+// that resumes ready tasks in turn) until it ends; its join_handle gives its value to a task
+// (co_await h), a fiber or a plain thread (h.join()), or lets it run on alone (detach, or
+// dropping the handle).
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <stop_token>
+#include <utility>
+
+#include "gluon/common/intrusive_list.h"
+#include "gluon/common/result.h"
+#include "gluon/runtime/vcpu.h"
+#include "gluon/runtime/vcpu_call.h"
+#include "gluon/task/task.h"
+
+namespace gluon {
+
+struct spawn_options {
+    /// The vCPU to run on; empty: the calling one.
+    vcpu_handle on;
+    /// Cancels the task (see task.h) when stop is requested, from any thread.
+    std::stop_token stop;
+};
+
+namespace task_detail {
+
+struct task_sched;
+
+/// Who waits for a spawned task: a task (h, on the vCPU of `sched`) or a fiber or thread
+/// (`signal`, a gluon::oneshot).
+struct joiner {
+    std::coroutine_handle<> h;
+    task_sched* sched = nullptr;
+    void* signal = nullptr;
+    vcpu_call wake;  // resumes h from another vCPU
+};
+
+struct stop_link;
+
+/// A spawned task's state, owned by its vCPU while it runs and by its join_handle after.
+struct root_base {
+    task_ctx ctx;
+    std::coroutine_handle<> h;
+    vcpu_handle target;
+    task_sched* home = nullptr;
+    list_hook live_hook;
+    joiner* j = nullptr;
+    bool done = false;
+    bool detached = false;
+    std::atomic<uint8_t> cancel_state{0};  // 0 idle, 1 a cancel is posted, 2 freed meanwhile
+    stop_link* stop = nullptr;
+    vcpu_call start_call;   // spawn on another vCPU
+    vcpu_call ctl_call;     // join or detach from another thread
+    vcpu_call cancel_call;  // cancel from another thread
+
+    static void* operator new(size_t n) { return frame_alloc(n); }
+    static void operator delete(void* p, size_t n) noexcept { frame_free(p, n); }
+};
+
+/// Spawns the coroutine h (whose promise is p). Errors: EPERM (no target and the calling thread
+/// is not a vCPU).
+result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const spawn_options& o) noexcept;
+/// Lets the task run on alone (it frees itself when it ends).
+void root_detach(root_base* r) noexcept;
+/// Requests cancellation; any thread.
+void root_cancel(root_base* r) noexcept;
+/// Frees an ended task (its frame and state); any thread.
+void root_free(root_base* r) noexcept;
+/// Blocks the calling fiber or thread until the task has ended.
+void root_wait(root_base* r) noexcept;
+/// For a task awaiting r: true if it must suspend (j is then registered).
+bool root_await(root_base* r, joiner& j) noexcept;
+/// The awaiting task was cancelled: pass it on to the task it awaits.
+void root_forward_cancel(root_base* r, int err) noexcept;
+
+}  // namespace task_detail
+
+/// A spawned task. Move-only; dropping a handle that was not joined detaches the task.
+template <typename T>
+class [[nodiscard]] join_handle {
+public:
+    join_handle() noexcept = default;
+    explicit join_handle(task_detail::root_base* r) noexcept : r_(r) {}
+    join_handle(join_handle&& o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
+    join_handle& operator=(join_handle&& o) noexcept {
+        if (this != &o) {
+            reset();
+            r_ = std::exchange(o.r_, nullptr);
+        }
+        return *this;
+    }
+    ~join_handle() { reset(); }
+
+    bool joinable() const noexcept { return r_ != nullptr; }
+
+    /// From a fiber or a plain thread: waits for the task to end and returns its value (or
+    /// rethrows its exception). The handle is then empty. Calling it on an empty handle is
+    /// undefined.
+    T join() {
+        task_detail::root_wait(r_);
+        return take();
+    }
+    /// Lets the task run on alone.
+    void detach() noexcept {
+        if (r_) task_detail::root_detach(std::exchange(r_, nullptr));
+    }
+    /// Asks the task to stop (task.h, cancellation); it still has to be joined or detached.
+    void cancel() noexcept {
+        if (r_) task_detail::root_cancel(r_);
+    }
+
+    struct awaiter : task_detail::cancel_hook {
+        join_handle* self;
+        task_detail::task_ctx* ctx = nullptr;
+        task_detail::joiner j;
+        bool await_ready() const noexcept { return false; }
+        template <typename P>
+        bool await_suspend(std::coroutine_handle<P> h) noexcept {
+            j.h = h;
+            if (!task_detail::root_await(self->r_, j)) return false;
+            ctx = task_detail::ctx_of(h);
+            if (ctx) {
+                fn = [](cancel_hook* c, int err) noexcept {
+                    task_detail::root_forward_cancel(static_cast<awaiter*>(c)->self->r_, err);
+                };
+                ctx->hook = this;
+                if (ctx->cancelled) task_detail::root_forward_cancel(self->r_, ctx->cancelled);
+            }
+            return true;
+        }
+        T await_resume() {
+            if (ctx) ctx->hook = nullptr;
+            return self->take();
+        }
+    };
+    /// From a task: suspends until the spawned task ends, then gives its value (or rethrows).
+    /// Cancelling the awaiting task cancels the spawned one, and still waits for its end.
+    awaiter operator co_await() noexcept { return awaiter{{}, this}; }
+
+private:
+    T take() {
+        struct release {
+            task_detail::root_base* r;
+            ~release() { task_detail::root_free(r); }
+        } g{std::exchange(r_, nullptr)};
+        auto h = task_detail::promise<T>::handle_type_of(g.r->h);
+        return h.promise().take();
+    }
+    void reset() noexcept { detach(); }
+    task_detail::root_base* r_ = nullptr;
+};
+
+/// Starts t on a vCPU (opts.on, or the calling one) and returns its handle. Allocates nothing
+/// but the task's state from the frame pool. Errors: EPERM (no vCPU given and the calling
+/// thread is not one).
+template <typename T>
+result<join_handle<T>> co_spawn(task<T> t, const spawn_options& opts = {}) noexcept {
+    auto h = t.release();
+    auto r = task_detail::spawn_root(h, h.promise(), opts);
+    if (!r) {
+        h.destroy();
+        return unexpected(r.error());
+    }
+    return join_handle<T>(*r);
+}
+
+/// Runs t on the calling vCPU and parks the calling fiber until it ends; returns its value
+/// (a result<U> is passed on as it is). Rethrows its exception. Errors: EPERM (not a vCPU).
+template <typename T>
+typename detail::run_result<T>::type block_on(task<T> t) {
+    auto h = GLUON_TRY(co_spawn(std::move(t)));
+    if constexpr (std::is_void_v<T>) {
+        h.join();
+        return {};
+    } else {
+        return h.join();
+    }
+}
+
+}  // namespace gluon

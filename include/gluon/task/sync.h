@@ -1,0 +1,189 @@
+// The sync primitives of gluon/sync, awaited by tasks: one mutex, event, semaphore or channel
+// serves fibers, threads and tasks together, in one FIFO (ADR 0012: a task waits as a
+// continuation waiter). Also a task awaiting a fiber's end. Every wait takes an optional
+// timeout (ETIMEDOUT) and ends with ECANCELED when the task is cancelled.
+#pragma once
+
+#include <coroutine>
+#include <optional>
+#include <utility>
+
+#include "gluon/common/clock.h"
+#include "gluon/common/result.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/vcpu_call.h"
+#include "gluon/runtime/waiter.h"
+#include "gluon/sync/channel.h"
+#include "gluon/sync/mutex.h"
+#include "gluon/sync/semaphore.h"
+#include "gluon/task/task.h"
+
+namespace gluon::co {
+
+namespace sync_detail {
+
+
+/// A task's wait on a primitive: a continuation waiter that resumes the task on its vCPU.
+class wait_base : protected task_detail::cancel_hook {
+protected:
+    explicit wait_base(duration timeout) noexcept : w_(&on_wake, this), timeout_(timeout) {}
+    wait_base(const wait_base&) = delete;
+    /// Before linking: false if the task is cancelled already (res_ says so).
+    bool prepare(std::coroutine_handle<> h, task_detail::task_ctx* ctx) noexcept;
+    /// After the primitive's *_async returned r: true if the task must suspend.
+    bool linked(long r) noexcept;
+    /// In await_resume.
+    long finish() noexcept;
+    /// Unlinks w_ from its primitive if no wake-up has claimed it (true: it never will be).
+    virtual bool unlink() noexcept = 0;
+
+    waiter w_;
+    long res_ = 0;
+
+private:
+    static void on_wake(void* self, long r) noexcept;
+    static void on_cancel(cancel_hook* c, int err) noexcept;
+    duration timeout_;
+    std::coroutine_handle<> h_;
+    void* sched_ = nullptr;
+    task_detail::task_ctx* ctx_ = nullptr;
+    vcpu_call wake_;
+    vcpu_timer timer_;
+};
+
+}  // namespace sync_detail
+
+/// A mutex held by a task; unlocks when destroyed.
+class [[nodiscard]] task_lock {
+public:
+    task_lock() noexcept = default;
+    task_lock(mutex& m, uintptr_t owner) noexcept : m_(&m), owner_(owner) {}
+    task_lock(task_lock&& o) noexcept : m_(std::exchange(o.m_, nullptr)), owner_(o.owner_) {}
+    task_lock& operator=(task_lock&& o) noexcept {
+        if (this != &o) {
+            unlock();
+            m_ = std::exchange(o.m_, nullptr);
+            owner_ = o.owner_;
+        }
+        return *this;
+    }
+    ~task_lock() { unlock(); }
+    void unlock() noexcept {
+        if (m_) std::exchange(m_, nullptr)->unlock(owner_);
+    }
+    bool owns_lock() const noexcept { return m_ != nullptr; }
+
+private:
+    mutex* m_ = nullptr;
+    uintptr_t owner_ = 0;
+};
+
+class [[nodiscard]] lock_awaitable : sync_detail::wait_base {
+public:
+    lock_awaitable(mutex& m, duration timeout) noexcept : wait_base(timeout), m_(m) {}
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        owner_ = reinterpret_cast<uintptr_t>(h.address());
+        return prepare(h, task_detail::ctx_of(h)) && linked(m_.lock_async(w_, owner_));
+    }
+    result<task_lock> await_resume() noexcept {
+        if (long r = finish(); r < 0) return errno_error(static_cast<int>(-r));
+        return task_lock(m_, owner_);
+    }
+
+private:
+    bool unlink() noexcept override { return m_.cancel(w_); }
+    mutex& m_;
+    uintptr_t owner_ = 0;
+};
+
+/// Errors: ETIMEDOUT, ECANCELED.
+inline lock_awaitable lock(mutex& m, duration timeout = forever) noexcept { return {m, timeout}; }
+
+/// Waits on an event, takes a semaphore's permit, or joins a fiber. Errors: ETIMEDOUT,
+/// ECANCELED (for join: EINVAL if the fiber is not joinable).
+template <typename Prim>
+class [[nodiscard]] simple_wait : sync_detail::wait_base {
+public:
+    simple_wait(Prim& p, duration timeout) noexcept : wait_base(timeout), p_(p) {}
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        if (!prepare(h, task_detail::ctx_of(h))) return false;
+        if constexpr (std::is_same_v<Prim, event>)
+            return linked(p_.wait_async(w_));
+        else if constexpr (std::is_same_v<Prim, fiber>)
+            return linked(p_.join_async(w_));
+        else
+            return linked(p_.acquire_async(w_));
+    }
+    result<void> await_resume() noexcept { return void_from_syscall(finish()); }
+
+private:
+    bool unlink() noexcept override {
+        if constexpr (std::is_same_v<Prim, fiber>)
+            return fiber::cancel_join(w_, p_);
+        else
+            return p_.cancel(w_);
+    }
+    Prim& p_;
+};
+
+inline simple_wait<event> wait(event& e, duration timeout = forever) noexcept { return {e, timeout}; }
+inline simple_wait<counting_semaphore> acquire(counting_semaphore& s, duration timeout = forever) noexcept {
+    return {s, timeout};
+}
+/// The fiber ends, and the handle is then empty; after a timeout or cancellation it is
+/// joinable again.
+inline simple_wait<fiber> join(fiber& f, duration timeout = forever) noexcept { return {f, timeout}; }
+
+template <typename T>
+class [[nodiscard]] send_awaitable : sync_detail::wait_base {
+public:
+    send_awaitable(channel<T>& c, T v, duration timeout) : wait_base(timeout), c_(c), v_(std::move(v)) {}
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        return prepare(h, task_detail::ctx_of(h)) && linked(c_.send_async(w_, v_));
+    }
+    result<void> await_resume() noexcept { return void_from_syscall(finish()); }
+
+private:
+    bool unlink() noexcept override { return c_.cancel(w_); }
+    channel<T>& c_;
+    T v_;
+};
+
+template <typename T>
+class [[nodiscard]] recv_awaitable : sync_detail::wait_base {
+public:
+    recv_awaitable(channel<T>& c, duration timeout) noexcept : wait_base(timeout), c_(c) {}
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        return prepare(h, task_detail::ctx_of(h)) && linked(c_.recv_async(w_, slot_));
+    }
+    result<T> await_resume() noexcept {
+        if (long r = finish(); r < 0) return errno_error(static_cast<int>(-r));
+        return std::move(*slot_);
+    }
+
+private:
+    bool unlink() noexcept override { return c_.cancel(w_); }
+    channel<T>& c_;
+    std::optional<T> slot_;
+};
+
+/// Errors: EPIPE (closed), ETIMEDOUT, ECANCELED (the value was not sent).
+template <typename T>
+send_awaitable<T> send(channel<T>& c, T v, duration timeout = forever) {
+    return {c, std::move(v), timeout};
+}
+/// Errors: ENODATA (closed and drained), ETIMEDOUT, ECANCELED.
+template <typename T>
+recv_awaitable<T> recv(channel<T>& c, duration timeout = forever) noexcept {
+    return {c, timeout};
+}
+
+}  // namespace gluon::co

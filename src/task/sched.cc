@@ -1,0 +1,81 @@
+#include "sched.h"
+
+#include "gluon/common/log.h"
+
+namespace gluon::task_detail {
+
+thread_local constinit task_sched* t_sched = nullptr;
+
+void ready_ring::grow() {
+    const size_t ncap = cap_ ? cap_ * 2 : 256;
+    auto nbuf = std::make_unique<std::coroutine_handle<>[]>(ncap);
+    for (size_t i = head_, k = 0; i != tail_; ++i, ++k) nbuf[k] = buf_[i & (cap_ - 1)];
+    tail_ -= head_;
+    head_ = 0;
+    buf_ = std::move(nbuf);
+    cap_ = ncap;
+}
+
+void task_sched::wake_runner() noexcept {
+    parked = false;
+    lk.lock();
+    if (w && w->hook.linked()) {
+        waiter_list::unlink(*w);
+        lk.unlock();
+        wake(*w, 0);
+        return;
+    }
+    lk.unlock();
+}
+
+namespace {
+
+// Resumes ready tasks until none is; then parks until schedule() or the vCPU's shutdown. At
+// shutdown (fini interrupts every fiber) every live task is cancelled and the runner keeps
+// going until the last one has ended: their engine operations must complete before the
+// engine goes.
+void run(task_sched* s) noexcept {
+    waiter w;
+    s->w = &w;
+    for (;;) {
+        unsigned n = 0;
+        while (!s->ready.empty()) {
+            s->ready.pop().resume();
+            // Fibers and the event loop get a turn now and then under a steady flow of tasks.
+            if ((++n & 63) == 0) this_fiber::yield();
+        }
+        if (s->stopping && s->live.empty()) break;
+        s->lk.lock();
+        s->q.push_back(w);
+        s->parked = true;
+        long r = park(s->lk, w, {.interruptible = !s->stopping});
+        s->parked = false;
+        if (r == -ECANCELED && !s->stopping) {
+            s->stopping = true;
+            s->live.for_each([](root_base& r) { r.ctx.cancel(ECANCELED); });
+        }
+    }
+    t_sched = nullptr;
+    delete s;
+}
+
+}  // namespace
+
+task_sched* sched_here() noexcept {
+    if (task_sched* s = t_sched) return s;
+    if (!is_vcpu()) return nullptr;
+    auto* s = new (std::nothrow) task_sched;
+    if (!s) return nullptr;
+    s->vcpu = vcpu_handle::current();
+    auto f = spawn(fiber_options{.stack_size = 0, .name = "tasks"}, [s] { run(s); });
+    if (!f) {
+        GLUON_WARN("gluon: cannot start the task runner: {}", f.error().message());
+        delete s;
+        return nullptr;
+    }
+    (void)f->detach();
+    t_sched = s;
+    return s;
+}
+
+}  // namespace gluon::task_detail

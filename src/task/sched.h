@@ -1,0 +1,59 @@
+// The per-vCPU task runner: a queue of ready coroutines and the fiber that resumes them. Private
+// to the task module.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <memory>
+
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/waiter.h"
+#include "gluon/task/spawn.h"
+
+namespace gluon::task_detail {
+
+/// A FIFO of coroutine handles in a power-of-two ring that grows (allocation-free once warm).
+class ready_ring {
+public:
+    bool empty() const noexcept { return head_ == tail_; }
+    void push(std::coroutine_handle<> h) {
+        if (tail_ - head_ == cap_) grow();
+        buf_[tail_++ & (cap_ - 1)] = h;
+    }
+    std::coroutine_handle<> pop() noexcept { return buf_[head_++ & (cap_ - 1)]; }
+
+private:
+    void grow();
+    std::unique_ptr<std::coroutine_handle<>[]> buf_;
+    size_t cap_ = 0;
+    size_t head_ = 0, tail_ = 0;
+};
+
+using live_list = intrusive_list<root_base, &root_base::live_hook>;
+
+struct task_sched {
+    vcpu_handle vcpu;
+    ready_ring ready;
+    live_list live;
+    // The runner parks on `w` when nothing is ready; schedule() wakes it.
+    prim_lock lk;
+    waiter_list q;
+    waiter* w = nullptr;
+    bool parked = false;
+    bool stopping = false;  // the vCPU is shutting down: tasks are cancelled, no new ones run
+
+    void schedule(std::coroutine_handle<> h) {
+        ready.push(h);
+        if (parked) [[unlikely]]
+            wake_runner();
+    }
+    void wake_runner() noexcept;
+};
+
+extern thread_local constinit task_sched* t_sched;
+
+/// The calling vCPU's task scheduler, started on first use; nullptr if the thread is not a
+/// vCPU (or it is shutting down).
+task_sched* sched_here() noexcept;
+
+}  // namespace gluon::task_detail

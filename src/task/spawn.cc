@@ -1,0 +1,196 @@
+// Spawned tasks: start, join, detach, cancel. A root's state (done, joiner, detached) is touched
+// only on its vCPU's thread; other threads post their request there (vcpu_call), so the
+// spawn-and-join path of one vCPU has no atomic instruction.
+#include <optional>
+#include <stop_token>
+
+#include "gluon/runtime/oneshot.h"
+#include "sched.h"
+
+namespace gluon::task_detail {
+
+struct stop_link {
+    struct fn {
+        root_base* r;
+        void operator()() const noexcept { root_cancel(r); }
+    };
+    std::optional<std::stop_callback<fn>> cb;
+};
+
+namespace {
+
+void start_here(root_base* r, task_sched* s) noexcept {
+    r->home = s;
+    s->live.push_back(*r);
+    if (s->stopping) r->ctx.cancelled = ECANCELED;
+    s->schedule(r->h);
+}
+
+// A task awaiting the root is resumed on its own vCPU.
+std::coroutine_handle<> resume_joiner(root_base* r, joiner* j) noexcept {
+    if (j->h) {
+        if (j->sched == r->home) return j->h;  // symmetric transfer: same vCPU
+        j->wake.fn = [](vcpu_call* c) noexcept {
+            auto* jj = reinterpret_cast<joiner*>(reinterpret_cast<char*>(c) - offsetof(joiner, wake));
+            jj->sched->schedule(jj->h);
+        };
+        (void)post_call(j->sched->vcpu, j->wake);
+        return std::noop_coroutine();
+    }
+    static_cast<oneshot*>(j->signal)->signal();  // r may be freed by the fiber from here on
+    return std::noop_coroutine();
+}
+
+// Registers j on the root's vCPU; if it has ended, wakes j at once.
+void register_joiner(root_base* r, joiner* j) noexcept {
+    if (!r->done) {
+        r->j = j;
+        return;
+    }
+    std::coroutine_handle<> h = resume_joiner(r, j);
+    if (h != std::noop_coroutine()) r->home->schedule(h);
+}
+
+void post_ctl(root_base* r, vcpu_call& c, void (*fn)(vcpu_call*) noexcept) noexcept {
+    c.fn = fn;
+    (void)post_call(r->target, c);
+}
+
+root_base* ctl_owner(vcpu_call* c) noexcept {
+    return reinterpret_cast<root_base*>(reinterpret_cast<char*>(c) - offsetof(root_base, ctl_call));
+}
+
+}  // namespace
+
+std::coroutine_handle<> root_done(root_base* r) noexcept {
+    r->done = true;
+    r->home->live.erase(*r);
+    if (r->detached) {
+        root_free(r);
+        return std::noop_coroutine();
+    }
+    if (joiner* j = r->j) return resume_joiner(r, j);
+    return std::noop_coroutine();
+}
+
+result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const spawn_options& o) noexcept {
+    task_sched* here = t_sched;
+    vcpu_handle target = o.on ? o.on : vcpu_handle::current();
+    if (!target) return errno_error(EPERM);
+    auto* r = new root_base;
+    r->h = h;
+    r->target = target;
+    p.root = r;
+    p.ctx = &r->ctx;
+    if (o.stop.stop_possible()) {
+        r->stop = new stop_link;
+        r->stop->cb.emplace(o.stop, stop_link::fn{r});
+    }
+    if (target == vcpu_handle::current()) {
+        if (!here) here = sched_here();
+        if (!here) {
+            r->h = {};
+            root_free(r);
+            return errno_error(EPERM);
+        }
+        start_here(r, here);
+        return r;
+    }
+    r->start_call.fn = [](vcpu_call* c) noexcept {
+        auto* rr = reinterpret_cast<root_base*>(reinterpret_cast<char*>(c) - offsetof(root_base, start_call));
+        task_sched* s = sched_here();
+        if (!s) {  // the vCPU is going away: the task ends without running
+            rr->ctx.cancelled = ECANCELED;
+            rr->home = nullptr;
+        }
+        if (s) start_here(rr, s);
+    };
+    (void)post_call(target, r->start_call);
+    return r;
+}
+
+void root_free(root_base* r) noexcept {
+    if (r->stop) {
+        r->stop->cb.reset();  // waits for a callback running on another thread
+        delete r->stop;
+        r->stop = nullptr;
+    }
+    if (r->cancel_state.exchange(2, std::memory_order_acq_rel) == 1) return;  // the post frees it
+    if (r->h) r->h.destroy();
+    delete r;
+}
+
+void root_detach(root_base* r) noexcept {
+    if (r->home && r->home == t_sched) {
+        if (r->done)
+            root_free(r);
+        else
+            r->detached = true;
+        return;
+    }
+    post_ctl(r, r->ctl_call, [](vcpu_call* c) noexcept {
+        root_base* rr = ctl_owner(c);
+        if (rr->done)
+            root_free(rr);
+        else
+            rr->detached = true;
+    });
+}
+
+void root_cancel(root_base* r) noexcept {
+    if (r->home && r->home == t_sched) {
+        if (!r->done) r->ctx.cancel(ECANCELED);
+        return;
+    }
+    uint8_t idle = 0;
+    if (!r->cancel_state.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) return;
+    r->cancel_call.fn = [](vcpu_call* c) noexcept {
+        auto* rr = reinterpret_cast<root_base*>(reinterpret_cast<char*>(c) - offsetof(root_base, cancel_call));
+        if (rr->cancel_state.exchange(0, std::memory_order_acq_rel) == 2) {  // freed meanwhile
+            if (rr->h) rr->h.destroy();
+            delete rr;
+            return;
+        }
+        if (!rr->done) rr->ctx.cancel(ECANCELED);
+    };
+    (void)post_call(r->target, r->cancel_call);
+}
+
+void root_forward_cancel(root_base* r, int err) noexcept {
+    (void)err;
+    root_cancel(r);
+}
+
+void root_wait(root_base* r) noexcept {
+    oneshot done;
+    joiner j;
+    j.signal = &done;
+    if (r->home && r->home == t_sched) {
+        if (r->done) return;
+        r->j = &j;
+    } else {
+        r->j = &j;  // read on the root's vCPU (published by the queue's release)
+        post_ctl(r, r->ctl_call, [](vcpu_call* c) noexcept {
+            root_base* rr = ctl_owner(c);
+            register_joiner(rr, rr->j);
+        });
+    }
+    done.wait();
+}
+
+bool root_await(root_base* r, joiner& j) noexcept {
+    j.sched = t_sched;
+    if (r->home && r->home == j.sched) {
+        if (r->done) return false;
+        r->j = &j;
+        return true;
+    }
+    r->j = &j;
+    post_ctl(r, r->ctl_call, [](vcpu_call* c) noexcept {
+        root_base* rr = ctl_owner(c);
+        register_joiner(rr, rr->j);
+    });
+    return true;
+}
+
+}  // namespace gluon::task_detail

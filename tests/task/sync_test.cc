@@ -1,0 +1,224 @@
+// Tasks and fibers on one set of sync primitives; I/O awaits with timeouts and cancellation.
+#include "gluon/task/sync.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <stop_token>
+
+#include "gluon/runtime/fd.h"
+#include "gluon/runtime/runtime.h"
+#include "gluon/task/io.h"
+#include "gluon/task/spawn.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class task_sync_test : public test::engine_test {};
+
+struct sock_pair {
+    int fd[2] = {-1, -1};
+    sock_pair() { EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd), 0); }
+    ~sock_pair() {
+        for (int f : fd)
+            if (f >= 0) (void)fd::close(f);
+    }
+};
+
+TEST_P(task_sync_test, channel_between_a_fiber_and_a_task) {
+    channel<int> to_task(0), to_fiber(4);
+    auto consumer = [](channel<int>* in, channel<int>* out) -> task<long> {
+        long sum = 0;
+        for (;;) {
+            auto v = co_await co::recv(*in);
+            if (!v) break;  // closed
+            sum += *v;
+            EXPECT_TRUE(co_await co::send(*out, *v * 2));
+        }
+        out->close();
+        co_return sum;
+    };
+    auto h = co_spawn(consumer(&to_task, &to_fiber)).value();
+    auto f = spawn([&] {
+        for (int i = 1; i <= 1000; ++i) ASSERT_TRUE(to_task.send(i));
+        to_task.close();
+    });
+    long doubled = 0;
+    while (auto v = to_fiber.recv()) doubled += *v;
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(h.join(), 500500);
+    EXPECT_EQ(doubled, 1001000);
+}
+
+TEST_P(task_sync_test, one_mutex_for_fibers_and_tasks) {
+    mutex m;
+    long counter = 0;
+    auto t = [](mutex* mu, long* c) -> task<void> {
+        for (int i = 0; i < 1000; ++i) {
+            auto g = co_await co::lock(*mu);
+            EXPECT_TRUE(g);
+            long v = *c;
+            co_await co::yield();  // hold it across a suspension
+            *c = v + 1;
+        }
+    };
+    std::vector<join_handle<void>> tasks;
+    for (int i = 0; i < 4; ++i) tasks.push_back(co_spawn(t(&m, &counter)).value());
+    std::vector<fiber> fibers;
+    for (int i = 0; i < 4; ++i)
+        fibers.push_back(spawn([&] {
+            for (int k = 0; k < 1000; ++k) {
+                m.lock();
+                long v = counter;
+                this_fiber::yield();
+                counter = v + 1;
+                m.unlock();
+            }
+        }).value());
+    for (auto& h : tasks) h.join();
+    for (auto& f : fibers) ASSERT_TRUE(f.join());
+    EXPECT_EQ(counter, 8000);
+}
+
+TEST_P(task_sync_test, event_semaphore_and_their_timeouts) {
+    event e;
+    counting_semaphore sem(0);
+    auto t = [](event* ev, counting_semaphore* s) -> task<int> {
+        auto late = co_await co::acquire(*s, 10ms);
+        EXPECT_FALSE(late);
+        EXPECT_EQ(late.error().value(), ETIMEDOUT);
+        EXPECT_TRUE(co_await co::wait(*ev));
+        EXPECT_TRUE(co_await co::acquire(*s));
+        co_return 7;
+    };
+    auto h = co_spawn(t(&e, &sem)).value();
+    auto f = spawn([&] {
+        ASSERT_TRUE(this_fiber::sleep_for(30ms));
+        e.set();
+        sem.release();
+    });
+    EXPECT_EQ(h.join(), 7);
+    ASSERT_TRUE(f->join());
+}
+
+TEST_P(task_sync_test, a_task_awaits_a_fiber) {
+    int state = 0;
+    auto f = spawn([&] {
+        (void)this_fiber::sleep_for(5ms);
+        state = 1;
+    });
+    auto t = [](fiber* fb, int* st) -> task<int> {
+        auto r = co_await co::join(*fb);
+        EXPECT_TRUE(r);
+        EXPECT_FALSE(fb->joinable());
+        co_return *st;
+    };
+    EXPECT_EQ(block_on(t(&*f, &state)).value(), 1);
+}
+
+TEST_P(task_sync_test, socket_io_with_a_timeout) {
+    sock_pair sp;
+    auto t = [](int a, int b) -> task<void> {
+        char buf[64];
+        auto r = co_await co::recv_some(a, buf, sizeof buf, 0, 10ms);
+        EXPECT_FALSE(r);
+        EXPECT_EQ(r.error().value(), ETIMEDOUT);
+        EXPECT_TRUE(co_await co::send_all(b, "hello", 5));
+        EXPECT_TRUE(co_await co::recv_exactly(a, buf, 5));
+        EXPECT_EQ(std::string(buf, 5), "hello");
+    };
+    ASSERT_TRUE(block_on(t(sp.fd[0], sp.fd[1])));
+}
+
+TEST_P(task_sync_test, a_stop_token_cancels_the_operation_in_flight) {
+    sock_pair sp;
+    channel<int> ch;
+    std::stop_source src;
+    auto t = [](int fd, channel<int>* c) -> task<int> {
+        char buf[16];
+        auto r = co_await co::recv_some(fd, buf, sizeof buf);
+        EXPECT_FALSE(r);
+        EXPECT_EQ(r.error().value(), ECANCELED);
+        auto v = co_await co::recv(*c);  // fails at once: the task is cancelled
+        EXPECT_FALSE(v);
+        co_return r ? 0 : r.error().value();
+    };
+    auto h = co_spawn(t(sp.fd[0], &ch), {.stop = src.get_token()}).value();
+    auto f = spawn([&] {
+        this_fiber::yield();
+        src.request_stop();
+    });
+    EXPECT_EQ(h.join(), ECANCELED);
+    ASSERT_TRUE(f->join());
+}
+
+TEST_P(task_sync_test, stop_requested_from_another_thread) {
+    channel<int> ch;
+    std::stop_source src;
+    auto t = [](channel<int>* c) -> task<int> {
+        auto v = co_await co::recv(*c);
+        co_return v ? 0 : v.error().value();
+    };
+    auto h = co_spawn(t(&ch), {.stop = src.get_token()}).value();
+    std::thread other([&] { src.request_stop(); });
+    EXPECT_EQ(h.join(), ECANCELED);
+    other.join();
+}
+
+TEST_P(task_sync_test, cancel_through_the_handle_and_await_the_loser) {
+    sock_pair sp;
+    auto blocked = [](int fd) -> task<int> {
+        char b[8];
+        auto r = co_await co::recv_some(fd, b, sizeof b);
+        co_return r ? 0 : r.error().value();
+    };
+    auto h = co_spawn(blocked(sp.fd[0])).value();
+    auto canceller = [](join_handle<int>* hh) -> task<int> {
+        co_await co::yield();
+        hh->cancel();
+        co_return co_await *hh;
+    };
+    EXPECT_EQ(block_on(canceller(&h)).value(), ECANCELED);
+}
+
+TEST_P(task_sync_test, fini_cancels_tasks_still_suspended) {
+    sock_pair sp;
+    auto forever_recv = [](int f, int peer) -> task<void> {
+        char b[8];
+        auto r = co_await co::recv_some(f, b, sizeof b);
+        EXPECT_FALSE(r);
+        EXPECT_EQ(r.error().value(), ECANCELED);
+        (void)fd::close(f);
+        (void)fd::close(peer);
+    };
+    co_spawn(forever_recv(sp.fd[0], sp.fd[1]))->detach();
+    sp.fd[0] = sp.fd[1] = -1;
+    this_fiber::yield();
+    // TearDown's fini() must cancel it and return.
+}
+
+TEST_P(task_sync_test, channel_across_vcpus) {
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));
+    ASSERT_TRUE(rt);
+    channel<int> ch(2);
+    auto consumer = [](channel<int>* c) -> task<long> {
+        long s = 0;
+        while (auto v = co_await co::recv(*c)) s += *v;
+        co_return s;
+    };
+    auto h = co_spawn(consumer(&ch), {.on = (*rt)->vcpu(0)}).value();
+    ASSERT_TRUE((*rt)->run(1, [&] {
+        for (int i = 1; i <= 10000; ++i) ASSERT_TRUE(ch.send(i));
+        ch.close();
+    }));
+    EXPECT_EQ(h.join(), 50005000);
+}
+
+GLUON_ENGINE_TEST_SUITE(task_sync_test);
+
+}  // namespace
+}  // namespace gluon

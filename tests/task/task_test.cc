@@ -1,0 +1,137 @@
+// task<T>, spawning and joining, on every engine.
+#include "gluon/task/task.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/runtime.h"
+#include "gluon/task/io.h"
+#include "gluon/task/spawn.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+class task_test : public test::engine_test {};
+
+task<int> forty_two() { co_return 42; }
+task<int> add(int a, int b) { co_return a + b; }
+task<void> nothing() { co_return; }
+task<int> thrower() {
+    throw std::runtime_error("boom");
+    co_return 0;
+}
+task<long> depth(int n) {
+    if (n == 0) co_return 0;
+    co_return 1 + co_await depth(n - 1);
+}
+task<std::string> words() {
+    std::string s = "a";
+    for (int i = 0; i < 3; ++i) s += std::to_string(co_await add(i, 1));
+    co_return s;
+}
+
+TEST_P(task_test, value_void_and_nested) {
+    EXPECT_EQ(block_on(forty_two()).value(), 42);
+    EXPECT_TRUE(block_on(nothing()).has_value());
+    EXPECT_EQ(block_on(words()).value(), "a123");
+}
+
+TEST_P(task_test, exception_reaches_the_awaiter_and_the_joiner) {
+    auto outer = []() -> task<std::string> {
+        try {
+            co_await thrower();
+        } catch (const std::runtime_error& e) {
+            co_return e.what();
+        }
+        co_return "no exception";
+    };
+    EXPECT_EQ(block_on(outer()).value(), "boom");
+    auto h = co_spawn(thrower());
+    ASSERT_TRUE(h);
+    EXPECT_THROW(h->join(), std::runtime_error);
+}
+
+TEST_P(task_test, result_values_pass_through) {
+    auto t = []() -> task<result<int>> { co_return errno_error(ENOENT); };
+    auto r = block_on(t());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().value(), ENOENT);
+}
+
+TEST_P(task_test, a_million_nested_awaits_use_no_stack) {
+    // Symmetric transfer: a chain this deep would overflow a fiber's 256 KiB stack otherwise.
+    EXPECT_EQ(block_on(depth(1'000'000)).value(), 1'000'000);
+}
+
+TEST_P(task_test, spawned_tasks_are_joined_from_tasks) {
+    auto parent = []() -> task<int> {
+        std::vector<join_handle<int>> hs;
+        for (int i = 0; i < 100; ++i) hs.push_back(co_spawn(add(i, i)).value());
+        int sum = 0;
+        for (auto& h : hs) sum += co_await h;
+        co_return sum;
+    };
+    EXPECT_EQ(block_on(parent()).value(), 9900);
+}
+
+TEST_P(task_test, detached_tasks_run_to_their_end) {
+    int done = 0;
+    auto bump = [](int* d) -> task<void> {
+        co_await co::yield();
+        ++*d;
+    };
+    for (int i = 0; i < 10; ++i) co_spawn(bump(&done))->detach();
+    auto wait = [](int* d) -> task<void> {
+        while (*d < 10) co_await co::yield();
+    };
+    ASSERT_TRUE(block_on(wait(&done)));
+    EXPECT_EQ(done, 10);
+}
+
+TEST_P(task_test, a_plain_thread_and_another_vcpu_join_tasks) {
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));
+    ASSERT_TRUE(rt);
+    // Spawned on vCPU 0 from this (non-vCPU) thread, joined here.
+    auto h = co_spawn(add(20, 22), {.on = (*rt)->vcpu(0)});
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->join(), 42);
+    // A task on vCPU 1 spawns on vCPU 0 and awaits it.
+    auto r = (*rt)->call(1, [&] {
+        auto remote = [](vcpu_handle other) -> task<int> {
+            auto child = co_spawn(forty_two(), {.on = other}).value();
+            co_return co_await child + current_vcpu_index() * 0;
+        };
+        return block_on(remote((*rt)->vcpu(0))).value();
+    });
+    ASSERT_TRUE(r);
+    EXPECT_EQ(*r, 42);
+}
+
+TEST_P(task_test, nop_round_trips) {
+    auto t = []() -> task<long> {
+        long sum = 0;
+        for (int i = 0; i < 1000; ++i) sum += co_await co::nop();
+        co_return sum;
+    };
+    EXPECT_EQ(block_on(t()).value(), 0);
+}
+
+TEST_P(task_test, sleep_waits) {
+    auto t = []() -> task<int64_t> {
+        const int64_t t0 = mono_now_ns();
+        auto r = co_await co::sleep_for(std::chrono::milliseconds(20));
+        EXPECT_TRUE(r);
+        co_return mono_now_ns() - t0;
+    };
+    EXPECT_GE(block_on(t()).value(), 20'000'000);
+}
+
+GLUON_ENGINE_TEST_SUITE(task_test);
+
+}  // namespace
+}  // namespace gluon
