@@ -35,6 +35,12 @@ std::string encode_path(std::string_view p) {
 }
 
 uint64_t ino_of(const std::string& p) { return std::hash<std::string>{}(p) | 2; }
+/// A version of a file has its own inode number: one replaced on the server (a new ETag, or a new
+/// Last-Modified without one) is a new file, as one renamed over locally, and caches see it so.
+uint64_t ino_of(const std::string& p, const http_meta& m) {
+    const std::string& v = m.etag.empty() ? m.last_modified : m.etag;
+    return (std::hash<std::string>{}(p) ^ (std::hash<std::string>{}(v) * 0x9E3779B97F4A7C15ULL)) | 2;
+}
 
 class list_dir final : public directory {
 public:
@@ -61,14 +67,15 @@ public:
         if (flags & O_DIRECTORY) return errno_error(ENOTDIR);
         auto url = GLUON_TRY(url_of(n));
         auto m = GLUON_TRY(sh_->head(url, k_no_deadline));
-        return std::unique_ptr<file>(new detail::http_file(sh_, std::move(m), ino_of(n)));
+        uint64_t ino = ino_of(n, m);
+        return std::unique_ptr<file>(new detail::http_file(sh_, std::move(m), ino));
     }
     result<struct stat> stat(std::string_view p) noexcept override {
         std::string n = path::normalize(p.empty() || p[0] != '/' ? "/" + std::string(p) : std::string(p));
         if (n == "/") return detail::http_stat({}, 1, true);
         auto url = GLUON_TRY(url_of(n));
         auto m = GLUON_TRY(sh_->head(url, k_no_deadline));
-        return detail::http_stat(m, ino_of(n));
+        return detail::http_stat(m, ino_of(n, m));
     }
     result<struct stat> lstat(std::string_view p) noexcept override { return stat(p); }
     result<struct statvfs> statfs(std::string_view) noexcept override {

@@ -1,0 +1,76 @@
+// The blocks of the cache filesystem: a map from (file identity, block number) to blocks in
+// memory with CLOCK replacement, single-flight fetches, and the optional disk tier. Shared by
+// the filesystem and its open files, on any vCPU. Private to fs/cache.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+
+#include "gluon/common/spinlock.h"
+#include "gluon/fs/cache.h"
+#include "gluon/fs/file.h"
+#include "gluon/sync/condition_variable.h"
+
+namespace gluon::fs::detail {
+
+struct block_key {
+    uint64_t object;  // the file's identity hash
+    uint64_t index;   // block number
+    bool operator==(const block_key&) const = default;
+};
+
+struct block_key_hash {
+    size_t operator()(const block_key& k) const noexcept {
+        return static_cast<size_t>(k.object ^ (k.index * 0x9E3779B97F4A7C15ULL));
+    }
+};
+
+struct block {
+    std::unique_ptr<char[]> data;
+    size_t len = 0;
+    // Guarded by the cache's lock:
+    bool ready = false;
+    bool referenced = false;  // CLOCK's second chance
+    bool evicted = false;
+    std::error_code failed;   // the fetch failed: waiters return this
+    condition_variable fetched;
+};
+
+struct cache_counters {
+    std::atomic<uint64_t> hits{0}, disk_hits{0}, misses{0}, waits{0}, read_ahead{0}, evictions{0};
+};
+
+class block_cache {
+public:
+    block_cache(cache_options o, std::unique_ptr<filesystem> disk) noexcept;
+
+    const cache_options& options() const noexcept { return opts_; }
+    cache_counters& counters() noexcept { return counters_; }
+    cache_stats statistics() const noexcept;
+
+    /// The block, from memory, from the disk tier, or fetched from src at off (len bytes, known
+    /// by the caller), once however many fibers ask.
+    /// Errors: the fetch's (EIO, ETIMEDOUT, ...), ESTALE (also when src ends early), ECANCELED, ENOMEM.
+    result<std::shared_ptr<block>> get(block_key k, size_t len, file& src, int64_t off, deadline_t d) noexcept;
+    /// True if the block is in memory or being fetched.
+    bool present(block_key k) noexcept;
+    void drop_memory() noexcept;
+
+private:
+    result<void> load(block& b, file& src, int64_t off, deadline_t d) noexcept;
+    bool read_disk(block_key k, block& b) noexcept;
+    void write_disk(block_key k, const block& b) noexcept;
+    void make_room() noexcept;  // under lock_
+
+    cache_options opts_;
+    std::unique_ptr<filesystem> disk_;  // the cache directory, or null
+    cache_counters counters_;
+    mutable spinlock lock_;
+    std::unordered_map<block_key, std::shared_ptr<block>, block_key_hash> map_;
+    std::deque<std::pair<block_key, std::shared_ptr<block>>> clock_;  // ready blocks, oldest first
+    uint64_t bytes_ = 0;  // ready and fetching blocks' bytes
+};
+
+}  // namespace gluon::fs::detail

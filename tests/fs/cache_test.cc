@@ -1,0 +1,293 @@
+// The cache filesystem over the local filesystem (every event engine and file engine) and over
+// the HTTP filesystem against nginx: blocks in memory and on disk, single-flight, read-ahead,
+// invalidation, and the refusal of writes.
+#include "gluon/fs/cache.h"
+
+#include <gtest/gtest.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <fstream>
+#include <random>
+
+#include "fs_fixture.h"
+#include "gluon/fs/http.h"
+#include "support/nginx.h"
+
+namespace gluon::fs {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string random_bytes(size_t n, unsigned seed) {
+    std::mt19937 g(seed);
+    std::string s(n, '\0');
+    for (auto& c : s) c = static_cast<char>(g());
+    return s;
+}
+
+/// A source that counts the reads reaching it and makes each one take a while (so that other
+/// fibers run while a fetch is in flight).
+class counting_fs final : public filesystem {
+public:
+    explicit counting_fs(std::unique_ptr<filesystem> in) : in_(std::move(in)) {}
+    std::atomic<int> reads{0};
+    duration delay = 0ms;
+
+    result<std::unique_ptr<file>> open(std::string_view p, int flags, mode_t m) noexcept override {
+        auto f = GLUON_TRY(in_->open(p, flags, m));
+        return std::unique_ptr<file>(new counting_file(std::move(f), *this));
+    }
+    result<void> mkdir(std::string_view p, mode_t m) noexcept override { return in_->mkdir(p, m); }
+    result<void> rmdir(std::string_view p) noexcept override { return in_->rmdir(p); }
+    result<void> unlink(std::string_view p) noexcept override { return in_->unlink(p); }
+    result<void> rename(std::string_view a, std::string_view b) noexcept override { return in_->rename(a, b); }
+    result<void> link(std::string_view a, std::string_view b) noexcept override { return in_->link(a, b); }
+    result<void> symlink(std::string_view a, std::string_view b) noexcept override { return in_->symlink(a, b); }
+    result<std::string> readlink(std::string_view p) noexcept override { return in_->readlink(p); }
+    result<struct stat> stat(std::string_view p) noexcept override { return in_->stat(p); }
+    result<struct stat> lstat(std::string_view p) noexcept override { return in_->lstat(p); }
+    result<struct statvfs> statfs(std::string_view p) noexcept override { return in_->statfs(p); }
+    result<void> access(std::string_view p, int m) noexcept override { return in_->access(p, m); }
+    result<void> truncate(std::string_view p, int64_t l) noexcept override { return in_->truncate(p, l); }
+    result<void> utimes(std::string_view p, const timespec t[2]) noexcept override { return in_->utimes(p, t); }
+    result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override { return in_->opendir(p); }
+
+private:
+    class counting_file final : public file {
+    public:
+        counting_file(std::unique_ptr<file> f, counting_fs& fs) : f_(std::move(f)), fs_(fs) {}
+        result<struct stat> fstat() noexcept override { return f_->fstat(); }
+        result<void> fsync() noexcept override { return f_->fsync(); }
+        result<void> ftruncate(int64_t l) noexcept override { return f_->ftruncate(l); }
+        result<void> close() noexcept override { return f_->close(); }
+
+    protected:
+        result<size_t> do_pread(void* b, size_t n, int64_t off, deadline_t d) noexcept override {
+            ++fs_.reads;
+            if (fs_.delay > 0ms) GLUON_TRY(this_fiber::sleep_for(fs_.delay));
+            return f_->pread(b, n, off, time_left(d));
+        }
+        result<size_t> do_pwrite(const void* b, size_t n, int64_t off, deadline_t d) noexcept override {
+            return f_->pwrite(b, n, off, time_left(d));
+        }
+
+    private:
+        std::unique_ptr<file> f_;
+        counting_fs& fs_;
+    };
+    std::unique_ptr<filesystem> in_;
+};
+
+class cache_fs_test : public test::fs_test {
+protected:
+    void SetUp() override {
+        test::fs_test::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        data_ = random_bytes(5 << 20, 3);
+        make("data.bin", data_);
+        auto src = fs::open_local(dir_, file_engine_kind());
+        ASSERT_TRUE(src);
+        source_ = std::make_shared<counting_fs>(std::move(*src));
+    }
+    std::unique_ptr<filesystem> cached(cache_options o) {
+        auto c = make_cached(source_, std::move(o));
+        EXPECT_TRUE(c) << c.error().message();
+        return c ? std::move(*c) : nullptr;
+    }
+    void expect_window(file& f, size_t n, int64_t off) {
+        std::string buf(n, '\0');
+        auto r = f.pread(buf.data(), n, off);
+        ASSERT_TRUE(r) << r.error().message();
+        size_t want = std::min<size_t>(n, data_.size() - off);
+        ASSERT_EQ(*r, want);
+        EXPECT_TRUE(buf.compare(0, want, data_, off, want) == 0) << "at " << off;
+    }
+    /// Lets background fetches end before the test looks at counters or tears down.
+    void settle(filesystem& c) {
+        for (int i = 0; i < 10000; ++i) {
+            auto before = cache_statistics(c);
+            this_fiber::yield();
+            (void)this_fiber::sleep_for(1ms);
+            auto after = cache_statistics(c);
+            if (before.misses == after.misses && before.memory_bytes == after.memory_bytes && i > 3) return;
+        }
+    }
+
+    std::string data_;
+    std::shared_ptr<counting_fs> source_;
+};
+
+TEST_P(cache_fs_test, serves_reads_from_memory_after_the_first_and_evicts_within_its_bound) {
+    auto c = cached({.block_size = 64 << 10, .memory_bytes = 1 << 20, .read_ahead_blocks = 0});
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f) << f.error().message();
+    std::mt19937 g(1);
+    for (int i = 0; i < 40; ++i) expect_window(**f, 1 + g() % 200000, g() % data_.size());
+    int reads = source_->reads;
+    auto st = cache_statistics(*c);
+    EXPECT_GT(st.misses, 0u);
+    EXPECT_LE(st.memory_bytes, 1u << 20);
+    // A window inside one block, twice: the second is a hit with no source read.
+    expect_window(**f, 1000, 3 * 65536 + 10);
+    reads = source_->reads;
+    expect_window(**f, 1000, 3 * 65536 + 2000);
+    EXPECT_EQ(source_->reads, reads);
+    // The whole file through a 1 MiB cache: blocks go out, the bound holds.
+    for (int64_t off = 0; off < static_cast<int64_t>(data_.size()); off += 300000) expect_window(**f, 300000, off);
+    settle(*c);
+    st = cache_statistics(*c);
+    EXPECT_GT(st.evictions, 0u);
+    EXPECT_LE(st.memory_bytes, 1u << 20);
+    EXPECT_EQ(cache_statistics(*fs_).hits, 0u);  // not a cache: zeros
+}
+
+TEST_P(cache_fs_test, many_fibers_missing_one_block_cause_one_fetch) {
+    source_->delay = 20ms;
+    auto c = cached({.block_size = 1 << 20, .read_ahead_blocks = 0});
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    std::vector<fiber> readers;
+    std::atomic<int> ok{0};
+    for (int i = 0; i < 8; ++i) {
+        auto r = spawn([&, i] {
+            std::string buf(4096, '\0');
+            int64_t off = 100000 + i * 4096;
+            auto n = (*f)->pread(buf.data(), buf.size(), off);
+            if (n && *n == buf.size() && data_.compare(off, buf.size(), buf) == 0) ++ok;
+        });
+        ASSERT_TRUE(r);
+        readers.push_back(std::move(*r));
+    }
+    for (auto& r : readers) ASSERT_TRUE(r.join());
+    EXPECT_EQ(ok.load(), 8);
+    EXPECT_EQ(source_->reads.load(), 1);
+    auto st = cache_statistics(*c);
+    EXPECT_EQ(st.misses, 1u);
+    EXPECT_EQ(st.waits, 7u);
+}
+
+TEST_P(cache_fs_test, sequential_readers_get_blocks_fetched_ahead) {
+    auto c = cached({.block_size = 64 << 10, .read_ahead_blocks = 4});
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    expect_window(**f, 65536, 0);
+    expect_window(**f, 65536, 65536);  // continues the last read: blocks 2..5 are fetched ahead
+    settle(*c);
+    auto st = cache_statistics(*c);
+    EXPECT_GE(st.read_ahead, 4u);
+    uint64_t hits = st.hits;
+    for (int b = 2; b < 6; ++b) expect_window(**f, 65536, b * 65536);
+    EXPECT_GE(cache_statistics(*c).hits, hits + 4);
+    // A read over several missing blocks fetches them side by side and returns them all.
+    expect_window(**f, 1 << 20, 2 << 20);
+    settle(*c);
+}
+
+TEST_P(cache_fs_test, keeps_blocks_on_disk_across_memory_drops_and_new_instances) {
+    std::string disk = dir_ + "/cache-dir";
+    cache_options o{.block_size = 256 << 10, .disk_dir = disk, .read_ahead_blocks = 0};
+    auto c = cached(o);
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    for (int64_t off = 0; off < static_cast<int64_t>(data_.size()); off += 1 << 20) expect_window(**f, 1 << 20, off);
+    settle(*c);
+    int reads = source_->reads;
+    cache_drop_memory(*c);
+    EXPECT_EQ(cache_statistics(*c).memory_bytes, 0u);
+    for (int64_t off = 0; off < static_cast<int64_t>(data_.size()); off += 1 << 20) expect_window(**f, 1 << 20, off);
+    EXPECT_EQ(source_->reads, reads);
+    EXPECT_EQ(cache_statistics(*c).disk_hits, 20u);
+    // Another cache on the same directory (a restart) finds them too.
+    auto again = cached(o);
+    auto g = again->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(g);
+    expect_window(**g, 5000, 4 << 20);
+    EXPECT_EQ(source_->reads, reads);
+    EXPECT_EQ(cache_statistics(*again).disk_hits, 1u);
+}
+
+TEST_P(cache_fs_test, a_changed_source_file_is_a_new_file_and_fails_open_readers_with_estale) {
+    auto c = cached({.block_size = 64 << 10, .read_ahead_blocks = 0, .revalidate_after = 0s});
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    expect_window(**f, 1000, 0);
+    data_ = random_bytes(100000, 4);  // another size, other bytes
+    make("data.bin", data_);
+    char b[10];
+    EXPECT_EQ((*f)->pread(b, sizeof b, 0).error().value(), ESTALE);
+    auto g = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(g);
+    expect_window(**g, 1000, 0);  // not the old block 0
+    EXPECT_EQ((*g)->fstat()->st_size, 100000);
+}
+
+TEST_P(cache_fs_test, is_read_only_and_says_so) {
+    auto c = cached({});
+    EXPECT_EQ(c->open("data.bin", O_RDWR).error(), std::errc::read_only_file_system);
+    EXPECT_EQ(c->open("new", O_WRONLY | O_CREAT).error(), std::errc::read_only_file_system);
+    EXPECT_EQ(c->unlink("data.bin").error(), std::errc::read_only_file_system);
+    EXPECT_EQ(c->mkdir("d").error(), std::errc::read_only_file_system);
+    EXPECT_EQ(c->truncate("data.bin", 0).error(), std::errc::read_only_file_system);
+    EXPECT_EQ(c->access("data.bin", W_OK).error(), std::errc::read_only_file_system);
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    EXPECT_EQ((*f)->pwrite("x", 1, 0).error(), std::errc::bad_file_descriptor);
+    EXPECT_EQ((*f)->ftruncate(0).error(), std::errc::read_only_file_system);
+    EXPECT_EQ(c->stat("data.bin")->st_size, static_cast<off_t>(data_.size()));
+    EXPECT_EQ(make_cached(source_, {.block_size = 3000}).error(), std::errc::invalid_argument);
+}
+
+GLUON_FS_TEST_SUITE(cache_fs_test);
+
+// Over the HTTP filesystem and nginx.
+class cache_http_test : public test::engine_test {
+protected:
+    static void SetUpTestSuite() { nginx_ = test::nginx::start(why_).release(); }
+    static void TearDownTestSuite() {
+        delete nginx_;
+        nginx_ = nullptr;
+    }
+    void SetUp() override {
+        GLUON_REQUIRE_PEER(nginx_, why_);
+        test::engine_test::SetUp();
+    }
+    static inline test::nginx* nginx_ = nullptr;
+    static inline std::string why_;
+};
+
+TEST_P(cache_http_test, caches_an_http_file_and_sees_a_new_etag_at_the_next_open) {
+    std::string p = nginx_->www() + "/img.bin";
+    std::string v1 = random_bytes(3 << 20, 5);
+    std::ofstream(p, std::ios::binary) << v1;
+    auto h = make_http_filesystem({.base_url = nginx_->url(""), .metadata_ttl = 0s});
+    ASSERT_TRUE(h);
+    std::shared_ptr<filesystem> http = std::move(*h);
+    auto c = make_cached(http, {.block_size = 1 << 20, .read_ahead_blocks = 0});
+    ASSERT_TRUE(c);
+    auto f = (*c)->open("/img.bin", O_RDONLY);
+    ASSERT_TRUE(f) << f.error().message();
+    std::string buf(v1.size(), '\0');
+    ASSERT_TRUE((*f)->pread_exactly(buf.data(), buf.size(), 0));
+    EXPECT_EQ(buf, v1);
+    auto ranges = http_fs_statistics(*http).range_reads;
+    ASSERT_TRUE((*f)->pread_exactly(buf.data(), buf.size(), 0));
+    EXPECT_EQ(http_fs_statistics(*http).range_reads, ranges);  // all from memory
+    EXPECT_EQ(cache_statistics(**c).misses, 3u);
+
+    std::string v2 = random_bytes(3 << 20, 6);  // same size: only the ETag (mtime) tells
+    std::ofstream(p, std::ios::binary) << v2;
+    struct stat st{};
+    ::stat(p.c_str(), &st);
+    timeval tv[2] = {{st.st_mtime + 10, 0}, {st.st_mtime + 10, 0}};
+    ::utimes(p.c_str(), tv);
+    auto g = (*c)->open("/img.bin", O_RDONLY);
+    ASSERT_TRUE(g);
+    ASSERT_TRUE((*g)->pread_exactly(buf.data(), buf.size(), 0));
+    EXPECT_EQ(buf, v2);
+}
+
+GLUON_ENGINE_TEST_SUITE(cache_http_test);
+
+}  // namespace
+}  // namespace gluon::fs
