@@ -22,6 +22,7 @@ if [ "$profile" = test ]; then pkgs+=(clang libclang-rt-14-dev); fi  # libFuzzer
 if [ "$profile" = test ]; then pkgs+=(python3-websockets python3-prometheus-client); fi  # WebSocket peer, metrics parser
 if [ "$profile" != build ]; then pkgs+=(redis-server); fi  # the server of tests/redis and bench/run redis
 if [ "$profile" = bench ]; then pkgs+=(libhiredis-dev); fi  # the hiredis peer of bench/run redis
+if [ "$profile" = test ]; then pkgs+=(iperf); fi  # iperf 2, the unmodified threaded program of tests/preload
 if [ "$profile" != build ]; then pkgs+=(libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc); fi  # gRPC C++, the peer of tests/rpc
 
 missing=()

@@ -124,6 +124,26 @@ int nanosleep(const timespec* req, timespec* rem) { return GLUON_FORWARD(nanosle
 int usleep(useconds_t us) { return GLUON_FORWARD(usleep, us); }
 unsigned sleep(unsigned s) { return GLUON_FORWARD(sleep, s); }
 
+// Returns an error number, not -1 (POSIX). An absolute time is turned into a relative sleep
+// on the same clock, read now.
+int clock_nanosleep(clockid_t c, int flags, const timespec* t, timespec* rem) {
+    if (!in_fiber()) return GLUON_REAL(clock_nanosleep)(c, flags, t, rem);
+    if (!t || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L) return EINVAL;
+    timespec rel = *t;
+    if (flags & TIMER_ABSTIME) {
+        timespec now;
+        if (clock_gettime(c, &now) != 0) return EINVAL;
+        int64_t ns = (t->tv_sec - now.tv_sec) * 1'000'000'000LL + (t->tv_nsec - now.tv_nsec);
+        if (ns < 0) ns = 0;
+        rel = {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    }
+    const int saved = errno;
+    const int r = px::nanosleep(&rel, (flags & TIMER_ABSTIME) ? nullptr : rem);
+    const int err = r == 0 ? 0 : errno;
+    errno = saved;
+    return err;
+}
+
 static int fcntl_any(const char* real_name, int fd, int cmd, long arg) {
     if (on() && (cmd == F_GETFL || cmd == F_SETFL)) return px::fcntl(fd, cmd, arg);
     static auto* real_fcntl = gluon::preload::real<int (*)(int, int, ...)>("fcntl");
@@ -198,6 +218,5 @@ GLUON_BLOCKS_VCPU(int, ppoll, (pollfd * f, nfds_t n, const timespec* t, const si
 GLUON_BLOCKS_VCPU(int, epoll_pwait, (int ep, epoll_event* e, int n, int t, const sigset_t* m), (ep, e, n, t, m))
 GLUON_BLOCKS_VCPU(int, pselect, (int n, fd_set* r, fd_set* w, fd_set* e, const timespec* t, const sigset_t* m),
                   (n, r, w, e, t, m))
-GLUON_BLOCKS_VCPU(int, clock_nanosleep, (clockid_t c, int f, const timespec* t, timespec* rem), (c, f, t, rem))
 
 }  // extern "C"

@@ -22,6 +22,16 @@ runtime* start_runtime() noexcept;
 /// std::thread keep their usual meaning.
 bool program_context() noexcept;
 
+/// True if return_address lies in this library's code: gluon's own calls (its std::mutex,
+/// std::condition_variable and std::thread), which must always reach libc (own_code.cc).
+bool own_code(const void* return_address) noexcept;
+
+/// The program made this pthread call, from a thread or fiber of its own: fiber mode handles
+/// it. Used at the top of an interposer (the return address is the interposer's).
+#define GLUON_PROGRAM_CALL()                                                                  \
+    (::gluon::preload::current_mode() == ::gluon::preload::mode::fibers &&                     \
+     !::gluon::preload::own_code(__builtin_return_address(0)) && ::gluon::preload::program_context())
+
 /// Marks a stretch of gluon code called from program context that must see libc's pthreads
 /// (creating fibers takes gluon's own locks). It must not park: the mark is per thread.
 struct internal_scope {

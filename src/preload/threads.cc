@@ -94,6 +94,9 @@ void* run_gluon_thread(void* p) {
 
 struct pmutex {
     bool recursive = false;
+    // Who holds m (a normal mutex): glibc lets any thread unlock a normal mutex, and programs
+    // do (iperf 2 does), so the unlock is made on the holder's behalf.
+    std::atomic<uintptr_t> holder{0};
     gluon::mutex m;
     gluon::recursive_mutex rm;
 };
@@ -177,7 +180,7 @@ using namespace gluon::preload;
 extern "C" {
 
 int pthread_create(pthread_t* thr, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
-    if (current_mode() != mode::fibers || !program_context()) {
+    if (!GLUON_PROGRAM_CALL()) {
         auto* t = new trampoline{fn, arg};
         int r = GLUON_REAL(pthread_create)(thr, attr, run_gluon_thread, t);
         if (r != 0) delete t;
@@ -258,40 +261,52 @@ int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) noexcep
     return r;
 }
 int pthread_mutex_destroy(pthread_mutex_t* m) noexcept {
+    if (own_code(__builtin_return_address(0))) return GLUON_REAL(pthread_mutex_destroy)(m);
     if (void* p = __atomic_exchange_n(mutex_slot(m), nullptr, __ATOMIC_ACQ_REL)) delete static_cast<pmutex*>(p);
     return GLUON_REAL(pthread_mutex_destroy)(m);
 }
 int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
-    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_mutex_lock)(m);
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_lock)(m);
     const int saved = errno;
     pmutex* p = get(m);
-    p->recursive ? p->rm.lock() : p->m.lock();
+    if (p->recursive) {
+        p->rm.lock();
+    } else {
+        p->m.lock();
+        p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
+    }
     errno = saved;
     return 0;
 }
 int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
-    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_mutex_trylock)(m);
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_trylock)(m);
     pmutex* p = get(m);
-    return (p->recursive ? p->rm.try_lock() : p->m.try_lock()) ? 0 : EBUSY;
+    if (p->recursive) return p->rm.try_lock() ? 0 : EBUSY;
+    if (!p->m.try_lock()) return EBUSY;
+    p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
+    return 0;
 }
 int pthread_mutex_timedlock(pthread_mutex_t* m, const timespec* abstime) noexcept {
-    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_mutex_timedlock)(m, abstime);
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_timedlock)(m, abstime);
     pmutex* p = get(m);
     const gluon::duration d = until(CLOCK_REALTIME, abstime);
     auto r = p->recursive ? p->rm.lock_for(d, false) : p->m.lock_for(d, false);
-    return r ? 0 : ETIMEDOUT;
+    if (!r) return ETIMEDOUT;
+    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
+    return 0;
 }
 int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
-    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_mutex_unlock)(m);
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_unlock)(m);
     pmutex* p = get(m);
-    p->recursive ? p->rm.unlock() : p->m.unlock();
+    if (p->recursive) p->rm.unlock();
+    else p->m.unlock(p->holder.load(std::memory_order_relaxed));
     return 0;
 }
 
 int pthread_cond_init(pthread_cond_t* c, const pthread_condattr_t* a) noexcept {
     int r = GLUON_REAL(pthread_cond_init)(c, a);
     *cond_slot(c) = nullptr;
-    if (current_mode() == mode::fibers && a) {
+    if (current_mode() == mode::fibers && a && !own_code(__builtin_return_address(0))) {
         clockid_t clock = CLOCK_REALTIME;
         pthread_condattr_getclock(a, &clock);
         gluon::preload::get(c)->clock = clock;
@@ -299,33 +314,35 @@ int pthread_cond_init(pthread_cond_t* c, const pthread_condattr_t* a) noexcept {
     return r;
 }
 int pthread_cond_destroy(pthread_cond_t* c) noexcept {
-    if (current_mode() != mode::fibers) return GLUON_REAL(pthread_cond_destroy)(c);
+    if (current_mode() != mode::fibers || own_code(__builtin_return_address(0))) return GLUON_REAL(pthread_cond_destroy)(c);
     if (void* p = __atomic_exchange_n(cond_slot(c), nullptr, __ATOMIC_ACQ_REL)) delete static_cast<pcond*>(p);
     return 0;
 }
 int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
-    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_cond_wait)(c, m);
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_wait)(c, m);
     const int saved = errno;
     pmutex* p = get(m);
     p->recursive ? get(c)->cv.wait(p->rm) : get(c)->cv.wait(p->m);
+    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
     errno = saved;
     return 0;
 }
 int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abstime) {
-    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_cond_timedwait)(c, m, abstime);
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_timedwait)(c, m, abstime);
     pmutex* p = get(m);
     pcond* pc = get(c);
     const gluon::duration d = until(pc->clock, abstime);
     auto st = p->recursive ? pc->cv.wait_for(p->rm, d) : pc->cv.wait_for(p->m, d);
+    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
     return st == std::cv_status::timeout ? ETIMEDOUT : 0;
 }
 int pthread_cond_signal(pthread_cond_t* c) noexcept {
-    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_cond_signal)(c);
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_signal)(c);
     get(c)->cv.notify_one();
     return 0;
 }
 int pthread_cond_broadcast(pthread_cond_t* c) noexcept {
-    if (current_mode() != mode::fibers || !program_context()) return GLUON_REAL(pthread_cond_broadcast)(c);
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_broadcast)(c);
     get(c)->cv.notify_all();
     return 0;
 }
