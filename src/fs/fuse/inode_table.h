@@ -1,0 +1,43 @@
+// The kernel's inode numbers for the paths of a path-based filesystem: assigned as names are
+// looked up, counted the way the kernel counts its references, dropped when it forgets them.
+// Shared by the vCPUs serving one mount. Private to fs/fuse.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "gluon/common/spinlock.h"
+
+namespace gluon::fs::detail {
+
+class inode_table {
+public:
+    inode_table();
+    /// The path of ino, or nullopt if the kernel has forgotten it.
+    std::optional<std::string> path(uint64_t ino);
+    /// The child's path ("/" + name under the root).
+    std::optional<std::string> child(uint64_t parent, std::string_view name);
+    /// The inode of path, counting one more kernel reference to it.
+    uint64_t remember(const std::string& path);
+    /// The kernel dropped n references.
+    void forget(uint64_t ino, uint64_t n);
+    /// from (and everything under it) is now at to.
+    void renamed(const std::string& from, const std::string& to);
+    /// path no longer names its inode (which lives on while the kernel holds it).
+    void removed(const std::string& path);
+
+private:
+    struct node {
+        std::string path;
+        uint64_t lookups = 0;
+    };
+    spinlock lock_;
+    std::unordered_map<uint64_t, node> by_ino_;
+    std::unordered_map<std::string, uint64_t> by_path_;
+    uint64_t next_ = 2;  // 1 is the root
+};
+
+}  // namespace gluon::fs::detail

@@ -1,0 +1,180 @@
+// FUSE export tested with unmodified tools (ls -R, cat, cp -r, dd, find, sha256sum, mv, rm,
+// truncate, stat -f) on a mount of the local filesystem and of the HTTP filesystem behind the
+// cache, on every engine. Skipped where /dev/fuse or mounting is not available.
+#include "gluon/fs/fuse.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "gluon/fs/cache.h"
+#include "gluon/fs/http.h"
+#include "gluon/fs/local.h"
+#include "support/nginx.h"
+#include "support/process.h"
+#include "test_support.h"
+
+namespace gluon::fs {
+namespace {
+
+using namespace std::chrono_literals;
+namespace stdfs = std::filesystem;
+
+std::string random_bytes(size_t n, unsigned seed) {
+    std::mt19937 g(seed);
+    std::string s(n, '\0');
+    for (auto& c : s) c = static_cast<char>(g());
+    return s;
+}
+
+std::string slurp(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+bool mounted(const std::string& mp) { return slurp("/proc/mounts").find(" " + mp + " ") != std::string::npos; }
+
+class fuse_test : public test::engine_test {
+protected:
+    void SetUp() override {
+        test::engine_test::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        std::string tmpl = stdfs::temp_directory_path() / "gluon-fuse-XXXXXX";
+        ASSERT_TRUE(::mkdtemp(tmpl.data()));
+        dir_ = tmpl;
+        src_ = dir_ + "/src";
+        mnt_ = dir_ + "/mnt";
+        stdfs::create_directories(src_);
+        stdfs::create_directories(mnt_);
+    }
+    void TearDown() override {
+        m_.reset();
+        if (!dir_.empty()) {
+            if (mounted(mnt_)) (void)std::system(("umount -l " + mnt_ + " 2>/dev/null").c_str());
+            std::error_code ec;
+            stdfs::remove_all(dir_, ec);
+        }
+        test::engine_test::TearDown();
+    }
+    /// Mounts fs at mnt_, or skips the test where FUSE cannot mount here.
+    void mount(std::shared_ptr<filesystem> fs, fuse_options o = {}) {
+        o.mountpoint = mnt_;
+        auto m = fuse_mount::mount(std::move(fs), o);
+        if (!m && (m.error() == std::errc::no_such_device || m.error() == std::errc::io_error ||
+                   m.error() == std::errc::no_such_file_or_directory))
+            GTEST_SKIP() << "FUSE cannot mount here: " << m.error().message();
+        ASSERT_TRUE(m) << m.error().message();
+        m_ = std::move(*m);
+        ASSERT_TRUE(mounted(mnt_));
+    }
+    /// Runs a shell command (the tools are unmodified programs); its stdout, or "<exit N>".
+    std::string sh(const std::string& cmd) {
+        std::string out = dir_ + "/out.txt";
+        test::child c({"/bin/sh", "-c", cmd}, "/dev/null", out, dir_ + "/err.txt");
+        int rc = c.wait(60s);
+        if (rc != 0) return "<exit " + std::to_string(rc) + ": " + slurp(dir_ + "/err.txt") + ">";
+        return slurp(out);
+    }
+    std::string hash_of(const std::string& p) {
+        std::string h = sh("sha256sum < '" + p + "'");
+        return h.substr(0, 64);
+    }
+
+    std::string dir_, src_, mnt_;
+    std::unique_ptr<fuse_mount> m_;
+};
+
+TEST_P(fuse_test, unmodified_tools_work_on_a_mounted_local_directory) {
+    stdfs::create_directories(src_ + "/a/b");
+    std::ofstream(src_ + "/a/b/c.txt") << "hello through fuse\n";
+    std::ofstream(src_ + "/big.bin", std::ios::binary) << random_bytes(3 << 20, 9);
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::move(*local));
+
+    std::string ls = sh("ls -R " + mnt_);
+    EXPECT_NE(ls.find("big.bin"), std::string::npos) << ls;
+    EXPECT_NE(ls.find("c.txt"), std::string::npos) << ls;
+    EXPECT_EQ(sh("cat " + mnt_ + "/a/b/c.txt"), "hello through fuse\n");
+    EXPECT_EQ(hash_of(mnt_ + "/big.bin"), hash_of(src_ + "/big.bin"));
+    EXPECT_EQ(sh("find " + mnt_ + " -type f | sort"), mnt_ + "/a/b/c.txt\n" + mnt_ + "/big.bin\n");
+
+    // Writes: cp -r, dd, mv, truncate, rm, mkdir, rmdir.
+    EXPECT_EQ(sh("cp -r " + mnt_ + "/a " + mnt_ + "/a2 && cp " + mnt_ + "/big.bin " + mnt_ + "/a2/"), "");
+    EXPECT_EQ(slurp(src_ + "/a2/b/c.txt"), "hello through fuse\n");
+    EXPECT_EQ(hash_of(src_ + "/a2/big.bin"), hash_of(src_ + "/big.bin"));
+    EXPECT_EQ(sh("dd if=/dev/zero of=" + mnt_ + "/z bs=64k count=16 status=none"), "");
+    EXPECT_EQ(stdfs::file_size(src_ + "/z"), 1u << 20);
+    EXPECT_EQ(sh("mv " + mnt_ + "/a2 " + mnt_ + "/moved && cat " + mnt_ + "/moved/b/c.txt"), "hello through fuse\n");
+    EXPECT_TRUE(stdfs::exists(src_ + "/moved/b/c.txt"));
+    EXPECT_EQ(sh("truncate -s 1000 " + mnt_ + "/z && stat -c %s " + mnt_ + "/z"), "1000\n");
+    EXPECT_EQ(sh("rm -r " + mnt_ + "/moved " + mnt_ + "/z && mkdir " + mnt_ + "/d && rmdir " + mnt_ + "/d && ls " + mnt_),
+              "a\nbig.bin\n");
+    EXPECT_EQ(sh("stat -f -c %T " + mnt_), "fuseblk\n");
+    EXPECT_NE(sh("stat -f -c %b " + mnt_).find_first_of("0123456789"), std::string::npos);
+    auto st = m_->statistics();
+    EXPECT_GT(st.requests, 20u);
+    EXPECT_GE(st.bytes_read, 3u << 20);
+    EXPECT_GE(st.bytes_written, 4u << 20);
+
+    m_->stop();
+    EXPECT_FALSE(mounted(mnt_));
+    EXPECT_EQ(m_->statistics().in_flight, 0u);
+}
+
+TEST_P(fuse_test, ends_when_unmounted_from_outside) {
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::move(*local));
+    test::child u({"/bin/umount", mnt_});
+    EXPECT_EQ(u.wait(30s), 0);
+    ASSERT_TRUE(m_->wait());
+    EXPECT_FALSE(mounted(mnt_));
+    m_->stop();  // after the fact: still clean
+}
+
+TEST_P(fuse_test, refuses_a_missing_mountpoint_or_a_file) {
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    std::shared_ptr<filesystem> fs = std::move(*local);
+    EXPECT_EQ(fuse_mount::mount(fs, {.mountpoint = dir_ + "/nowhere"}).error(), std::errc::no_such_file_or_directory);
+    std::ofstream(dir_ + "/plain") << "x";
+    auto r = fuse_mount::mount(fs, {.mountpoint = dir_ + "/plain"});
+    if (r.error() == std::errc::no_such_device) GTEST_SKIP() << "no /dev/fuse";
+    EXPECT_EQ(r.error(), std::errc::not_a_directory);
+}
+
+TEST_P(fuse_test, serves_http_files_through_the_cache) {
+    std::string why;
+    auto nginx = test::nginx::start(why);
+    GLUON_REQUIRE_PEER(nginx, why);
+    std::string blob = random_bytes(5 << 20, 11);
+    std::ofstream(nginx->www() + "/layer.tar", std::ios::binary) << blob;
+    std::ofstream(nginx->www() + "/README") << "read me\n";
+    std::ofstream(src_ + "/layer.tar", std::ios::binary) << blob;  // to compare with
+    auto http = make_http_filesystem({.files = {{"layer.tar", nginx->url("/layer.tar")}, {"README", nginx->url("/README")}}});
+    ASSERT_TRUE(http);
+    auto cached = make_cached(std::move(*http), {.block_size = 1 << 20});
+    ASSERT_TRUE(cached);
+    mount(std::move(*cached), {.read_only = true, .keep_cache = true});
+    EXPECT_EQ(sh("ls " + mnt_), "README\nlayer.tar\n");
+    EXPECT_EQ(sh("cat " + mnt_ + "/README"), "read me\n");
+    EXPECT_EQ(hash_of(mnt_ + "/layer.tar"), hash_of(src_ + "/layer.tar"));
+    EXPECT_EQ(sh("cp -r " + mnt_ + " " + dir_ + "/copy && cmp " + dir_ + "/copy/layer.tar " + src_ + "/layer.tar"), "");
+    EXPECT_EQ(sh("dd if=" + mnt_ + "/layer.tar bs=4k skip=100 count=1 status=none | sha256sum | cut -c1-64"),
+              sh("dd if=" + src_ + "/layer.tar bs=4k skip=100 count=1 status=none | sha256sum | cut -c1-64"));
+    EXPECT_NE(sh("touch " + mnt_ + "/new").find("<exit"), std::string::npos);  // read-only
+    m_->stop();
+    EXPECT_FALSE(mounted(mnt_));
+}
+
+GLUON_ENGINE_TEST_SUITE(fuse_test);
+
+}  // namespace
+}  // namespace gluon::fs
