@@ -12,6 +12,10 @@
 //
 // --cpu-pid: server processes whose utime+stime over the measured interval is reported (summed;
 // a process's own threads only, so list every worker of a multi-process server).
+// --pid-cpu PID:CPU[,PID:CPU...]: the server answers with the pid of the worker that served the
+// connection as its body ("PID\n", nginx's `return 200 "$pid\n"`), and each worker is pinned to
+// the given CPU. The client then reports locality: the share of connections served on the CPU
+// that handled the SYN, which on loopback is the client's own (pin the client to one CPU).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -28,6 +32,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <sched.h>
 #include <string>
 #include <vector>
 
@@ -48,6 +54,7 @@ struct Options {
     double warmup_s = 1.0;
     bool json = false;
     std::vector<int> cpu_pids;  // server processes whose CPU time is summed
+    std::map<long, int> pid_cpu;  // --pid-cpu: the body names the serving worker
 };
 
 struct Conn {
@@ -67,14 +74,20 @@ double servers_cpu_s(const std::vector<int>& pids) {
     return s;
 }
 
-// A complete response: status 200 and exactly the expected body.
-bool response_ok(const char* r, std::size_t n) {
+// A complete response: status 200 and exactly the expected body ("ok\n", or with --pid-cpu the
+// pid of one of the workers, returned in *worker).
+bool response_ok(const char* r, std::size_t n, const Options& o, long* worker) {
     const std::string s(r, n);
     if (s.compare(0, 7, "HTTP/1.") != 0) return false;
     const std::size_t eol = s.find("\r\n");
     if (eol == std::string::npos || s.substr(8, 5) != " 200 ") return false;
     const std::size_t hdr_end = s.find("\r\n\r\n");
-    return hdr_end != std::string::npos && s.substr(hdr_end + 4) == kBody;
+    if (hdr_end == std::string::npos) return false;
+    const std::string body = s.substr(hdr_end + 4);
+    if (o.pid_cpu.empty()) return body == kBody;
+    char* end = nullptr;
+    *worker = std::strtol(body.c_str(), &end, 10);
+    return end && std::strcmp(end, "\n") == 0 && o.pid_cpu.count(*worker);
 }
 
 class Client {
@@ -89,6 +102,8 @@ private:
     const Options& opt_;
     int ep_ = -1;
     std::uint64_t done_ = 0;
+    std::uint64_t local_ = 0;  // --pid-cpu: served on this client's CPU
+    int my_cpu_ = -1;
     std::uint32_t next_dst_ = 0;
     std::vector<Conn> conns_;
 };
@@ -138,8 +153,10 @@ void Client::on_event(Conn& c, std::uint32_t events) {
         if (n < 0) fail("read: %s", std::strerror(errno));
         break;  // EOF: the server closed after its response
     }
-    if (!response_ok(c.buf, c.got))
+    long worker = 0;
+    if (!response_ok(c.buf, c.got, opt_, &worker))
         fail("bad response (%zu bytes): %.*s", c.got, static_cast<int>(c.got), c.buf);
+    if (!opt_.pid_cpu.empty() && opt_.pid_cpu.at(worker) == my_cpu_) ++local_;
     close(c.fd);  // also leaves the epoll set
     ++done_;
     open_one(c);
@@ -150,6 +167,7 @@ void Client::run() {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     if (ep_ < 0) fail("epoll_create1: %s", std::strerror(errno));
     servers_cpu_s(opt_.cpu_pids);  // fail early if unreadable
+    my_cpu_ = sched_getcpu();
     conns_.resize(static_cast<std::size_t>(opt_.inflight));
     for (Conn& c : conns_) open_one(c);
 
@@ -157,7 +175,7 @@ void Client::run() {
     const double end = warm_end + opt_.duration_s;
     bool measuring = false;
     double t0 = 0, cpu0 = 0;
-    std::uint64_t done0 = 0;
+    std::uint64_t done0 = 0, local0 = 0;
     epoll_event events[kMaxEvents];
     for (;;) {
         double t = now_s();
@@ -165,6 +183,7 @@ void Client::run() {
             measuring = true;
             cpu0 = servers_cpu_s(opt_.cpu_pids);
             done0 = done_;
+            local0 = local_;
             t0 = now_s();
         }
         if (measuring && t >= end) break;
@@ -184,6 +203,9 @@ void Client::run() {
     close(ep_);
 
     const double rate = conns / wall_s;
+    char locality[64] = "";
+    if (!opt_.pid_cpu.empty() && conns > 0)
+        std::snprintf(locality, sizeof locality, ",\"local_share\":%.4f", static_cast<double>(local_ - local0) / conns);
     if (opt_.json) {
         char cpu[200] = "\"server_cpu_s\":null,\"server_util\":null,\"conns_per_cpu_s\":null,\"server_us_per_conn\":null";
         if (!opt_.cpu_pids.empty() && cpu_s > 0)
@@ -191,14 +213,14 @@ void Client::run() {
                           "\"server_cpu_s\":%.3f,\"server_util\":%.3f,\"conns_per_cpu_s\":%.0f,"
                           "\"server_us_per_conn\":%.2f",
                           cpu_s, cpu_s / wall_s, conns / cpu_s, cpu_s * 1e6 / conns);
-        std::printf("{\"inflight\":%d,\"conns\":%.0f,\"wall_s\":%.3f,\"conns_per_s\":%.0f,%s}\n",
-                    opt_.inflight, conns, wall_s, rate, cpu);
+        std::printf("{\"inflight\":%d,\"conns\":%.0f,\"wall_s\":%.3f,\"conns_per_s\":%.0f,%s%s}\n",
+                    opt_.inflight, conns, wall_s, rate, cpu, locality);
     } else {
         std::printf("inflight=%d conns=%.0f conns_per_s=%.0f", opt_.inflight, conns, rate);
         if (!opt_.cpu_pids.empty() && cpu_s > 0)
             std::printf(" server_cpu_s=%.3f server_util=%.3f server_us_per_conn=%.2f", cpu_s,
                         cpu_s / wall_s, cpu_s * 1e6 / conns);
-        std::printf("\n");
+        std::printf("%s\n", locality);
     }
     std::fflush(stdout);
 }
@@ -223,6 +245,19 @@ bool parse(int argc, char** argv, Options& o) {
                 if (*end && *end != ',') return false;
             }
         }
+        else if (!std::strcmp(a, "--pid-cpu") && has) {
+            for (char* p = argv[++i]; *p;) {  // PID:CPU[,PID:CPU...]
+                char* end = nullptr;
+                long pid = std::strtol(p, &end, 10);
+                if (end == p || pid <= 0 || *end != ':') return false;
+                p = end + 1;
+                long cpu = std::strtol(p, &end, 10);
+                if (end == p || cpu < 0) return false;
+                o.pid_cpu[pid] = static_cast<int>(cpu);
+                if (*end && *end != ',') return false;
+                p = *end == ',' ? end + 1 : end;
+            }
+        }
         else return false;
     }
     return o.port > 0 && o.port < 65536 && o.inflight > 0 && o.dst_addrs > 0 && o.dst_addrs < 255 &&
@@ -235,7 +270,8 @@ int main(int argc, char** argv) {
     Options o;
     if (!parse(argc, argv, o)) {
         std::fputs("usage: connrate_client --port N [--inflight K] [--dst-addrs N] [--duration S]\n"
-                   "                       [--warmup S] [--json] [--cpu-pid PID[,PID...]]\n",
+                   "                       [--warmup S] [--json] [--cpu-pid PID[,PID...]]\n"
+                   "                       [--pid-cpu PID:CPU[,PID:CPU...]]\n",
                    stderr);
         return 2;
     }

@@ -26,6 +26,7 @@
 
 #include "gluon/posix.h"
 #include "gluon/runtime/fiber.h"
+#include "listen.h"
 #include "preload.h"
 
 namespace gluon::preload {
@@ -35,11 +36,8 @@ mode read_mode() {
     const char* m = std::getenv("GLUON_PRELOAD");
     if (!m || !*m) return mode::off;
     if (std::strcmp(m, "fibers") == 0) return mode::fibers;
-    if (std::strcmp(m, "listen") == 0) {
-        std::fprintf(stderr, "gluon preload: GLUON_PRELOAD=listen is not implemented yet; running the program as it is\n");
-        return mode::off;
-    }
-    std::fprintf(stderr, "gluon preload: GLUON_PRELOAD=%s is not a mode (fibers); running the program as it is\n", m);
+    if (std::strcmp(m, "listen") == 0) return mode::listen;
+    std::fprintf(stderr, "gluon preload: GLUON_PRELOAD=%s is not a mode (fibers, listen); running the program as it is\n", m);
     return mode::off;
 }
 
@@ -81,14 +79,35 @@ auto keep_errno(F f) {
     return r;
 }
 
+// A -errno result as libc gives it: -1 with errno set.
+static long with_errno(long r) {
+    if (r >= 0) return r;
+    errno = static_cast<int>(-r);
+    return -1;
+}
+
 #define GLUON_FORWARD(fn, ...) \
     (on() ? keep_errno([&] { return px::fn(__VA_ARGS__); }) : GLUON_REAL(fn)(__VA_ARGS__))
 
 extern "C" {
 
 int socket(int d, int t, int p) noexcept { return GLUON_FORWARD(socket, d, t, p); }
-int accept(int fd, sockaddr* a, socklen_t* l) { return GLUON_FORWARD(accept, fd, a, l); }
-int accept4(int fd, sockaddr* a, socklen_t* l, int f) { return GLUON_FORWARD(accept4, fd, a, l, f); }
+int accept(int fd, sockaddr* a, socklen_t* l) {
+    if (g_mode == mode::listen) return static_cast<int>(with_errno(listen::accept4(fd, a, l, 0)));
+    return GLUON_FORWARD(accept, fd, a, l);
+}
+int accept4(int fd, sockaddr* a, socklen_t* l, int f) {
+    if (g_mode == mode::listen) return static_cast<int>(with_errno(listen::accept4(fd, a, l, f)));
+    return GLUON_FORWARD(accept4, fd, a, l, f);
+}
+int bind(int fd, const sockaddr* a, socklen_t l) noexcept {
+    if (g_mode == mode::listen) listen::before_bind(fd);
+    return GLUON_REAL(bind)(fd, a, l);
+}
+int epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept {
+    if (g_mode != mode::listen) return GLUON_REAL(epoll_ctl)(ep, op, fd, ev);
+    return static_cast<int>(with_errno(listen::epoll_ctl(ep, op, fd, ev)));
+}
 int connect(int fd, const sockaddr* a, socklen_t l) { return GLUON_FORWARD(connect, fd, a, l); }
 ssize_t read(int fd, void* b, size_t n) { return GLUON_FORWARD(read, fd, b, n); }
 ssize_t write(int fd, const void* b, size_t n) { return GLUON_FORWARD(write, fd, b, n); }
@@ -117,7 +136,10 @@ ssize_t sendfile64(int o, int i, off_t* off, size_t n) noexcept { return GLUON_F
 int poll(pollfd* f, nfds_t n, int t) { return GLUON_FORWARD(poll, f, n, t); }
 int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* t) { return GLUON_FORWARD(select, n, r, w, e, t); }
 int epoll_wait(int ep, epoll_event* e, int n, int t) { return GLUON_FORWARD(epoll_wait, ep, e, n, t); }
-int close(int fd) { return GLUON_FORWARD(close, fd); }
+int close(int fd) {
+    if (g_mode == mode::listen) listen::closing(fd);
+    return GLUON_FORWARD(close, fd);
+}
 int fsync(int fd) { return GLUON_FORWARD(fsync, fd); }
 int fdatasync(int fd) { return GLUON_FORWARD(fdatasync, fd); }
 int nanosleep(const timespec* req, timespec* rem) { return GLUON_FORWARD(nanosleep, req, rem); }

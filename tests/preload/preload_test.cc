@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -31,7 +32,8 @@ struct child {
     pid_t pid = -1;
     int out = -1, err = -1;
 
-    child(std::vector<std::string> argv, bool preload, std::vector<std::string> extra_env = {}) {
+    child(std::vector<std::string> argv, bool preload, std::vector<std::string> extra_env = {},
+          const char* mode = "fibers") {
         int o[2], e[2];
         EXPECT_EQ(pipe2(o, O_CLOEXEC), 0);
         EXPECT_EQ(pipe2(e, O_CLOEXEC), 0);
@@ -45,7 +47,7 @@ struct child {
             if (std::strncmp(*p, "LD_PRELOAD=", 11) && std::strncmp(*p, "GLUON_PRELOAD=", 14)) env.emplace_back(*p);
         if (preload) {
             env.push_back(std::string("LD_PRELOAD=") + GLUON_PRELOAD_LIB);
-            env.push_back("GLUON_PRELOAD=fibers");
+            env.push_back(std::string("GLUON_PRELOAD=") + mode);
         }
         for (auto& x : extra_env) env.push_back(x);
         std::vector<char*> a, en;
@@ -282,5 +284,80 @@ TEST_P(preload, debian_iperf2_server_runs_on_fibers) {
 }
 
 GLUON_ENGINE_TEST_SUITE(preload);
+
+// Listener mode under Debian's nginx with 2 workers, as shipped (one listening socket, no
+// reuseport): a connection made from a CPU is served by the worker on that CPU (on loopback the
+// SYN is handled by the connecting CPU), and the program's own socket still works
+// (nginx's reload closes and reopens nothing here; its workers accept).
+TEST(preload_listen, nginx_workers_accept_on_the_cpu_that_took_the_syn) {
+    GLUON_REQUIRE_PEER(access("/usr/sbin/nginx", X_OK) == 0, "nginx (Debian package nginx-light) is not installed");
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+    if (!CPU_ISSET(0, &mine) || !CPU_ISSET(1, &mine)) GTEST_SKIP() << "needs CPUs 0 and 1";
+    char dir[] = "/tmp/gluon-preload-nginx-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&a), len), 0);
+    ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    const int port = ntohs(a.sin_port);
+    close(probe);
+    const std::string d = dir;
+    {
+        std::ofstream conf(d + "/nginx.conf");
+        conf << "master_process on; worker_processes 2; worker_cpu_affinity 01 10;\n"
+             << "pid " << d << "/nginx.pid; error_log " << d << "/error.log warn;\n"
+             << (geteuid() == 0 ? "user root root;\n" : "")
+             << "events { worker_connections 1024; accept_mutex off; }\n"
+             << "http { access_log off; keepalive_timeout 0;\n";
+        for (const char* t : {"client_body", "proxy", "fastcgi", "uwsgi", "scgi"})
+            conf << "  " << t << "_temp_path " << d << "/tmp_" << t << ";\n";
+        conf << "  server { listen 127.0.0.1:" << port << "; location / { return 200 \"$pid\\n\"; } } }\n";
+    }
+    child ngx({"/usr/sbin/nginx", "-p", d + "/", "-c", d + "/nginx.conf", "-e", d + "/error.log", "-g", "daemon off;"},
+              true, {}, "listen");
+    // One request from this thread pinned to `cpu`: the pid of the worker that served it.
+    auto served_by = [&](int cpu) -> long {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+        int s = connect_to(port);
+        if (s < 0) return -1;
+        const char req[] = "GET / HTTP/1.0\r\n\r\n";
+        EXPECT_EQ(send(s, req, sizeof req - 1, 0), static_cast<ssize_t>(sizeof req - 1));
+        std::string resp;
+        char b[512];
+        ssize_t n;
+        while ((n = recv(s, b, sizeof b, 0)) > 0) resp.append(b, static_cast<size_t>(n));
+        close(s);
+        auto body = resp.find("\r\n\r\n");
+        return body == std::string::npos ? -1 : std::atol(resp.c_str() + body + 4);
+    };
+    // Until both workers have registered their listeners, a connection may go to the shared
+    // socket (any worker): wait, bounded by time, until each CPU is served by one worker.
+    long by_cpu[2] = {-1, -1};
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < give_up) {
+        by_cpu[0] = served_by(0);
+        by_cpu[1] = served_by(1);
+        if (by_cpu[0] > 0 && by_cpu[1] > 0 && by_cpu[0] != by_cpu[1]) break;
+        std::this_thread::yield();
+    }
+    ASSERT_GT(by_cpu[0], 0) << ngx.stderr_of_stopped();
+    ASSERT_NE(by_cpu[0], by_cpu[1]) << "both CPUs' connections went to one worker";
+    for (int i = 0; i < 200; ++i) {
+        const int cpu = i % 2;
+        ASSERT_EQ(served_by(cpu), by_cpu[cpu]) << "connection " << i << " from CPU " << cpu;
+    }
+    sched_setaffinity(0, sizeof mine, &mine);
+    kill(ngx.pid, SIGQUIT);
+    EXPECT_EQ(ngx.wait_exit(), 0);
+    std::system(("rm -rf " + d).c_str());
+}
 
 }  // namespace

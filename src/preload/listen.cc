@@ -1,0 +1,239 @@
+// Listener mode (GLUON_PRELOAD=listen, docs/preload.md): each worker (a process or thread) that
+// watches a listening socket gets its own SO_REUSEPORT listener on the same address, and a
+// classic-BPF program on the port's reuseport group sends each connection to the listener of
+// the worker on the CPU that handled its SYN. The program's own socket stays as it was (its
+// getsockname, close and inheritance work unchanged) and is the fallback: connections for a CPU
+// without a worker land there, and every worker accepts from it when its own listener is empty.
+#include "listen.h"
+
+#include <linux/filter.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "gluon/sys/mm.h"
+#include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
+
+namespace gluon::preload::listen {
+namespace {
+
+constexpr int k_max_cpus = 256;
+constexpr int k_max_groups = 8;
+
+// One port's reuseport group as the workers of all processes see it. A socket's index in the
+// group is the order in which it called listen(): the program's socket is 0, the workers'
+// listeners follow (the kernel moves the last one into a closed one's slot; see the limits).
+struct group {
+    int family;
+    uint16_t port;  // network order; 0: free slot
+    int16_t count;  // listeners in the group, the program's included
+    int16_t index_of_cpu[k_max_cpus];
+};
+
+// Shared by the processes a program forks (mapped before its first fork: at its first bind).
+struct shared_state {
+    std::atomic<int> lock;
+    std::atomic<unsigned> next_cpu;  // round-robin for workers not pinned to one CPU
+    group groups[k_max_groups];
+};
+
+std::atomic<shared_state*> g_shared{nullptr};
+
+shared_state* shared() {
+    if (shared_state* s = g_shared.load(std::memory_order_acquire)) return s;
+    void* p = sys::mmap(nullptr, sizeof(shared_state), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sys::is_error(p)) return nullptr;
+    auto* fresh = new (p) shared_state{};
+    shared_state* expected = nullptr;
+    if (!g_shared.compare_exchange_strong(expected, fresh)) {
+        (void)sys::munmap(p, sizeof(shared_state));
+        return expected;
+    }
+    return fresh;
+}
+
+struct locked {
+    shared_state* s;
+    explicit locked(shared_state* st) : s(st) {
+        while (s->lock.exchange(1, std::memory_order_acquire)) (void)sys::sched_yield();
+    }
+    ~locked() { s->lock.store(0, std::memory_order_release); }
+};
+
+// This worker's listener for a program socket (by the program socket's fd number). Per thread:
+// a worker is a thread with its own event loop (or the one thread of a worker process).
+struct mine {
+    int fd = -1;
+    long pid = 0;  // made in this process (a forked child makes its own)
+};
+thread_local std::vector<mine> t_mine;
+
+mine* find(int fd) {
+    if (fd < 0 || static_cast<size_t>(fd) >= t_mine.size()) return nullptr;
+    mine& m = t_mine[static_cast<size_t>(fd)];
+    return m.fd >= 0 && m.pid == sys::getpid() ? &m : nullptr;
+}
+
+bool is_tcp_listener(int fd) {
+    int v = 0;
+    socklen_t l = sizeof v;
+    if (sys::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || !v) return false;
+    l = sizeof v;
+    return sys::getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &v, &l) == 0 && v;
+}
+
+// The CPU this worker runs on: the one it is pinned to, or one assigned round-robin (and the
+// worker pinned there, so that its accepts and the connections' later work stay on it).
+int worker_cpu(shared_state* s) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1) {
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) return c;
+    }
+    const int n = CPU_COUNT(&set);
+    if (n <= 0) return -1;
+    int pick = static_cast<int>(s->next_cpu.fetch_add(1) % static_cast<unsigned>(n));
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (!CPU_ISSET(c, &set) || pick-- > 0) continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        (void)sys::set_affinity(&one);
+        return c;
+    }
+    return -1;
+}
+
+// The group's steering program: the CPU that runs it (the one handling the SYN) picks the index
+// of that CPU's worker listener; a CPU without one picks 0, the program's socket.
+long attach_steering(int fd, const group& g) {
+    std::vector<sock_filter> prog;
+    prog.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, static_cast<uint32_t>(SKF_AD_OFF + SKF_AD_CPU)));
+    for (int c = 0; c < k_max_cpus; ++c) {
+        if (g.index_of_cpu[c] <= 0) continue;
+        prog.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(c), 0, 1));
+        prog.push_back(BPF_STMT(BPF_RET | BPF_K, static_cast<uint32_t>(g.index_of_cpu[c])));
+    }
+    prog.push_back(BPF_STMT(BPF_RET | BPF_K, 0));
+    sock_fprog fp{static_cast<unsigned short>(prog.size()), prog.data()};
+    return sys::setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fp, sizeof fp);
+}
+
+void warn(const char* what, long err) {
+    std::fprintf(stderr, "gluon preload (listen): %s: %s; this worker accepts from the shared socket only\n",
+                 what, std::strerror(static_cast<int>(-err)));
+}
+
+// Makes this worker's listener for the program's listening socket `fd`; -1 if it cannot (the
+// worker then uses the program's socket, as without the preload).
+int make_mine(int fd) {
+    shared_state* s = g_shared.load(std::memory_order_acquire);
+    if (!s) return -1;
+    sockaddr_storage a{};
+    socklen_t al = sizeof a;
+    if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al) < 0) return -1;
+    const int family = a.ss_family;
+    if (family != AF_INET && family != AF_INET6) return -1;
+    const uint16_t port = family == AF_INET ? reinterpret_cast<sockaddr_in*>(&a)->sin_port
+                                            : reinterpret_cast<sockaddr_in6*>(&a)->sin6_port;
+    const int cpu = worker_cpu(s);
+    if (cpu < 0 || cpu >= k_max_cpus) return -1;
+    long l = sys::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (l < 0) return warn("socket", l), -1;
+    const int lfd = static_cast<int>(l);
+    const int one = 1;
+    if (family == AF_INET6) {
+        int v6only = 0;
+        socklen_t vl = sizeof v6only;
+        (void)sys::getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl);
+        (void)sys::setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+    }
+    long r = sys::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (r >= 0) r = sys::setsockopt(lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (r >= 0) r = sys::bind(lfd, reinterpret_cast<sockaddr*>(&a), al);
+    if (r < 0) {
+        warn("bind", r);
+        (void)sys::close(lfd);
+        return -1;
+    }
+    locked lk(s);
+    group* g = nullptr;
+    for (group& x : s->groups)
+        if (x.port == port && x.family == family) g = &x;
+    for (group& x : s->groups)
+        if (!g && x.port == 0) {
+            g = &x;
+            g->family = family;
+            g->port = port;
+            g->count = 1;  // the program's socket
+        }
+    if (!g || g->index_of_cpu[cpu] > 0) {  // too many ports, or this CPU has its listener
+        (void)sys::close(lfd);
+        return -1;
+    }
+    if ((r = sys::listen(lfd, SOMAXCONN)) < 0) {
+        warn("listen", r);
+        (void)sys::close(lfd);
+        return -1;
+    }
+    g->index_of_cpu[cpu] = g->count++;
+    if ((r = attach_steering(lfd, *g)) < 0) warn("SO_ATTACH_REUSEPORT_CBPF", r);
+    return lfd;
+}
+
+}  // namespace
+
+void before_bind(int fd) noexcept {
+    int type = 0;
+    socklen_t l = sizeof type;
+    if (sys::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_STREAM) return;
+    sockaddr_storage a{};
+    socklen_t al = sizeof a;
+    if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al) < 0) return;
+    if (a.ss_family != AF_INET && a.ss_family != AF_INET6) return;
+    if (!shared()) return;
+    const int one = 1;
+    (void)sys::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+}
+
+long epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept {
+    long r = sys::epoll_ctl(ep, op, fd, ev);
+    if (r < 0) return r;
+    mine* m = find(fd);
+    if (op == EPOLL_CTL_ADD && !m && is_tcp_listener(fd)) {
+        const int lfd = make_mine(fd);
+        if (lfd < 0) return r;
+        if (static_cast<size_t>(fd) >= t_mine.size()) t_mine.resize(static_cast<size_t>(fd) + 1);
+        t_mine[static_cast<size_t>(fd)] = {lfd, sys::getpid()};
+        m = &t_mine[static_cast<size_t>(fd)];
+    }
+    if (m) (void)sys::epoll_ctl(ep, op, m->fd, ev);  // the same events and data as the program's
+    return r;
+}
+
+long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+    mine* m = find(fd);
+    if (!m) return sys::accept(fd, addr, len, flags);
+    long r = sys::accept(m->fd, addr, len, flags);
+    if (r != -EAGAIN) return r;
+    return sys::accept(fd, addr, len, flags);  // the fallback: the program's own socket
+}
+
+void closing(int fd) noexcept {
+    if (mine* m = find(fd)) {
+        (void)sys::close(m->fd);
+        m->fd = -1;
+    }
+}
+
+}  // namespace gluon::preload::listen

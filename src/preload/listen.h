@@ -1,0 +1,23 @@
+// Listener mode's pieces (listen.cc), called by the interposers in io.cc when
+// GLUON_PRELOAD=listen. Results are a value or -errno. Private to src/preload.
+#pragma once
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+namespace gluon::preload::listen {
+
+/// Before the program binds a TCP socket: sets SO_REUSEPORT, so that workers' listeners can join
+/// its port, and maps the state the processes it forks share. Errors: none (a socket it cannot
+/// prepare is bound as it is, and its workers accept from it as without the preload).
+void before_bind(int fd) noexcept;
+/// epoll_ctl as asked; when a worker adds a listening socket, also makes the worker's own
+/// listener and gives it the same events and data. Errors: the kernel's for the program's fd.
+long epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept;
+/// accept4 from the worker's own listener, then from the program's socket. Errors: the
+/// kernel's (EAGAIN when both are empty).
+long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept;
+/// The program closes fd: its worker listener (if any) goes too. Errors: none.
+void closing(int fd) noexcept;
+
+}  // namespace gluon::preload::listen
