@@ -41,6 +41,7 @@ void run(task_sched* s) noexcept {
         unsigned n = 0;
         while (!s->ready.empty()) {
             s->ready.pop().resume();
+            if (s->finished) finish_roots(s);
             // Fibers and the event loop get a turn now and then under a steady flow of tasks.
             if ((++n & 63) == 0) this_fiber::yield();
         }

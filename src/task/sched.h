@@ -40,6 +40,7 @@ struct task_sched {
     waiter_list q;
     waiter* w = nullptr;
     bool parked = false;
+    root_base* finished = nullptr;  // ended roots whose joiner or free is left to the runner
     bool stopping = false;  // the vCPU is shutting down: tasks are cancelled, no new ones run
 
     void schedule(std::coroutine_handle<> h) {
@@ -51,6 +52,9 @@ struct task_sched {
 };
 
 extern thread_local constinit task_sched* t_sched;
+
+/// Completes the roots that ended during the last resume (spawn.cc).
+void finish_roots(task_sched* s) noexcept;
 
 /// The calling vCPU's task scheduler, started on first use; nullptr if the thread is not a
 /// vCPU (or it is shutting down).

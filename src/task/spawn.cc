@@ -60,17 +60,48 @@ root_base* ctl_owner(vcpu_call* c) noexcept {
     return reinterpret_cast<root_base*>(reinterpret_cast<char*>(c) - offsetof(root_base, ctl_call));
 }
 
+// True on the root's own vCPU once it has started there: its state may be touched directly.
+// (target is fixed at spawn; home is written on that vCPU only.)
+bool at_home(const root_base* r) noexcept {
+    return r->target == vcpu_handle::current() && r->home && r->home == t_sched;
+}
+
+// From another thread: hands j to the root's vCPU, which registers it (the queue publishes
+// posted_joiner with the push).
+void post_joiner(root_base* r, joiner* j) noexcept {
+    r->posted_joiner = j;
+    post_ctl(r, r->ctl_call, [](vcpu_call* c) noexcept {
+        root_base* rr = ctl_owner(c);
+        register_joiner(rr, rr->posted_joiner);
+    });
+}
+
 }  // namespace
 
+// Runs inside the task's final suspension. Whatever may free the frame or hand it to another
+// thread (a detached task's end, a fiber or another vCPU's task waiting for it) is left to the
+// runner, once the coroutine is no longer executing (finish_roots).
 std::coroutine_handle<> root_done(root_base* r) noexcept {
     r->done = true;
-    r->home->live.erase(*r);
-    if (r->detached) {
-        root_free(r);
-        return std::noop_coroutine();
+    task_sched* s = r->home;
+    s->live.erase(*r);
+    joiner* j = r->j;
+    if (j && !r->detached && j->h && j->sched == s) return j->h;  // symmetric transfer
+    if (r->detached || j) {
+        r->next_finished = s->finished;
+        s->finished = r;
     }
-    if (joiner* j = r->j) return resume_joiner(r, j);
     return std::noop_coroutine();
+}
+
+void finish_roots(task_sched* s) noexcept {
+    while (root_base* r = s->finished) {
+        s->finished = r->next_finished;
+        if (r->detached)
+            root_free(r);
+        else
+            (void)resume_joiner(r, r->j);  // not a same-vCPU task: root_done transferred to those
+    }
 }
 
 result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const spawn_options& o) noexcept {
@@ -121,7 +152,7 @@ void root_free(root_base* r) noexcept {
 }
 
 void root_detach(root_base* r) noexcept {
-    if (r->home && r->home == t_sched) {
+    if (at_home(r)) {
         if (r->done)
             root_free(r);
         else
@@ -138,7 +169,7 @@ void root_detach(root_base* r) noexcept {
 }
 
 void root_cancel(root_base* r) noexcept {
-    if (r->home && r->home == t_sched) {
+    if (at_home(r)) {
         if (!r->done) r->ctx.cancel(ECANCELED);
         return;
     }
@@ -165,31 +196,23 @@ void root_wait(root_base* r) noexcept {
     oneshot done;
     joiner j;
     j.signal = &done;
-    if (r->home && r->home == t_sched) {
+    if (at_home(r)) {
         if (r->done) return;
         r->j = &j;
     } else {
-        r->j = &j;  // read on the root's vCPU (published by the queue's release)
-        post_ctl(r, r->ctl_call, [](vcpu_call* c) noexcept {
-            root_base* rr = ctl_owner(c);
-            register_joiner(rr, rr->j);
-        });
+        post_joiner(r, &j);
     }
     done.wait();
 }
 
 bool root_await(root_base* r, joiner& j) noexcept {
     j.sched = t_sched;
-    if (r->home && r->home == j.sched) {
+    if (at_home(r)) {
         if (r->done) return false;
         r->j = &j;
         return true;
     }
-    r->j = &j;
-    post_ctl(r, r->ctl_call, [](vcpu_call* c) noexcept {
-        root_base* rr = ctl_owner(c);
-        register_joiner(rr, rr->j);
-    });
+    post_joiner(r, &j);
     return true;
 }
 

@@ -47,6 +47,8 @@ struct root_base {
     task_sched* home = nullptr;
     list_hook live_hook;
     joiner* j = nullptr;
+    joiner* posted_joiner = nullptr;  // from another thread, for ctl_call
+    root_base* next_finished = nullptr;
     bool done = false;
     bool detached = false;
     std::atomic<uint8_t> cancel_state{0};  // 0 idle, 1 a cancel is posted, 2 freed meanwhile

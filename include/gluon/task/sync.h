@@ -186,4 +186,71 @@ recv_awaitable<T> recv(channel<T>& c, duration timeout = forever) noexcept {
     return {c, timeout};
 }
 
+/// Runs fn() in a new fiber on the calling vCPU and suspends the task until it returns: the
+/// way for a task to make a blocking fiber call (a file engine without native asynchronous
+/// I/O, a library written for fibers) without stalling the vCPU's other tasks. Cancelling the
+/// task, or the timeout, interrupts the fiber (its blocking call returns ECANCELED) and still
+/// waits for it, so whatever fn writes is written before the await returns.
+/// Errors: those of spawn (ENOMEM, EPERM); fn's own go in its value.
+/// (A result<U> from fn is passed on as it is, not nested.)
+template <typename F, typename R = std::invoke_result_t<F&>>
+task<typename detail::run_result<R>::type> in_fiber(F fn, duration timeout = forever);
+
+namespace sync_detail {
+
+/// Waits for a helper fiber's `done` event; a cancellation or timeout interrupts the fiber
+/// instead of leaving, so the wait always lasts until the fiber's work is over.
+class [[nodiscard]] fiber_call_wait : wait_base {
+public:
+    fiber_call_wait(fiber& f, event& done, duration timeout) noexcept : wait_base(timeout), f_(f), done_(done) {}
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        // A task cancelled already interrupts the fiber at once, and still waits for it.
+        task_detail::task_ctx* ctx = task_detail::ctx_of(h);
+        const bool cancelled = ctx && ctx->cancelled;
+        if (cancelled) (void)f_.interrupt();
+        (void)prepare(h, cancelled ? nullptr : ctx);
+        return linked(done_.wait_async(w_));
+    }
+    void await_resume() noexcept { (void)finish(); }
+
+private:
+    bool unlink() noexcept override {
+        (void)f_.interrupt();
+        return false;  // keep waiting: the fiber ends soon
+    }
+    fiber& f_;
+    event& done_;
+};
+
+// The fiber's last use of the task's frame is done.set(); it then only ends, so it is detached.
+template <typename F>
+task<result<void>> run_fiber_call(F& body, duration timeout) {
+    event done;
+    auto f = spawn([&body, &done] {
+        body();
+        done.set();
+    });
+    if (!f) co_return unexpected(f.error());
+    co_await fiber_call_wait(*f, done, timeout);
+    (void)f->detach();
+    co_return result<void>{};
+}
+
+}  // namespace sync_detail
+
+template <typename F, typename R>
+task<typename detail::run_result<R>::type> in_fiber(F fn, duration timeout) {
+    if constexpr (std::is_void_v<R>) {
+        co_return co_await sync_detail::run_fiber_call(fn, timeout);
+    } else {
+        std::optional<R> out;
+        auto body = [&out, &fn] { out.emplace(fn()); };
+        auto r = co_await sync_detail::run_fiber_call(body, timeout);
+        if (!r) co_return unexpected(r.error());
+        co_return std::move(*out);
+    }
+}
+
 }  // namespace gluon::co
