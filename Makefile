@@ -38,6 +38,7 @@ test-dev:
 	bench/run rpc --quick
 	bench/run redis --quick
 	bench/run preload --quick
+	bench/run task --quick
 	scripts/fuzz.sh 10
 
 test-asan:
