@@ -39,6 +39,7 @@ test-dev:
 	bench/run redis --quick
 	bench/run preload --quick
 	bench/run task --quick
+	bench/run httpfs --quick
 	scripts/fuzz.sh 10
 
 test-asan:

@@ -30,6 +30,9 @@ struct fuse_options {
     duration attr_timeout = std::chrono::seconds(1);   // how long the kernel trusts attributes
     duration entry_timeout = std::chrono::seconds(1);  // and name lookups
     bool keep_cache = false;  // keep the page cache of a file across opens (for sources that do not change)
+    /// Bypass the kernel's page cache for the mount's files: every read and write reaches the
+    /// filesystem (one with a cache of its own, or a measurement of the export itself).
+    bool direct_io = false;
 };
 
 struct fuse_stats {

@@ -225,6 +225,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         if (!f) return (void)fuse_reply_err(req, err(f.error()));
         info.fh = reinterpret_cast<uint64_t>(f->release());
         info.keep_cache = s.opts.keep_cache;
+        info.direct_io = s.opts.direct_io;
         if (fuse_reply_open(req, &info) != 0) delete file_of(&info);  // the opener was interrupted
     });
 }
@@ -240,6 +241,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
         auto a = (*f)->fstat();
         if (!a) return (void)fuse_reply_err(req, err(a.error()));
         fuse_entry_param e = entry(s, *p, *a);
+        info.direct_io = s.opts.direct_io;
         info.fh = reinterpret_cast<uint64_t>(f->release());
         if (fuse_reply_create(req, &e, &info) != 0) delete file_of(&info);
     });
