@@ -3,7 +3,11 @@ as it is and under libgluon_preload.so's fiber mode, at 100, 1,000 and 10,000 co
 
 Server pinned to CPU 0 (one vCPU under the preload), bench/net's echo_client (ping-pong, 64 B)
 on CPU 1. Reports messages per server CPU-second, messages/s, peak RSS and OS thread count of
-the server (sampled from /proc while the load runs). echo_client checks every echoed byte.
+the server (sampled from /proc while the load runs), and the kernel memory the server's
+threads cost beyond RSS: the growth of /proc/meminfo's KernelStack (each OS thread's kernel
+stack) and SUnreclaim (task structs and the other unreclaimable slab, sockets included, which
+both variants have alike) over the idle machine's, sampled alike. mem_kib = RSS + both.
+echo_client checks every echoed byte.
 """
 
 import json
@@ -32,6 +36,16 @@ def _status(pid):
     return out
 
 
+def _meminfo():
+    out = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("KernelStack", "SUnreclaim"):
+                out[k] = int(v.split()[0])
+    return out
+
+
 def _raise_nofile():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -57,14 +71,15 @@ def run(args, res, build, log):
             wname = f"echo-pingpong-{SIZE}B-{conns}c"
             for name, env in impls.items():
                 log(f"[preload] run {i + 1}/{runs}: {wname} on {name}")
+                base = _meminfo()
                 srv = subprocess.Popen(["taskset", "-c", "0", server], stdout=subprocess.PIPE, text=True,
                                        env={**os.environ, **env}, preexec_fn=_raise_nofile)
-                peak = {"VmRSS": 0, "Threads": 0}
+                peak = {"VmRSS": 0, "Threads": 0, "KernelStack": 0, "SUnreclaim": 0}
                 done = threading.Event()
 
                 def sample():
                     while not done.wait(0.1):
-                        for k, v in _status(srv.pid).items():
+                        for k, v in list(_status(srv.pid).items()) + list(_meminfo().items()):
                             peak[k] = max(peak[k], v)
                 try:
                     line = srv.stdout.readline().split()
@@ -92,10 +107,17 @@ def run(args, res, build, log):
                 res.add(wname, name, "cpu_util", v["server_util"] or 0, "none")
                 res.add(wname, name, "rss_kib", peak["VmRSS"], "lower")
                 res.add(wname, name, "threads", peak["Threads"], "lower")
+                kstack = max(0, peak["KernelStack"] - base["KernelStack"])
+                slab = max(0, peak["SUnreclaim"] - base["SUnreclaim"])
+                res.add(wname, name, "kstack_kib", kstack, "lower")
+                res.add(wname, name, "slab_kib", slab, "lower")
+                res.add(wname, name, "mem_kib", peak["VmRSS"] + kstack + slab, "lower")
     cols = list(impls)
     out = []
     for metric, title in [("ops_per_cpu_s", "messages per server CPU-second"), ("ops_per_s", "messages/s"),
                           ("cpu_util", "server CPU utilisation"), ("rss_kib", "server peak RSS (KiB)"),
-                          ("threads", "server OS threads")]:
+                          ("threads", "server OS threads"), ("kstack_kib", "kernel stacks grown (KiB)"),
+                          ("slab_kib", "unreclaimable slab grown (KiB)"),
+                          ("mem_kib", "memory: RSS + kernel stacks + slab (KiB)")]:
         out += [f"threaded echo server, {title}:", res.table(metric, cols), ""]
     return "\n".join(out)

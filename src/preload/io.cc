@@ -104,6 +104,11 @@ int bind(int fd, const sockaddr* a, socklen_t l) noexcept {
     if (g_mode == mode::listen) listen::before_bind(fd);
     return GLUON_REAL(bind)(fd, a, l);
 }
+int listen(int fd, int backlog) noexcept {
+    const int r = GLUON_REAL(listen)(fd, backlog);
+    if (r == 0 && g_mode == mode::listen) listen::listening(fd);
+    return r;
+}
 int epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept {
     if (g_mode != mode::listen) return GLUON_REAL(epoll_ctl)(ep, op, fd, ev);
     return static_cast<int>(with_errno(listen::epoll_ctl(ep, op, fd, ev)));

@@ -13,6 +13,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -28,6 +30,7 @@ namespace {
 
 constexpr int k_max_cpus = 256;
 constexpr int k_max_groups = 8;
+constexpr int k_max_fds = 1 << 16;  // listening sockets above this fd number are not steered
 
 // One port's reuseport group as the workers of all processes see it. A socket's index in the
 // group is the order in which it called listen(): the program's socket is 0, the workers'
@@ -47,6 +50,18 @@ struct shared_state {
 };
 
 std::atomic<shared_state*> g_shared{nullptr};
+
+// The process id, without a system call per accept, epoll_ctl and close (glibc keeps no cache):
+// read at load and again in every child a fork makes.
+long g_pid = [] {
+    (void)pthread_atfork(nullptr, nullptr, [] { g_pid = sys::getpid(); });
+    return sys::getpid();
+}();
+
+// Sockets the program put in the listening state in this process or a parent it was forked
+// from (the table's memory is inherited), so that the epoll_ctl of every new connection costs
+// no getsockopt to tell it from a listener.
+std::atomic<uint8_t> g_listening[k_max_fds];
 
 shared_state* shared() {
     if (shared_state* s = g_shared.load(std::memory_order_acquire)) return s;
@@ -80,10 +95,11 @@ thread_local std::vector<mine> t_mine;
 mine* find(int fd) {
     if (fd < 0 || static_cast<size_t>(fd) >= t_mine.size()) return nullptr;
     mine& m = t_mine[static_cast<size_t>(fd)];
-    return m.fd >= 0 && m.pid == sys::getpid() ? &m : nullptr;
+    return m.fd >= 0 && m.pid == g_pid ? &m : nullptr;
 }
 
 bool is_tcp_listener(int fd) {
+    if (fd < 0 || fd >= k_max_fds || !g_listening[fd].load(std::memory_order_relaxed)) return false;
     int v = 0;
     socklen_t l = sizeof v;
     if (sys::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) < 0 || !v) return false;
@@ -214,7 +230,7 @@ long epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept {
         const int lfd = make_mine(fd);
         if (lfd < 0) return r;
         if (static_cast<size_t>(fd) >= t_mine.size()) t_mine.resize(static_cast<size_t>(fd) + 1);
-        t_mine[static_cast<size_t>(fd)] = {lfd, sys::getpid()};
+        t_mine[static_cast<size_t>(fd)] = {lfd, g_pid};
         m = &t_mine[static_cast<size_t>(fd)];
     }
     if (m) (void)sys::epoll_ctl(ep, op, m->fd, ev);  // the same events and data as the program's
@@ -229,7 +245,12 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
     return sys::accept(fd, addr, len, flags);  // the fallback: the program's own socket
 }
 
+void listening(int fd) noexcept {
+    if (fd >= 0 && fd < k_max_fds) g_listening[fd].store(1, std::memory_order_relaxed);
+}
+
 void closing(int fd) noexcept {
+    if (fd >= 0 && fd < k_max_fds) g_listening[fd].store(0, std::memory_order_relaxed);
     if (mine* m = find(fd)) {
         (void)sys::close(m->fd);
         m->fd = -1;

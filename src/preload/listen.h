@@ -11,6 +11,8 @@ namespace gluon::preload::listen {
 /// its port, and maps the state the processes it forks share. Errors: none (a socket it cannot
 /// prepare is bound as it is, and its workers accept from it as without the preload).
 void before_bind(int fd) noexcept;
+/// The program made fd a listening socket (only those get workers' listeners). Errors: none.
+void listening(int fd) noexcept;
 /// epoll_ctl as asked; when a worker adds a listening socket, also makes the worker's own
 /// listener and gives it the same events and data. Errors: the kernel's for the program's fd.
 long epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept;
