@@ -118,6 +118,7 @@ def _fuse(args, res, build, log, runs, runtime, size, www, work):
                     res.add(w, name, "iops", iops, "higher")
                     res.add(w, name, "mb_per_s", mib * 1.048576, "higher")
                     res.add(w, name, "cpu_us_per_io", (cpu + scpu) * 1e6 / ios, "lower")
+                    res.add(w, name, "iops_per_cpu_s", ios / (cpu + scpu) if cpu + scpu > 0 else 0, "higher")
     finally:
         srv.send_signal(2)  # SIGINT: the server unmounts
         try:
@@ -170,6 +171,7 @@ def run(args, res, build, log):
                     res.add(w, name, "iops", j["iops"], "higher")
                     res.add(w, name, "mb_per_s", j["mib_s"] * 1.048576, "higher")
                     res.add(w, name, "cpu_us_per_io", cpu * 1e6 / j["ios"], "lower")
+                    res.add(w, name, "iops_per_cpu_s", j["ios"] / cpu if cpu > 0 else 0, "higher")
                     res.add(w, name, "server_cpu_us_per_io", scpu * 1e6 / j["ios"], "lower")
     finally:
         ngx.stop()
@@ -179,8 +181,12 @@ def run(args, res, build, log):
     ratios = []
     for w, a, b in [(w, "cache warm memory", "gluon-fio page cache") for w, *_ in _gluon_cells(quick)] + \
                    [(w, "fio on gluon FUSE", "fio on the directory") for w in ("fuse-randread-4k-16j", "fuse-read-1m-16j")]:
-        if (w, a, "iops") in rows and (w, b, "iops") in rows and rows[(w, b, "iops")] > 0:
-            ratios.append(f"| {w} | {a} / {b} | {rows[(w, a, 'iops')] / rows[(w, b, 'iops')]:.2f}x |")
+        cells = []
+        for m in ("iops", "iops_per_cpu_s"):
+            if (w, a, m) in rows and (w, b, m) in rows and rows[(w, b, m)] > 0:
+                cells.append(f"{rows[(w, a, m)] / rows[(w, b, m)]:.2f}x")
+        if len(cells) == 2:
+            ratios.append(f"| {w} | {a} / {b} | {cells[0]} | {cells[1]} |")
     out = ["IOPS (reads through gluon's filesystems; nginx serves the HTTP ones):",
            res.table("iops", names, headline_impl="cache warm memory"), "",
            "Reader CPU microseconds per read:", res.table("cpu_us_per_io", names, headline_impl="cache warm memory"), "",
@@ -192,5 +198,5 @@ def run(args, res, build, log):
     res.cells.update(fres.cells)  # for --json
     res.better.update(fres.better)
     if ratios:
-        out += ["", "Ratios (IOPS):", "| workload | ratio | value |", "|---|---|---|"] + ratios
+        out += ["", "Ratios:", "| workload | ratio | IOPS | IOPS per CPU-second |", "|---|---|---|---|"] + ratios
     return "\n".join(out)

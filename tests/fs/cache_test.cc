@@ -12,6 +12,7 @@
 
 #include "fs_fixture.h"
 #include "gluon/fs/http.h"
+#include "gluon/runtime/runtime.h"
 #include "support/nginx.h"
 
 namespace gluon::fs {
@@ -165,6 +166,40 @@ TEST_P(cache_fs_test, many_fibers_missing_one_block_cause_one_fetch) {
     auto st = cache_statistics(*c);
     EXPECT_EQ(st.misses, 1u);
     EXPECT_EQ(st.waits, 7u);
+}
+
+TEST_P(cache_fs_test, readers_on_two_vcpus_share_blocks_and_fetch_each_once) {
+    source_->delay = 2ms;
+    auto c = cached({.block_size = 64 << 10, .read_ahead_blocks = 0});
+    std::shared_ptr<filesystem> shared(std::move(c));
+    auto rt = runtime::start(test::test_runtime(2, std::get<0>(GetParam())));
+    ASSERT_TRUE(rt) << rt.error().message();
+    std::atomic<int> ok{0};
+    auto on_vcpu = [&](unsigned v) {
+        auto f = shared->open("data.bin", O_RDONLY);
+        if (!f) return;
+        std::vector<fiber> fs;
+        for (int i = 0; i < 8; ++i)
+            fs.push_back(*spawn([&, v, i] {
+                std::mt19937 g(v * 100 + i);
+                for (int k = 0; k < 20; ++k) {
+                    size_t n = 1 + g() % 100000;
+                    size_t off = g() % (data_.size() - n);
+                    std::string buf(n, '\0');
+                    auto r = (*f)->pread(buf.data(), n, static_cast<int64_t>(off));
+                    if (r && *r == n && data_.compare(off, n, buf) == 0) ++ok;
+                }
+            }));
+        for (auto& fb : fs) (void)fb.join();
+    };
+    auto a = spawn([&] { ASSERT_TRUE((*rt)->run(0, [&] { on_vcpu(0); })); });
+    auto b = spawn([&] { ASSERT_TRUE((*rt)->run(1, [&] { on_vcpu(1); })); });
+    ASSERT_TRUE(a->join());
+    ASSERT_TRUE(b->join());
+    EXPECT_EQ(ok.load(), 2 * 8 * 20);
+    auto st = cache_statistics(*shared);
+    EXPECT_LE(st.misses, data_.size() / (64 << 10) + 1);  // no block fetched twice
+    EXPECT_EQ(static_cast<uint64_t>(source_->reads.load()), st.misses);
 }
 
 TEST_P(cache_fs_test, sequential_readers_get_blocks_fetched_ahead) {
