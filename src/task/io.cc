@@ -11,7 +11,8 @@ bool op_awaitable::start(std::coroutine_handle<> h, task_detail::task_ctx* ctx) 
         res_ = -ctx->cancelled;
         return false;
     }
-    if (!eng_ && !(eng_ = current_engine())) {
+    task_detail::task_sched* s = t_sched;
+    if ((!s && !(s = task_detail::sched_here())) || (!eng_ && !(eng_ = current_engine()))) {
         res_ = -EPERM;
         return false;
     }
@@ -23,6 +24,7 @@ bool op_awaitable::start(std::coroutine_handle<> h, task_detail::task_ctx* ctx) 
         return false;
     }
     h_ = h;
+    ++s->submitted;
     if (ctx) {
         fn = [](cancel_hook* c, int err) noexcept {
             auto* a = static_cast<op_awaitable*>(c);

@@ -41,7 +41,13 @@ struct task_sched {
     waiter* w = nullptr;
     bool parked = false;
     root_base* finished = nullptr;  // ended roots whose joiner or free is left to the runner
-    bool stopping = false;  // the vCPU is shutting down: tasks are cancelled, no new ones run
+    bool stopping = false;
+    engine::engine* eng = nullptr;
+    // Engine operations submitted since the runner last looked for completions, and how many
+    // of its recent looks before parking found none (see run() in sched.cc).
+    unsigned submitted = 0;
+    unsigned eager_misses = 0;
+    unsigned eager_probe = 0;  // the vCPU is shutting down: tasks are cancelled, no new ones run
 
     void schedule(std::coroutine_handle<> h) {
         ready.push(h);

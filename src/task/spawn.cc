@@ -63,7 +63,8 @@ root_base* ctl_owner(vcpu_call* c) noexcept {
 // True on the root's own vCPU once it has started there: its state may be touched directly.
 // (target is fixed at spawn; home is written on that vCPU only.)
 bool at_home(const root_base* r) noexcept {
-    return r->target == vcpu_handle::current() && r->home && r->home == t_sched;
+    task_sched* here = t_sched;
+    return here && r->target == here->vcpu && r->home == here;
 }
 
 // From another thread: hands j to the root's vCPU, which registers it (the queue publishes
@@ -106,7 +107,7 @@ void finish_roots(task_sched* s) noexcept {
 
 result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const spawn_options& o) noexcept {
     task_sched* here = t_sched;
-    vcpu_handle target = o.on ? o.on : vcpu_handle::current();
+    vcpu_handle target = o.on ? o.on : here ? here->vcpu : vcpu_handle::current();
     if (!target) return errno_error(EPERM);
     auto* r = new root_base;
     r->h = h;
@@ -117,7 +118,7 @@ result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const 
         r->stop = new stop_link;
         r->stop->cb.emplace(o.stop, stop_link::fn{r});
     }
-    if (target == vcpu_handle::current()) {
+    if (here ? target == here->vcpu : target == vcpu_handle::current()) {
         if (!here) here = sched_here();
         if (!here) {
             r->h = {};
@@ -140,15 +141,26 @@ result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const 
     return r;
 }
 
+namespace {
+void destroy(root_base* r) noexcept {
+    if (r->h) r->h.destroy();
+    delete r;
+}
+}  // namespace
+
+// cancel_state: 0 idle, 1 a cancel is posted, 3 it is running, 2 the root was freed while 1
+// or 3 (the post then frees it). Only a post moves it away from 0, and none can start once
+// the stop callback is gone and the handle is being freed: a plain load decides the common case.
 void root_free(root_base* r) noexcept {
     if (r->stop) {
         r->stop->cb.reset();  // waits for a callback running on another thread
         delete r->stop;
         r->stop = nullptr;
     }
-    if (r->cancel_state.exchange(2, std::memory_order_acq_rel) == 1) return;  // the post frees it
-    if (r->h) r->h.destroy();
-    delete r;
+    if (r->cancel_state.load(std::memory_order_acquire) != 0 &&
+        r->cancel_state.exchange(2, std::memory_order_acq_rel) != 0)
+        return;  // the cancel post frees it
+    destroy(r);
 }
 
 void root_detach(root_base* r) noexcept {
@@ -177,12 +189,12 @@ void root_cancel(root_base* r) noexcept {
     if (!r->cancel_state.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) return;
     r->cancel_call.fn = [](vcpu_call* c) noexcept {
         auto* rr = reinterpret_cast<root_base*>(reinterpret_cast<char*>(c) - offsetof(root_base, cancel_call));
-        if (rr->cancel_state.exchange(0, std::memory_order_acq_rel) == 2) {  // freed meanwhile
-            if (rr->h) rr->h.destroy();
-            delete rr;
-            return;
-        }
+        uint8_t st = 1;
+        if (!rr->cancel_state.compare_exchange_strong(st, 3, std::memory_order_acq_rel))
+            return destroy(rr);  // freed meanwhile
         if (!rr->done) rr->ctx.cancel(ECANCELED);
+        st = 3;
+        if (!rr->cancel_state.compare_exchange_strong(st, 0, std::memory_order_acq_rel)) destroy(rr);
     };
     (void)post_call(r->target, r->cancel_call);
 }

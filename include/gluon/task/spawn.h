@@ -51,7 +51,7 @@ struct root_base {
     root_base* next_finished = nullptr;
     bool done = false;
     bool detached = false;
-    std::atomic<uint8_t> cancel_state{0};  // 0 idle, 1 a cancel is posted, 2 freed meanwhile
+    std::atomic<uint8_t> cancel_state{0};  // see root_free (spawn.cc)
     stop_link* stop = nullptr;
     vcpu_call start_call;   // spawn on another vCPU
     vcpu_call ctl_call;     // join or detach from another thread
