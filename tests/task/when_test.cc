@@ -1,0 +1,128 @@
+// when_all, when_any and task_group.
+#include "gluon/task/when.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "gluon/runtime/fd.h"
+#include "gluon/task/io.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class task_when_test : public test::engine_test {};
+
+task<int> after(std::chrono::milliseconds d, int v) {
+    auto r = co_await co::sleep_for(d);
+    co_return r ? v : -1;  // -1: cancelled
+}
+task<void> nothing() { co_return; }
+task<std::string> text() { co_return "t"; }
+task<int> throws_after(std::chrono::milliseconds d) {
+    (void)co_await co::sleep_for(d);
+    throw std::runtime_error("child");
+}
+
+TEST_P(task_when_test, when_all_gives_every_value_in_order) {
+    auto t = []() -> task<std::string> {
+        auto [a, b, c] = co_await when_all(after(20ms, 1), nothing(), text());
+        (void)b;
+        co_return std::to_string(a) + c;
+    };
+    EXPECT_EQ(block_on(t()).value(), "1t");
+    auto v = []() -> task<int> {
+        std::vector<task<int>> ts;
+        for (int i = 0; i < 10; ++i) ts.push_back(after(std::chrono::milliseconds(10 - i), i));
+        auto out = co_await when_all(std::move(ts));
+        int s = 0;
+        for (size_t i = 0; i < out.size(); ++i) s += out[i] == static_cast<int>(i);
+        co_return s;
+    };
+    EXPECT_EQ(block_on(v()).value(), 10);
+}
+
+TEST_P(task_when_test, when_all_awaits_the_others_then_rethrows) {
+    int late = 0;
+    auto t = [](int* l) -> task<void> {
+        auto slow = [](int* x) -> task<void> {
+            (void)co_await co::sleep_for(30ms);
+            *x = 1;
+        };
+        (void)co_await when_all(throws_after(1ms), slow(l));
+    };
+    EXPECT_THROW((void)block_on(t(&late)), std::runtime_error);
+    EXPECT_EQ(late, 1);  // awaited before the exception came out
+}
+
+TEST_P(task_when_test, when_any_cancels_and_awaits_the_losers) {
+    int sockets[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+    int loser_result = 0;
+    auto t = [](int fd, int* lr) -> task<std::pair<size_t, int>> {
+        auto reader = [](int f, int* out) -> task<int> {
+            char b[4];
+            auto r = co_await co::recv_some(f, b, sizeof b);
+            *out = r ? 0 : r.error().value();
+            co_return 0;
+        };
+        auto r = co_await when_any(reader(fd, lr), after(10ms, 7));
+        co_return r.value();
+    };
+    auto [idx, v] = block_on(t(sockets[0], &loser_result)).value();
+    EXPECT_EQ(idx, 1u);
+    EXPECT_EQ(v, 7);
+    EXPECT_EQ(loser_result, ECANCELED);  // the recv was cancelled and ended before when_any did
+    (void)fd::close(sockets[0]);
+    (void)fd::close(sockets[1]);
+}
+
+TEST_P(task_when_test, a_group_joins_its_children_and_cancels_them) {
+    auto t = []() -> task<int> {
+        int done = 0;
+        task_group g;
+        auto child = [](int* d, std::chrono::milliseconds ms) -> task<void> {
+            if (co_await co::sleep_for(ms)) ++*d;
+        };
+        for (int i = 0; i < 5; ++i) EXPECT_TRUE(g.spawn(child(&done, 1ms)));
+        co_await g.join();
+        EXPECT_EQ(done, 5);
+        for (int i = 0; i < 5; ++i) EXPECT_TRUE(g.spawn(child(&done, 10s)));
+        co_await co::yield();
+        g.cancel();
+        co_await g.join();
+        co_return done;
+    };
+    EXPECT_EQ(block_on(t()).value(), 5);
+}
+
+TEST_P(task_when_test, cancelling_the_parent_cancels_a_group_join) {
+    std::stop_source src;
+    auto t = []() -> task<int> {
+        int cancelled = 0;
+        task_group g;
+        auto child = [](int* c) -> task<void> {
+            if (!co_await co::sleep_for(10s)) ++*c;
+        };
+        for (int i = 0; i < 3; ++i) EXPECT_TRUE(g.spawn(child(&cancelled)));
+        co_await g.join();
+        co_return cancelled;
+    };
+    auto h = co_spawn(t(), {.stop = src.get_token()}).value();
+    auto f = spawn([&] {
+        (void)this_fiber::sleep_for(5ms);
+        src.request_stop();
+    });
+    EXPECT_EQ(h.join(), 3);
+    ASSERT_TRUE(f->join());
+}
+
+GLUON_ENGINE_TEST_SUITE(task_when_test);
+
+}  // namespace
+}  // namespace gluon
