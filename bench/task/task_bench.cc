@@ -82,6 +82,24 @@ long task_switch(long n) {
     return 2 * n;
 }
 
+// Two tasks take turns through the task runner's queue (what a runtime without direct
+// transfer does for a switch).
+long task_yield(long n) {
+    long count = 0;
+    auto player = [](long nn, long* c) -> task<void> {
+        for (long i = 0; i < nn; ++i) {
+            ++*c;
+            co_await co::yield();
+        }
+    };
+    auto a = co_spawn(player(n, &count)).value();
+    auto b = co_spawn(player(n, &count)).value();
+    a.join();
+    b.join();
+    if (count != 2 * n) fail("yield: count mismatch");
+    return 2 * n;
+}
+
 long fiber_switch(long n) {
     long count = 0;
     auto body = [&] {
@@ -248,6 +266,8 @@ int main(int argc, char** argv) {
     on_vcpu(engine::kind::io_uring, [](const char*) {
         bench("switch", "gluon-task", 50'000'000, task_switch);
         bench("switch", "gluon-fiber", 20'000'000, fiber_switch);
+        bench("yield", "gluon-task", 20'000'000, task_yield);
+        bench("yield", "gluon-fiber", 20'000'000, fiber_switch);
         bench("spawn_join", "gluon-task", 20'000'000, task_spawn_join);
         bench("spawn_join", "gluon-fiber", 5'000'000, fiber_spawn_join);
         bench("await_call", "gluon-task", 50'000'000, task_await_call);
