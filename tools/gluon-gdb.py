@@ -1,7 +1,9 @@
 # gdb commands for gluon fibers, on live processes and core files. Load with
 #   (gdb) source tools/gluon-gdb.py
 #   gluon fibers (or: info gluon-fibers)  every fiber of every vCPU; '*' marks the current ones
-#   gluon bt FIBER-ID [BT-OPTIONS]        backtrace of one fiber; BT-OPTIONS go to `bt` (full, 5...)
+#   gluon bt FIBER [BT-OPTIONS]           backtrace of one fiber, by its short index (the '#'
+#                                         column of `gluon fibers`) or its id; BT-OPTIONS go to
+#                                         `bt` (full, 5...)
 # Needs the runtime's debug info. Data: the registry gluon_vcpu_list (src/runtime/vcpu.cc); each
 # vcpu has `main`, `current` and the list `all` of its spawned fibers (scheduler.h). A fiber's
 # saved context `ctx` {sp, ip, bp} (context.h) is valid while it is not its vCPU's current fiber;
@@ -38,6 +40,21 @@ def _fibers(v):
         yield gdb.Value(int(h) - hook_offset).cast(impl.pointer())
         h = h["next"]
     raise gdb.MemoryError("the fiber list of vCPU %d is broken" % int(v["index"]))
+
+
+def _all_fibers():
+    """Yields (index, vcpu, fiber_impl*) in `gluon fibers` order; the index is what `gluon bt`
+    takes instead of a 13-digit id."""
+    n = 0
+    for v in _vcpus():
+        for f in _fibers(v):
+            yield n, v, f
+            n += 1
+
+
+# Ids are larger than this (the vCPU's thread id above the low 32 bits); smaller numbers are
+# short indices.
+_MAX_INDEX = 1 << 32
 
 
 def _name(f):
@@ -83,7 +100,8 @@ def list_fibers(arg, from_tty):
     if not vcpus:
         print("gluon: no vCPU (gluon_vcpu_list is empty)")
         return
-    print("  %-4s %-20s %-16s %-8s %-18s %-18s" % ("vCPU", "fiber-id", "name", "state", "sp", "ip"))
+    print("  %-5s %-4s %-20s %-16s %-8s %-18s %-18s" % ("#", "vCPU", "fiber-id", "name", "state", "sp", "ip"))
+    index = 0
     with _KeepSelection():
         for v in vcpus:
             current, thread = int(v["current"]), _thread(v)
@@ -101,9 +119,10 @@ def list_fibers(arg, from_tty):
                             note += ", thread %d (LWP %d)" % (thread.num, thread.ptid[1])
                         if state != "running":
                             note += ", vCPU idle in its event loop"
-                    print("%s %-4d %-20d %-16s %-8s 0x%016x 0x%016x%s" % (
-                        "*" if note else " ", int(v["index"]), int(f["id"]), _name(f), state,
+                    print("%s %-5d %-4d %-20d %-16s %-8s 0x%016x 0x%016x%s" % (
+                        "*" if note else " ", index, int(v["index"]), int(f["id"]), _name(f), state,
                         sp, ip, note))
+                    index += 1
             except gdb.MemoryError as e:
                 print("  vCPU %d: cannot read its fibers: %s" % (int(v["index"]), e))
 
@@ -183,11 +202,12 @@ def fiber_bt(arg, from_tty):
     try:
         want = int(argv[0], 0)
     except (IndexError, ValueError):
-        raise gdb.GdbError("usage: gluon bt FIBER-ID [BT-OPTIONS] (ids: gluon fibers)")
+        raise gdb.GdbError("usage: gluon bt FIBER [BT-OPTIONS] (FIBER: the '#' or the id of gluon fibers)")
     bt = " ".join(["bt"] + argv[1:])
-    found = next(((v, f) for v in _vcpus() for f in _fibers(v) if int(f["id"]) == want), None)
+    by_index = 0 <= want < _MAX_INDEX
+    found = next(((v, f) for i, v, f in _all_fibers() if (i if by_index else int(f["id"])) == want), None)
     if found is None:
-        raise gdb.GdbError("gluon bt: no fiber with id %d" % want)
+        raise gdb.GdbError("gluon bt: no fiber with %s %d" % ("index" if by_index else "id", want))
     v, f = found
     thread = _thread(v)
     if thread is None:
@@ -216,6 +236,6 @@ class _Command(gdb.Command):
 
 _Command("gluon", lambda arg, tty: gdb.execute("help gluon"), "gluon fiber commands.", True)
 _Command("gluon fibers", list_fibers, "List every fiber of every gluon vCPU ('*': current).")
-_Command("gluon bt", fiber_bt, "gluon bt FIBER-ID [BT-OPTIONS]: backtrace of a gluon fiber.")
+_Command("gluon bt", fiber_bt, "gluon bt FIBER [BT-OPTIONS]: backtrace of a gluon fiber (FIBER: its # or id).")
 _Command("info gluon-fibers", list_fibers, "List every fiber of every gluon vCPU.",
          cls=gdb.COMMAND_STATUS)

@@ -43,11 +43,12 @@ fail() {
 # finding their ids by name in the listing of the same gdb run (`pipe` feeds it to awk).
 cat >"$work/mkbt.awk" <<'EOF'
 { sub(/^\*/, " ") }
-$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {
-    key = $3
-    if ($3 == "main") key = "main" $1
+$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ {
+    key = $4
+    if ($4 == "main") key = "main" $2
+    # beta by its short index (the '#' column), the others by their fiber ids.
     if (key ~ /^(beta|delta|epsilon|main0|main1)$/)
-        printf "echo ==bt %s==\\n\ngluon bt %s\n", key, $2
+        printf "echo ==bt %s==\\n\ngluon bt %s\n", key, (key == "beta" ? $1 : $3)
 }
 END { print "echo ==end==\\n" }
 EOF
@@ -70,16 +71,16 @@ check() {  # check MODE: the output $out of one gdb run
     local mode=$1 listing
     listing=$(section fibers)
     for name in alpha beta gamma; do
-        grep -Eq "^  +0 +[0-9]+ +$name +waiting " <<<"$listing" ||
+        grep -Eq "^  +[0-9]+ +0 +[0-9]+ +$name +waiting " <<<"$listing" ||
             fail "$mode: fiber $name is not listed as waiting on vCPU 0"
     done
-    grep -Eq "^  +0 +[0-9]+ +epsilon +ready " <<<"$listing" ||
+    grep -Eq "^  +[0-9]+ +0 +[0-9]+ +epsilon +ready " <<<"$listing" ||
         fail "$mode: fiber epsilon is not listed as ready on vCPU 0"
-    grep -Eq "^\* +1 +[0-9]+ +delta .*current" <<<"$listing" ||
+    grep -Eq "^\* +[0-9]+ +1 +[0-9]+ +delta .*current" <<<"$listing" ||
         fail "$mode: delta is not listed as the current fiber of vCPU 1"
-    grep -Eq "^\* +0 +[0-9]+ +main .*current" <<<"$listing" ||
+    grep -Eq "^\* +[0-9]+ +0 +[0-9]+ +main .*current" <<<"$listing" ||
         fail "$mode: main is not listed as the current fiber of vCPU 0"
-    grep -Eq "^  +1 +[0-9]+ +main +waiting" <<<"$listing" ||
+    grep -Eq "^  +[0-9]+ +1 +[0-9]+ +main +waiting" <<<"$listing" ||
         fail "$mode: the main fiber of vCPU 1 is not listed as waiting"
     section "bt beta" | grep -q park_here_beta || fail "$mode: no park_here_beta in the bt of beta"
     section "bt beta" | grep -Eq "park_here_(alpha|gamma)" && fail "$mode: bt of beta shows another fiber"
@@ -129,7 +130,7 @@ gcore_log=$out
 out=$work/core.txt
 $limit gdb -batch -nx -x "$script" -x "$work/commands.gdb" "$prog" "$core" </dev/null >"$out" 2>&1
 if [ $how = gcore ] && grep -q "Memory read failed for corefile section" "$gcore_log" &&
-    ! grep -Eq "^[* ] +0 +[0-9]+ +beta " "$out"; then
+    ! grep -Eq "^[* ] +[0-9]+ +0 +[0-9]+ +beta " "$out"; then
     # Stack guard pages made with MADV_GUARD_INSTALL (Linux >= 6.13) cannot be read by gdb,
     # which then leaves the rest of that mapping, every fiber stack of the slab, out of the core.
     echo "SKIP: core-file part: gdb's generate-core-file could not save the fiber stacks"
