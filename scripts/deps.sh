@@ -16,6 +16,7 @@ if [ "$profile" = test ]; then pkgs+=(nginx-light); fi  # the peer of tests/net/
 pkgs+=(libssl-dev)  # gluon::tls (src/net/tls)
 pkgs+=(libnghttp2-dev)  # HTTP/2 framing (src/http/h2)
 pkgs+=(libfuse3-dev fuse3)  # gluon::fs_fuse (src/fs/fuse); fusermount3 mounts for non-root users
+if [ "$profile" = test ]; then pkgs+=(fio); fi  # an unmodified program on the mounts of tests/fs/fuse_test
 if [ "$profile" != build ]; then pkgs+=(nghttp2-client); fi  # h2load, the HTTP/2 peer and load generator
 if [ "$profile" = test ]; then pkgs+=(openssl curl); fi  # the peers of tests/net/tls_test
 if [ "$profile" != build ]; then pkgs+=(wrk); fi  # the load generator of bench/run http

@@ -118,6 +118,13 @@ TEST_P(fuse_test, unmodified_tools_work_on_a_mounted_local_directory) {
               "a\nbig.bin\n");
     EXPECT_EQ(sh("stat -f -c %T " + mnt_), "fuseblk\n");
     EXPECT_NE(sh("stat -f -c %b " + mnt_).find_first_of("0123456789"), std::string::npos);
+    // fio writes and verifies (crc32c) through the mount, from two processes at once.
+    if (!test::find_program("fio").empty()) {
+        std::string fio = sh("fio --name=v --directory=" + mnt_ + " --rw=randrw --bs=4k --size=2m --numjobs=2 "
+                             "--ioengine=psync --verify=crc32c --do_verify=1 --output-format=terse --minimal");
+        EXPECT_EQ(fio.find("<exit"), std::string::npos) << fio;
+        EXPECT_EQ(sh("rm " + mnt_ + "/v.* && ls " + mnt_), "a\nbig.bin\n");
+    }
     auto st = m_->statistics();
     EXPECT_GT(st.requests, 20u);
     EXPECT_GE(st.bytes_read, 3u << 20);
@@ -170,6 +177,11 @@ TEST_P(fuse_test, serves_http_files_through_the_cache) {
     EXPECT_EQ(sh("dd if=" + mnt_ + "/layer.tar bs=4k skip=100 count=1 status=none | sha256sum | cut -c1-64"),
               sh("dd if=" + src_ + "/layer.tar bs=4k skip=100 count=1 status=none | sha256sum | cut -c1-64"));
     EXPECT_NE(sh("touch " + mnt_ + "/new").find("<exit"), std::string::npos);  // read-only
+    if (!test::find_program("fio").empty()) {
+        std::string fio = sh("fio --name=r --filename=" + mnt_ + "/layer.tar --readonly --rw=randread --bs=4k "
+                             "--size=5m --numjobs=4 --ioengine=psync --time_based --runtime=1 --minimal");
+        EXPECT_EQ(fio.find("<exit"), std::string::npos) << fio;
+    }
     m_->stop();
     EXPECT_FALSE(mounted(mnt_));
 }
