@@ -14,6 +14,7 @@
 #include "gluon/fs/cache.h"
 #include "gluon/fs/http.h"
 #include "gluon/fs/local.h"
+#include "gluon/runtime/runtime.h"
 #include "support/nginx.h"
 #include "support/process.h"
 #include "test_support.h"
@@ -133,6 +134,22 @@ TEST_P(fuse_test, unmodified_tools_work_on_a_mounted_local_directory) {
     m_->stop();
     EXPECT_FALSE(mounted(mnt_));
     EXPECT_EQ(m_->statistics().in_flight, 0u);
+}
+
+TEST_P(fuse_test, serves_from_a_second_vcpu_and_stops_its_reader) {
+    std::ofstream(src_ + "/big.bin", std::ios::binary) << random_bytes(2 << 20, 12);
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::move(*local));
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt) << rt.error().message();
+    ASSERT_TRUE((*rt)->run(0, [&] { ASSERT_TRUE(m_->serve_here()); }));
+    // Readers on two vCPUs take requests off the one device.
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(hash_of(mnt_ + "/big.bin"), hash_of(src_ + "/big.bin"));
+    EXPECT_EQ(sh("cp " + mnt_ + "/big.bin " + mnt_ + "/copy.bin && cmp " + mnt_ + "/copy.bin " + src_ + "/big.bin"), "");
+    m_->stop();  // interrupts the other vCPU's reader too
+    EXPECT_FALSE(mounted(mnt_));
+    ASSERT_TRUE((*rt)->run(0, [&] { EXPECT_EQ(m_->serve_here().error().value(), ESHUTDOWN); }));
 }
 
 TEST_P(fuse_test, ends_when_unmounted_from_outside) {
