@@ -416,6 +416,7 @@ struct client::impl {
             int retries_left = idempotent(verb) && !req.body_source ? opts.retries : 0;
             if (redirects > 0) key = pool_key(u);
             bool cross_origin = key != first_origin;
+            out.url = u.to_string();  // before the exchange: on_head sees which URL answers
             for (;;) {
                 if (auto h2s = h2_session(key)) {
                     auto fields = GLUON_TRY(h2_fields(req, cross_origin));
@@ -483,7 +484,6 @@ struct client::impl {
                 else (void)c.s->close();
                 break;
             }
-            out.url = u.to_string();
             bool redirect = out.status == 301 || out.status == 302 || out.status == 303 || out.status == 307 || out.status == 308;
             std::string_view loc = out.header("Location");
             if (!redirect || loc.empty() || opts.max_redirects == 0) return out;

@@ -274,6 +274,23 @@ TEST_P(http_fs_test, retries_5xx_and_resets_mid_body_with_backoff) {
     EXPECT_FALSE((*g)->pread(got.data(), got.size(), 0));
 }
 
+TEST_P(http_fs_test, learns_the_size_from_a_get_where_head_is_refused) {
+    auto files = http::static_files(nginx_->www());
+    ASSERT_TRUE(files);
+    std::string origin = serve([h = *files](http::request& req, http::response& res) {
+        if (req.method() == http::method::head) return res.status(405);
+        h(req, res);
+    });
+    auto fs = mount(origin);
+    auto st = fs->stat("/data.bin");
+    ASSERT_TRUE(st) << st.error().message();
+    EXPECT_EQ(st->st_size, static_cast<off_t>(data_.size()));
+    auto f = fs->open("/data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    expect_window(**f, 3000, 123456);
+    EXPECT_EQ(fs->stat("/missing").error(), std::errc::no_such_file_or_directory);
+}
+
 TEST_P(http_fs_test, follows_a_redirect_once_and_reads_from_where_it_led) {
     std::atomic<int> redirects{0};
     std::string origin = serve([&](http::request& req, http::response& res) {

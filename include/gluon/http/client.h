@@ -52,7 +52,7 @@ struct client_response {
     std::string reason;
     std::vector<std::pair<std::string, std::string>> headers;
     std::string body;  // empty when streamed to a callback
-    std::string url;   // the URL that answered (after redirects)
+    std::string url;   // the URL that answered (after redirects; set when on_head is called)
     uint64_t body_length = 0;  // the body's bytes, wherever they went
     /// The first field of that name (case-insensitive), or empty.
     std::string_view header(std::string_view name) const noexcept;

@@ -68,6 +68,7 @@ result<http_meta> http_shared::head_once(const std::string& url, deadline_t d, b
         transient = transient_failure(r.error());
         return unexpected(r.error());
     }
+    if (r->status == 405 || r->status == 501) return probe_with_get(url, d, transient);  // no HEAD here
     switch (r->status) {
     case 200: break;
     case 404:
@@ -87,6 +88,52 @@ result<http_meta> http_shared::head_once(const std::string& url, deadline_t d, b
     m.last_modified = std::string(r->header("Last-Modified"));
     m.mtime = parse_http_time(m.last_modified);
     m.ranges = r->header("Accept-Ranges") != "none";
+    return m;
+}
+
+result<http_meta> http_shared::probe_with_get(const std::string& url, deadline_t d, bool& transient) noexcept {
+    http::client_request q;
+    q.url = url;
+    q.timeout = time_left(d);
+    q.headers.emplace_back("Range", "bytes=0-0");
+    http::client_response got;
+    bool seen = false;
+    q.on_head = [&](const http::client_response& h) {
+        if (h.status >= 300 && h.status < 400) return true;  // followed by the client
+        got = h;
+        seen = true;
+        return false;  // the head is all this needs
+    };
+    auto r = client_.send(q);
+    if (!seen) {
+        if (r) return errno_error(EIO);  // a redirect not followed
+        transient = transient_failure(r.error());
+        return unexpected(r.error());
+    }
+    http_meta m;
+    m.url = got.url;
+    m.etag = std::string(got.header("ETag"));
+    m.last_modified = std::string(got.header("Last-Modified"));
+    m.mtime = parse_http_time(m.last_modified);
+    std::string_view total;
+    if (got.status == 206) {
+        std::string_view cr = got.header("Content-Range");
+        auto slash = cr.rfind('/');
+        if (slash != std::string_view::npos) total = cr.substr(slash + 1);
+    } else if (got.status == 200) {
+        total = got.header("Content-Length");
+        m.ranges = false;
+    } else if (got.status == 416) {
+        // An empty file has no byte 0: its size is in "bytes */0".
+        total = "0";
+    } else {
+        transient = got.status >= 500;
+        return errno_error(got.status == 404 || got.status == 410 ? ENOENT
+                           : got.status == 401 || got.status == 403 ? EACCES
+                                                                    : EIO);
+    }
+    auto [p, ec] = std::from_chars(total.data(), total.data() + total.size(), m.size);
+    if (total.empty() || ec != std::errc() || p != total.data() + total.size()) return errno_error(EIO);
     return m;
 }
 

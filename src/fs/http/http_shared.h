@@ -48,6 +48,8 @@ public:
 
 private:
     result<http_meta> head_once(const std::string& url, deadline_t d, bool& transient) noexcept;
+    /// For servers that refuse HEAD (405, 501): the same facts from a GET of byte 0.
+    result<http_meta> probe_with_get(const std::string& url, deadline_t d, bool& transient) noexcept;
     result<void> back_off(int attempt, deadline_t d) noexcept;  // ETIMEDOUT if the wait would pass d
 
     http_fs_options opts_;
