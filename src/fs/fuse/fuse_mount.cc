@@ -85,6 +85,7 @@ result<std::unique_ptr<fuse_mount>> fuse_mount::mount(std::shared_ptr<filesystem
     for (auto& a : argv_s) argv.push_back(a.data());
     fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
     s->se = fuse_session_new(&args, &detail::fuse_ops(), sizeof(fuse_lowlevel_ops), s.get());
+    fuse_opt_free_args(&args);  // libfuse may have copied them into memory of its own
     if (!s->se) return errno_error(EIO);
     if (fuse_session_mount(s->se, s->opts.mountpoint.c_str()) != 0) {
         fuse_session_destroy(s->se);
