@@ -4,6 +4,7 @@
 #include "gluon/fs/fuse.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "gluon/fs/cache.h"
 #include "gluon/fs/http.h"
 #include "gluon/fs/local.h"
+#include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
 #include "support/nginx.h"
 #include "support/process.h"
@@ -161,6 +163,25 @@ TEST_P(fuse_test, ends_when_unmounted_from_outside) {
     ASSERT_TRUE(m_->wait());
     EXPECT_FALSE(mounted(mnt_));
     m_->stop();  // after the fact: still clean
+}
+
+TEST_P(fuse_test, unmounts_on_sigint) {
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::move(*local));
+    auto runner = spawn([&] { EXPECT_TRUE(m_->run_until_signalled()); });
+    ASSERT_TRUE(runner);
+    // The waiting fiber installs its handler when it runs: until then SIGINT is ignored (not
+    // fatal), so it is sent until the mount goes.
+    auto old = ::signal(SIGINT, SIG_IGN);
+    for (int i = 0; i < 500 && mounted(mnt_); ++i) {
+        this_fiber::yield();
+        ::kill(::getpid(), SIGINT);
+        (void)this_fiber::sleep_for(10ms);
+    }
+    ASSERT_TRUE(runner->join());
+    ::signal(SIGINT, old);
+    EXPECT_FALSE(mounted(mnt_));
 }
 
 TEST_P(fuse_test, refuses_a_missing_mountpoint_or_a_file) {
