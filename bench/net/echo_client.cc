@@ -2,7 +2,8 @@
 //
 // streaming: every connection keeps up to kMaxInflight bytes in flight,
 //            sending in large batches and reading back independently.
-// pingpong:  every connection sends one message and waits for its echo.
+// pingpong:  every connection sends one message and waits for its echo; the round trips
+//            measured are reported as p50/p99 latency.
 //
 // Byte i of a connection's stream is (i * 131 + conn_id) & 0xff; every echoed
 // byte is checked.  Any mismatch, EOF or socket error aborts with exit code 1.
@@ -49,8 +50,15 @@ struct Conn {
     std::uint32_t shift = 0;
     std::uint64_t sent = 0;   // stream offset of the next byte to send
     std::uint64_t recvd = 0;  // stream offset of the next byte to receive
+    std::uint64_t sent_ns = 0;  // pingpong: when the current message's first byte was sent
     bool writable = true;
 };
+
+std::uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 using bench_net::fail;
 using bench_net::now_s;
@@ -89,11 +97,13 @@ private:
     void send_some(Conn& c);
     void recv_some(Conn& c);
     void on_event(Conn& c, std::uint32_t events);
-    void report(double wall_s, double msgs, double cpu_s) const;
+    void report(double wall_s, double msgs, double cpu_s);
 
     const Options& opt_;
     const std::uint64_t size_;
     std::uint64_t msgs_done_ = 0;  // completed messages, all connections
+    bool recording_ = false;       // pingpong: round trips completed now are measured
+    std::vector<std::uint32_t> rtt_ns_;
     std::vector<Conn> conns_;
 };
 
@@ -108,6 +118,8 @@ void Client::send_some(Conn& c) {
         if (opt_.mode == Mode::streaming) {  // end batches on a message boundary
             std::uint64_t end = c.sent + n, aligned = end - end % size_;
             if (aligned > c.sent) n = static_cast<std::size_t>(aligned - c.sent);
+        } else if (c.sent % size_ == 0) {
+            c.sent_ns = mono_ns();
         }
         ssize_t w = write(c.fd, pattern + ((c.sent + c.shift) & 0xff), n);
         if (w < 0) {
@@ -140,8 +152,11 @@ void Client::recv_some(Conn& c) {
                 fail("conn %u: byte mismatch at stream offset %llu: expected 0x%02x, got 0x%02x",
                      c.id, static_cast<unsigned long long>(c.recvd + i), want[i], rbuf[i]);
             }
-            msgs_done_ += (c.recvd + len) / size_ - c.recvd / size_;
+            const std::uint64_t completed = (c.recvd + len) / size_ - c.recvd / size_;
+            msgs_done_ += completed;
             c.recvd += len;
+            if (completed && recording_ && opt_.mode == Mode::pingpong)
+                rtt_ns_.push_back(static_cast<std::uint32_t>(std::min<std::uint64_t>(mono_ns() - c.sent_ns, UINT32_MAX)));
             if (len < kChunk) return;  // drained; more data raises a new edge
             continue;
         }
@@ -211,6 +226,8 @@ void Client::run() {
             measuring = true;
             if (opt_.cpu_pid) cpu0 = process_cpu_s(opt_.cpu_pid);
             msgs0 = msgs_done_;
+            recording_ = true;
+            rtt_ns_.reserve(1 << 20);
             t0 = now_s();
         }
         if (measuring && t >= end) break;
@@ -233,8 +250,18 @@ void Client::run() {
     report(wall_s, msgs, cpu_s);
 }
 
-void Client::report(double wall_s, double msgs, double cpu_s) const {
+void Client::report(double wall_s, double msgs, double cpu_s) {
     const double rate = msgs / wall_s;
+    char lat[80] = "";
+    if (!rtt_ns_.empty()) {
+        auto pct = [&](double q) {
+            auto k = static_cast<std::size_t>(q * static_cast<double>(rtt_ns_.size() - 1));
+            std::nth_element(rtt_ns_.begin(), rtt_ns_.begin() + static_cast<std::ptrdiff_t>(k), rtt_ns_.end());
+            return rtt_ns_[k] / 1000.0;
+        };
+        const double p50 = pct(0.50), p99 = pct(0.99);
+        std::snprintf(lat, sizeof lat, opt_.json ? ",\"p50_us\":%.1f,\"p99_us\":%.1f" : " p50_us=%.1f p99_us=%.1f", p50, p99);
+    }
     const double mb = rate * static_cast<double>(size_) / 1e6;
     const bool cpu = opt_.cpu_pid != 0;
     char cpu_buf[160] = "";
@@ -250,15 +277,15 @@ void Client::report(double wall_s, double msgs, double cpu_s) const {
             std::snprintf(cpu_buf, sizeof cpu_buf,
                           "\"server_cpu_s\":null,\"server_util\":null,\"msgs_per_cpu_s\":null");
         std::printf(
-            "{\"mode\":\"%s\",\"conns\":%d,\"size\":%zu,\"msgs_per_s\":%.0f,\"mb_per_s\":%.1f,%s}\n",
-            mode_name(opt_.mode), opt_.conns, opt_.size, rate, mb, cpu_buf);
+            "{\"mode\":\"%s\",\"conns\":%d,\"size\":%zu,\"msgs_per_s\":%.0f,\"mb_per_s\":%.1f,%s%s}\n",
+            mode_name(opt_.mode), opt_.conns, opt_.size, rate, mb, cpu_buf, lat);
     } else {
         if (cpu)
             std::snprintf(cpu_buf, sizeof cpu_buf,
                           " server_cpu_s=%.3f server_util=%.3f msgs_per_cpu_s=%.0f", cpu_s,
                           cpu_s / wall_s, cpu_s > 0 ? msgs / cpu_s : 0.0);
-        std::printf("mode=%s conns=%d size=%zu msgs_per_s=%.0f mb_per_s=%.1f%s\n",
-                    mode_name(opt_.mode), opt_.conns, opt_.size, rate, mb, cpu_buf);
+        std::printf("mode=%s conns=%d size=%zu msgs_per_s=%.0f mb_per_s=%.1f%s%s\n",
+                    mode_name(opt_.mode), opt_.conns, opt_.size, rate, mb, cpu_buf, lat);
     }
     std::fflush(stdout);
 }

@@ -105,6 +105,8 @@ def run(args, res, build, log):
                 res.add(wname, name, "ops_per_cpu_s", v["msgs_per_cpu_s"] or 0, "higher")
                 res.add(wname, name, "ops_per_s", v["msgs_per_s"], "higher")
                 res.add(wname, name, "cpu_util", v["server_util"] or 0, "none")
+                if "p99_us" in v:
+                    res.add(wname, name, "p99_us", v["p99_us"], "lower")
                 res.add(wname, name, "rss_kib", peak["VmRSS"], "lower")
                 res.add(wname, name, "threads", peak["Threads"], "lower")
                 kstack = max(0, peak["KernelStack"] - base["KernelStack"])
@@ -115,7 +117,8 @@ def run(args, res, build, log):
     cols = list(impls)
     out = []
     for metric, title in [("ops_per_cpu_s", "messages per server CPU-second"), ("ops_per_s", "messages/s"),
-                          ("cpu_util", "server CPU utilisation"), ("rss_kib", "server peak RSS (KiB)"),
+                          ("cpu_util", "server CPU utilisation"), ("p99_us", "p99 round trip (us)"),
+                          ("rss_kib", "server peak RSS (KiB)"),
                           ("threads", "server OS threads"), ("kstack_kib", "kernel stacks grown (KiB)"),
                           ("slab_kib", "unreclaimable slab grown (KiB)"),
                           ("mem_kib", "memory: RSS + kernel stacks + slab (KiB)")]:

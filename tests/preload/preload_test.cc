@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -285,43 +286,48 @@ TEST_P(preload, debian_iperf2_server_runs_on_fibers) {
 
 GLUON_ENGINE_TEST_SUITE(preload);
 
-// Listener mode under Debian's nginx with 2 workers, as shipped (one listening socket, no
-// reuseport): a connection made from a CPU is served by the worker on that CPU (on loopback the
-// SYN is handled by the connecting CPU), and the program's own socket still works
-// (nginx's reload closes and reopens nothing here; its workers accept).
-TEST(preload_listen, nginx_workers_accept_on_the_cpu_that_took_the_syn) {
-    GLUON_REQUIRE_PEER(access("/usr/sbin/nginx", X_OK) == 0, "nginx (Debian package nginx-light) is not installed");
-    cpu_set_t mine;
-    CPU_ZERO(&mine);
-    ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
-    if (!CPU_ISSET(0, &mine) || !CPU_ISSET(1, &mine)) GTEST_SKIP() << "needs CPUs 0 and 1";
-    char dir[] = "/tmp/gluon-preload-nginx-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    int probe = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&a), len), 0);
-    ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    const int port = ntohs(a.sin_port);
-    close(probe);
-    const std::string d = dir;
-    {
-        std::ofstream conf(d + "/nginx.conf");
-        conf << "master_process on; worker_processes 2; worker_cpu_affinity 01 10;\n"
-             << "pid " << d << "/nginx.pid; error_log " << d << "/error.log warn;\n"
-             << (geteuid() == 0 ? "user root root;\n" : "")
-             << "events { worker_connections 1024; accept_mutex off; }\n"
-             << "http { access_log off; keepalive_timeout 0;\n";
-        for (const char* t : {"client_body", "proxy", "fastcgi", "uwsgi", "scgi"})
-            conf << "  " << t << "_temp_path " << d << "/tmp_" << t << ";\n";
-        conf << "  server { listen 127.0.0.1:" << port << "; location / { return 200 \"$pid\\n\"; } } }\n";
+// nginx (Debian's nginx-light) under listener mode, from a private prefix, answering with the
+// pid of the worker that served the request; workers pinned by `affinity` (nginx's syntax).
+struct nginx_under_listen {
+    std::string dir;
+    int port = 0;
+    std::unique_ptr<child> proc;
+
+    nginx_under_listen(int workers, const std::string& affinity) {
+        char d[] = "/tmp/gluon-preload-nginx-XXXXXX";
+        EXPECT_NE(mkdtemp(d), nullptr);
+        dir = d;
+        int probe = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        EXPECT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&a), len), 0);
+        EXPECT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len), 0);
+        port = ntohs(a.sin_port);
+        close(probe);
+        {
+            std::ofstream conf(dir + "/nginx.conf");
+            conf << "master_process on; worker_processes " << workers << "; worker_cpu_affinity " << affinity << ";\n"
+                 << "pid " << dir << "/nginx.pid; error_log " << dir << "/error.log warn;\n"
+                 << (geteuid() == 0 ? "user root root;\n" : "")
+                 << "events { worker_connections 1024; accept_mutex off; }\n"
+                 << "http { access_log off; keepalive_timeout 0;\n";
+            for (const char* t : {"client_body", "proxy", "fastcgi", "uwsgi", "scgi"})
+                conf << "  " << t << "_temp_path " << dir << "/tmp_" << t << ";\n";
+            conf << "  server { listen 127.0.0.1:" << port << "; location / { return 200 \"$pid\\n\"; } } }\n";
+        }
+        proc = std::make_unique<child>(std::vector<std::string>{"/usr/sbin/nginx", "-p", dir + "/", "-c", dir + "/nginx.conf",
+                                                                "-e", dir + "/error.log", "-g", "daemon off;"},
+                                       true, std::vector<std::string>{}, "listen");
     }
-    child ngx({"/usr/sbin/nginx", "-p", d + "/", "-c", d + "/nginx.conf", "-e", d + "/error.log", "-g", "daemon off;"},
-              true, {}, "listen");
-    // One request from this thread pinned to `cpu`: the pid of the worker that served it.
-    auto served_by = [&](int cpu) -> long {
+    ~nginx_under_listen() {
+        proc.reset();
+        std::system(("rm -rf " + dir).c_str());
+    }
+    // One request from this thread pinned to `cpu`: the pid of the worker that served it (-1:
+    // no answer, as while nginx is starting).
+    long served_by(int cpu) const {
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);
@@ -337,27 +343,69 @@ TEST(preload_listen, nginx_workers_accept_on_the_cpu_that_took_the_syn) {
         close(s);
         auto body = resp.find("\r\n\r\n");
         return body == std::string::npos ? -1 : std::atol(resp.c_str() + body + 4);
-    };
-    // Until both workers have registered their listeners, a connection may go to the shared
-    // socket (any worker): wait, bounded by time, until each CPU is served by one worker.
+    }
+    int quit() {
+        kill(proc->pid, SIGQUIT);
+        return proc->wait_exit();
+    }
+};
+
+// Skips unless nginx is installed and this process may run on CPUs 0 and 1; restores the
+// caller's affinity when done.
+struct two_cpus {
+    cpu_set_t saved;
+    bool ok = false;
+    two_cpus() {
+        CPU_ZERO(&saved);
+        ok = sched_getaffinity(0, sizeof saved, &saved) == 0 && CPU_ISSET(0, &saved) && CPU_ISSET(1, &saved);
+    }
+    ~two_cpus() { sched_setaffinity(0, sizeof saved, &saved); }
+};
+
+// Listener mode under nginx with 2 workers, as shipped (one listening socket, no reuseport): a
+// connection made from a CPU is served by the worker on that CPU (on loopback the SYN is
+// handled by the connecting CPU), and nginx, which keeps using its own socket, runs and quits
+// normally.
+TEST(preload_listen, nginx_workers_accept_on_the_cpu_that_took_the_syn) {
+    GLUON_REQUIRE_PEER(access("/usr/sbin/nginx", X_OK) == 0, "nginx (Debian package nginx-light) is not installed");
+    two_cpus cpus;
+    if (!cpus.ok) GTEST_SKIP() << "needs CPUs 0 and 1";
+    nginx_under_listen ngx(2, "01 10");
+    // Until both workers have made their listeners a connection may go to the shared socket
+    // (any worker): wait, bounded by time, until each CPU is served by its own worker.
     long by_cpu[2] = {-1, -1};
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < give_up) {
-        by_cpu[0] = served_by(0);
-        by_cpu[1] = served_by(1);
+        by_cpu[0] = ngx.served_by(0);
+        by_cpu[1] = ngx.served_by(1);
         if (by_cpu[0] > 0 && by_cpu[1] > 0 && by_cpu[0] != by_cpu[1]) break;
         std::this_thread::yield();
     }
-    ASSERT_GT(by_cpu[0], 0) << ngx.stderr_of_stopped();
+    ASSERT_GT(by_cpu[0], 0) << ngx.proc->stderr_of_stopped();
     ASSERT_NE(by_cpu[0], by_cpu[1]) << "both CPUs' connections went to one worker";
     for (int i = 0; i < 200; ++i) {
         const int cpu = i % 2;
-        ASSERT_EQ(served_by(cpu), by_cpu[cpu]) << "connection " << i << " from CPU " << cpu;
+        ASSERT_EQ(ngx.served_by(cpu), by_cpu[cpu]) << "connection " << i << " from CPU " << cpu;
     }
-    sched_setaffinity(0, sizeof mine, &mine);
-    kill(ngx.pid, SIGQUIT);
-    EXPECT_EQ(ngx.wait_exit(), 0);
-    std::system(("rm -rf " + d).c_str());
+    EXPECT_EQ(ngx.quit(), 0);
+}
+
+// The fallback: a CPU without a worker sends its connections to the program's own socket,
+// which the worker on the other CPU also accepts from.
+TEST(preload_listen, a_cpu_without_a_worker_falls_back_to_the_shared_socket) {
+    GLUON_REQUIRE_PEER(access("/usr/sbin/nginx", X_OK) == 0, "nginx (Debian package nginx-light) is not installed");
+    two_cpus cpus;
+    if (!cpus.ok) GTEST_SKIP() << "needs CPUs 0 and 1";
+    nginx_under_listen ngx(1, "01");
+    long worker = -1;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (worker <= 0 && std::chrono::steady_clock::now() < give_up) {
+        worker = ngx.served_by(0);
+        if (worker <= 0) std::this_thread::yield();
+    }
+    ASSERT_GT(worker, 0) << ngx.proc->stderr_of_stopped();
+    for (int i = 0; i < 100; ++i) ASSERT_EQ(ngx.served_by(i % 2), worker) << "connection " << i;
+    EXPECT_EQ(ngx.quit(), 0);
 }
 
 }  // namespace
