@@ -390,6 +390,41 @@ TEST(preload_listen, nginx_workers_accept_on_the_cpu_that_took_the_syn) {
     EXPECT_EQ(ngx.quit(), 0);
 }
 
+// Listener mode under threads of one process, each with its own epoll set and none pinned by
+// the program: each is given a CPU of its own, round-robin, and a connection made from a CPU is
+// answered by the worker on it.
+TEST(preload_listen, unpinned_worker_threads_get_a_cpu_each_and_its_connections) {
+    two_cpus cpus;
+    if (!cpus.ok) GTEST_SKIP() << "needs CPUs 0 and 1";
+    child srv({GLUON_EPOLL_WORKERS, "0", "2"}, true, {}, "listen");
+    const int port = port_of(srv);
+    ASSERT_GT(port, 0);
+    auto answer_from = [&](int cpu) -> int {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+        int s = connect_to(port);
+        if (s < 0) return -1;
+        char b[64] = {};
+        size_t got = 0;
+        ssize_t n;
+        while (got < sizeof b - 1 && (n = recv(s, b + got, sizeof b - 1 - got, 0)) > 0) got += static_cast<size_t>(n);
+        close(s);
+        int served = -1;
+        return std::sscanf(b, "cpu %d", &served) == 1 ? served : -1;
+    };
+    // The workers make their listeners as they start: wait, bounded by time, until both CPUs
+    // are answered locally.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < give_up && (answer_from(0) != 0 || answer_from(1) != 1))
+        std::this_thread::yield();
+    for (int i = 0; i < 200; ++i) {
+        const int cpu = i % 2;
+        ASSERT_EQ(answer_from(cpu), cpu) << "connection " << i << ": " << [&] { return srv.stderr_of_stopped(); }();
+    }
+}
+
 // The fallback: a CPU without a worker sends its connections to the program's own socket,
 // which the worker on the other CPU also accepts from.
 TEST(preload_listen, a_cpu_without_a_worker_falls_back_to_the_shared_socket) {
