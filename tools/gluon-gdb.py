@@ -4,6 +4,9 @@
 #   gluon bt FIBER [BT-OPTIONS]           backtrace of one fiber, by its short index (the '#'
 #                                         column of `gluon fibers`) or its id; BT-OPTIONS go to
 #                                         `bt` (full, 5...)
+#   gluon tasks                           every spawned C++20 task that has not ended: its vCPU,
+#                                         what it is suspended in, and the chain of frames from
+#                                         the spawned task to the one that waits
 # Needs the runtime's debug info. Data: the registry gluon_vcpu_list (src/runtime/vcpu.cc); each
 # vcpu has `main`, `current` and the list `all` of its spawned fibers (scheduler.h). A fiber's
 # saved context `ctx` {sp, ip, bp} (context.h) is valid while it is not its vCPU's current fiber;
@@ -127,6 +130,84 @@ def list_fibers(arg, from_tty):
                 print("  vCPU %d: cannot read its fibers: %s" % (int(v["index"]), e))
 
 
+def _symbol(addr):
+    """The function at addr, without its arguments: `info symbol`'s name."""
+    try:
+        out = gdb.execute("info symbol 0x%x" % addr, to_string=True)
+    except gdb.error:
+        return "0x%x" % addr
+    if out.startswith("No symbol"):
+        return "0x%x" % addr
+    return out.split(" in section ")[0].strip()
+
+
+def _short(name):
+    """A coroutine's or a cancel hook's symbol, shortened to the function that owns it."""
+    for cut in ("::{lambda", " [clone"):
+        name = name.split(cut)[0]
+    name = name.replace("(anonymous namespace)", "{anonymous}")
+    depth, out = 0, ""
+    for ch in name:  # drop argument lists and template arguments beyond the first level
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        elif depth == 0:
+            out += ch
+    return out
+
+
+# A coroutine frame, as GCC lays it out: the resume and destroy function pointers, then the
+# promise (gluon::task_detail::promise_base first).
+_PROMISE_OFFSET = 16
+
+
+def _chain(frame):
+    """The coroutine frames from a spawned task's frame inwards, following promise.awaiting."""
+    promise_t = gdb.lookup_type("gluon::task_detail::promise_base").pointer()
+    ptr = gdb.lookup_type("long").pointer()
+    out = []
+    while frame and len(out) < 64:
+        resume = int(gdb.Value(frame).cast(ptr).dereference())
+        out.append((frame, _short(_symbol(resume)) if resume else "(ended)"))
+        if not resume:
+            break
+        promise = gdb.Value(frame + _PROMISE_OFFSET).cast(promise_t).dereference()
+        frame = int(promise["awaiting"]["_M_fr_ptr"])
+    return out
+
+
+def list_tasks(arg, from_tty):
+    try:
+        s = gdb.parse_and_eval("gluon_task_sched_list")
+    except gdb.error:
+        print("gluon: this program has no task runner (gluon_task_sched_list not found)")
+        return
+    root_t = gdb.lookup_type("gluon::task_detail::root_base")
+    hook_offset = next(f.bitpos for f in root_t.fields() if f.name == "live_hook") // 8
+    print("  %-5s %-4s %-18s %-10s %s" % ("#", "vCPU", "frame", "state", "suspended in / chain of frames"))
+    index = 0
+    while int(s):
+        sched = s.dereference()
+        head = sched["live"]["head_"].address
+        h = head["next"]
+        for _ in range(1000000):
+            if int(h) == int(head) or not int(h):
+                break
+            r = gdb.Value(int(h) - hook_offset).cast(root_t.pointer()).dereference()
+            hook = r["ctx"]["hook"]
+            state = "suspended" if int(hook) else "ready"  # or suspended where it cannot be cancelled
+            what = _short(_symbol(int(hook["fn"]))) if int(hook) else "-"
+            chain = _chain(int(r["h"]["_M_fr_ptr"]))
+            print("  %-5d %-4d 0x%016x %-10s %s" % (index, int(sched["vcpu_index"]), chain[0][0] if chain else 0,
+                                                   state, what))
+            for depth, (frame, name) in enumerate(chain):
+                print("  %s%s (frame 0x%x)" % ("    " * (depth + 1), name, frame))
+            index += 1
+            h = h["next"]
+        s = sched["next_registered"]
+
+
 class _FiberUnwinder(Unwinder):
     """When enabled with `target` = ((sp, pc), ctx), the frame with that sp and pc (the thread's
     innermost real frame) returns into the saved context ctx = (sp, ip, bp)."""
@@ -237,5 +318,6 @@ class _Command(gdb.Command):
 _Command("gluon", lambda arg, tty: gdb.execute("help gluon"), "gluon fiber commands.", True)
 _Command("gluon fibers", list_fibers, "List every fiber of every gluon vCPU ('*': current).")
 _Command("gluon bt", fiber_bt, "gluon bt FIBER [BT-OPTIONS]: backtrace of a gluon fiber (FIBER: its # or id).")
+_Command("gluon tasks", list_tasks, "List the spawned C++20 tasks that have not ended, with their awaits.")
 _Command("info gluon-fibers", list_fibers, "List every fiber of every gluon vCPU.",
          cls=gdb.COMMAND_STATUS)

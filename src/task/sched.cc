@@ -1,8 +1,34 @@
 #include "sched.h"
 
+#include <mutex>
+
 #include "gluon/common/log.h"
 
+// Every vCPU's task runner, for tools/gluon-gdb.py (`gluon tasks`), like gluon_vcpu_list.
+extern "C" {
+gluon::task_detail::task_sched* gluon_task_sched_list = nullptr;
+}
+
 namespace gluon::task_detail {
+
+namespace {
+std::mutex g_registry_mu;
+
+void register_sched(task_sched* s) {
+    std::lock_guard lk(g_registry_mu);
+    s->next_registered = gluon_task_sched_list;
+    gluon_task_sched_list = s;
+}
+
+void unregister_sched(task_sched* s) {
+    std::lock_guard lk(g_registry_mu);
+    for (task_sched** p = &gluon_task_sched_list; *p; p = &(*p)->next_registered)
+        if (*p == s) {
+            *p = s->next_registered;
+            return;
+        }
+}
+}  // namespace
 
 thread_local constinit task_sched* t_sched = nullptr;
 
@@ -75,6 +101,7 @@ void run(task_sched* s) noexcept {
         }
     }
     t_sched = nullptr;
+    unregister_sched(s);
     delete s;
 }
 
@@ -94,6 +121,8 @@ task_sched* sched_here() noexcept {
         return nullptr;
     }
     (void)f->detach();
+    s->vcpu_index = current_vcpu_index();
+    register_sched(s);
     t_sched = s;
     return s;
 }

@@ -33,6 +33,8 @@ using live_list = intrusive_list<root_base, &root_base::live_hook>;
 
 struct task_sched {
     vcpu_handle vcpu;
+    int vcpu_index = -1;
+    task_sched* next_registered = nullptr;  // gluon_task_sched_list (tools/gluon-gdb.py)
     ready_ring ready;
     live_list live;
     // The runner parks on `w` when nothing is ready; schedule() wakes it.

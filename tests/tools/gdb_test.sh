@@ -57,6 +57,8 @@ echo ==pc before==\\n
 p/x \$pc
 echo ==fibers==\\n
 gluon fibers
+echo ==tasks==\\n
+gluon tasks
 pipe gluon fibers | awk -f $work/mkbt.awk > $work/bt.gdb
 source $work/bt.gdb
 echo ==pc after==\\n
@@ -91,6 +93,11 @@ check() {  # check MODE: the output $out of one gdb run
         fail "$mode: no park_here_vcpu1_main in the bt of vCPU 1's main fiber"
     section "bt main0" | grep -Eq " main \(\) at .*gdb_target" ||
         fail "$mode: no main () in the bt of vCPU 0's main fiber"
+    section tasks | grep -Eq "^ +[0-9]+ +0 .*suspended.*sleep_awaitable" ||
+        fail "$mode: gluon tasks does not show a task suspended in a sleep"
+    section tasks | grep -A3 "outer_task" | grep -q "inner_task" ||
+        fail "$mode: gluon tasks does not show outer_task awaiting inner_task"
+    section tasks | grep -q "lone_task" || fail "$mode: gluon tasks does not list lone_task"
     grep -q "^==end==$" "$out" || fail "$mode: the backtraces did not all run"
     local before after
     before=$(section "pc before" | sed 's/^\$[0-9]* = //') after=$(section "pc after" | sed 's/^\$[0-9]* = //')

@@ -59,6 +59,9 @@ struct promise_base {
     std::coroutine_handle<> continuation;
     task_ctx* ctx = nullptr;
     root_base* root = nullptr;  // set when spawned
+    // The task this one awaits, while it does: tools/gluon-gdb.py follows these from a spawned
+    // task's frame to show the chain of awaiting frames.
+    std::coroutine_handle<> awaiting;
 
     static void* operator new(size_t n) { return frame_alloc(n); }
     static void operator delete(void* p, size_t n) noexcept { frame_free(p, n); }
@@ -168,14 +171,22 @@ public:
 
     struct awaiter {
         handle_type h;
+        task_detail::promise_base* caller_promise = nullptr;
         bool await_ready() const noexcept { return false; }
         template <typename P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
             h.promise().continuation = caller;
             h.promise().ctx = task_detail::ctx_of(caller);
+            if constexpr (std::is_base_of_v<task_detail::promise_base, P>) {
+                caller_promise = &caller.promise();
+                caller_promise->awaiting = h;
+            }
             return h;
         }
-        T await_resume() { return h.promise().take(); }
+        T await_resume() {
+            if (caller_promise) caller_promise->awaiting = {};
+            return h.promise().take();
+        }
     };
     /// Runs the task to its end and gives its value (or rethrows its exception). The task is
     /// consumed by the await: co_await it once.
