@@ -295,7 +295,7 @@ struct client::impl {
         const uint64_t sink_cap = req.body_into_size;
         auto deliver = [&](std::string_view piece) -> result<void> {
             if (sink && got + piece.size() > sink_cap) return errno_error(EMSGSIZE);
-            if (sink) std::memcpy(sink + got, piece.data(), piece.size());
+            if (sink && !piece.empty()) std::memcpy(sink + got, piece.data(), piece.size());
             got += piece.size();
             out.body_length = got;
             if (got > opts.max_body_bytes) return errno_error(EMSGSIZE);
