@@ -9,7 +9,9 @@ Workloads (see bench/README.md):
                                   gluon-fio (io_uring) and gluon-fs-fio over the local fs, both
                                   on the page cache.
   fuse-randread-4k-16j, fuse-read-1m-16j   fio (psync, 16 jobs) on a FUSE passthrough mount
-                                  (direct_io: every read reaches gluon) and on the directory.
+                                  (direct_io: every read reaches the server) served by gluon and
+                                  by libfuse's own single-threaded loop (bench/peers/libfuse-c),
+                                  and on the directory itself (the floor).
 nginx and the FUSE server run on CPU 0, the readers on CPU 1. CPU is the reader's (wait4) and
 the server's (/proc/PID/stat) over each run.
 """
@@ -79,20 +81,51 @@ def _parse_fio(out):
     return r["total_ios"], r["iops"], r["bw"] / 1024.0
 
 
-def _fuse(args, res, build, log, runs, runtime, size, www, work):
+def _mount(cmd, log, what):
+    """Starts a FUSE server pinned to CPU 0 and waits for its "mounted" line; None if it fails."""
+    srv = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = srv.stdout.readline()
+    if not line.startswith("mounted"):
+        srv.kill()
+        log(f"[httpfs] {what}: not run (mount failed: {srv.stderr.read().strip()[-200:]})")
+        return None
+    return srv
+
+
+def _unmount(srv, mnt):
+    """Unmounting ends either server's loop (gluon's also unmounts on SIGINT; libfuse's loop
+    does not always wake for it)."""
+    subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL)
+    try:
+        srv.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
+        srv.wait()
+    os.rmdir(mnt)
+
+
+def _fuse(args, res, build, log, runs, runtime, size, www, build_peer):
     if shutil.which("fio") is None:
         log("[httpfs] fio: not run (not installed)")
         return []
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
         log("[httpfs] FUSE: not run (no usable /dev/fuse)")
         return []
-    mnt = tempfile.mkdtemp(prefix="gluon-httpfs-mnt-")
-    srv = subprocess.Popen(["taskset", "-c", "0", os.path.join(build, "bench", "fuse-passthrough"), www, mnt],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = srv.stdout.readline()
-    if not line.startswith("mounted"):
-        srv.kill()
-        log(f"[httpfs] FUSE: not run (mount failed: {srv.stderr.read().strip()[-200:]})")
+    servers = []  # (name, process, mountpoint)
+    peer = build_peer("libfuse-c") if build_peer else None
+    for name, cmd in (("fio on gluon FUSE", [os.path.join(build, "bench", "fuse-passthrough")]),
+                      ("fio on libfuse's loop", [peer] if peer else None)):
+        if not cmd:
+            log(f"[httpfs] {name}: not run (peer not built)")
+            continue
+        mnt = tempfile.mkdtemp(prefix="gluon-httpfs-mnt-")
+        srv = _mount(cmd + [www, mnt], log, name)
+        if srv:
+            servers.append((name, srv, mnt))
+        else:
+            os.rmdir(mnt)
+    if not servers:
         return []
     names = []
     try:
@@ -101,7 +134,7 @@ def _fuse(args, res, build, log, runs, runtime, size, www, work):
             for w, rw, bs in cells:
                 if getattr(args, "only", None) and args.only not in w:
                     continue
-                for name, d, pid in (("fio on gluon FUSE", mnt, srv.pid), ("fio on the directory", www, None)):
+                for name, d, pid in [(n, m, p.pid) for n, p, m in servers] + [("fio on the directory", www, None)]:
                     if name not in names:
                         names.append(name)
                     log(f"[httpfs] run {i + 1}/{runs}: {w} {name}")
@@ -120,17 +153,12 @@ def _fuse(args, res, build, log, runs, runtime, size, www, work):
                     res.add(w, name, "cpu_us_per_io", (cpu + scpu) * 1e6 / ios, "lower")
                     res.add(w, name, "iops_per_cpu_s", ios / (cpu + scpu) if cpu + scpu > 0 else 0, "higher")
     finally:
-        srv.send_signal(2)  # SIGINT: the server unmounts
-        try:
-            srv.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
-        os.rmdir(mnt)
+        for _, srv, mnt in servers:
+            _unmount(srv, mnt)
     return names
 
 
-def run(args, res, build, log):
+def run(args, res, build, log, build_peer=None):
     quick = args.quick
     runs = args.runs or (1 if quick else 5)
     runtime = "1" if quick else "3"
@@ -176,11 +204,12 @@ def run(args, res, build, log):
     finally:
         ngx.stop()
     fres = res.__class__(res.suite)  # the FUSE rows in tables of their own
-    fuse_names = _fuse(args, fres, build, log, runs, runtime, size, www, work)
+    fuse_names = _fuse(args, fres, build, log, runs, runtime, size, www, build_peer)
     rows = {(r["workload"], r["impl"], r["metric"]): r["value"] for r in list(res.rows()) + list(fres.rows())}
     ratios = []
     for w, a, b in [(w, "cache warm memory", "gluon-fio page cache") for w, *_ in _gluon_cells(quick)] + \
-                   [(w, "fio on gluon FUSE", "fio on the directory") for w in ("fuse-randread-4k-16j", "fuse-read-1m-16j")]:
+                   [(w, "fio on gluon FUSE", b) for w in ("fuse-randread-4k-16j", "fuse-read-1m-16j")
+                    for b in ("fio on libfuse's loop", "fio on the directory")]:
         cells = []
         for m in ("iops", "iops_per_cpu_s"):
             if (w, a, m) in rows and (w, b, m) in rows and rows[(w, b, m)] > 0:

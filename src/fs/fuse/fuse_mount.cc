@@ -32,13 +32,12 @@ double seconds(duration d) { return std::chrono::duration<double>(d).count(); }
 void reader(fuse_mount::state* s) {
     std::unique_ptr<char[]> buf(new (std::nothrow) char[s->bufsize]);
     while (buf && !s->stopping.load(std::memory_order_acquire)) {
-        long n = sys::read(s->fd, buf.get(), s->bufsize, -1);
-        if (n == -EAGAIN) {
-            if (!fd::poll(s->fd, POLLIN)) break;  // interrupted: stopping
-            continue;
-        }
-        if (n == -EINTR || n == -ENOENT) continue;  // ENOENT: the request was interrupted first
-        if (n <= 0) break;                          // ENODEV: unmounted
+        // One read through the engine: on io_uring a single submission that completes when a
+        // request arrives (the ring polls the device itself).
+        auto r = fd::read_some(s->fd, buf.get(), s->bufsize);
+        long n = r ? static_cast<long>(*r) : -r.error().value();
+        if (n == -EAGAIN || n == -EINTR || n == -ENOENT) continue;  // ENOENT: interrupted before it was read
+        if (n <= 0) break;  // ENODEV: unmounted; ECANCELED: stopping
         fuse_buf fb{};
         fb.mem = buf.get();
         fb.size = static_cast<size_t>(n);
