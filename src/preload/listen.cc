@@ -30,16 +30,21 @@ namespace {
 
 constexpr int k_max_cpus = 256;
 constexpr int k_max_groups = 8;
+constexpr int k_max_socks = 512;  // listeners in one port's group
 constexpr int k_max_fds = 1 << 16;  // listening sockets above this fd number are not steered
 
 // One port's reuseport group as the workers of all processes see it. A socket's index in the
 // group is the order in which it called listen(): the program's socket is 0, the workers'
-// listeners follow (the kernel moves the last one into a closed one's slot; see the limits).
+// listeners follow, and when one closes the kernel moves the last into its slot (closing()
+// mirrors that; a worker killed before it closes its listener leaves the table wrong).
 struct group {
     int family;
-    uint16_t port;  // network order; 0: free slot
-    int16_t count;  // listeners in the group, the program's included
-    int16_t index_of_cpu[k_max_cpus];
+    uint16_t port;    // network order; 0: free slot
+    int16_t count;    // listeners in the group, the program's included
+    uint32_t next_id;
+    int16_t index_of_cpu[k_max_cpus];  // the newest listener of each CPU (0: none)
+    int16_t cpu_at[k_max_socks];       // whose listener is at each index (from 1)
+    uint32_t id_at[k_max_socks];       // and which one (a worker that replaced another wins)
 };
 
 // Shared by the processes a program forks (mapped before its first fork: at its first bind).
@@ -89,6 +94,8 @@ struct locked {
 struct mine {
     int fd = -1;
     long pid = 0;  // made in this process (a forked child makes its own)
+    int group = -1;
+    uint32_t id = 0;
 };
 thread_local std::vector<mine> t_mine;
 
@@ -132,6 +139,15 @@ int worker_cpu(shared_state* s) {
 
 // The group's steering program: the CPU that runs it (the one handling the SYN) picks the index
 // of that CPU's worker listener; a CPU without one picks 0, the program's socket.
+// The CPU -> index table from the group's layout: each CPU's newest listener.
+void recompute(group& g) {
+    for (int16_t& i : g.index_of_cpu) i = 0;
+    for (int i = 1; i < g.count; ++i) {
+        int16_t& best = g.index_of_cpu[g.cpu_at[i]];
+        if (best == 0 || g.id_at[i] > g.id_at[best]) best = static_cast<int16_t>(i);
+    }
+}
+
 long attach_steering(int fd, const group& g) {
     std::vector<sock_filter> prog;
     prog.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, static_cast<uint32_t>(SKF_AD_OFF + SKF_AD_CPU)));
@@ -150,22 +166,22 @@ void warn(const char* what, long err) {
                  what, std::strerror(static_cast<int>(-err)));
 }
 
-// Makes this worker's listener for the program's listening socket `fd`; -1 if it cannot (the
-// worker then uses the program's socket, as without the preload).
-int make_mine(int fd) {
+// Makes this worker's listener for the program's listening socket `fd` into `out`; false if it
+// cannot (the worker then uses the program's socket, as without the preload).
+bool make_mine(int fd, mine& out) {
     shared_state* s = g_shared.load(std::memory_order_acquire);
-    if (!s) return -1;
+    if (!s) return false;
     sockaddr_storage a{};
     socklen_t al = sizeof a;
-    if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al) < 0) return -1;
+    if (sys::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al) < 0) return false;
     const int family = a.ss_family;
-    if (family != AF_INET && family != AF_INET6) return -1;
+    if (family != AF_INET && family != AF_INET6) return false;
     const uint16_t port = family == AF_INET ? reinterpret_cast<sockaddr_in*>(&a)->sin_port
                                             : reinterpret_cast<sockaddr_in6*>(&a)->sin6_port;
     const int cpu = worker_cpu(s);
-    if (cpu < 0 || cpu >= k_max_cpus) return -1;
+    if (cpu < 0 || cpu >= k_max_cpus) return false;
     long l = sys::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (l < 0) return warn("socket", l), -1;
+    if (l < 0) return warn("socket", l), false;
     const int lfd = static_cast<int>(l);
     const int one = 1;
     if (family == AF_INET6) {
@@ -180,7 +196,7 @@ int make_mine(int fd) {
     if (r < 0) {
         warn("bind", r);
         (void)sys::close(lfd);
-        return -1;
+        return false;
     }
     locked lk(s);
     group* g = nullptr;
@@ -193,18 +209,46 @@ int make_mine(int fd) {
             g->port = port;
             g->count = 1;  // the program's socket
         }
-    if (!g || g->index_of_cpu[cpu] > 0) {  // too many ports, or this CPU has its listener
+    if (!g || g->count >= k_max_socks) {
         (void)sys::close(lfd);
-        return -1;
+        return false;
     }
     if ((r = sys::listen(lfd, SOMAXCONN)) < 0) {
         warn("listen", r);
         (void)sys::close(lfd);
-        return -1;
+        return false;
     }
-    g->index_of_cpu[cpu] = g->count++;
+    const int i = g->count++;
+    g->cpu_at[i] = static_cast<int16_t>(cpu);
+    g->id_at[i] = ++g->next_id;
+    recompute(*g);
     if ((r = attach_steering(lfd, *g)) < 0) warn("SO_ATTACH_REUSEPORT_CBPF", r);
-    return lfd;
+    out = {lfd, g_pid, static_cast<int>(g - s->groups), g->id_at[i]};
+    return true;
+}
+
+// Closes this worker's listener, and makes the table and the steering follow the kernel, which
+// moves the group's last listener into the closed one's slot. `fd` is the program's socket,
+// still open and in the group: the new program is attached through it.
+void drop_mine(int fd, mine& m) {
+    shared_state* s = g_shared.load(std::memory_order_acquire);
+    if (!s || m.group < 0) {
+        (void)sys::close(m.fd);
+        return;
+    }
+    locked lk(s);
+    (void)sys::close(m.fd);
+    group& g = s->groups[m.group];
+    for (int i = 1; i < g.count; ++i) {
+        if (g.id_at[i] != m.id) continue;
+        const int last = g.count - 1;
+        g.cpu_at[i] = g.cpu_at[last];
+        g.id_at[i] = g.id_at[last];
+        --g.count;
+        recompute(g);
+        (void)attach_steering(fd, g);
+        break;
+    }
 }
 
 }  // namespace
@@ -227,10 +271,10 @@ long epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept {
     if (r < 0) return r;
     mine* m = find(fd);
     if (op == EPOLL_CTL_ADD && !m && is_tcp_listener(fd)) {
-        const int lfd = make_mine(fd);
-        if (lfd < 0) return r;
+        mine made;
+        if (!make_mine(fd, made)) return r;
         if (static_cast<size_t>(fd) >= t_mine.size()) t_mine.resize(static_cast<size_t>(fd) + 1);
-        t_mine[static_cast<size_t>(fd)] = {lfd, g_pid};
+        t_mine[static_cast<size_t>(fd)] = made;
         m = &t_mine[static_cast<size_t>(fd)];
     }
     if (m) (void)sys::epoll_ctl(ep, op, m->fd, ev);  // the same events and data as the program's
@@ -252,7 +296,7 @@ void listening(int fd) noexcept {
 void closing(int fd) noexcept {
     if (fd >= 0 && fd < k_max_fds) g_listening[fd].store(0, std::memory_order_relaxed);
     if (mine* m = find(fd)) {
-        (void)sys::close(m->fd);
+        drop_mine(fd, *m);
         m->fd = -1;
     }
 }

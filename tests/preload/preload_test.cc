@@ -425,6 +425,36 @@ TEST(preload_listen, unpinned_worker_threads_get_a_cpu_each_and_its_connections)
     }
 }
 
+// nginx's reload (SIGHUP) replaces both workers: the new ones' listeners take over their CPUs'
+// connections, and the old ones' listeners leave the group without breaking the steering.
+TEST(preload_listen, nginx_reload_hands_each_cpu_to_its_new_worker) {
+    GLUON_REQUIRE_PEER(access("/usr/sbin/nginx", X_OK) == 0, "nginx (Debian package nginx-light) is not installed");
+    two_cpus cpus;
+    if (!cpus.ok) GTEST_SKIP() << "needs CPUs 0 and 1";
+    nginx_under_listen ngx(2, "01 10");
+    // Served by two workers, each CPU by its own (bounded by time, as nginx starts).
+    auto settle = [&](long not_a, long not_b, long out[2]) {
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (std::chrono::steady_clock::now() < give_up) {
+            out[0] = ngx.served_by(0);
+            out[1] = ngx.served_by(1);
+            bool fresh = out[0] != not_a && out[0] != not_b && out[1] != not_a && out[1] != not_b;
+            if (out[0] > 0 && out[1] > 0 && out[0] != out[1] && fresh) return true;
+            std::this_thread::yield();
+        }
+        return false;
+    };
+    long before[2], after[2];
+    ASSERT_TRUE(settle(-2, -2, before)) << ngx.proc->stderr_of_stopped();
+    kill(ngx.proc->pid, SIGHUP);
+    ASSERT_TRUE(settle(before[0], before[1], after)) << "no new worker took over its CPU";
+    for (int i = 0; i < 200; ++i) {
+        const int cpu = i % 2;
+        ASSERT_EQ(ngx.served_by(cpu), after[cpu]) << "connection " << i << " from CPU " << cpu;
+    }
+    EXPECT_EQ(ngx.quit(), 0);
+}
+
 // The fallback: a CPU without a worker sends its connections to the program's own socket,
 // which the worker on the other CPU also accepts from.
 TEST(preload_listen, a_cpu_without_a_worker_falls_back_to_the_shared_socket) {
