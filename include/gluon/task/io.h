@@ -61,35 +61,47 @@ public:
 /// A no-op round trip through the engine (io_uring: IORING_OP_NOP).
 inline op_awaitable nop() noexcept { return op_awaitable(engine::io_op{}); }
 
+namespace io_detail {
+inline engine::io_op xfer(engine::opcode c, int fd, const void* buf, size_t n, int64_t off = -1,
+                          int flags = 0) noexcept {
+    return engine::io_op::transfer(c, fd, const_cast<void*>(buf), n, off, flags);
+}
+}  // namespace io_detail
+
 /// May be short; 0 is the end of the stream.
-inline io_awaitable<size_t> read_some(int fd, void* buf, size_t n, duration timeout = forever) noexcept {
-    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::read, fd, buf, n), timeout);
+inline io_awaitable<size_t> read_some(int fd, void* buf, size_t n,
+                                      duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(io_detail::xfer(engine::opcode::read, fd, buf, n), timeout);
 }
-inline io_awaitable<size_t> write_some(int fd, const void* buf, size_t n, duration timeout = forever) noexcept {
-    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::write, fd, const_cast<void*>(buf), n), timeout);
+inline io_awaitable<size_t> write_some(int fd, const void* buf, size_t n,
+                                       duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(io_detail::xfer(engine::opcode::write, fd, buf, n), timeout);
 }
-inline io_awaitable<size_t> pread(int fd, void* buf, size_t n, int64_t off, duration timeout = forever) noexcept {
-    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::read, fd, buf, n, off), timeout);
+inline io_awaitable<size_t> pread(int fd, void* buf, size_t n, int64_t off,
+                                  duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(io_detail::xfer(engine::opcode::read, fd, buf, n, off), timeout);
 }
-inline io_awaitable<size_t> pwrite(int fd, const void* buf, size_t n, int64_t off, duration timeout = forever) noexcept {
-    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::write, fd, const_cast<void*>(buf), n, off),
+inline io_awaitable<size_t> pwrite(int fd, const void* buf, size_t n, int64_t off,
+                                   duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(io_detail::xfer(engine::opcode::write, fd, buf, n, off), timeout);
+}
+inline io_awaitable<size_t> recv_some(int fd, void* buf, size_t n, int flags = 0,
+                                      duration timeout = forever) noexcept {
+    return io_awaitable<size_t>(io_detail::xfer(engine::opcode::recv, fd, buf, n, -1, flags),
                                 timeout);
-}
-inline io_awaitable<size_t> recv_some(int fd, void* buf, size_t n, int flags = 0, duration timeout = forever) noexcept {
-    return io_awaitable<size_t>(engine::io_op::transfer(engine::opcode::recv, fd, buf, n, -1, flags), timeout);
 }
 inline io_awaitable<size_t> send_some(int fd, const void* buf, size_t n, int flags = 0,
                                       duration timeout = forever) noexcept {
     return io_awaitable<size_t>(
-        engine::io_op::transfer(engine::opcode::send, fd, const_cast<void*>(buf), n, -1, flags | MSG_NOSIGNAL),
-        timeout);
+        io_detail::xfer(engine::opcode::send, fd, buf, n, -1, flags | MSG_NOSIGNAL), timeout);
 }
 /// The accepted fd (SOCK_CLOEXEC by default).
 inline io_awaitable<int> accept(int fd, sockaddr* addr = nullptr, socklen_t* addrlen = nullptr,
                                 int flags = SOCK_CLOEXEC, duration timeout = forever) noexcept {
     return io_awaitable<int>(engine::io_op::accept(fd, addr, addrlen, flags), timeout);
 }
-inline io_awaitable<void> connect(int fd, const sockaddr* addr, socklen_t len, duration timeout = forever) noexcept {
+inline io_awaitable<void> connect(int fd, const sockaddr* addr, socklen_t len,
+                                  duration timeout = forever) noexcept {
     return io_awaitable<void>(engine::io_op::connect(fd, addr, len), timeout);
 }
 /// The revents mask once fd has any of `events`.
