@@ -30,8 +30,9 @@ struct cache_options {
     size_t block_size = 1 << 20;       // a power of two, 4 KiB .. 64 MiB
     size_t memory_bytes = 256 << 20;   // blocks in memory, at most (reads in flight may pass it briefly)
     /// A directory for blocks on the local disk (created if missing); empty: memory only. Blocks
-    /// are files <identity>/<block number>, written whole and renamed into place, so a crash
-    /// never leaves a torn block. The directory is not trimmed: size the disk it lives on.
+    /// are files <identity>/<block number>, written whole and renamed into place, and read back
+    /// only at their exact size (not fsynced, not checksummed: see ADR 0024). The directory is
+    /// not trimmed: size the disk it lives on.
     std::string disk_dir;
     size_t read_ahead_blocks = 4;  // per sequential reader; 0: none
     /// How often an open file re-checks its source's size, mtime and inode.
