@@ -51,7 +51,9 @@ void reader(fuse_mount::state* s) {
 }  // namespace
 
 void fuse_mount::state::request_done() noexcept {
-    if (in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1 && stopping.load(std::memory_order_acquire)) {
+    // Sequentially consistent with stop()'s store of `stopping` and its load of `in_flight`:
+    // either this sees stopping, or stop() sees the count already down.
+    if (in_flight.fetch_sub(1) == 1 && stopping.load()) {
         std::lock_guard g(m);
         changed.notify_all();
     }
@@ -122,7 +124,7 @@ void fuse_mount::stop() noexcept {
         for (auto& f : s_->readers) (void)f.interrupt();
         s_->changed.wait(g, [&] { return s_->readers_alive == 0; });
         // Requests in flight answer before the session goes (their replies need it).
-        s_->changed.wait(g, [&] { return s_->in_flight.load(std::memory_order_acquire) == 0; });
+        s_->changed.wait(g, [&] { return s_->in_flight.load() == 0; });
         for (auto& f : s_->readers)
             if (f.joinable()) (void)f.detach();
         s_->readers.clear();
