@@ -7,6 +7,7 @@
 #include <sys/time.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -238,6 +239,36 @@ TEST_P(cache_fs_test, keeps_blocks_on_disk_across_memory_drops_and_new_instances
     auto g = again->open("data.bin", O_RDONLY);
     ASSERT_TRUE(g);
     expect_window(**g, 5000, 4 << 20);
+    EXPECT_EQ(source_->reads, reads);
+    EXPECT_EQ(cache_statistics(*again).disk_hits, 1u);
+}
+
+TEST_P(cache_fs_test, keeps_its_disk_directory_within_its_bound) {
+    std::string disk = dir_ + "/bounded";
+    auto bytes_on_disk = [&] {
+        uint64_t n = 0;
+        for (auto& e : std::filesystem::recursive_directory_iterator(disk))
+            if (e.is_regular_file()) n += e.file_size();
+        return n;
+    };
+    auto c = cached({.block_size = 256 << 10, .disk_dir = disk, .disk_bytes = 1 << 20, .read_ahead_blocks = 0});
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    for (int64_t off = 0; off < static_cast<int64_t>(data_.size()); off += 1 << 20) expect_window(**f, 1 << 20, off);
+    settle(*c);
+    auto st = cache_statistics(*c);
+    EXPECT_LE(st.disk_bytes, 1u << 20);
+    EXPECT_EQ(st.disk_evictions, 20u - 4u);  // 20 blocks written, 4 fit
+    EXPECT_LE(bytes_on_disk(), 1u << 20);
+    // The newest blocks stayed: they are disk hits for a new instance, which trims to its own
+    // smaller bound at start.
+    auto again = cached({.block_size = 256 << 10, .disk_dir = disk, .disk_bytes = 512 << 10, .read_ahead_blocks = 0});
+    EXPECT_LE(bytes_on_disk(), 512u << 10);
+    EXPECT_EQ(cache_statistics(*again).disk_bytes, 512u << 10);
+    auto g = again->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(g);
+    int reads = source_->reads;
+    expect_window(**g, 1000, static_cast<int64_t>(data_.size()) - 5000);  // the last block
     EXPECT_EQ(source_->reads, reads);
     EXPECT_EQ(cache_statistics(*again).disk_hits, 1u);
 }

@@ -31,9 +31,11 @@ struct cache_options {
     size_t memory_bytes = 256 << 20;   // blocks in memory, at most (reads in flight may pass it briefly)
     /// A directory for blocks on the local disk (created if missing); empty: memory only. Blocks
     /// are files <identity>/<block number>, written whole and renamed into place, and read back
-    /// only at their exact size (not fsynced, not checksummed: see ADR 0024). The directory is
-    /// not trimmed: size the disk it lives on.
+    /// only at their exact size (not fsynced, not checksummed: see ADR 0024).
     std::string disk_dir;
+    /// The most the directory's blocks may hold; 0: no bound. Over it, the oldest blocks written
+    /// go first (by modification time: those found at start-up are counted too).
+    uint64_t disk_bytes = 0;
     size_t read_ahead_blocks = 4;  // per sequential reader; 0: none
     /// How often an open file re-checks its source's size, mtime and inode.
     duration revalidate_after = std::chrono::seconds(1);
@@ -47,6 +49,8 @@ struct cache_stats {
     uint64_t read_ahead = 0;    // blocks fetched ahead of a sequential reader
     uint64_t evictions = 0;
     uint64_t memory_bytes = 0;  // in memory now
+    uint64_t disk_bytes = 0;    // in the cache directory now (counted when disk_bytes bounds it)
+    uint64_t disk_evictions = 0;
 };
 
 /// Errors: EINVAL (block_size not a power of two in range), those of creating or opening

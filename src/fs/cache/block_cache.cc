@@ -1,6 +1,10 @@
 #include "block_cache.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
+
+#include "gluon/fs/path.h"
 #include <mutex>
 
 namespace gluon::fs::detail {
@@ -27,6 +31,11 @@ cache_stats block_cache::statistics() const noexcept {
     s.waits = counters_.waits.load(std::memory_order_relaxed);
     s.read_ahead = counters_.read_ahead.load(std::memory_order_relaxed);
     s.evictions = counters_.evictions.load(std::memory_order_relaxed);
+    s.disk_evictions = counters_.disk_evictions.load(std::memory_order_relaxed);
+    {
+        std::lock_guard g(disk_lock_);
+        s.disk_bytes = disk_used_;
+    }
     std::lock_guard g(lock_);
     s.memory_bytes = bytes_;
     return s;
@@ -125,7 +134,61 @@ void block_cache::write_disk(block_key k, const block& b) noexcept {
     if (!f) return;  // the disk tier is a cache: a block it cannot keep is fetched again later
     bool ok = static_cast<bool>((*f)->pwrite_all(b.data.get(), b.len, 0));
     ok = static_cast<bool>((*f)->close()) && ok;
-    if (!ok || !disk_->rename(tmp, final_path)) (void)disk_->unlink(tmp);
+    if (!ok || !disk_->rename(tmp, final_path)) {
+        (void)disk_->unlink(tmp);
+        return;
+    }
+    if (opts_.disk_bytes > 0) disk_added(std::move(final_path), b.len);
+}
+
+void block_cache::disk_added(std::string path, uint64_t size) noexcept {
+    std::vector<std::string> out;
+    {
+        std::lock_guard g(disk_lock_);
+        disk_order_.emplace_back(std::move(path), size);
+        disk_used_ += size;
+        while (disk_used_ > opts_.disk_bytes && disk_order_.size() > 1) {
+            disk_used_ -= disk_order_.front().second;
+            out.push_back(std::move(disk_order_.front().first));
+            disk_order_.pop_front();
+        }
+    }
+    for (const auto& p : out) {
+        (void)disk_->unlink(p);  // a reader that has it open keeps its bytes
+        counters_.disk_evictions.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+result<void> block_cache::scan_disk() noexcept {
+    if (!disk_ || opts_.disk_bytes == 0) return {};
+    std::vector<std::pair<int64_t, std::pair<std::string, uint64_t>>> found;  // mtime, (path, size)
+    GLUON_TRY(path::walk(*disk_, "/", [&](const std::string& p, const struct stat& st) {
+        // Block files are <identity>/<number>; temporary files (".tmp") of a crashed writer go.
+        if (S_ISREG(st.st_mode)) {
+            if (p.find(".tmp") != std::string::npos) (void)disk_->unlink(p);
+            else found.push_back({st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, {p, static_cast<uint64_t>(st.st_size)}});
+        }
+        return path::walk_action::next;
+    }));
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> out;
+    {
+        std::lock_guard g(disk_lock_);
+        for (auto& [t, f] : found) {
+            disk_used_ += f.second;
+            disk_order_.push_back(std::move(f));
+        }
+        while (disk_used_ > opts_.disk_bytes && !disk_order_.empty()) {
+            disk_used_ -= disk_order_.front().second;
+            out.push_back(std::move(disk_order_.front().first));
+            disk_order_.pop_front();
+        }
+    }
+    for (const auto& p : out) {
+        (void)disk_->unlink(p);
+        counters_.disk_evictions.fetch_add(1, std::memory_order_relaxed);
+    }
+    return {};
 }
 
 void block_cache::make_room() noexcept {

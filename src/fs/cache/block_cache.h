@@ -6,6 +6,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <string>
 #include <unordered_map>
 
 #include "gluon/common/spinlock.h"
@@ -39,7 +40,7 @@ struct block {
 };
 
 struct cache_counters {
-    std::atomic<uint64_t> hits{0}, disk_hits{0}, misses{0}, waits{0}, read_ahead{0}, evictions{0};
+    std::atomic<uint64_t> hits{0}, disk_hits{0}, misses{0}, waits{0}, read_ahead{0}, evictions{0}, disk_evictions{0};
 };
 
 class block_cache {
@@ -57,12 +58,18 @@ public:
     /// True if the block is in memory or being fetched.
     bool present(block_key k) noexcept;
     void drop_memory() noexcept;
+    /// Counts the blocks already in the cache directory, oldest first, and trims it to
+    /// disk_bytes. Errors: those of reading the directory.
+    result<void> scan_disk() noexcept;
 
 private:
     result<void> load(block& b, file& src, int64_t off, deadline_t d) noexcept;
     bool read_disk(block_key k, block& b) noexcept;
     void write_disk(block_key k, const block& b) noexcept;
     void make_room() noexcept;  // under lock_
+    /// A block file of `size` bytes now exists at path: counted, and the oldest go while over
+    /// the bound.
+    void disk_added(std::string path, uint64_t size) noexcept;
 
     cache_options opts_;
     std::unique_ptr<filesystem> disk_;  // the cache directory, or null
@@ -71,6 +78,9 @@ private:
     std::unordered_map<block_key, std::shared_ptr<block>, block_key_hash> map_;
     std::deque<std::pair<block_key, std::shared_ptr<block>>> clock_;  // ready blocks, oldest first
     uint64_t bytes_ = 0;  // ready and fetching blocks' bytes
+    mutable spinlock disk_lock_;  // guards what follows (the files themselves are removed outside it)
+    std::deque<std::pair<std::string, uint64_t>> disk_order_;  // block files, oldest first
+    uint64_t disk_used_ = 0;
 };
 
 }  // namespace gluon::fs::detail

@@ -64,6 +64,7 @@ result<std::unique_ptr<filesystem>> make_cached(std::shared_ptr<filesystem> sour
         disk = GLUON_TRY(open_local(opts.disk_dir));
     }
     auto cache = std::make_shared<detail::block_cache>(std::move(opts), std::move(disk));
+    GLUON_TRY(cache->scan_disk());
     return std::unique_ptr<filesystem>(new cached_fs(std::move(source), std::move(cache)));
 }
 
