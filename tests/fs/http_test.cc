@@ -317,6 +317,39 @@ TEST_P(http_fs_test, follows_a_redirect_once_and_reads_from_where_it_led) {
     EXPECT_EQ((*fs)->stat("/other").error(), std::errc::no_such_file_or_directory);
 }
 
+TEST_P(http_fs_test, reads_over_http2_streams_of_one_connection) {
+    std::string why;
+    auto h2 = test::nginx::start(why, "", " http2");  // h2c by prior knowledge
+    GLUON_REQUIRE_PEER(h2, why);
+    write_file(h2->www() + "/data.bin", data_);
+    http_fs_options o;
+    o.client.http2_prior_knowledge = true;
+    auto fs = mount(h2->url(""), o);
+    auto f = fs->open("/data.bin", O_RDONLY);
+    ASSERT_TRUE(f) << f.error().message();
+    std::vector<fiber> readers;
+    std::atomic<int> ok{0};
+    for (int i = 0; i < 8; ++i) {
+        auto r = spawn([&, i] {
+            int64_t off = i * 300007;
+            std::string buf(100000, '\0');
+            auto n = (*f)->pread(buf.data(), buf.size(), off);
+            if (n && *n == buf.size() && buf == data_.substr(off, buf.size())) ++ok;
+        });
+        ASSERT_TRUE(r);
+        readers.push_back(std::move(*r));
+    }
+    for (auto& r : readers) ASSERT_TRUE(r.join());
+    EXPECT_EQ(ok.load(), 8);
+    EXPECT_EQ(http_fs_statistics(*fs).connections, 1u);  // every read a stream of one connection
+    // A file changed under an HTTP/2 read is stale there too.
+    std::string p = h2->www() + "/data.bin";
+    write_file(p, std::string(data_.size(), 'x'));
+    touch_later(p, 10);
+    char b[10];
+    EXPECT_EQ((*f)->pread(b, sizeof b, 0).error().value(), ESTALE);
+}
+
 TEST_P(http_fs_test, https_is_verified) {
     using namespace net::tls_testing;
     auto files = http::static_files(nginx_->www());
