@@ -5,8 +5,9 @@ Server pinned to CPU 0 (one vCPU under the preload), bench/net's echo_client (pi
 on CPU 1. Reports messages per server CPU-second, messages/s, peak RSS and OS thread count of
 the server (sampled from /proc while the load runs), and the kernel memory the server's
 threads cost beyond RSS: the growth of /proc/meminfo's KernelStack (each OS thread's kernel
-stack) and SUnreclaim (task structs and the other unreclaimable slab, sockets included, which
-both variants have alike) over the idle machine's, sampled alike. mem_kib = RSS + both.
+stack), SUnreclaim (task structs and the other unreclaimable slab, sockets included, which
+both variants have alike) and PageTables over the idle machine's, sampled alike. mem_kib =
+RSS + the three.
 echo_client checks every echoed byte.
 """
 
@@ -41,7 +42,7 @@ def _meminfo():
     with open("/proc/meminfo") as f:
         for line in f:
             k, _, v = line.partition(":")
-            if k in ("KernelStack", "SUnreclaim"):
+            if k in ("KernelStack", "SUnreclaim", "PageTables"):
                 out[k] = int(v.split()[0])
     return out
 
@@ -74,7 +75,7 @@ def run(args, res, build, log):
                 base = _meminfo()
                 srv = subprocess.Popen(["taskset", "-c", "0", server], stdout=subprocess.PIPE, text=True,
                                        env={**os.environ, **env}, preexec_fn=_raise_nofile)
-                peak = {"VmRSS": 0, "Threads": 0, "KernelStack": 0, "SUnreclaim": 0}
+                peak = {"VmRSS": 0, "Threads": 0, "KernelStack": 0, "SUnreclaim": 0, "PageTables": 0}
                 done = threading.Event()
 
                 def sample():
@@ -111,9 +112,11 @@ def run(args, res, build, log):
                 res.add(wname, name, "threads", peak["Threads"], "lower")
                 kstack = max(0, peak["KernelStack"] - base["KernelStack"])
                 slab = max(0, peak["SUnreclaim"] - base["SUnreclaim"])
+                ptes = max(0, peak["PageTables"] - base["PageTables"])
                 res.add(wname, name, "kstack_kib", kstack, "lower")
                 res.add(wname, name, "slab_kib", slab, "lower")
-                res.add(wname, name, "mem_kib", peak["VmRSS"] + kstack + slab, "lower")
+                res.add(wname, name, "pagetables_kib", ptes, "lower")
+                res.add(wname, name, "mem_kib", peak["VmRSS"] + kstack + slab + ptes, "lower")
     cols = list(impls)
     out = []
     for metric, title in [("ops_per_cpu_s", "messages per server CPU-second"), ("ops_per_s", "messages/s"),
@@ -121,6 +124,7 @@ def run(args, res, build, log):
                           ("rss_kib", "server peak RSS (KiB)"),
                           ("threads", "server OS threads"), ("kstack_kib", "kernel stacks grown (KiB)"),
                           ("slab_kib", "unreclaimable slab grown (KiB)"),
-                          ("mem_kib", "memory: RSS + kernel stacks + slab (KiB)")]:
+                          ("pagetables_kib", "page tables grown (KiB)"),
+                          ("mem_kib", "memory: RSS + kernel stacks + slab + page tables (KiB)")]:
         out += [f"threaded echo server, {title}:", res.table(metric, cols), ""]
     return "\n".join(out)

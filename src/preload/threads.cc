@@ -189,13 +189,29 @@ int pthread_create(pthread_t* thr, const pthread_attr_t* attr, void* (*fn)(void*
     gluon::runtime* rt = start_runtime();
     int detached = PTHREAD_CREATE_JOINABLE;
     if (attr) pthread_attr_getdetachstate(attr, &detached);
+    // The stack size the program asked for, at least 16 KiB; gluon's default (256 KiB,
+    // GLUON_STACK_SIZE) when it asked for none. glibc reports its own default (RLIMIT_STACK's
+    // 8 MiB) for an attribute without a size, so that value reads as "none".
+    gluon::fiber_options fo;
+    if (attr) {
+        static const size_t libc_default = [] {
+            pthread_attr_t a;
+            size_t d = 0;
+            pthread_attr_init(&a);
+            pthread_attr_getstacksize(&a, &d);
+            pthread_attr_destroy(&a);
+            return d;
+        }();
+        size_t want = 0;
+        if (pthread_attr_getstacksize(attr, &want) == 0 && want != libc_default) fo.stack_size = want;
+    }
     auto* h = new pfiber{fn, arg};
     h->refs.store(detached == PTHREAD_CREATE_DETACHED ? 1 : 2, std::memory_order_relaxed);
     static std::atomic<unsigned> next{0};
     const unsigned i = next.fetch_add(1, std::memory_order_relaxed) % rt->size();
     {
         internal_scope s;
-        if (!rt->post(i, [h] { run_pfiber(h); })) {
+        if (!rt->post(i, fo, [h] { run_pfiber(h); })) {
             delete h;
             return EAGAIN;
         }

@@ -21,6 +21,7 @@ namespace {
 struct posted : remote_node {
     std::function<void()> fn;
     oneshot* done = nullptr;  // run(): the poster waits on it until the fiber ends
+    fiber_options opts;
 };
 
 void finish(posted* p) {
@@ -30,7 +31,7 @@ void finish(posted* p) {
 
 void run_posted(vcpu*, remote_node* n) {
     auto* p = static_cast<posted*>(n);
-    auto f = spawn([p] {
+    auto f = spawn(p->opts, [p] {
         p->fn();
         finish(p);
     });
@@ -117,10 +118,13 @@ vcpu_handle runtime::vcpu(unsigned i) const noexcept {
     return i < vcpus_.size() ? vcpu_handle(vcpus_[i]->v) : vcpu_handle();
 }
 
-result<void> runtime::post(unsigned i, std::function<void()> fn) {
+result<void> runtime::post(unsigned i, std::function<void()> fn) { return post(i, {}, std::move(fn)); }
+
+result<void> runtime::post(unsigned i, const fiber_options& opts, std::function<void()> fn) {
     if (i >= vcpus_.size() || !vcpus_[i]->v) return errno_error(EINVAL);
     auto* p = new posted;
     p->fn = std::move(fn);
+    p->opts = opts;
     p->run = run_posted;
     post_remote(vcpus_[i]->v, p);
     return {};

@@ -1,7 +1,8 @@
 /* Plain C threads (no gluon) exercising what fiber mode must keep: create and join, exit
- * values, mutexes, condition variables, sleeps, pthread_self, and errno per thread across a
- * sleep while other threads fail with other errors. Prints "threads N" (the OS threads of the
- * process while 100 of its threads are alive) and exits 0 if every check held. With argument
+ * values, mutexes, condition variables, sleeps, pthread_self, errno per thread across a sleep
+ * while other threads fail with other errors, and a stack of the size asked for. Prints
+ * "threads N" (the OS threads of the process while 100 of its threads are alive) and exits 0
+ * if every check held. With argument
  * "fork", also reports what fork() does once threads exist. */
 #include <errno.h>
 #include <pthread.h>
@@ -49,8 +50,24 @@ static void* worker(void* arg) {
     return (void*)(intptr_t)(1000 + i);
 }
 
+/* Uses 1 MiB of its stack: it needs the 2 MiB it asks for (fibers' default is smaller). */
+static void* deep(void* arg) {
+    volatile char big[1 << 20];
+    memset((char*)big, 1, sizeof big);
+    return (void*)(intptr_t)(big[12345] + (int)(intptr_t)arg);
+}
+
 int main(int argc, char** argv) {
     pthread_t t[N];
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 2u << 20);
+    pthread_t d;
+    void* dret = NULL;
+    if (pthread_create(&d, &attr, deep, (void*)(intptr_t)1) != 0 || pthread_join(d, &dret) != 0 ||
+        (intptr_t)dret != 2)
+        return 15;
+    pthread_attr_destroy(&attr);
     for (int i = 0; i < N; ++i)
         if (pthread_create(&t[i], NULL, worker, (void*)(intptr_t)i) != 0) return 10;
     pthread_mutex_lock(&mu);

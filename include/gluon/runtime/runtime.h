@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gluon/common/result.h"
+#include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 
 namespace gluon {
@@ -37,6 +38,9 @@ public:
     /// Runs fn in a new fiber on vCPU i, without waiting. Errors: EINVAL (no such vCPU),
     /// ESHUTDOWN (stopping). Any thread or fiber may post.
     result<void> post(unsigned i, std::function<void()> fn);
+    /// post() with options for the new fiber (its stack size; a name, which must outlive the
+    /// fiber). Errors: as post().
+    result<void> post(unsigned i, const fiber_options& opts, std::function<void()> fn);
     /// Runs fn in a new fiber on vCPU i and parks the caller (fiber or thread) until it ends.
     result<void> run(unsigned i, std::function<void()> fn);
     /// run() that carries fn's return value back.
