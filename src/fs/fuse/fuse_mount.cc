@@ -41,6 +41,7 @@ void reader(fuse_mount::state* s) {
         fuse_buf fb{};
         fb.mem = buf.get();
         fb.size = static_cast<size_t>(n);
+        detail::device_read();
         fuse_session_process_buf(s->se, &fb);
     }
     std::lock_guard g(s->m);

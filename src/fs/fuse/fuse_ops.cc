@@ -28,7 +28,7 @@ void run(fuse_req_t req, F&& f) {
         s->request_done();
     });
     if (!fb) {
-        fuse_reply_err(req, ENOMEM);
+        reply(fuse_reply_err, req, ENOMEM);
         s->request_done();
         return;
     }
@@ -51,14 +51,14 @@ fuse_entry_param entry(state& s, const std::string& path, const struct stat& a) 
 
 void reply_entry_of(fuse_req_t req, state& s, const std::string& path) {
     auto a = s.fs->lstat(path);
-    if (!a) return (void)fuse_reply_err(req, err(a.error()));
+    if (!a) return (void)reply(fuse_reply_err, req, err(a.error()));
     fuse_entry_param e = entry(s, path, *a);
-    fuse_reply_entry(req, &e);
+    reply(fuse_reply_entry, req, &e);
 }
 
 void reply_attr(fuse_req_t req, state& s, fuse_ino_t ino, struct stat a) {
     a.st_ino = ino;
-    fuse_reply_attr(req, &a, s.attr_timeout);
+    reply(fuse_reply_attr, req, &a, s.attr_timeout);
 }
 
 file* file_of(fuse_file_info* fi) { return reinterpret_cast<file*>(fi->fh); }
@@ -73,7 +73,7 @@ dir_handle* dir_of(fuse_file_info* fi) { return reinterpret_cast<dir_handle*>(fi
 /// With the path of ino, or ESTALE if the kernel names an inode it has forgotten.
 #define GLUON_FUSE_PATH(var, s, ino)                          \
     auto var##_opt = (s).inodes.path(ino);                    \
-    if (!var##_opt) return (void)fuse_reply_err(req, ESTALE); \
+    if (!var##_opt) return (void)reply(fuse_reply_err, req, ESTALE); \
     const std::string& var = *var##_opt
 
 void op_init(void* ud, fuse_conn_info* conn) {
@@ -87,19 +87,19 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     run(req, [req, parent, n = std::string(name)] {
         state& s = st(req);
         auto p = s.inodes.child(parent, n);
-        if (!p) return (void)fuse_reply_err(req, ESTALE);
+        if (!p) return (void)reply(fuse_reply_err, req, ESTALE);
         reply_entry_of(req, s, *p);
     });
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
     st(req).inodes.forget(ino, n);
-    fuse_reply_none(req);
+    reply(fuse_reply_none, req);
 }
 
 void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* f) {
     for (size_t i = 0; i < count; ++i) st(req).inodes.forget(f[i].ino, f[i].nlookup);
-    fuse_reply_none(req);
+    reply(fuse_reply_none, req);
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -112,7 +112,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         }
         GLUON_FUSE_PATH(p, s, ino);
         auto a = s.fs->lstat(p);
-        if (!a) return (void)fuse_reply_err(req, err(a.error()));
+        if (!a) return (void)reply(fuse_reply_err, req, err(a.error()));
         reply_attr(req, s, ino, *a);
     });
 }
@@ -125,7 +125,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
         GLUON_FUSE_PATH(p, s, ino);
         if (to_set & FUSE_SET_ATTR_SIZE) {
             auto r = f ? f->ftruncate(a.st_size) : s.fs->truncate(p, a.st_size);
-            if (!r) return (void)fuse_reply_err(req, err(r.error()));
+            if (!r) return (void)reply(fuse_reply_err, req, err(r.error()));
         }
         if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
             timespec t[2];
@@ -135,11 +135,11 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
             t[1] = to_set & FUSE_SET_ATTR_MTIME_NOW ? timespec{0, UTIME_NOW}
                    : to_set & FUSE_SET_ATTR_MTIME   ? a.st_mtim
                                                     : timespec{0, UTIME_OMIT};
-            if (auto r = s.fs->utimes(p, t); !r) return (void)fuse_reply_err(req, err(r.error()));
+            if (auto r = s.fs->utimes(p, t); !r) return (void)reply(fuse_reply_err, req, err(r.error()));
         }
         // Mode and owners: a gluon filesystem has no call for them; left as they are.
         auto now = s.fs->lstat(p);
-        if (!now) return (void)fuse_reply_err(req, err(now.error()));
+        if (!now) return (void)reply(fuse_reply_err, req, err(now.error()));
         reply_attr(req, s, ino, *now);
     });
 }
@@ -149,8 +149,8 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
         state& s = st(req);
         GLUON_FUSE_PATH(p, s, ino);
         auto t = s.fs->readlink(p);
-        if (!t) return (void)fuse_reply_err(req, err(t.error()));
-        fuse_reply_readlink(req, t->c_str());
+        if (!t) return (void)reply(fuse_reply_err, req, err(t.error()));
+        reply(fuse_reply_readlink, req, t->c_str());
     });
 }
 
@@ -160,8 +160,8 @@ void make_entry(fuse_req_t req, fuse_ino_t parent, const char* name, F&& make) {
     run(req, [req, parent, n = std::string(name), make = std::forward<F>(make)] {
         state& s = st(req);
         auto p = s.inodes.child(parent, n);
-        if (!p) return (void)fuse_reply_err(req, ESTALE);
-        if (auto r = make(s, *p); !r) return (void)fuse_reply_err(req, err(r.error()));
+        if (!p) return (void)reply(fuse_reply_err, req, ESTALE);
+        if (auto r = make(s, *p); !r) return (void)reply(fuse_reply_err, req, err(r.error()));
         reply_entry_of(req, s, *p);
     });
 }
@@ -187,10 +187,10 @@ void remove_name(fuse_req_t req, fuse_ino_t parent, const char* name, F&& remove
     run(req, [req, parent, n = std::string(name), remove = std::forward<F>(remove)] {
         state& s = st(req);
         auto p = s.inodes.child(parent, n);
-        if (!p) return (void)fuse_reply_err(req, ESTALE);
-        if (auto r = remove(s, *p); !r) return (void)fuse_reply_err(req, err(r.error()));
+        if (!p) return (void)reply(fuse_reply_err, req, ESTALE);
+        if (auto r = remove(s, *p); !r) return (void)reply(fuse_reply_err, req, err(r.error()));
         s.inodes.removed(*p);
-        fuse_reply_err(req, 0);
+        reply(fuse_reply_err, req, 0);
     });
 }
 
@@ -204,15 +204,15 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
                unsigned int flags) {
-    if (flags) return (void)fuse_reply_err(req, EINVAL);  // RENAME_NOREPLACE, RENAME_EXCHANGE: no such call
+    if (flags) return (void)reply(fuse_reply_err, req, EINVAL);  // RENAME_NOREPLACE, RENAME_EXCHANGE: no such call
     run(req, [req, parent, newparent, a = std::string(name), b = std::string(newname)] {
         state& s = st(req);
         auto from = s.inodes.child(parent, a);
         auto to = s.inodes.child(newparent, b);
-        if (!from || !to) return (void)fuse_reply_err(req, ESTALE);
-        if (auto r = s.fs->rename(*from, *to); !r) return (void)fuse_reply_err(req, err(r.error()));
+        if (!from || !to) return (void)reply(fuse_reply_err, req, ESTALE);
+        if (auto r = s.fs->rename(*from, *to); !r) return (void)reply(fuse_reply_err, req, err(r.error()));
         s.inodes.renamed(*from, *to);
-        fuse_reply_err(req, 0);
+        reply(fuse_reply_err, req, 0);
     });
 }
 
@@ -222,11 +222,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         state& s = st(req);
         GLUON_FUSE_PATH(p, s, ino);
         auto f = s.fs->open(p, info.flags & ~(O_CREAT | O_EXCL | O_NOCTTY));
-        if (!f) return (void)fuse_reply_err(req, err(f.error()));
+        if (!f) return (void)reply(fuse_reply_err, req, err(f.error()));
         info.fh = reinterpret_cast<uint64_t>(f->release());
         info.keep_cache = s.opts.keep_cache;
         info.direct_io = s.opts.direct_io;
-        if (fuse_reply_open(req, &info) != 0) delete file_of(&info);  // the opener was interrupted
+        if (reply(fuse_reply_open, req, &info) != 0) delete file_of(&info);  // the opener was interrupted
     });
 }
 
@@ -235,15 +235,15 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     run(req, [req, parent, n = std::string(name), mode, info]() mutable {
         state& s = st(req);
         auto p = s.inodes.child(parent, n);
-        if (!p) return (void)fuse_reply_err(req, ESTALE);
+        if (!p) return (void)reply(fuse_reply_err, req, ESTALE);
         auto f = s.fs->open(*p, info.flags | O_CREAT, mode);
-        if (!f) return (void)fuse_reply_err(req, err(f.error()));
+        if (!f) return (void)reply(fuse_reply_err, req, err(f.error()));
         auto a = (*f)->fstat();
-        if (!a) return (void)fuse_reply_err(req, err(a.error()));
+        if (!a) return (void)reply(fuse_reply_err, req, err(a.error()));
         fuse_entry_param e = entry(s, *p, *a);
         info.direct_io = s.opts.direct_io;
         info.fh = reinterpret_cast<uint64_t>(f->release());
-        if (fuse_reply_create(req, &e, &info) != 0) delete file_of(&info);
+        if (reply(fuse_reply_create, req, &e, &info) != 0) delete file_of(&info);
     });
 }
 
@@ -251,7 +251,7 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
     file* f = file_of(fi);
     run(req, [req, f, size, off] {
         std::unique_ptr<char[]> buf(new (std::nothrow) char[size ? size : 1]);
-        if (!buf) return (void)fuse_reply_err(req, ENOMEM);
+        if (!buf) return (void)reply(fuse_reply_err, req, ENOMEM);
         // The kernel asks for whole pages and takes a short answer as the end of the file: fill
         // what the file has.
         size_t got = 0;
@@ -259,13 +259,13 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
             auto n = f->pread(buf.get() + got, size - got, off + static_cast<off_t>(got));
             if (!n) {
                 if (got > 0) break;
-                return (void)fuse_reply_err(req, err(n.error()));
+                return (void)reply(fuse_reply_err, req, err(n.error()));
             }
             if (*n == 0) break;
             got += *n;
         }
         st(req).bytes_read.fetch_add(got, std::memory_order_relaxed);
-        fuse_reply_buf(req, buf.get(), got);
+        reply(fuse_reply_buf, req, buf.get(), got);
     });
 }
 
@@ -273,20 +273,20 @@ void op_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t o
     file* f = file_of(fi);
     run(req, [req, f, bytes = std::string(data, size), off] {
         auto r = f->pwrite_all(bytes.data(), bytes.size(), off);
-        if (!r) return (void)fuse_reply_err(req, err(r.error()));
+        if (!r) return (void)reply(fuse_reply_err, req, err(r.error()));
         st(req).bytes_written.fetch_add(bytes.size(), std::memory_order_relaxed);
-        fuse_reply_write(req, bytes.size());
+        reply(fuse_reply_write, req, bytes.size());
     });
 }
 
-void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { reply(fuse_reply_err, req, 0); }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     file* f = file_of(fi);
     run(req, [req, f] {
         auto r = f->close();
         delete f;
-        fuse_reply_err(req, r ? 0 : err(r.error()));
+        reply(fuse_reply_err, req, r ? 0 : err(r.error()));
     });
 }
 
@@ -294,7 +294,7 @@ void op_fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
     file* f = file_of(fi);
     run(req, [req, f, datasync] {
         auto r = datasync ? f->fdatasync() : f->fsync();
-        fuse_reply_err(req, r ? 0 : err(r.error()));
+        reply(fuse_reply_err, req, r ? 0 : err(r.error()));
     });
 }
 
@@ -304,17 +304,17 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         state& s = st(req);
         GLUON_FUSE_PATH(p, s, ino);
         auto d = s.fs->opendir(p);
-        if (!d) return (void)fuse_reply_err(req, err(d.error()));
+        if (!d) return (void)reply(fuse_reply_err, req, err(d.error()));
         auto h = std::make_unique<dir_handle>();
         h->path = p;
         for (;;) {
             auto e = (*d)->next();
-            if (!e) return (void)fuse_reply_err(req, err(e.error()));
+            if (!e) return (void)reply(fuse_reply_err, req, err(e.error()));
             if (!*e) break;
             h->entries.push_back(std::move(**e));
         }
         info.fh = reinterpret_cast<uint64_t>(h.release());
-        if (fuse_reply_open(req, &info) != 0) delete dir_of(&info);
+        if (reply(fuse_reply_open, req, &info) != 0) delete dir_of(&info);
     });
 }
 
@@ -351,7 +351,7 @@ void readdir_common(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, 
             }
             used += n;
         }
-        fuse_reply_buf(req, buf.data(), used);
+        reply(fuse_reply_buf, req, buf.data(), used);
     });
 }
 
@@ -365,14 +365,14 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_fil
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     delete dir_of(fi);
-    fuse_reply_err(req, 0);
+    reply(fuse_reply_err, req, 0);
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
     run(req, [req] {
         auto s = st(req).fs->statfs("/");
-        if (!s) return (void)fuse_reply_err(req, err(s.error()));
-        fuse_reply_statfs(req, &*s);
+        if (!s) return (void)reply(fuse_reply_err, req, err(s.error()));
+        reply(fuse_reply_statfs, req, &*s);
     });
 }
 
@@ -381,7 +381,7 @@ void op_access(fuse_req_t req, fuse_ino_t ino, int mask) {
         state& s = st(req);
         GLUON_FUSE_PATH(p, s, ino);
         auto r = s.fs->access(p, mask);
-        fuse_reply_err(req, r ? 0 : err(r.error()));
+        reply(fuse_reply_err, req, r ? 0 : err(r.error()));
     });
 }
 

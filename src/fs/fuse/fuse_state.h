@@ -6,6 +6,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <utility>
 #include <vector>
 
 #include "gluon/fs/fuse.h"
@@ -41,6 +42,31 @@ struct fuse_mount::state {
 
 namespace detail {
 const fuse_lowlevel_ops& fuse_ops() noexcept;
+
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+inline char tsan_device;
+inline void device_written() noexcept { __tsan_release(&tsan_device); }
+inline void device_read() noexcept { __tsan_acquire(&tsan_device); }
+#else
+inline void device_written() noexcept {}
+inline void device_read() noexcept {}
+#endif
+
+/// Answers req with libfuse's fn. What a request's fiber did before answering happens before
+/// every request the kernel sends after the answer (the release of a file another vCPU opened):
+/// ThreadSanitizer sees the answer leave through libfuse's writev but not the next request
+/// arrive through the engine, so every answer releases and every read of the device acquires.
+template <typename... P, typename... A>
+int reply(int (*fn)(fuse_req_t, P...), fuse_req_t req, A&&... a) {
+    device_written();
+    return fn(req, std::forward<A>(a)...);
 }
+inline void reply(void (*fn)(fuse_req_t), fuse_req_t req) {
+    device_written();
+    fn(req);
+}
+}  // namespace detail
 
 }  // namespace gluon::fs
