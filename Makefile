@@ -22,7 +22,8 @@ demo: release
 	@scripts/deps.sh bench
 	bench/run demo
 
-## test: the whole suite in a normal build, then under ASan+UBSan, then under TSan.
+## test: the whole suite in a normal build, then under ASan+UBSan, then the programs whose
+## threads share memory under TSan.
 test: test-dev test-asan test-tsan
 
 test-dev:
