@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "gluon/fs/cache.h"
 #include "gluon/fs/http.h"
@@ -193,6 +196,49 @@ TEST_P(fuse_test, refuses_a_missing_mountpoint_or_a_file) {
     auto r = fuse_mount::mount(fs, {.mountpoint = dir_ + "/plain"});
     if (r.error() == std::errc::no_such_device) GTEST_SKIP() << "no /dev/fuse";
     EXPECT_EQ(r.error(), std::errc::not_a_directory);
+}
+
+// The clear errors of a machine without FUSE, each checked in a child process of this test
+// program: ENODEV without /dev/fuse (a mount namespace with an empty /dev), ENOENT for a user
+// other than root without fusermount3 on its PATH.
+TEST_P(fuse_test, says_when_the_device_or_fusermount3_is_missing) {
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    std::shared_ptr<filesystem> fs = std::move(*local);
+    if (const char* mode = std::getenv("GLUON_FUSE_TEST_CHILD")) {  // in the child
+        if (std::string(mode) == "nohelper") {
+            for (auto& d : {dir_, src_, mnt_}) ASSERT_EQ(::chown(d.c_str(), 65534, 65534), 0);  // for TearDown
+            ASSERT_EQ(::setenv("PATH", "/nonexistent", 1), 0);
+            ASSERT_EQ(::setresgid(65534, 65534, 65534), 0);
+            ASSERT_EQ(::setresuid(65534, 65534, 65534), 0);
+            auto r = fuse_mount::mount(fs, {.mountpoint = mnt_});
+            if (r.error() != std::errc::no_such_device) {  // a machine with no /dev/fuse at all
+                EXPECT_EQ(r.error(), std::errc::no_such_file_or_directory) << r.error().message();
+            }
+        } else {
+            EXPECT_EQ(fuse_mount::mount(fs, {.mountpoint = mnt_}).error(), std::errc::no_such_device);
+        }
+        return;
+    }
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (a mount namespace, another user)";
+    auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string filter = std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
+    std::string exe = stdfs::read_symlink("/proc/self/exe");
+    auto in_child = [&](const std::string& mode, std::vector<std::string> args) {
+        std::vector<std::string> argv = {"/usr/bin/env", "GLUON_FUSE_TEST_CHILD=" + mode};
+        argv.insert(argv.end(), args.begin(), args.end());
+        test::child c(argv, "/dev/null", dir_ + "/child.out", dir_ + "/child.err");
+        int rc = c.wait(60s);
+        return std::pair(rc, slurp(dir_ + "/child.out") + slurp(dir_ + "/child.err"));
+    };
+    auto [rc, out] = in_child("nohelper", {exe, filter});
+    EXPECT_EQ(rc, 0) << out;
+    if (test::find_program("unshare").empty()) GTEST_SKIP() << "no unshare";
+    std::tie(rc, out) = in_child("nodev", {"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                                           "mount -t tmpfs tmpfs /dev || exit 77; exec \"$0\" \"$1\"", exe, filter});
+    if (rc == 77 || (rc != 0 && out.find("unshare:") != std::string::npos))
+        GTEST_SKIP() << "no mount namespace here: " << out;
+    EXPECT_EQ(rc, 0) << out;
 }
 
 TEST_P(fuse_test, serves_http_files_through_the_cache) {
