@@ -4,8 +4,8 @@
 # Generated code is built without sanitizers: protobuf and gRPC are not instrumented.
 function(gluon_protobuf name)
   cmake_parse_arguments(P "GRPC" "PROTO" "" ${ARGN})
-  find_package(PkgConfig REQUIRED)
   find_program(PROTOC protoc REQUIRED)
+  find_package(Protobuf REQUIRED)
   get_filename_component(stem ${P_PROTO} NAME_WE)
   get_filename_component(dir ${CMAKE_CURRENT_SOURCE_DIR}/${P_PROTO} DIRECTORY)
   set(gen ${CMAKE_CURRENT_BINARY_DIR}/${name}_gen)
@@ -21,8 +21,7 @@ function(gluon_protobuf name)
     list(APPEND args --grpc_out=${gen} --plugin=protoc-gen-grpc=${GRPC_CPP_PLUGIN})
     set(lib gRPC::grpc++)
   else()
-    pkg_check_modules(PROTOBUF REQUIRED IMPORTED_TARGET protobuf)
-    set(lib PkgConfig::PROTOBUF)
+    set(lib protobuf::libprotobuf)
   endif()
   add_custom_command(OUTPUT ${outs}
     COMMAND ${PROTOC} -I ${dir} ${args} ${CMAKE_CURRENT_SOURCE_DIR}/${P_PROTO}
