@@ -269,8 +269,9 @@ result<std::shared_ptr<h2_client_session>> h2_client_session::start(std::unique_
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(k_window)},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},  // RFC 9218: no priority tree to keep
     };
-    nghttp2_submit_settings(self->ng_, NGHTTP2_FLAG_NONE, iv, 2);
+    nghttp2_submit_settings(self->ng_, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
     nghttp2_session_set_local_window_size(self->ng_, NGHTTP2_FLAG_NONE, 0, k_window);
     auto w = GLUON_TRY(spawn([self] { self->writer(self); }));
     (void)w.detach();

@@ -247,6 +247,8 @@ void h2_session::run(std::string_view preread) {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, opts_.h2_max_concurrent_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, opts_.h2_stream_window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(opts_.limits.max_head_bytes)},
+        // RFC 9218: no RFC 7540 priority tree, so nghttp2 keeps no closed streams for it.
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     nghttp2_submit_settings(ng_, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
     if (opts_.h2_connection_window > 65535)
