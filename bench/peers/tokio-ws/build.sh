@@ -1,15 +1,4 @@
 #!/usr/bin/env bash
-# Builds the Tokio WebSocket echo server (tokio-tungstenite) into out/tokio-ws; prints the binary path
-# last.
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")"
-CARGO=$(command -v cargo || true)
-[[ -z "$CARGO" && -x "$HOME/.cargo/bin/cargo" ]] && CARGO=$HOME/.cargo/bin/cargo
-if [[ -z "$CARGO" ]]; then
-    echo "tokio-ws: Rust toolchain not found (need 'cargo' on PATH)" >&2
-    exit 3
-fi
-mkdir -p out
-"$CARGO" build --release --locked --target-dir out/target >&2
-cp out/target/release/tokio-ws out/tokio-ws
-echo "$PWD/out/tokio-ws"
+# Builds the Tokio WebSocket echo server (tokio-tungstenite) into out/tokio-ws; prints the binary
+# path last.
+exec bash "$(dirname "${BASH_SOURCE[0]}")/../cargo_peer.sh" "$(dirname "${BASH_SOURCE[0]}")"
