@@ -16,6 +16,7 @@ long exec_now(io_op& op) noexcept {
         case opcode::writev:
             return sys::writev(op.fd, static_cast<iovec*>(op.buf), static_cast<int>(op.len), op.offset);
         case opcode::recv: return sys::recv(op.fd, op.buf, op.len, op.flags | MSG_DONTWAIT);
+        case opcode::recv_pooled: return -EOPNOTSUPP;  // the engine picks the buffer: never blocking
         case opcode::send:
         case opcode::send_zc: return sys::send(op.fd, op.buf, op.len, op.flags | MSG_DONTWAIT);
         case opcode::recvmsg: return sys::recvmsg(op.fd, static_cast<msghdr*>(op.buf), op.flags | MSG_DONTWAIT);
@@ -85,6 +86,7 @@ bool waits_for_input(const io_op& op) noexcept {
         case opcode::read:
         case opcode::readv:
         case opcode::recv:
+        case opcode::recv_pooled:
         case opcode::recvmsg:
         case opcode::accept: return true;
         case opcode::poll: return (op.poll_events & (POLLIN | POLLPRI | POLLRDHUP)) != 0;

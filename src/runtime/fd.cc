@@ -29,6 +29,7 @@ inline long counted(vcpu* v, const engine::io_op& op, long r) noexcept {
     }
     switch (op.code) {
     case opcode::read: case opcode::readv: case opcode::recv: case opcode::recvmsg: case opcode::read_fixed:
+    case opcode::recv_pooled:
         c.bytes_in.add(static_cast<uint64_t>(r));
         break;
     case opcode::write: case opcode::writev: case opcode::send: case opcode::sendmsg: case opcode::send_zc:

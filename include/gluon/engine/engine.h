@@ -35,6 +35,10 @@ enum class opcode : uint8_t {
     fsync,     // fd, flags (IORING_FSYNC_DATASYNC-style: 1 = data only)
     send_zc,   // as send, zero-copy where the engine can (io_uring SEND_ZC); completes only
                // once the kernel no longer reads the buffer. Elsewhere: a plain send.
+    recv_pooled,  // fd, flags: a recv into a buffer of the engine's pool, taken only when data
+                  // has arrived (io_uring: a provided-buffer ring), so a connection waiting for
+                  // input holds no buffer. Result: the byte count, with op.buf the buffer (null
+                  // unless the result is > 0); hand it back with engine::give_back().
     // File and metadata operations (the io module's engines; blocking syscalls on epoll).
     openat,      // fd = dirfd, buf = path, flags = open flags, len = mode; result is the new fd
     close,       // fd
@@ -80,6 +84,10 @@ struct io_op {
     /// read_fixed/write_fixed into or from registered buffer `index`.
     static io_op fixed(opcode c, int fd, void* buf, size_t n, int64_t off, int index) noexcept {
         return transfer(c, fd, buf, n, off, index);
+    }
+    /// recv_pooled: up to engine::pooled_buffer_size bytes into a buffer of the engine's pool.
+    static io_op recv_pooled(int fd, int flags = 0) noexcept {
+        return transfer(opcode::recv_pooled, fd, nullptr, 0, -1, flags);
     }
     static io_op accept(int fd, sockaddr* addr, socklen_t* addrlen, int flags) noexcept {
         io_op op = transfer(opcode::accept, fd, addr, 0, -1, flags);
@@ -204,6 +212,16 @@ public:
     virtual int pollable_fd() const noexcept { return -1; }
     /// Registers buffers / files with the kernel for read_fixed/write_fixed and fixed_file ops.
     /// Replaces any earlier registration. Errors: EOPNOTSUPP (not io_uring), the kernel's.
+    /// The size of each buffer of the pool that recv_pooled draws from.
+    static constexpr size_t pooled_buffer_size = 16 * 1024;
+    /// How many buffers the pool has (per engine).
+    static constexpr unsigned pooled_buffer_count = 256;
+    /// Returns a buffer that a recv_pooled completion handed out, on the engine's own thread.
+    /// A recv_pooled waiting for a free buffer (all are out) is then run again.
+    virtual void give_back(void* buf) noexcept = 0;
+    /// How many pool buffers are in use: handed out and not given back yet, or (io_uring without
+    /// buffer rings) taken by a receive still waiting for data. For tests and metrics.
+    virtual unsigned pooled_buffers_out() const noexcept = 0;
     virtual result<void> register_buffers(const iovec* iov, unsigned n) noexcept;
     virtual result<void> register_files(const int* fds, unsigned n) noexcept;
 };

@@ -75,7 +75,8 @@ namespace {
 
 // A read of the byte stream itself (not a peek, which leaves the data queued).
 bool consumes_input(const io_op& op) noexcept {
-    return op.code == opcode::read || (op.code == opcode::recv && !(op.flags & MSG_PEEK));
+    return op.code == opcode::read ||
+           ((op.code == opcode::recv || op.code == opcode::recv_pooled) && !(op.flags & MSG_PEEK));
 }
 
 }  // namespace
@@ -86,10 +87,55 @@ bool consumes_input(const io_op& op) noexcept {
 // Not once the peer has closed or an error is pending: the data before it can leave the queue
 // empty while the end of stream (or the error) is still to be read, and no edge would follow.
 long epoll_engine::exec_tracked(io_op& op, fd_state& st) noexcept {
-    long r = detail::exec_now(op);
+    long r = op.code == opcode::recv_pooled ? recv_pooled(op) : detail::exec_now(op);
+    const size_t asked = op.code == opcode::recv_pooled ? detail::buffer_pool::k_size : op.len;
     if (st.stream && !st.hup && consumes_input(op))
-        st.drained = r == -EAGAIN || (r > 0 && static_cast<size_t>(r) < op.len && r < 4096);
+        st.drained = r == -EAGAIN || (r > 0 && static_cast<size_t>(r) < asked && r < 4096);
     return r;
+}
+
+// A recv into a free buffer of the pool, kept by the caller only if data came (-ENOBUFS: none
+// is free).
+long epoll_engine::recv_pooled(io_op& op) noexcept {
+    if (long r = pool_.init(); r < 0) return r;
+    long id = pool_.take();
+    if (id < 0) return -ENOBUFS;
+    char* b = pool_.at(static_cast<unsigned>(id));
+    long r = sys::recv(op.fd, b, detail::buffer_pool::k_size, op.flags | MSG_DONTWAIT);
+    if (r <= 0) {
+        pool_.put(static_cast<unsigned>(id));
+        op.buf = nullptr;
+        return r;
+    }
+    op.buf = b;
+    ++pool_.out;
+    return r;
+}
+
+void epoll_engine::give_back(void* buf) noexcept {
+    long id = pool_.id_of(buf);
+    if (id < 0) return;
+    --pool_.out;
+    pool_.put(static_cast<unsigned>(id));
+    if (io_op* w = buffer_waiters_.pop_front()) unparked_.push_back(*w);
+}
+
+// Runs again the recv_pooled ops that waited for a buffer.
+int epoll_engine::run_unparked() noexcept {
+    int n = 0;
+    while (io_op* op = unparked_.pop_front()) {
+        fd_state* st = state_for(op->fd);
+        long r = st ? exec_tracked(*op, *st) : -ENOMEM;
+        if (r == -EAGAIN) {
+            st->readers.push_back(*op);
+        } else if (r == -ENOBUFS) {
+            buffer_waiters_.push_back(*op);
+        } else {
+            op->on_complete(op, r);
+            ++n;
+        }
+    }
+    return n;
 }
 
 long epoll_engine::submit(io_op& op) noexcept {
@@ -115,6 +161,10 @@ long epoll_engine::submit(io_op& op) noexcept {
     const bool wait_first = st->drained && consumes_input(op);
     if (!wait_first) {
         long r = exec_tracked(op, *st);
+        if (r == -ENOBUFS && op.code == opcode::recv_pooled) {
+            buffer_waiters_.push_back(op);
+            return pending;
+        }
         if (r != -EAGAIN) return r;
     }
     if (op.code == opcode::poll && (op.poll_events & POLLIN) && (op.poll_events & POLLOUT))
@@ -140,6 +190,10 @@ int epoll_engine::retry(op_list& list, fd_state& st) noexcept {
         long r = exec_tracked(*op, st);
         if (r == -EAGAIN) break;  // still not ready: later ops on this fd would not be either
         list.pop_front();
+        if (r == -ENOBUFS && op->code == opcode::recv_pooled) {  // readable, but no buffer free
+            buffer_waiters_.push_back(*op);
+            continue;
+        }
         op->on_complete(op, r);
         ++n;
     }
@@ -150,14 +204,15 @@ int epoll_engine::wait(int64_t timeout_ns) noexcept {
     epoll_event evs[256];
     timespec ts{};
     timespec* tsp = nullptr;
+    if (!unparked_.empty()) timeout_ns = 0;
     if (timeout_ns >= 0) {
         ts.tv_sec = timeout_ns / 1'000'000'000;
         ts.tv_nsec = timeout_ns % 1'000'000'000;
         tsp = &ts;
     }
     int n = static_cast<int>(sys::epoll_wait(epfd_, evs, 256, tsp));
-    if (n < 0) return 0;  // EINTR: the caller simply loops
-    int done = 0;
+    int done = run_unparked();
+    if (n < 0) return done;  // EINTR: the caller simply loops
     for (int i = 0; i < n; ++i) {
         uint64_t tag = evs[i].data.u64;
         if (tag == k_notify_tag) {

@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "../buffer_pool.h"
 #include "gluon/engine/engine.h"
 
 namespace gluon::engine {
@@ -26,6 +27,8 @@ public:
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
     void forget_fd(int fd) noexcept override;
+    void give_back(void* buf) noexcept override;
+    unsigned pooled_buffers_out() const noexcept override { return pool_.out; }
 
 private:
     using op_list = intrusive_list<io_op, &io_op::hook>;
@@ -44,12 +47,19 @@ private:
     fd_state* state_for(int fd) noexcept;
     long register_fd(int fd, fd_state& st) noexcept;
     int retry(op_list& list, fd_state& st) noexcept;
-    static long exec_tracked(io_op& op, fd_state& st) noexcept;
+    long exec_tracked(io_op& op, fd_state& st) noexcept;
+    long recv_pooled(io_op& op) noexcept;
+    int run_unparked() noexcept;
     void fail_waiters(fd_state& st) noexcept;
 
     int epfd_;
     int evfd_;
     std::vector<fd_state*> fds_;  // indexed by fd; allocated on first use
+    // recv_pooled takes a buffer only once its socket is readable; with every buffer out it
+    // waits here, and moves to `unparked_` (run again by the next wait()) when one comes back.
+    detail::buffer_pool pool_;
+    op_list buffer_waiters_;
+    op_list unparked_;
 };
 
 }  // namespace gluon::engine

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <time.h>
 
+#include "gluon/sys/mm.h"
 #include "gluon/sys/ops.h"
 
 namespace gluon::engine {
@@ -20,7 +21,8 @@ int kernel_opcode(opcode c) {
         case opcode::write: return IORING_OP_WRITE;
         case opcode::readv: return IORING_OP_READV;
         case opcode::writev: return IORING_OP_WRITEV;
-        case opcode::recv: return IORING_OP_RECV;
+        case opcode::recv:
+        case opcode::recv_pooled: return IORING_OP_RECV;
         case opcode::send: return IORING_OP_SEND;
         case opcode::recvmsg: return IORING_OP_RECVMSG;
         case opcode::sendmsg: return IORING_OP_SENDMSG;
@@ -56,6 +58,7 @@ bool is_socket_like(opcode c) {
         case opcode::readv:
         case opcode::writev:
         case opcode::recv:
+        case opcode::recv_pooled:
         case opcode::send:
         case opcode::send_zc:
         case opcode::recvmsg:
@@ -85,6 +88,7 @@ short wanted_events(const io_op& op) {
         case opcode::read:
         case opcode::readv:
         case opcode::recv:
+        case opcode::recv_pooled:
         case opcode::recvmsg:
         case opcode::accept: return POLLIN;
         default: return POLLOUT;
@@ -141,6 +145,50 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
 io_uring_engine::~io_uring_engine() {
     if (ring_.ring_fd > 0) io_uring_queue_exit(&ring_);
     if (evfd_ >= 0) (void)sys::close(evfd_);
+    if (buf_ring_) (void)sys::munmap(buf_ring_, detail::buffer_pool::k_count * sizeof(io_uring_buf));
+}
+
+// Maps the pool and, where the kernel has provided-buffer rings (5.19), hands it every buffer.
+long io_uring_engine::setup_pool() noexcept {
+    if (long r = pool_.init(); r < 0) return r;
+    constexpr unsigned n = detail::buffer_pool::k_count;
+    void* p = sys::mmap(nullptr, n * sizeof(io_uring_buf), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (sys::is_error(p)) return 0;  // the free list serves instead
+    auto* br = static_cast<io_uring_buf_ring*>(p);
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<uint64_t>(br);
+    reg.ring_entries = n;
+    reg.bgid = 0;
+    if (io_uring_register_buf_ring(&ring_, &reg, 0) != 0) {
+        (void)sys::munmap(p, n * sizeof(io_uring_buf));
+        return 0;
+    }
+    io_uring_buf_ring_init(br);
+    for (unsigned i = 0; i < n; ++i)
+        io_uring_buf_ring_add(br, pool_.at(i), detail::buffer_pool::k_size, static_cast<uint16_t>(i),
+                              io_uring_buf_ring_mask(n), static_cast<int>(i));
+    io_uring_buf_ring_advance(br, static_cast<int>(n));
+    while (pool_.take() >= 0) {}  // the kernel has them all now
+    buf_ring_ = br;
+    return 0;
+}
+
+void io_uring_engine::recycle(unsigned id) noexcept {
+    if (buf_ring_) {
+        io_uring_buf_ring_add(buf_ring_, pool_.at(id), detail::buffer_pool::k_size, static_cast<uint16_t>(id),
+                              io_uring_buf_ring_mask(detail::buffer_pool::k_count), 0);
+        io_uring_buf_ring_advance(buf_ring_, 1);
+    } else {
+        pool_.put(id);
+    }
+}
+
+void io_uring_engine::give_back(void* buf) noexcept {
+    long id = pool_.id_of(buf);
+    if (id < 0) return;
+    --pool_.out;
+    recycle(static_cast<unsigned>(id));
+    if (io_op* w = buffer_waiters_.pop_front()) queue(*w, false);
 }
 
 io_uring_sqe* io_uring_engine::get_sqe() noexcept {
@@ -176,6 +224,17 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
             io_uring_prep_recv(sqe, op.fd, op.buf, op.len, op.flags);
             // The last recv on this socket emptied it: data is unlikely to be there yet, so
             // wait for it before trying (saves a failed attempt and its poll set-up).
+            if (op.fd >= 0 && static_cast<size_t>(op.fd) < drained_.size() && drained_[op.fd])
+                sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+            break;
+        case opcode::recv_pooled:
+            // With a buffer ring the kernel picks the buffer when data is there (the CQE names
+            // it); without one, queue() took a buffer from the free list into op.buf.
+            io_uring_prep_recv(sqe, op.fd, buf_ring_ ? nullptr : op.buf, detail::buffer_pool::k_size, op.flags);
+            if (buf_ring_) {
+                sqe->flags |= IOSQE_BUFFER_SELECT;
+                sqe->buf_group = 0;
+            }
             if (op.fd >= 0 && static_cast<size_t>(op.fd) < drained_.size() && drained_[op.fd])
                 sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
             break;
@@ -230,6 +289,15 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
 
 // Prepares op, or its readiness poll when poll_phase.
 void io_uring_engine::queue(io_op& op, bool poll_phase) noexcept {
+    if (op.code == opcode::recv_pooled && !poll_phase && !buf_ring_) {
+        long id = pool_.take();
+        if (id < 0) {  // every buffer is out: run again when one comes back
+            buffer_waiters_.push_back(op);
+            return;
+        }
+        op.buf = pool_.at(static_cast<unsigned>(id));
+        ++pool_.out;  // held by the kernel until the recv completes
+    }
     io_uring_sqe* sqe = get_sqe();
     if (poll_phase) {
         io_uring_prep_poll_add(sqe, op.fd, static_cast<unsigned>(wanted_events(op)));
@@ -261,6 +329,8 @@ long io_uring_engine::submit(io_op& op) noexcept {
         if (op.fixed_file) return -EOPNOTSUPP;
         return execute_blocking(op);
     }
+    if (op.code == opcode::recv_pooled && !pool_.ready())
+        if (long r = setup_pool(); r < 0) return r;
     queue(op, false);
     if (is_positioned_io(op) && ++file_ios_queued_ == k_file_io_batch) {
         file_ios_queued_ = 0;
@@ -272,6 +342,11 @@ long io_uring_engine::submit(io_op& op) noexcept {
 void io_uring_engine::cancel(io_op& op, int err) noexcept {
     if (op.cancel_errno) return;
     op.cancel_errno = err;
+    if (op.code == opcode::recv_pooled && op.hook.linked()) {  // waiting for a buffer: not in the kernel
+        buffer_waiters_.unlink(op);
+        op.on_complete(&op, -err);
+        return;
+    }
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_cancel64(sqe, reinterpret_cast<uint64_t>(&op), 0);
     io_uring_sqe_set_data64(sqe, k_ignore_tag);
@@ -302,6 +377,7 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
         return;
     }
     auto* op = reinterpret_cast<io_op*>(tag);
+    if (op->code == opcode::recv_pooled && !on_pooled_cqe(*op, res, flags)) return;
     if (op->code == opcode::send_zc) {
         // SEND_ZC: the result comes first (with F_MORE), the buffer is free only at the
         // notification; complete the op then, with the result held back.
@@ -313,7 +389,7 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     }
     // Request/response traffic: a small recv that emptied the socket. The next recv on it will
     // most likely have to wait, so it polls first (streams keep trying at once).
-    if (op->code == opcode::recv && res > 0 && op->fd >= 0)
+    if ((op->code == opcode::recv || op->code == opcode::recv_pooled) && res > 0 && op->fd >= 0)
         note_drained(op->fd, res < 4096 && !(flags & IORING_CQE_F_SOCK_NONEMPTY));
     long r = cancelled_result(*op, res);
     if (r == -EOPNOTSUPP && op->code == opcode::send_zc && !op->cancel_errno) {
@@ -329,6 +405,32 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
         return;
     }
     op->on_complete(op, r);
+}
+
+// A recv_pooled's completion: with data, the buffer is handed out in op.buf; otherwise any
+// buffer it took goes back. False when the op now waits for a buffer (all are out).
+bool io_uring_engine::on_pooled_cqe(io_op& op, int& res, unsigned flags) noexcept {
+    long id = -1;
+    if (buf_ring_) {
+        if (flags & IORING_CQE_F_BUFFER) id = static_cast<long>(flags >> IORING_CQE_BUFFER_SHIFT);
+    } else {
+        id = pool_.id_of(op.buf);
+    }
+    if (res > 0 && id >= 0) {
+        op.buf = pool_.at(static_cast<unsigned>(id));
+        if (buf_ring_) ++pool_.out;  // (the free list's was counted when queue() took it)
+        return true;
+    }
+    if (id >= 0) {
+        if (!buf_ring_) --pool_.out;
+        recycle(static_cast<unsigned>(id));
+    }
+    op.buf = nullptr;
+    if (res == -ENOBUFS && buf_ring_ && !op.cancel_errno) {
+        buffer_waiters_.push_back(op);
+        return false;
+    }
+    return true;
 }
 
 int io_uring_engine::wait(int64_t timeout_ns) noexcept {

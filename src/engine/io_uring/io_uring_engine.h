@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../buffer_pool.h"
 #include "gluon/engine/engine.h"
 
 namespace gluon::engine {
@@ -40,6 +41,8 @@ public:
     int pollable_fd() const noexcept override { return ring_.ring_fd; }
     result<void> register_buffers(const iovec* iov, unsigned n) noexcept override;
     result<void> register_files(const int* fds, unsigned n) noexcept override;
+    void give_back(void* buf) noexcept override;
+    unsigned pooled_buffers_out() const noexcept override { return pool_.out; }
 
     /// Setup flags that were accepted by the kernel (for diagnostics and tests).
     unsigned setup_flags() const noexcept { return ring_.flags; }
@@ -51,6 +54,9 @@ private:
     void arm_notify() noexcept;
     void on_cqe(uint64_t tag, int res, unsigned flags) noexcept;
     void queue(io_op& op, bool poll_phase) noexcept;
+    long setup_pool() noexcept;
+    bool on_pooled_cqe(io_op& op, int& res, unsigned flags) noexcept;
+    void recycle(unsigned id) noexcept;
 
     io_uring ring_{};
     int evfd_ = -1;
@@ -59,6 +65,12 @@ private:
     bool taskrun_flag_ = false;
     unsigned file_ios_queued_ = 0;  // positioned file I/Os queued since the last wait()
     bool native_[k_opcode_count] = {};  // probed opcodes
+    // recv_pooled's buffers: handed to the kernel in a provided-buffer ring (group 0) where it
+    // has them, so that a recv waiting for data holds none; otherwise taken from the pool's
+    // free list when the recv is queued.
+    detail::buffer_pool pool_;
+    io_uring_buf_ring* buf_ring_ = nullptr;
+    intrusive_list<io_op, &io_op::hook> buffer_waiters_;  // recv_pooled ops with every buffer out
     // Per socket fd: its last recv was small and left it empty (no IORING_CQE_F_SOCK_NONEMPTY).
     std::vector<uint8_t> drained_;
     void note_drained(int fd, bool drained) noexcept {
