@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 
 #include <coroutine>
+#include <string_view>
+#include <utility>
 
 #include "gluon/common/clock.h"
 #include "gluon/common/result.h"
@@ -32,6 +34,10 @@ public:
     }
     long await_resume() const noexcept { return res_; }
 
+protected:
+    const engine::io_op& op() const noexcept { return op_; }
+    engine::engine* eng() const noexcept { return eng_; }
+
 private:
     bool start(std::coroutine_handle<> h, task_detail::task_ctx* ctx) noexcept;
     static void on_complete(engine::io_op* op, long r);
@@ -55,6 +61,55 @@ public:
             return void_from_syscall(r);
         else
             return from_syscall<R>(r);
+    }
+};
+
+/// What recv_pooled received: a buffer of the vCPU engine's pool, given back to the engine when
+/// this is destroyed or reset (on the vCPU that received it). Empty at the end of the stream.
+class pooled_buffer {
+public:
+    pooled_buffer() = default;
+    pooled_buffer(engine::engine* e, char* data, size_t size) noexcept : eng_(e), data_(data), size_(size) {}
+    pooled_buffer(pooled_buffer&& o) noexcept
+        : eng_(std::exchange(o.eng_, nullptr)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    pooled_buffer& operator=(pooled_buffer&& o) noexcept {
+        if (this != &o) {
+            reset();
+            eng_ = std::exchange(o.eng_, nullptr);
+            data_ = std::exchange(o.data_, nullptr);
+            size_ = std::exchange(o.size_, 0);
+        }
+        return *this;
+    }
+    ~pooled_buffer() { reset(); }
+
+    char* data() const noexcept { return data_; }
+    size_t size() const noexcept { return size_; }
+    bool empty() const noexcept { return size_ == 0; }
+    std::string_view view() const noexcept { return {data_, size_}; }
+    /// Gives the buffer back now.
+    void reset() noexcept {
+        if (data_) eng_->give_back(data_);
+        eng_ = nullptr;
+        data_ = nullptr;
+        size_ = 0;
+    }
+
+private:
+    engine::engine* eng_ = nullptr;
+    char* data_ = nullptr;
+    size_t size_ = 0;
+};
+
+/// recv_pooled's awaitable: co_await gives result<pooled_buffer>.
+class [[nodiscard]] pooled_recv_awaitable : public op_awaitable {
+public:
+    using op_awaitable::op_awaitable;
+    result<pooled_buffer> await_resume() const noexcept {
+        const long r = op_awaitable::await_resume();
+        if (r < 0) return errno_error(static_cast<int>(-r));
+        if (r == 0) return pooled_buffer{};
+        return pooled_buffer(eng(), static_cast<char*>(op().buf), static_cast<size_t>(r));
     }
 };
 
@@ -94,6 +149,14 @@ inline io_awaitable<size_t> send_some(int fd, const void* buf, size_t n, int fla
                                       duration timeout = forever) noexcept {
     return io_awaitable<size_t>(
         io_detail::xfer(engine::opcode::send, fd, buf, n, -1, flags | MSG_NOSIGNAL), timeout);
+}
+/// Receives up to engine::engine::pooled_buffer_size bytes into a buffer of the vCPU engine's
+/// pool, taken only once data has arrived (io_uring: a provided-buffer ring; epoll: at
+/// readiness): a task waiting on an idle connection holds no receive buffer. When every buffer
+/// of the pool is out, the receive waits for one to come back. An empty buffer is the end of
+/// the stream. Errors: those of recv_some.
+inline pooled_recv_awaitable recv_pooled(int fd, int flags = 0, duration timeout = forever) noexcept {
+    return pooled_recv_awaitable(engine::io_op::recv_pooled(fd, flags), timeout);
 }
 /// The accepted fd (SOCK_CLOEXEC by default).
 inline io_awaitable<int> accept(int fd, sockaddr* addr = nullptr, socklen_t* addrlen = nullptr,

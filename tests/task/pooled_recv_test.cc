@@ -1,0 +1,136 @@
+// co::recv_pooled on every engine: data arrives in a buffer of the engine's pool, a receive
+// waiting for data holds no buffer, a receive that finds every buffer out waits for one to
+// come back, and timeouts end a receive in either wait.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gluon/runtime/fd.h"
+#include "gluon/runtime/vcpu.h"
+#include "gluon/task/io.h"
+#include "gluon/task/spawn.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class task_pooled_recv_test : public test::engine_test {};
+
+struct sock_pair {
+    int fd[2] = {-1, -1};
+    sock_pair() { EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd), 0); }
+    ~sock_pair() {
+        for (int f : fd)
+            if (f >= 0) (void)fd::close(f);
+    }
+};
+
+unsigned out() { return current_engine()->pooled_buffers_out(); }
+
+TEST_P(task_pooled_recv_test, receives_into_a_pool_buffer_and_gives_it_back) {
+    sock_pair sp;
+    auto t = [](int a, int b) -> task<void> {
+        EXPECT_TRUE(co_await co::send_all(b, "hello", 5));
+        auto got = co_await co::recv_pooled(a);
+        EXPECT_TRUE(got);
+        if (!got) co_return;
+        EXPECT_EQ(got->view(), "hello");
+        EXPECT_EQ(out(), 1u);
+        got->reset();
+        EXPECT_EQ(out(), 0u);
+        ::shutdown(b, SHUT_WR);
+        auto end = co_await co::recv_pooled(a);  // the end of the stream: an empty buffer
+        EXPECT_TRUE(end && end->empty());
+        EXPECT_EQ(out(), 0u);
+    };
+    ASSERT_TRUE(block_on(t(sp.fd[0], sp.fd[1])));
+}
+
+TEST_P(task_pooled_recv_test, receives_waiting_for_data_hold_no_buffer) {
+    constexpr int n = 100;
+    std::vector<std::unique_ptr<sock_pair>> pairs;
+    for (int i = 0; i < n; ++i) pairs.push_back(std::make_unique<sock_pair>());
+    auto reader = [](int fd) -> task<std::string> {
+        auto got = co_await co::recv_pooled(fd);
+        if (!got) co_return "error";
+        co_return std::string(got->view());
+    };
+    auto t = [&]() -> task<void> {
+        std::vector<join_handle<std::string>> readers;
+        for (auto& p : pairs) readers.push_back(std::move(co_spawn(reader(p->fd[0])).value()));
+        for (int i = 0; i < 10; ++i) co_await co::nop();  // every reader is waiting in the engine
+        EXPECT_EQ(out(), 0u);
+        for (int i = 0; i < n; ++i) {
+            std::string msg = "message " + std::to_string(i);
+            EXPECT_TRUE(co_await co::send_all(pairs[i]->fd[1], msg.data(), msg.size()));
+        }
+        for (int i = 0; i < n; ++i) EXPECT_EQ(co_await readers[i], "message " + std::to_string(i));
+        EXPECT_EQ(out(), 0u);
+    };
+    ASSERT_TRUE(block_on(t()));
+}
+
+TEST_P(task_pooled_recv_test, a_receive_waits_for_a_buffer_when_every_one_is_out) {
+    constexpr unsigned total = engine::engine::pooled_buffer_count;
+    std::vector<std::unique_ptr<sock_pair>> pairs;
+    for (unsigned i = 0; i <= total; ++i) pairs.push_back(std::make_unique<sock_pair>());
+    auto t = [&]() -> task<void> {
+        std::vector<co::pooled_buffer> held;
+        for (unsigned i = 0; i < total; ++i) {  // take every buffer of the pool
+            EXPECT_TRUE(co_await co::send_all(pairs[i]->fd[1], "x", 1));
+            auto got = co_await co::recv_pooled(pairs[i]->fd[0]);
+            if (!got) {
+                ADD_FAILURE() << got.error().message();
+                co_return;
+            }
+            held.push_back(std::move(*got));
+        }
+        EXPECT_EQ(out(), total);
+        int last = pairs[total]->fd[0];
+        EXPECT_TRUE(co_await co::send_all(pairs[total]->fd[1], "last", 4));
+        // Data is there but no buffer: a timeout ends the wait.
+        auto timed_out = co_await co::recv_pooled(last, 0, 20ms);
+        EXPECT_FALSE(timed_out);
+        if (!timed_out) {
+            EXPECT_EQ(timed_out.error().value(), ETIMEDOUT);
+        }
+        bool done = false;
+        auto waiter = [](int fd, bool* done) -> task<std::string> {
+            auto got = co_await co::recv_pooled(fd);
+            *done = true;
+            co_return got ? std::string(got->view()) : "error";
+        };
+        auto h = co_spawn(waiter(last, &done));
+        EXPECT_TRUE(h);
+        for (int i = 0; i < 10; ++i) co_await co::nop();
+        EXPECT_FALSE(done);  // still waiting for a buffer
+        held.pop_back();     // one comes back
+        EXPECT_EQ(co_await *h, "last");
+        held.clear();
+        EXPECT_EQ(out(), 0u);
+    };
+    ASSERT_TRUE(block_on(t()));
+}
+
+TEST_P(task_pooled_recv_test, a_timeout_ends_a_receive_waiting_for_data) {
+    sock_pair sp;
+    auto t = [](int a) -> task<void> {
+        auto r = co_await co::recv_pooled(a, 0, 10ms);
+        EXPECT_FALSE(r);
+        if (!r) {
+            EXPECT_EQ(r.error().value(), ETIMEDOUT);
+        }
+        EXPECT_EQ(out(), 0u);
+    };
+    ASSERT_TRUE(block_on(t(sp.fd[0])));
+}
+
+GLUON_ENGINE_TEST_SUITE(task_pooled_recv_test);
+
+}  // namespace
+}  // namespace gluon
