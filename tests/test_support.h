@@ -2,6 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <cstdlib>
 #include <optional>
@@ -9,10 +10,22 @@
 #include <vector>
 
 #include "gluon/engine/engine.h"
+#include "gluon/runtime/fd.h"
 #include "gluon/runtime/runtime.h"
 #include "gluon/runtime/vcpu.h"
 
 namespace gluon::test {
+
+/// A connected AF_UNIX stream socket pair, closed through gluon when destroyed.
+struct sock_pair {
+    int fd[2] = {-1, -1};
+    sock_pair() { EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd), 0); }
+    sock_pair(const sock_pair&) = delete;
+    ~sock_pair() {
+        for (int f : fd)
+            if (f >= 0) (void)fd::close(f);
+    }
+};
 
 inline std::vector<engine::kind> all_engines() { return {engine::kind::io_uring, engine::kind::epoll}; }
 

@@ -21,14 +21,7 @@ using namespace std::chrono_literals;
 
 class task_pooled_recv_test : public test::engine_test {};
 
-struct sock_pair {
-    int fd[2] = {-1, -1};
-    sock_pair() { EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd), 0); }
-    ~sock_pair() {
-        for (int f : fd)
-            if (f >= 0) (void)fd::close(f);
-    }
-};
+using test::sock_pair;
 
 unsigned out() { return current_engine()->pooled_buffers_out(); }
 
