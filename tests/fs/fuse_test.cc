@@ -209,8 +209,8 @@ TEST_P(fuse_test, says_when_the_device_or_fusermount3_is_missing) {
         if (std::string(mode) == "nohelper") {
             for (auto& d : {dir_, src_, mnt_}) ASSERT_EQ(::chown(d.c_str(), 65534, 65534), 0);  // for TearDown
             ASSERT_EQ(::setenv("PATH", "/nonexistent", 1), 0);
-            ASSERT_EQ(::setresgid(65534, 65534, 65534), 0);
-            ASSERT_EQ(::setresuid(65534, 65534, 65534), 0);
+            if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+                GTEST_SKIP() << "cannot become another user here";
             auto r = fuse_mount::mount(fs, {.mountpoint = mnt_});
             if (r.error() != std::errc::no_such_device) {  // a machine with no /dev/fuse at all
                 EXPECT_EQ(r.error(), std::errc::no_such_file_or_directory) << r.error().message();
