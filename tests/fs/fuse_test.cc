@@ -207,7 +207,8 @@ TEST_P(fuse_test, says_when_the_device_or_fusermount3_is_missing) {
     std::shared_ptr<filesystem> fs = std::move(*local);
     if (const char* mode = std::getenv("GLUON_FUSE_TEST_CHILD")) {  // in the child
         if (std::string(mode) == "nohelper") {
-            for (auto& d : {dir_, src_, mnt_}) ASSERT_EQ(::chown(d.c_str(), 65534, 65534), 0);  // for TearDown
+            for (auto& d : {dir_, src_, mnt_})  // for TearDown, as that user
+                if (::chown(d.c_str(), 65534, 65534) != 0) GTEST_SKIP() << "cannot chown here";
             ASSERT_EQ(::setenv("PATH", "/nonexistent", 1), 0);
             if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
                 GTEST_SKIP() << "cannot become another user here";
