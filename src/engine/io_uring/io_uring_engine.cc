@@ -224,8 +224,7 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
             io_uring_prep_recv(sqe, op.fd, op.buf, op.len, op.flags);
             // The last recv on this socket emptied it: data is unlikely to be there yet, so
             // wait for it before trying (saves a failed attempt and its poll set-up).
-            if (op.fd >= 0 && static_cast<size_t>(op.fd) < drained_.size() && drained_[op.fd])
-                sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+            if (drained(op.fd)) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
             break;
         case opcode::recv_pooled:
             // With a buffer ring the kernel picks the buffer when data is there (the CQE names
@@ -235,8 +234,7 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
                 sqe->flags |= IOSQE_BUFFER_SELECT;
                 sqe->buf_group = 0;
             }
-            if (op.fd >= 0 && static_cast<size_t>(op.fd) < drained_.size() && drained_[op.fd])
-                sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+            if (drained(op.fd)) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
             break;
         case opcode::send: io_uring_prep_send(sqe, op.fd, op.buf, op.len, op.flags | MSG_NOSIGNAL); break;
         case opcode::recvmsg: io_uring_prep_recvmsg(sqe, op.fd, static_cast<msghdr*>(op.buf), op.flags); break;

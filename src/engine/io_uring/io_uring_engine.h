@@ -73,6 +73,9 @@ private:
     intrusive_list<io_op, &io_op::hook> buffer_waiters_;  // recv_pooled ops with every buffer out
     // Per socket fd: its last recv was small and left it empty (no IORING_CQE_F_SOCK_NONEMPTY).
     std::vector<uint8_t> drained_;
+    bool drained(int fd) const noexcept {
+        return fd >= 0 && static_cast<size_t>(fd) < drained_.size() && drained_[fd];
+    }
     void note_drained(int fd, bool drained) noexcept {
         if (static_cast<size_t>(fd) >= drained_.size()) {
             if (!drained) return;
