@@ -21,12 +21,15 @@ void drain_remote(vcpu* v) noexcept {
     }
 }
 
+// A fiber resumed by other means (an interrupt) keeps its timer until it runs again: if the
+// deadline passes in between, the wait is already over and its cancel hook must not run twice.
 void on_park_timeout(timer_node* t) noexcept {
     auto* f = reinterpret_cast<fiber_impl*>(reinterpret_cast<char*>(t) - offsetof(fiber_impl, timer));
-    if (f->cancel) f->cancel(f, ETIMEDOUT);
+    if (f->state == fiber_state::waiting && f->cancel) f->cancel(f, ETIMEDOUT);
 }
 
 void make_ready(fiber_impl* f) noexcept {
+    check_parked(f);
     f->state = fiber_state::ready;
     f->owner->runq.push_back(*f);
 }

@@ -230,11 +230,21 @@ void destroy_idle_fiber(vcpu* v) noexcept;
 
 void resume_remote(fiber_impl* f) noexcept;
 
+/// Debug builds: f, about to be queued on its own vCPU, must be parked. (Queued twice, it would
+/// be linked into the run queue twice and the fibers behind it lost.) Another thread may wake a
+/// fiber that has not finished parking yet: its vCPU checks when it takes the wake-up.
+inline void check_parked([[maybe_unused]] const fiber_impl* f) noexcept {
+#ifndef NDEBUG
+    if (f->state != fiber_state::waiting) __builtin_trap();
+#endif
+}
+
 /// Makes f ready to run (any thread). The fiber must be parked and not already being resumed.
 inline void resume(fiber_impl* f, long result) noexcept {
     f->wait_result = result;
     vcpu* v = f->owner;
     if (v == cur_vcpu()) {
+        check_parked(f);
         f->state = fiber_state::ready;
         v->runq.push_back(*f);
         return;

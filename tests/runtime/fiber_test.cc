@@ -156,6 +156,24 @@ TEST_P(fiber_test, interrupt_cancels_sleep_with_ecanceled) {
     EXPECT_EQ(got, std::errc::operation_canceled);
 }
 
+TEST_P(fiber_test, an_interrupted_sleep_whose_deadline_passes_before_it_runs_wakes_once) {
+    // The interrupt makes the sleeper ready with its timer still armed; the deadline passes
+    // before it runs, and the event loop fires that timer while it waits in the run queue. The
+    // loop polls on one pick in 256, and one extra yield every other round moves that pick
+    // across all of them.
+    for (int i = 0; i < 1024; ++i) {
+        if (i & 1) this_fiber::yield();
+        std::error_code got;
+        auto f = spawn([&] { got = this_fiber::sleep_for(50us).error(); });
+        this_fiber::yield();  // let it park
+        ASSERT_TRUE(f->interrupt());
+        for (deadline_t until = deadline_after(100us); mono_now_ns() < until;) {
+        }
+        ASSERT_TRUE(f->join());
+        ASSERT_EQ(got, std::errc::operation_canceled) << "round " << i;
+    }
+}
+
 TEST_P(fiber_test, interrupt_before_blocking_is_pending) {
     std::error_code first, second;
     bool pending_seen = false;
