@@ -29,6 +29,10 @@ constexpr size_t k_initial_buffer = 8 * 1024;
 constexpr size_t k_body_room = 8 * 1024;       // free space after a head with a chunked body
 constexpr size_t k_flush_at = 64 * 1024;       // output buffered before it is written anyway
 constexpr size_t k_copy_body_below = 16 * 1024;  // smaller bodies are copied into the output
+// ... even with nothing pipelined behind them: one buffer goes out with send(2), which costs
+// the kernel 3-5% less than sendmsg(2) of the same 130 bytes in two iovecs (a C loop over
+// loopback TCP); copying a few hundred bytes costs less than that.
+constexpr size_t k_always_copy_below = 1024;
 constexpr uint64_t k_drain_limit = 64 * 1024;  // unread body discarded to keep a connection
 constexpr auto k_linger = std::chrono::seconds(1);
 
@@ -439,7 +443,8 @@ void connection::finish_response() {
             if (r.kind_ == kind::file) {
                 if (!send_file(r)) keep_alive_ = false;
                 else response_bytes_ += len;
-            } else if (r.kind_ == kind::view && (len >= k_copy_body_below || end_ == start_)) {
+            } else if (r.kind_ == kind::view && len >= k_always_copy_below &&
+                       (len >= k_copy_body_below || end_ == start_)) {
                 // Large, or nothing pipelined behind it (the output is written before the next
                 // read anyway): head and body in one writev, without copying the body.
                 if (!write_raw(r.body_view_)) keep_alive_ = false;

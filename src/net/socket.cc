@@ -77,7 +77,9 @@ result<size_t> stream::do_write_some(const void* buf, size_t n, duration t) {
 }
 result<size_t> stream::do_readv(const iovec* iov, int n, duration t) { return fd::readv(fd_, iov, n, t); }
 // sendmsg rather than writev: MSG_NOSIGNAL, so a peer that is gone is EPIPE, never SIGPIPE.
+// One buffer goes out with send(2): the kernel then copies no msghdr and imports no iovec.
 result<size_t> stream::do_writev(const iovec* iov, int n, duration t) {
+    if (n == 1) return fd::send_some(fd_, iov->iov_base, iov->iov_len, 0, t);
     msghdr msg{};
     msg.msg_iov = const_cast<iovec*>(iov);
     msg.msg_iovlen = static_cast<size_t>(n);
