@@ -59,6 +59,39 @@ TEST_P(runtime_test, channel_ping_pong_across_vcpus) {
     ASSERT_TRUE(done.wait(30s));
 }
 
+TEST_P(runtime_test, vcpus_asleep_wake_each_other_for_every_message) {
+    // No idle spin: each message finds the other vCPU asleep in the kernel, so every one is a
+    // wake-up from one vCPU's thread to the other's (io_uring: a MSG_RING from the sender's own
+    // ring; epoll: the eventfd). A lost wake-up fails a receive's timeout instead of hanging.
+    auto o = test::test_runtime(2, GetParam());
+    o.vcpu.idle_spin_us = 0;
+    auto rt = runtime::start(o);
+    ASSERT_TRUE(rt);
+    channel<int> ping, pong;
+    std::atomic<int> echoed{0};
+    latch done(2);
+    ASSERT_TRUE((*rt)->post(0, [&] {
+        for (int i = 0; i < 300; ++i) {
+            ASSERT_TRUE(ping.send(i, 10s));
+            auto back = pong.recv(10s);
+            ASSERT_TRUE(back) << "message " << i;
+            ASSERT_EQ(*back, i);
+        }
+        done.count_down();
+    }));
+    ASSERT_TRUE((*rt)->post(1, [&] {
+        for (int i = 0; i < 300; ++i) {
+            auto v = ping.recv(10s);
+            ASSERT_TRUE(v) << "message " << i;
+            ASSERT_TRUE(pong.send(*v, 10s));
+            echoed.fetch_add(1);
+        }
+        done.count_down();
+    }));
+    ASSERT_TRUE(done.wait(60s));
+    EXPECT_EQ(echoed.load(), 300);
+}
+
 TEST_P(runtime_test, fiber_migrates_between_vcpus) {
     auto r = rt_->call(0, [&] {
         int before = current_vcpu_index();

@@ -52,6 +52,7 @@ private:
     io_uring_sqe* get_sqe() noexcept;
     void prep(io_uring_sqe* sqe, io_op& op) noexcept;
     void arm_notify() noexcept;
+    bool wake_by_msg_ring(io_uring_engine& target) noexcept;
     void on_cqe(uint64_t tag, int res, unsigned flags) noexcept;
     void queue(io_op& op, bool poll_phase) noexcept;
     long setup_pool() noexcept;
@@ -63,6 +64,9 @@ private:
     uint64_t ev_buf_ = 0;
     std::atomic<bool> notify_pending_{false};
     bool taskrun_flag_ = false;
+    // DEFER_TASKRUN: only the creating thread submits, and an IORING_OP_MSG_RING from another
+    // ring reaches this one through the kernel's task work, without locks or retries.
+    bool deferred_ = false;
     unsigned file_ios_queued_ = 0;  // positioned file I/Os queued since the last wait()
     bool native_[k_opcode_count] = {};  // probed opcodes
     // recv_pooled's buffers: handed to the kernel in a provided-buffer ring (group 0) where it
