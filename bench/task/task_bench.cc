@@ -279,9 +279,15 @@ int main(int argc, char** argv) {
         bench("nop_b32", "gluon-fiber", 20'000'000, [](long n) { return fiber_nop(n, 32); });
     });
     if (std::thread::hardware_concurrency() >= 2) {
-        auto rt = runtime::start({.vcpus = 2, .pin = true, .vcpu = {.log_engine = false}});
-        if (!rt) fail("runtime start failed");
-        bench("cross_vcpu", "gluon-task", 1'000'000, [&](long n) { return task_cross(**rt, n); });
+        // cross_vcpu_asleep: the idle spin off, so every message wakes a vCPU asleep in the
+        // kernel (its floor: bench/task/wake_floor.c).
+        for (unsigned spin_us : {50u, 0u}) {
+            auto rt = runtime::start(
+                {.vcpus = 2, .pin = true, .vcpu = {.idle_spin_us = spin_us, .log_engine = false}});
+            if (!rt) fail("runtime start failed");
+            bench(spin_us ? "cross_vcpu" : "cross_vcpu_asleep", "gluon-task", spin_us ? 1'000'000 : 20'000,
+                  [&](long n) { return task_cross(**rt, n); });
+        }
     }
     return 0;
 }

@@ -21,7 +21,8 @@ TOKIO_ROWS = {"switch": "yield", "create_join": "spawn_join", "chan_local": "cha
 
 def _programs(build, build_peer):
     progs = {"gluon": [os.path.join(build, "bench", "task_bench")],
-             "liburing": [os.path.join(build, "bench", "uring_floor")]}
+             "liburing": [os.path.join(build, "bench", "uring_floor")],
+             "liburing-wake": [os.path.join(build, "bench", "wake_floor")]}
     for peer in ("asio-task", "tokio-runtime", "monoio-task", "compio-task"):
         path = build_peer(peer)
         if path:
