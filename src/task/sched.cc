@@ -80,6 +80,7 @@ bool poll_before_parking(task_sched* s) noexcept {
 void run(task_sched* s) noexcept {
     waiter w;
     s->w = &w;
+    s->stack_base = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
     for (;;) {
         unsigned n = 0;
         while (!s->ready.empty()) {
@@ -105,7 +106,21 @@ void run(task_sched* s) noexcept {
     delete s;
 }
 
+// How deep into its runner's stack (256 KiB by default) a task may transfer before the
+// transfer goes through the ready queue instead.
+constexpr uintptr_t k_requeue_depth = 64 * 1024;
+
 }  // namespace
+
+std::coroutine_handle<> transfer_or_requeue(std::coroutine_handle<> h) noexcept {
+    task_sched* s = t_sched;
+    const auto here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    // (On another stack than the runner's the difference is meaningless; a spurious requeue
+    // there is only slower.)
+    if (!s || here > s->stack_base || s->stack_base - here < k_requeue_depth) return h;
+    s->schedule(h);
+    return std::noop_coroutine();
+}
 
 task_sched* sched_here() noexcept {
     if (task_sched* s = t_sched) return s;

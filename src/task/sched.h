@@ -4,6 +4,7 @@
 
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "gluon/runtime/fiber.h"
@@ -50,6 +51,7 @@ struct task_sched {
     unsigned submitted = 0;
     unsigned eager_misses = 0;
     unsigned eager_probe = 0;  // the vCPU is shutting down: tasks are cancelled, no new ones run
+    uintptr_t stack_base = 0;  // the runner's frame, from which it resumes every task
 
     void schedule(std::coroutine_handle<> h) {
         ready.push(h);

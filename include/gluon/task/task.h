@@ -52,6 +52,30 @@ struct task_ctx {
 };
 
 struct root_base;
+
+// GCC makes a symmetric transfer a tail call only when it optimises and the sanitizers are
+// off. Elsewhere (a Debug build, ASan, TSan) every transfer nests a frame, and a loop that
+// awaits tasks which end at once (a send that completes at submission) grows the stack by one
+// frame per await until it overflows. There, a transfer deep into the stack goes through the
+// vCPU's task runner instead, which resumes it on an empty stack.
+#if defined(__GNUC__) && !defined(__clang__) && \
+    (!defined(__OPTIMIZE__) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__))
+#define GLUON_TASK_TRANSFER_NESTS 1
+#else
+#define GLUON_TASK_TRANSFER_NESTS 0
+#endif
+
+/// h, or, when the calling task runs deep in its runner's stack, the no-op coroutine after h
+/// has been queued on the runner (sched.cc). Only where transfers nest frames.
+std::coroutine_handle<> transfer_or_requeue(std::coroutine_handle<> h) noexcept;
+
+inline std::coroutine_handle<> transfer(std::coroutine_handle<> h) noexcept {
+#if GLUON_TASK_TRANSFER_NESTS
+    return transfer_or_requeue(h);
+#else
+    return h;
+#endif
+}
 /// A spawned task ended: what its final suspension transfers to (spawn.cc).
 std::coroutine_handle<> root_done(root_base* r) noexcept;
 
@@ -74,7 +98,7 @@ struct promise_base {
             promise_base& p = h.promise();
             if (p.root) [[unlikely]]
                 return root_done(p.root);
-            return p.continuation;
+            return transfer(p.continuation);
         }
         void await_resume() noexcept {}
     };
@@ -181,7 +205,7 @@ public:
                 caller_promise = &caller.promise();
                 caller_promise->awaiting = h;
             }
-            return h;
+            return task_detail::transfer(h);
         }
         T await_resume() {
             if (caller_promise) caller_promise->awaiting = {};
