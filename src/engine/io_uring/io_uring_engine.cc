@@ -483,9 +483,9 @@ bool io_uring_engine::has_pending() noexcept {
 }
 
 // A vCPU with a ring of its own wakes another's with IORING_OP_MSG_RING: a completion posted
-// straight into the target's ring. Asleep on both sides (no idle spin, two pinned threads), a
-// round trip took 45-53 us this way against 55-140 us through the eventfd (bench/task/
-// wake_floor.c, ADR 0019). Other threads, and targets without DEFER_TASKRUN (where the kernel
+// straight into the target's ring. Asleep on both sides (no idle spin, two pinned vCPUs), a
+// round trip took 57.1 us this way against 75.3 us through the eventfd (medians; floors 54.5
+// and 71.9 us, bench/task/wake_floor.c, ADR 0019). Other threads, and targets without DEFER_TASKRUN (where the kernel
 // may retry the message later from a worker), use the eventfd.
 bool io_uring_engine::wake_by_msg_ring(io_uring_engine& target) noexcept {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
