@@ -69,7 +69,10 @@ result<void> map_region(session_impl& si, shm_file f) {
     std::lock_guard lk(si.registry->mu);
     auto& slot = si.registry->by_identity[f.identity()];
     if (auto r = slot.lock()) {
-        si.region = std::move(r);  // f is closed here; the mapping we have is the same memory
+        // f is closed here; the mapping we have is the same memory, and its file is removed
+        // with the region's last session, not now: the client may dial more sessions on it.
+        f.keep_file();
+        si.region = std::move(r);
         return {};
     }
     auto r = std::make_shared<region_ref>();

@@ -62,6 +62,8 @@ public:
     result<mapping> map() const;
     /// Removes the file now, if this side is to remove it (ENOENT ignored).
     void unlink() noexcept;
+    /// Leaves the file in place when this object is closed (another object removes it).
+    void keep_file() noexcept { unlink_ = false; }
     void close() noexcept;
 
     int fd() const noexcept { return fd_; }
