@@ -1,6 +1,8 @@
-// ipc::session_manager: sessions to one server, a stream pool, and following hot restarts.
+// ipc::session_manager: sessions to one server, a stream pool, following hot restarts, and
+// dialling dead sessions again.
 #include "gluon/ipc/session_manager.h"
 
+#include "gluon/common/clock.h"
 #include "gluon/common/log.h"
 #include "gluon/sys/proc.h"
 #include "session_impl.h"
@@ -13,6 +15,13 @@ constexpr unsigned k_streams_per_turn = 32;  // shmipc-go's GetStream moves on e
 struct slot {
     session s;
     std::vector<stream> pool;
+    int64_t redial_at = 0;   // a dead session is dialled again from then on
+    int64_t backoff_ns = 0;  // 0: the next redial failure waits redial_min
+
+    void drop_pool() {
+        for (auto& p : pool) (void)p.close();
+        pool.clear();
+    }
 };
 }  // namespace
 
@@ -21,19 +30,25 @@ struct session_manager::state {
     gluon::mutex mu;
     std::vector<slot> slots;
     std::vector<session> retired;  // pre-hot-restart sessions, until the old server hangs up
+    std::shared_ptr<detail::region_ref> region;  // the current sessions'
     unsigned calls = 0;
     unsigned restarts = 0;
+    unsigned redials = 0;
     bool closed = false;
 
+    result<session> dial(const std::shared_ptr<detail::region_ref>& r) {
+        auto si = GLUON_TRY(detail::client_handshake(opts.address, opts.session, r));
+        si->start_reader();
+        return session(std::move(si));
+    }
+
+    // New shared memory and every session on it; `region` changes only if all connect.
     result<void> connect_all(std::vector<slot>& out) {
-        auto region = GLUON_TRY(detail::create_region(opts.session, opts.session.path_prefix + "_" +
-                                                      std::to_string(sys_pid()) + "_" +
-                                                      std::to_string(generation++) + "_buffer"));
-        for (unsigned i = 0; i < std::max(1u, opts.sessions); ++i) {
-            auto si = GLUON_TRY(detail::client_handshake(opts.address, opts.session, region));
-            si->start_reader();
-            out.push_back({session(std::move(si)), {}});
-        }
+        auto r = GLUON_TRY(detail::create_region(opts.session, opts.session.path_prefix + "_" +
+                                                 std::to_string(sys_pid()) + "_" +
+                                                 std::to_string(generation++) + "_buffer"));
+        for (unsigned i = 0; i < std::max(1u, opts.sessions); ++i) out.push_back({GLUON_TRY(dial(r)), {}});
+        region = std::move(r);
         return {};
     }
     static long sys_pid();
@@ -48,13 +63,63 @@ struct session_manager::state {
         std::vector<slot> fresh;
         GLUON_TRY(connect_all(fresh));
         for (auto& s : slots) {
-            for (auto& p : s.pool) (void)p.close();
+            s.drop_pool();
             (void)s.s.ack_hot_restart(*epoch);
             retired.push_back(std::move(s.s));
         }
         slots = std::move(fresh);
         ++restarts;
         GLUON_INFO("ipc: followed a hot restart (epoch {})", *epoch);
+        return {};
+    }
+
+    void back_off(slot& s, int64_t now) const {
+        const int64_t lo = std::max<int64_t>(0, opts.redial_min.count());
+        const int64_t hi = std::max(lo, opts.redial_max == forever ? INT64_MAX / 4 : opts.redial_max.count());
+        s.backoff_ns = s.backoff_ns ? std::min(hi, s.backoff_ns * 2) : lo;
+        s.redial_at = now + s.backoff_ns;
+    }
+
+    // Mu held. Dials the dead sessions whose backoff has passed. When every session is dead the
+    // server went away: the new ones get new shared memory (slices the old server held are
+    // lost with the old region). Errors: the failed redial's, when every session is dead.
+    result<void> redial_dead() {
+        const int64_t now = mono_now_ns();
+        bool all_dead = true, due = false;
+        for (auto& s : slots) {
+            if (s.s.healthy())
+                all_dead = false;
+            else if (now >= s.redial_at)
+                due = true;
+        }
+        if (!due) return {};
+        if (all_dead) {
+            std::vector<slot> fresh;
+            if (auto r = connect_all(fresh); !r) {
+                for (auto& s : slots) back_off(s, now);
+                return r;
+            }
+            for (auto& s : slots) {
+                s.drop_pool();
+                (void)s.s.close();
+            }
+            slots = std::move(fresh);
+            ++redials;
+            GLUON_INFO("ipc: every session to the server had died; connected {} again", slots.size());
+            return {};
+        }
+        for (auto& s : slots) {
+            if (s.s.healthy() || now < s.redial_at) continue;
+            auto fresh = dial(region);
+            if (!fresh) {
+                back_off(s, now);
+                continue;
+            }
+            s.drop_pool();
+            (void)s.s.close();
+            s = {std::move(*fresh), {}};
+            ++redials;
+        }
         return {};
     }
 
@@ -91,6 +156,7 @@ result<stream> session_manager::get_stream() {
     if (st_->closed) return errno_error(EBADF);
     GLUON_TRY(st_->follow_hot_restart());
     if (!st_->retired.empty()) st_->reap_retired();
+    GLUON_TRY(st_->redial_dead());
     size_t n = st_->slots.size();
     size_t first = (st_->calls++ / k_streams_per_turn) % n;
     std::error_code last;
@@ -150,5 +216,7 @@ std::vector<const session*> session_manager::sessions() const {
 }
 
 unsigned session_manager::hot_restarts() const noexcept { return st_ ? st_->restarts : 0; }
+
+unsigned session_manager::redials() const noexcept { return st_ ? st_->redials : 0; }
 
 }  // namespace gluon::ipc

@@ -397,6 +397,156 @@ TEST_P(ipc_session, session_manager_pools_streams) {
     ASSERT_TRUE(srv.join());
 }
 
+// A server for the redial tests: accepts sessions until its listener is closed and echoes every
+// stream; `live` lets a test close a session from the server's side.
+struct echo_sessions {
+    std::vector<session*> live;
+    std::vector<fiber> sessions;
+    fiber acceptor;
+
+    void start(listener& l) {
+        acceptor = *spawn([this, &l] {
+            for (;;) {
+                auto s = l.accept();
+                if (!s) {
+                    EXPECT_EQ(s.error(), std::errc::operation_canceled) << s.error().message();
+                    break;
+                }
+                sessions.push_back(*spawn([this, s = std::move(*s)]() mutable {
+                    live.push_back(&s);
+                    std::vector<fiber> workers;
+                    for (;;) {
+                        auto st = s.accept_stream();
+                        if (!st) break;
+                        workers.push_back(*spawn([st = *st]() mutable {
+                            while (auto v = st.read_view()) {
+                                auto n = v->size();
+                                if (!st.send(v->data(), n)) break;
+                                st.consume(n);
+                            }
+                            (void)st.close();
+                        }));
+                    }
+                    for (auto& w : workers) (void)w.join();
+                    std::erase(live, &s);
+                    (void)s.close();
+                }));
+            }
+        });
+    }
+    // Stops accepting, closes the listener, and waits for the sessions to end (kill: closes
+    // them from this side first).
+    void stop(listener& l, bool kill) {
+        (void)acceptor.interrupt();
+        (void)acceptor.join();
+        ASSERT_TRUE(l.close());
+        if (kill)
+            for (session* s : std::vector<session*>(live)) (void)s->close();
+        for (auto& f : sessions) (void)f.join();
+        sessions.clear();
+    }
+};
+
+// Waits (polling, bounded) until pred holds.
+template <typename P>
+bool eventually(P pred) {
+    for (int i = 0; i < 10000 && !pred(); ++i) (void)this_fiber::sleep_for(1ms);
+    return pred();
+}
+
+bool all_healthy(const session_manager& m) {
+    for (const session* s : m.sessions())
+        if (!s->healthy()) return false;
+    return true;
+}
+
+// The server goes away without a HotRestart and comes back: get_stream fails with the redial's
+// error while it is away, then connects again (new shared memory) and the streams work.
+TEST_P(ipc_session, session_manager_dials_again_after_the_server_went_away) {
+    auto o = options(memory_mode::memfd);
+    o.buffer_size = 1u << 20;
+    auto addr = unique_address();
+    auto l1 = listener::listen(addr, o);
+    ASSERT_TRUE(l1);
+    echo_sessions srv1;
+    srv1.start(*l1);
+    manager_options mo;
+    mo.address = addr;
+    mo.session = o;
+    mo.redial_min = 20ms;
+    mo.redial_max = 100ms;
+    auto m = session_manager::connect(mo);
+    ASSERT_TRUE(m) << m.error().message();
+    auto a = m->get_stream();
+    ASSERT_TRUE(a);
+    round_trip(*a, 100, 1);
+    m->put_back(std::move(*a));
+
+    // The server dies: its sessions close and nobody listens any more.
+    srv1.stop(*l1, true);
+    ASSERT_TRUE(eventually([&] { return !all_healthy(*m); }));
+    auto down = m->get_stream();
+    ASSERT_FALSE(down);
+    EXPECT_EQ(down.error(), std::errc::connection_refused) << down.error().message();
+    EXPECT_EQ(m->redials(), 0u);
+
+    // A new server on the same address: within the backoff, get_stream connects to it.
+    auto l2 = listener::listen(addr, o);
+    ASSERT_TRUE(l2);
+    echo_sessions srv2;
+    srv2.start(*l2);
+    std::optional<stream> b;
+    ASSERT_TRUE(eventually([&] {
+        auto r = m->get_stream();
+        if (r) b = std::move(*r);
+        return r.has_value();
+    }));
+    EXPECT_EQ(m->redials(), 1u);
+    round_trip(*b, 70000, 2);  // a chain of slices: the new region works
+    m->put_back(std::move(*b));
+    ASSERT_EQ(m->sessions().size(), 1u);
+    EXPECT_TRUE(m->sessions()[0]->healthy());
+    expect_full(*m->sessions()[0]);
+    ASSERT_TRUE(m->close());
+    srv2.stop(*l2, false);
+}
+
+// One of two sessions dies (the server closed it): the next get_stream dials that one again on
+// the same shared memory and keeps the other.
+TEST_P(ipc_session, session_manager_dials_one_dead_session_again) {
+    auto o = options(memory_mode::dev_shm);
+    o.buffer_size = 1u << 20;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    ASSERT_TRUE(l);
+    echo_sessions srv;
+    srv.start(*l);
+    manager_options mo;
+    mo.address = addr;
+    mo.session = o;
+    mo.sessions = 2;
+    auto m = session_manager::connect(mo);
+    ASSERT_TRUE(m) << m.error().message();
+    ASSERT_TRUE(eventually([&] { return srv.live.size() == 2; }));
+    const session* kept = m->sessions()[1];
+    (void)srv.live[0]->close();
+    ASSERT_TRUE(eventually([&] { return !all_healthy(*m); }));
+    EXPECT_TRUE(kept->healthy());
+    // Streams come from the first session for 32 calls, then the second: use both.
+    for (int i = 0; i < 64; ++i) {
+        auto st = m->get_stream();
+        ASSERT_TRUE(st) << i << ": " << st.error().message();
+        round_trip(*st, 200, uint8_t(i));
+        m->put_back(std::move(*st));
+    }
+    EXPECT_EQ(m->redials(), 1u);
+    ASSERT_EQ(m->sessions().size(), 2u);
+    EXPECT_TRUE(all_healthy(*m));
+    EXPECT_EQ(m->sessions()[1], kept);
+    ASSERT_TRUE(m->close());
+    srv.stop(*l, false);
+}
+
 // With fallback_after, a writer that waited that long for space sends over the socket instead.
 TEST_P(ipc_session, fallback_after_waiting_for_space) {
     auto o = options(memory_mode::memfd);
