@@ -191,7 +191,7 @@ result<void> fsync(int fd, bool datasync) noexcept {
 }
 
 void closing(int fd) noexcept {
-    if (vcpu* v = cur_vcpu()) v->eng->forget_fd(fd);
+    if (vcpu* v = cur_vcpu()) v->eng->forget_fd(fd, true);
     engine::note_fd_closed(fd);
 }
 

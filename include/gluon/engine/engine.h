@@ -201,8 +201,12 @@ public:
     virtual void flush() noexcept {}
     /// Thread-safe: makes a concurrent or the next wait() return promptly.
     virtual void notify() noexcept = 0;
-    /// The fd is about to be closed: drop any per-fd state (epoll registrations).
-    virtual void forget_fd(int fd) noexcept { (void)fd; }
+    /// Drops any per-fd state: the fd is about to be closed (closing), or stays open but the
+    /// engine will not see it again until it is used anew (libcurl's cached connections).
+    virtual void forget_fd(int fd, bool closing) noexcept {
+        (void)fd;
+        (void)closing;
+    }
     /// True if submit() performs op natively and asynchronously. False: the op is carried out
     /// by a blocking syscall on the engine's thread (file ops on epoll), or is unsupported
     /// (EOPNOTSUPP: fixed buffers and files outside io_uring).

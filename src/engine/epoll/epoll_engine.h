@@ -26,7 +26,7 @@ public:
     void cancel(io_op& op, int err) noexcept override;
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
-    void forget_fd(int fd) noexcept override;
+    void forget_fd(int fd, bool closing) noexcept override;
     void give_back(void* buf) noexcept override;
     unsigned pooled_buffers_out() const noexcept override { return pool_.out; }
 

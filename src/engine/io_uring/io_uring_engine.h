@@ -30,7 +30,7 @@ public:
 
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
-    void forget_fd(int fd) noexcept override {
+    void forget_fd(int fd, bool) noexcept override {
         if (fd >= 0 && static_cast<size_t>(fd) < drained_.size()) drained_[fd] = 0;
     }
     void flush() noexcept override { io_uring_submit(&ring_); }

@@ -159,7 +159,7 @@ int multi::on_socket(CURL*, curl_socket_t s, int what, void* self, void* socketp
         // libcurl closes its sockets with close(2) after this call (or parks them in its
         // connection cache, unwatched): let the engine drop per-fd state (epoll registrations)
         // now, or a new socket that reuses the fd number would inherit it.
-        m->eng_->forget_fd(s);
+        m->eng_->forget_fd(s, false);
         return 0;
     }
     if (!m->handle_) return 0;  // inside curl_multi_cleanup at shutdown
