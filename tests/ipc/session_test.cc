@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -400,7 +401,8 @@ TEST_P(ipc_session, session_manager_pools_streams) {
 // A server for the redial tests: accepts sessions until its listener is closed and echoes every
 // stream; `live` lets a test close a session from the server's side.
 struct echo_sessions {
-    std::vector<session*> live;
+    // Shared with the test, which may close a session while its fiber still runs.
+    std::vector<std::shared_ptr<session>> live;
     std::vector<fiber> sessions;
     fiber acceptor;
 
@@ -412,11 +414,12 @@ struct echo_sessions {
                     EXPECT_EQ(s.error(), std::errc::operation_canceled) << s.error().message();
                     break;
                 }
-                sessions.push_back(*spawn([this, s = std::move(*s)]() mutable {
-                    live.push_back(&s);
+                auto sp = std::make_shared<session>(std::move(*s));
+                live.push_back(sp);
+                sessions.push_back(*spawn([this, sp] {
                     std::vector<fiber> workers;
                     for (;;) {
-                        auto st = s.accept_stream();
+                        auto st = sp->accept_stream();
                         if (!st) break;
                         workers.push_back(*spawn([st = *st]() mutable {
                             while (auto v = st.read_view()) {
@@ -428,8 +431,8 @@ struct echo_sessions {
                         }));
                     }
                     for (auto& w : workers) (void)w.join();
-                    std::erase(live, &s);
-                    (void)s.close();
+                    std::erase(live, sp);
+                    (void)sp->close();
                 }));
             }
         });
@@ -441,7 +444,7 @@ struct echo_sessions {
         (void)acceptor.join();
         ASSERT_TRUE(l.close());
         if (kill)
-            for (session* s : std::vector<session*>(live)) (void)s->close();
+            for (auto& s : std::vector<std::shared_ptr<session>>(live)) (void)s->close();
         for (auto& f : sessions) (void)f.join();
         sessions.clear();
     }
@@ -529,7 +532,7 @@ TEST_P(ipc_session, session_manager_dials_one_dead_session_again) {
     ASSERT_TRUE(m) << m.error().message();
     ASSERT_TRUE(eventually([&] { return srv.live.size() == 2; }));
     const session* kept = m->sessions()[1];
-    (void)srv.live[0]->close();
+    (void)std::shared_ptr<session>(srv.live[0])->close();
     ASSERT_TRUE(eventually([&] { return !all_healthy(*m); }));
     EXPECT_TRUE(kept->healthy());
     // Streams come from the first session for 32 calls, then the second: use both.
