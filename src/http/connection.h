@@ -74,10 +74,13 @@ private:
     peer_ip_cache client_ip_;
 
     // Receive buffer: [start_, end_) unread; the head of the current request at [0, head_end_).
-    struct free_deleter {
-        void operator()(char* p) const noexcept { std::free(p); }
+    struct block_deleter {  // back to this thread's cache of blocks (connection.cc)
+        block_deleter() noexcept : size(0) {}
+        explicit block_deleter(size_t n) noexcept : size(n) {}
+        size_t size;
+        void operator()(char* p) const noexcept;
     };
-    std::unique_ptr<char, free_deleter> block_;  // [fields | receive buffer], page-aligned
+    std::unique_ptr<char, block_deleter> block_;  // [fields | receive buffer], page-aligned
     size_t block_size_ = 0, fields_bytes_ = 0;
     std::unique_ptr<char[]> grown_;  // a receive buffer outgrown the block's (a large head)
     char* in_ = nullptr;
