@@ -45,16 +45,6 @@ int kernel_opcode(opcode c) {
     return -1;
 }
 
-// user_data tags that are not io_op pointers (pointers are 8-aligned, these are not).
-constexpr uint64_t k_ignore_tag = 1;
-constexpr uint64_t k_notify_tag = 3;
-// A wake-up another vCPU's ring sent with IORING_OP_MSG_RING; and, on the sender's ring, one
-// that failed (the success completion is skipped).
-constexpr uint64_t k_msg_wake_tag = 5;
-constexpr uint64_t k_msg_wake_failed_tag = 7;
-// An io_op pointer with this bit set is the op's readiness poll (non-blocking fd on EAGAIN).
-constexpr uint64_t k_poll_bit = 4;
-
 bool is_socket_like(opcode c) {
     switch (c) {
         case opcode::read:
@@ -157,6 +147,7 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
 io_uring_engine::~io_uring_engine() {
     if (t_own_ring == this) t_own_ring = nullptr;
     if (ring_.ring_fd > 0) io_uring_queue_exit(&ring_);
+    free_accept_queues();
     if (evfd_ >= 0) (void)sys::close(evfd_);
     if (buf_ring_) (void)sys::munmap(buf_ring_, detail::buffer_pool::k_count * sizeof(io_uring_buf));
 }
@@ -342,6 +333,8 @@ long io_uring_engine::submit(io_op& op) noexcept {
     }
     if (op.code == opcode::recv_pooled && !pool_.ready())
         if (long r = setup_pool(); r < 0) return r;
+    if (op.code == opcode::accept)
+        if (long r = submit_accept(op); r != k_single_shot) return r;
     queue(op, false);
     if (is_positioned_io(op) && ++file_ios_queued_ == k_file_io_batch) {
         file_ios_queued_ = 0;
@@ -353,6 +346,7 @@ long io_uring_engine::submit(io_op& op) noexcept {
 void io_uring_engine::cancel(io_op& op, int err) noexcept {
     if (op.cancel_errno) return;
     op.cancel_errno = err;
+    if (cancel_accept_waiter(op, err)) return;  // waiting for a multishot accept: not in the kernel
     if (op.code == opcode::recv_pooled && op.hook.linked()) {  // waiting for a buffer: not in the kernel
         buffer_waiters_.unlink(op);
         op.on_complete(&op, -err);
@@ -376,6 +370,10 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     if (tag == k_notify_tag) {
         notify_pending_.store(false, std::memory_order_relaxed);
         arm_notify();
+        return;
+    }
+    if ((tag & 7) == k_accept_bit) {
+        on_accept_cqe(reinterpret_cast<accept_queue*>(tag & ~k_accept_bit), res, flags);
         return;
     }
     if (tag & k_poll_bit) {

@@ -32,6 +32,7 @@ public:
     void notify() noexcept override;
     void forget_fd(int fd, bool) noexcept override {
         if (fd >= 0 && static_cast<size_t>(fd) < drained_.size()) drained_[fd] = 0;
+        drop_accept_queue(fd);
     }
     void flush() noexcept override { io_uring_submit(&ring_); }
     bool has_pending() noexcept override;
@@ -48,6 +49,18 @@ public:
     unsigned setup_flags() const noexcept { return ring_.flags; }
 
 private:
+    // user_data tags that are not io_op pointers (pointers are 8-aligned, these are not).
+    static constexpr uint64_t k_ignore_tag = 1;
+    static constexpr uint64_t k_notify_tag = 3;
+    // A wake-up another vCPU's ring sent with IORING_OP_MSG_RING; and, on the sender's ring, one
+    // that failed (the success completion is skipped).
+    static constexpr uint64_t k_msg_wake_tag = 5;
+    static constexpr uint64_t k_msg_wake_failed_tag = 7;
+    // An io_op pointer with this bit set is the op's readiness poll (non-blocking fd on EAGAIN).
+    static constexpr uint64_t k_poll_bit = 4;
+    // An accept_queue pointer with this bit set: its multishot accept (multishot_accept.cc).
+    static constexpr uint64_t k_accept_bit = 2;
+
     io_uring_engine() = default;
     io_uring_sqe* get_sqe() noexcept;
     void prep(io_uring_sqe* sqe, io_op& op) noexcept;
@@ -58,6 +71,19 @@ private:
     long setup_pool() noexcept;
     bool on_pooled_cqe(io_op& op, int& res, unsigned flags) noexcept;
     void recycle(unsigned id) noexcept;
+
+    // Multishot accept (multishot_accept.cc): one accept armed per listening socket; the
+    // connections no accept op waits for queue in its accept_queue.
+    struct accept_queue;
+    static constexpr long k_single_shot = -1000000;  // submit_accept: take the usual path
+    long submit_accept(io_op& op) noexcept;
+    bool cancel_accept_waiter(io_op& op, int err) noexcept;
+    void on_accept_cqe(accept_queue* q, int res, unsigned flags) noexcept;
+    void drop_accept_queue(int fd) noexcept;
+    void free_accept_queues() noexcept;
+    void arm_accept(accept_queue& q) noexcept;
+    void cancel_accept(accept_queue& q) noexcept;
+    static uint64_t accept_tag(accept_queue& q) noexcept;
 
     io_uring ring_{};
     int evfd_ = -1;
@@ -75,6 +101,8 @@ private:
     detail::buffer_pool pool_;
     io_uring_buf_ring* buf_ring_ = nullptr;
     intrusive_list<io_op, &io_op::hook> buffer_waiters_;  // recv_pooled ops with every buffer out
+    std::vector<accept_queue*> accepts_;  // by listening fd
+    std::vector<accept_queue*> dropped_accepts_;  // closed, their cancelled accept not yet ended
     // Per socket fd: its last recv was small and left it empty (no IORING_CQE_F_SOCK_NONEMPTY).
     std::vector<uint8_t> drained_;
     bool drained(int fd) const noexcept {
