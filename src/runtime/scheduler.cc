@@ -1,11 +1,21 @@
 #include "scheduler.h"
 
+#include "gluon/common/log.h"
 #include "gluon/runtime/fiber.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace gluon::detail {
+
+void fiber_queued_unparked(const fiber_impl* f) noexcept {
+    static constexpr const char* states[] = {"ready", "running", "waiting", "done"};
+    GLUON_ERROR("gluon: internal error: fiber {} ({}) resumed while {}, not parked: it would be in its "
+                "vCPU's run queue twice and the fibers behind it lost",
+                f->id, f->name[0] ? f->name : "unnamed", states[static_cast<unsigned>(f->state)]);
+    std::abort();
+}
 
 thread_local constinit vcpu_hot* t_hot = nullptr;
 

@@ -233,9 +233,11 @@ void resume_remote(fiber_impl* f) noexcept;
 /// Debug builds: f, about to be queued on its own vCPU, must be parked. (Queued twice, it would
 /// be linked into the run queue twice and the fibers behind it lost.) Another thread may wake a
 /// fiber that has not finished parking yet: its vCPU checks when it takes the wake-up.
+[[noreturn]] void fiber_queued_unparked(const fiber_impl* f) noexcept;
 inline void check_parked([[maybe_unused]] const fiber_impl* f) noexcept {
 #ifndef NDEBUG
-    if (f->state != fiber_state::waiting) __builtin_trap();
+    if (f->state != fiber_state::waiting) [[unlikely]]
+        fiber_queued_unparked(f);
 #endif
 }
 
