@@ -188,8 +188,12 @@ result<listener> listener::listen(const address& addr, const listen_options& opt
 }
 
 result<stream> listener::accept(duration t) noexcept {
-    auto c = GLUON_TRY(fd::accept(fd_, nullptr, nullptr, SOCK_CLOEXEC, t));
-    return stream(c);
+    // The listener is ours: its accepts may share one multishot accept (io_op::shared_accept).
+    auto op = engine::io_op::accept(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    op.shared_accept = true;
+    const long c = run_op(op, deadline_after(t));
+    if (c < 0) return errno_error(static_cast<int>(-c));
+    return stream(static_cast<int>(c));
 }
 
 result<stream> listener::accept(address& peer, duration t) noexcept {

@@ -3,10 +3,13 @@
 // multishot accept; these tests pin down that nothing is lost, reordered or held open by it.
 #include <gtest/gtest.h>
 
+#include <poll.h>
+
 #include <cstdint>
 #include <vector>
 
 #include "gluon/net/socket.h"
+#include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "test_support.h"
 
@@ -84,6 +87,28 @@ TEST_P(accept_test, closing_a_listener_releases_its_port_and_its_queued_connecti
     auto s3 = again->accept(5s);
     ASSERT_TRUE(s3);
     EXPECT_EQ(read_number(*s3), 3u);
+}
+
+// A program that waits for the listener's readability before it accepts still sees connections
+// the engine has taken from the kernel for the listener's next accept.
+TEST_P(accept_test, a_readiness_poll_reports_connections_taken_for_the_next_accept) {
+    auto l = listener::listen(address::ipv4_loopback(0));
+    ASSERT_TRUE(l);
+    auto where = l->local_address();
+    ASSERT_TRUE(where);
+    auto c1 = connect_numbered(*where, 1);
+    auto s1 = l->accept(5s);
+    ASSERT_TRUE(s1);
+    for (uint32_t i = 2; i < 5; ++i) {
+        auto c = connect_numbered(*where, i);
+        (void)this_fiber::sleep_for(2ms);  // the engine may take it meanwhile: either way it is reported
+        auto r = fd::poll(l->get(), POLLIN, 1s);
+        ASSERT_TRUE(r) << i << ": " << r.error().message();
+        EXPECT_TRUE(*r & POLLIN);
+        auto s = l->accept(5s);
+        ASSERT_TRUE(s);
+        EXPECT_EQ(read_number(*s), i);
+    }
 }
 
 // An accept that timed out leaves nothing behind: the next one gets the next connection.

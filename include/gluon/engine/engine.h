@@ -141,6 +141,10 @@ struct io_op {
     void* buf2 = nullptr;   // renameat's new path, statx's result
     /// fd is an index into the engine's registered files (io_uring only).
     bool fixed_file = false;
+    /// accept (without addr): may be served by one multishot accept shared by the listener's
+    /// accepts (io_uring), which takes connections from the kernel before anyone asks. Only for
+    /// a caller that owns the listener and never waits for its readability instead of accepting.
+    bool shared_accept = false;
     uint32_t poll_events = 0;
     completion_fn on_complete = nullptr;
     void* user = nullptr;

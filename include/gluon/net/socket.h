@@ -102,7 +102,9 @@ public:
     using socket_fd::socket_fd;
     /// Binds and listens (TCP, or Unix: an existing socket file at the path is not removed).
     static result<listener> listen(const address& addr, const listen_options& opts = {});
-    /// Errors: EMFILE/ENFILE (out of fds: back off and retry), ECANCELED, ETIMEDOUT.
+    /// On io_uring a listener's accepts share one multishot accept, which takes connections from
+    /// the kernel as they come; a readiness poll of fd() still reports those. Errors:
+    /// EMFILE/ENFILE (out of fds: back off and retry), ECANCELED, ETIMEDOUT.
     result<stream> accept(duration timeout = forever) noexcept;
     result<stream> accept(address& peer, duration timeout = forever) noexcept;
 };

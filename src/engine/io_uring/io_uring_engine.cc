@@ -335,6 +335,7 @@ long io_uring_engine::submit(io_op& op) noexcept {
         if (long r = setup_pool(); r < 0) return r;
     if (op.code == opcode::accept)
         if (long r = submit_accept(op); r != k_single_shot) return r;
+    if (op.code == opcode::poll && (op.poll_events & POLLIN) && accepts_queued(op.fd)) return POLLIN;
     queue(op, false);
     if (is_positioned_io(op) && ++file_ios_queued_ == k_file_io_batch) {
         file_ios_queued_ = 0;

@@ -78,6 +78,7 @@ private:
     static constexpr long k_single_shot = -1000000;  // submit_accept: take the usual path
     long submit_accept(io_op& op) noexcept;
     bool cancel_accept_waiter(io_op& op, int err) noexcept;
+    bool accepts_queued(int fd) const noexcept;
     void on_accept_cqe(accept_queue* q, int res, unsigned flags) noexcept;
     void drop_accept_queue(int fd) noexcept;
     void free_accept_queues() noexcept;

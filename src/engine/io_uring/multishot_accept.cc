@@ -4,8 +4,11 @@
 // that arrive while no accept op waits queue here, up to k_max_ready; then the accept is
 // cancelled and the kernel's backlog holds the rest until the next accept arms it again.
 //
-// Only accepts that do not ask for the peer's address use it (one sockaddr buffer cannot serve
-// many completions): net::listener::accept() without a peer, and co::accept.
+// Only accepts that ask for it (io_op::shared_accept: net::listener::accept() without a peer)
+// use it: one sockaddr buffer cannot serve many completions, and a program that waits for a
+// listener's readability before it accepts (poll, then accept: the POSIX facade's callers) would
+// wait for connections already taken. A readiness poll on a listener with connections queued
+// here completes at once all the same.
 #include <algorithm>
 #include <deque>
 
@@ -49,7 +52,7 @@ void io_uring_engine::cancel_accept(accept_queue& q) noexcept {
 }
 
 long io_uring_engine::submit_accept(io_op& op) noexcept {
-    if (op.fd < 0 || op.buf || op.fixed_file) return k_single_shot;
+    if (!op.shared_accept || op.fd < 0 || op.buf || op.fixed_file) return k_single_shot;
     const auto idx = static_cast<size_t>(op.fd);
     if (idx >= accepts_.size()) accepts_.resize(idx + 16, nullptr);
     accept_queue*& q = accepts_[idx];
@@ -71,6 +74,10 @@ long io_uring_engine::submit_accept(io_op& op) noexcept {
     q->waiters.push_back(op);
     if (!q->armed) arm_accept(*q);
     return pending;
+}
+
+bool io_uring_engine::accepts_queued(int fd) const noexcept {
+    return fd >= 0 && static_cast<size_t>(fd) < accepts_.size() && accepts_[fd] && !accepts_[fd]->ready.empty();
 }
 
 bool io_uring_engine::cancel_accept_waiter(io_op& op, int err) noexcept {
