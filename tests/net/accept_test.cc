@@ -5,12 +5,16 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "gluon/net/server.h"
 #include "gluon/net/socket.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/runtime.h"
 #include "test_support.h"
 
 namespace gluon::net {
@@ -109,6 +113,33 @@ TEST_P(accept_test, a_readiness_poll_reports_connections_taken_for_the_next_acce
         ASSERT_TRUE(s);
         EXPECT_EQ(read_number(*s), i);
     }
+}
+
+// A server stopped from another vCPU frees its port: stopping interrupts the accepting fiber,
+// and its vCPU's engine then cancels the armed accept that held the listening socket (the
+// closing vCPU's engine cannot reach it).
+TEST_P(accept_test, a_server_stopped_from_another_vcpu_frees_its_port) {
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));
+    ASSERT_TRUE(rt) << rt.error().message();
+    std::unique_ptr<server> srv;
+    std::atomic<int> served{0};
+    ASSERT_TRUE((*rt)->run(0, [&] {
+        auto s = server::start(address::ipv4_loopback(0), [&](byte_stream& c) {
+            uint32_t v = 0;
+            if (c.read_exactly(&v, sizeof v, 5s)) ++served;
+        });
+        ASSERT_TRUE(s) << s.error().message();
+        srv = std::move(*s);
+    }));
+    ASSERT_TRUE(srv);
+    const address where = srv->local_address();
+    auto c = connect_numbered(where, 1);
+    for (int i = 0; i < 5000 && served == 0; ++i) (void)this_fiber::sleep_for(1ms);
+    ASSERT_EQ(served, 1);
+    ASSERT_TRUE((*rt)->run(1, [&] { srv->stop(1s); }));
+    auto again = listener::listen(where);
+    ASSERT_TRUE(again) << again.error().message();
+    ASSERT_TRUE((*rt)->run(0, [&] { srv.reset(); }));
 }
 
 // An accept that timed out leaves nothing behind: the next one gets the next connection.

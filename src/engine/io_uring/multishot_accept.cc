@@ -22,7 +22,7 @@ struct io_uring_engine::accept_queue {
     int flags = 0;
     uint32_t gen = 0;       // fd_generation(fd) when made: the fd closed since is another file
     bool armed = false;     // a multishot accept is in the kernel (until a CQE without F_MORE)
-    bool capped = false;    // cancelled because `ready` is full
+    bool cancelling = false;  // cancelled (ready full, or nobody waits any more)
     bool single = false;    // the kernel refused multishot here: single-shot accepts
     bool detached = false;  // its fd was closed: freed at the final completion
     std::deque<int> ready;  // accepted, not yet taken
@@ -42,7 +42,7 @@ void io_uring_engine::arm_accept(accept_queue& q) noexcept {
     io_uring_prep_multishot_accept(sqe, q.fd, nullptr, nullptr, q.flags);
     io_uring_sqe_set_data64(sqe, accept_tag(q));
     q.armed = true;
-    q.capped = false;
+    q.cancelling = false;
 }
 
 void io_uring_engine::cancel_accept(accept_queue& q) noexcept {
@@ -80,9 +80,19 @@ bool io_uring_engine::accepts_queued(int fd) const noexcept {
     return fd >= 0 && static_cast<size_t>(fd) < accepts_.size() && accepts_[fd] && !accepts_[fd]->ready.empty();
 }
 
+// A waiting accept op cancelled (interrupt, timeout). If nobody waits any more (and then nothing
+// is queued either: a connection goes to a waiter first), the armed accept is cancelled too, at
+// once: a server stops by interrupting its accepting fiber and then closing the listener,
+// maybe from another vCPU, whose engine cannot reach this one's armed accept.
 bool io_uring_engine::cancel_accept_waiter(io_op& op, int err) noexcept {
     if (op.code != opcode::accept || !op.hook.linked()) return false;
     intrusive_list<io_op, &io_op::hook>::unlink(op);
+    accept_queue* q = static_cast<size_t>(op.fd) < accepts_.size() ? accepts_[op.fd] : nullptr;
+    if (q && q->waiters.empty() && q->armed && !q->cancelling) {
+        cancel_accept(*q);
+        q->cancelling = true;
+        io_uring_submit_and_get_events(&ring_);
+    }
     op.on_complete(&op, -err);
     return true;
 }
@@ -103,9 +113,9 @@ void io_uring_engine::on_accept_cqe(accept_queue* q, int res, unsigned flags) no
             op->on_complete(op, res);
         } else {
             q->ready.push_back(res);
-            if (q->ready.size() >= k_max_ready && q->armed && !q->capped) {
+            if (q->ready.size() >= k_max_ready && q->armed && !q->cancelling) {
                 cancel_accept(*q);
-                q->capped = true;
+                q->cancelling = true;
             }
         }
     } else if (res == -EINVAL && q->ready.empty() && !q->single) {
@@ -118,7 +128,10 @@ void io_uring_engine::on_accept_cqe(accept_queue* q, int res, unsigned flags) no
         // EMFILE and the like end the multishot: one waiter hears of it (a server backs off).
         if (io_op* op = q->waiters.pop_front()) op->on_complete(op, res);
     }
-    if (!q->armed && !q->waiters.empty()) arm_accept(*q);
+    if (!q->armed) {
+        q->cancelling = false;
+        if (!q->waiters.empty()) arm_accept(*q);
+    }
 }
 
 // The listening fd is closing (or was closed and reused): waiters fail with EBADF, queued
