@@ -99,7 +99,12 @@ bool io_uring_engine::cancel_accept_waiter(io_op& op, int err) noexcept {
 
 void io_uring_engine::on_accept_cqe(accept_queue* q, int res, unsigned flags) noexcept {
     if (!(flags & IORING_CQE_F_MORE)) q->armed = false;
-    if (!q->detached && fd_generation(q->fd) != q->gen) drop_accept_queue(q->fd);  // closed elsewhere
+    if (!q->detached && fd_generation(q->fd) != q->gen) {
+        // The listener was closed on another vCPU: what it accepted goes with it.
+        if (res >= 0) (void)sys::close(res);
+        drop_accept_queue(q->fd);  // frees q, or keeps it detached until its final completion
+        return;
+    }
     if (q->detached) {
         if (res >= 0) (void)sys::close(res);
         if (!q->armed) {
