@@ -83,8 +83,14 @@ struct forward_state {
         }
         if (up_dir) t.dirs[0] = std::move(*up_dir);
         if (down_dir) t.dirs[1] = std::move(*down_dir);
+        // Both pumps use `t`: this frame must outlive them. A join that an interrupt ended (the
+        // server is stopping) ends both directions and waits again.
         for (auto& f : t.dirs)
-            if (f.joinable()) (void)f.join();
+            while (f.joinable())
+                if (!f.join()) {
+                    t.failed = true;
+                    for (auto& g : t.dirs) (void)g.interrupt();
+                }
     }
 
     void serve(request& req, response& res) {
