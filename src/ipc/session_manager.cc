@@ -22,6 +22,10 @@ struct slot {
         for (auto& p : pool) (void)p.close();
         pool.clear();
     }
+    void close() {
+        drop_pool();
+        (void)s.close();
+    }
 };
 }  // namespace
 
@@ -84,14 +88,16 @@ struct session_manager::state {
     // server went away: the new ones get new shared memory (slices the old server held are
     // lost with the old region). Errors: the failed redial's, when every session is dead.
     result<void> redial_dead() {
-        const int64_t now = mono_now_ns();
-        bool all_dead = true, due = false;
+        bool all_dead = true, any_dead = false;
         for (auto& s : slots) {
-            if (s.s.healthy())
-                all_dead = false;
-            else if (now >= s.redial_at)
-                due = true;
+            const bool dead = !s.s.healthy();
+            all_dead &= dead;
+            any_dead |= dead;
         }
+        if (!any_dead) return {};  // the common case: no clock read per stream
+        const int64_t now = mono_now_ns();
+        bool due = false;
+        for (auto& s : slots) due |= !s.s.healthy() && now >= s.redial_at;
         if (!due) return {};
         if (all_dead) {
             std::vector<slot> fresh;
@@ -99,10 +105,7 @@ struct session_manager::state {
                 for (auto& s : slots) back_off(s, now);
                 return r;
             }
-            for (auto& s : slots) {
-                s.drop_pool();
-                (void)s.s.close();
-            }
+            for (auto& s : slots) s.close();
             slots = std::move(fresh);
             ++redials;
             GLUON_INFO("ipc: every session to the server had died; connected {} again", slots.size());
@@ -115,8 +118,7 @@ struct session_manager::state {
                 back_off(s, now);
                 continue;
             }
-            s.drop_pool();
-            (void)s.s.close();
+            s.close();
             s = {std::move(*fresh), {}};
             ++redials;
         }
@@ -198,10 +200,7 @@ result<void> session_manager::close() {
     std::lock_guard lk(st_->mu);
     if (st_->closed) return {};
     st_->closed = true;
-    for (auto& sl : st_->slots) {
-        for (auto& p : sl.pool) (void)p.close();
-        (void)sl.s.close();
-    }
+    for (auto& sl : st_->slots) sl.close();
     for (auto& r : st_->retired) (void)r.close();
     st_->slots.clear();
     st_->retired.clear();
