@@ -95,12 +95,12 @@ result<void> open_files(session_impl& si, const wire::share_memory_paths& p) {
     return map_region(si, std::move(b));
 }
 
+}  // namespace
+
 std::string unique_prefix(const std::string& prefix) {
     static std::atomic<uint32_t> counter{0};
     return prefix + "_" + std::to_string(sys::getpid()) + "_" + std::to_string(counter.fetch_add(1));
 }
-
-}  // namespace
 
 result<std::shared_ptr<region_ref>> create_region(const session_options& opts, const std::string& name) {
     auto r = std::make_shared<region_ref>();

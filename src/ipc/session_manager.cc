@@ -4,7 +4,6 @@
 
 #include "gluon/common/clock.h"
 #include "gluon/common/log.h"
-#include "gluon/sys/proc.h"
 #include "session_impl.h"
 
 namespace gluon::ipc {
@@ -48,15 +47,11 @@ struct session_manager::state {
 
     // New shared memory and every session on it; `region` changes only if all connect.
     result<void> connect_all(std::vector<slot>& out) {
-        auto r = GLUON_TRY(detail::create_region(opts.session, opts.session.path_prefix + "_" +
-                                                 std::to_string(sys_pid()) + "_" +
-                                                 std::to_string(generation++) + "_buffer"));
+        auto r = GLUON_TRY(detail::create_region(opts.session, detail::unique_prefix(opts.session.path_prefix) + "_buffer"));
         for (unsigned i = 0; i < std::max(1u, opts.sessions); ++i) out.push_back({GLUON_TRY(dial(r)), {}});
         region = std::move(r);
         return {};
     }
-    static long sys_pid();
-    unsigned generation = 0;
 
     // Mu held. A HotRestart on any session: move every session to the new server.
     result<void> follow_hot_restart() {
@@ -136,8 +131,6 @@ struct session_manager::state {
         }
     }
 };
-
-long session_manager::state::sys_pid() { return sys::getpid(); }
 
 session_manager::session_manager() noexcept = default;
 session_manager::session_manager(session_manager&&) noexcept = default;

@@ -550,6 +550,43 @@ TEST_P(ipc_session, session_manager_dials_one_dead_session_again) {
     srv.stop(*l, false);
 }
 
+// Session managers and plain sessions with one path prefix, all live in one process, name their
+// files apart. (Two managers once both made "<prefix>_<pid>_0_buffer": the second failed with
+// EEXIST, and a plain session's file of that name, removed and made again, was mapped stale by a
+// shmipc-go server, which caches mappings by path.)
+TEST_P(ipc_session, session_managers_and_sessions_never_share_a_file_name) {
+    auto o = options(memory_mode::dev_shm);
+    o.buffer_size = 1u << 20;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    ASSERT_TRUE(l);
+    echo_sessions srv;
+    srv.start(*l);
+    auto plain = session::connect(addr, o);
+    ASSERT_TRUE(plain) << plain.error().message();
+    manager_options mo;
+    mo.address = addr;
+    mo.session = o;
+    auto a = session_manager::connect(mo);
+    ASSERT_TRUE(a) << a.error().message();
+    auto b = session_manager::connect(mo);
+    ASSERT_TRUE(b) << b.error().message();
+    auto st = plain->open_stream();
+    ASSERT_TRUE(st);
+    round_trip(*st, 300, 1);
+    ASSERT_TRUE(st->close());
+    for (auto* m : {&*a, &*b}) {
+        auto ms = m->get_stream();
+        ASSERT_TRUE(ms) << ms.error().message();
+        round_trip(*ms, 300, 2);
+        m->put_back(std::move(*ms));
+    }
+    ASSERT_TRUE(a->close());
+    ASSERT_TRUE(b->close());
+    ASSERT_TRUE(plain->close());
+    srv.stop(*l, false);
+}
+
 // With fallback_after, a writer that waited that long for space sends over the socket instead.
 TEST_P(ipc_session, fallback_after_waiting_for_space) {
     auto o = options(memory_mode::memfd);
