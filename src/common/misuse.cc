@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "gluon/common/lazy.h"
 #include "gluon/common/log.h"
 #include "gluon/common/result.h"
 
@@ -21,8 +22,8 @@ bool abort_on_misuse() {
 }  // namespace
 
 void report_misuse(std::string_view what) noexcept {
-    static const bool do_abort = abort_on_misuse();
-    if (do_abort) {
+    static constinit lazy_flag do_abort;
+    if (do_abort.get(abort_on_misuse)) {
         GLUON_ERROR("gluon: API misuse: {}", what);
         std::abort();
     }

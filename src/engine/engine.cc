@@ -12,6 +12,7 @@
 #include "epoll/epoll_engine.h"
 #include "io_uring/io_uring_engine.h"
 #include "gluon/common/fd_table.h"
+#include "gluon/common/lazy.h"
 #include "gluon/sys/ops.h"
 #include "gluon/sys/proc.h"
 
@@ -44,8 +45,8 @@ int io_uring_disabled_sysctl() {
 
 bool available(kind k) noexcept {
     if (k == kind::epoll) return true;
-    static const bool ok = [] { return create(kind::io_uring).has_value(); }();
-    return ok;
+    static constinit lazy_flag io_uring_works;
+    return io_uring_works.get([] { return create(kind::io_uring).has_value(); });
 }
 
 result<selection> select(const options& opts) {
@@ -77,9 +78,9 @@ result<selection> select(const options& opts) {
 namespace {
 // Close generations, for every fd number the process may use (never freed: closes can come
 // from any thread until exit).
+constinit lazy_ptr<fd_table<std::atomic<uint32_t>>> g_generations;
 fd_table<std::atomic<uint32_t>>& generations() noexcept {
-    static auto* t = new fd_table<std::atomic<uint32_t>>(sys::fd_limit());
-    return *t;
+    return g_generations.get([] { return new fd_table<std::atomic<uint32_t>>(sys::fd_limit()); });
 }
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 
 #include "engines.h"
+#include "gluon/common/lazy.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/oneshot.h"
@@ -140,13 +141,13 @@ public:
 }  // namespace
 
 bool libaio_available() noexcept {
-    static const bool ok = [] {
+    static constinit lazy_flag works;
+    return works.get([] {
         aio_context_t ctx = 0;
         if (sys::aio_setup(1, &ctx) < 0) return false;
         (void)sys::aio_destroy(ctx);
         return true;
-    }();
-    return ok;
+    });
 }
 
 file_engine& libaio_engine() noexcept {

@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "engines.h"
+#include "gluon/common/lazy.h"
 #include "gluon/common/fd_table.h"
 #include "gluon/common/log.h"
 #include "gluon/runtime/fd.h"
@@ -108,9 +109,9 @@ long run_async(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
 enum fd_class : uint8_t { k_unknown, k_async_only, k_nowait_first, k_inline };
 // Per fd number: (close generation << 8) | fd_class. A class learned before the number was
 // last closed (engine::fd_generation moved on) is stale and learned again.
+constinit lazy_ptr<fd_table<std::atomic<uint32_t>>> g_classes;  // never freed: used until exit
 fd_table<std::atomic<uint32_t>>& classes() noexcept {
-    static auto* t = new fd_table<std::atomic<uint32_t>>(sys::fd_limit());  // never freed: used until exit
-    return *t;
+    return g_classes.get([] { return new fd_table<std::atomic<uint32_t>>(sys::fd_limit()); });
 }
 
 uint32_t tagged(int fd, uint8_t c) noexcept { return (engine::fd_generation(fd) << 8) | c; }

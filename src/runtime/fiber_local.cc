@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "gluon/common/lazy.h"
 #include "fiber_local_impl.h"
 #include "scheduler.h"
 
@@ -15,9 +16,9 @@ struct key_registry {
     std::mutex mu;
     std::vector<void (*)(void*)> dtors;
 };
+constinit lazy_ptr<key_registry> g_registry;
 key_registry& registry() {
-    static auto* r = new key_registry;
-    return *r;
+    return g_registry.get([] { return new key_registry; });
 }
 void (*dtor_of(size_t key))(void*) {
     auto& r = registry();

@@ -2,6 +2,7 @@
 
 #include <linux/membarrier.h>
 
+#include "gluon/common/lazy.h"
 #include "gluon/sys/proc.h"
 #include "scheduler.h"
 
@@ -11,10 +12,8 @@ thread_local constinit uint32_t t_vcpu_tag = 0;
 thread_local constinit biased_sections t_biased;
 
 bool biasing_available() noexcept {
-    static const bool ok = [] {
-        return sys::membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-    }();
-    return ok;
+    static constinit lazy_flag registered;
+    return registered.get([] { return sys::membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0; });
 }
 }  // namespace detail
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "gluon/common/lazy.h"
 #include "gluon/sys/mm.h"
 
 #if __has_include(<valgrind/valgrind.h>)
@@ -45,9 +46,9 @@ struct global_stacks {
     std::mutex mu;
     std::vector<stack_mem> free;
 };
+constinit lazy_ptr<global_stacks> g_stacks;  // never destroyed: stacks may be freed at exit
 global_stacks& globals() {
-    static auto* g = new global_stacks;  // never destroyed: stacks may be freed at exit
-    return *g;
+    return g_stacks.get([] { return new global_stacks; });
 }
 
 int map_slab(size_t stack_bytes, std::vector<stack_mem>& out) {
@@ -84,15 +85,21 @@ void deregister_stack([[maybe_unused]] stack_mem& s) {
 
 }  // namespace
 
+namespace {
+std::atomic<size_t> g_default_stack{0};
+}
+
 size_t default_stack_size() {
-    static const size_t size = [] {
+    size_t size = g_default_stack.load(std::memory_order_relaxed);
+    if (size == 0) {
         size_t kib = 256;
         if (const char* env = std::getenv("GLUON_STACK_SIZE")) {
             long v = std::strtol(env, nullptr, 10);
             if (v >= 16 && v <= 1024 * 1024) kib = static_cast<size_t>(v);
         }
-        return kib * 1024;
-    }();
+        size = kib * 1024;
+        g_default_stack.store(size, std::memory_order_relaxed);
+    }
     return size;
 }
 
