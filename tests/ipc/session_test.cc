@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,15 @@ fiber echo_server(listener& l, std::atomic<bool>& done, std::vector<session>* ke
         done = true;
         if (keep) keep->push_back(std::move(*s));
     });
+}
+
+// Options of a session manager to addr.
+manager_options manager_to(const net::address& addr, const session_options& o, unsigned sessions = 1) {
+    manager_options mo;
+    mo.address = addr;
+    mo.session = o;
+    mo.sessions = sessions;
+    return mo;
 }
 
 void round_trip(stream& st, size_t n, uint8_t seed) {
@@ -371,10 +381,7 @@ TEST_P(ipc_session, session_manager_pools_streams) {
     std::atomic<bool> done{false};
     std::vector<session> kept;
     fiber srv = echo_server(*l, done, &kept);
-    manager_options mo;
-    mo.address = addr;
-    mo.session = o;
-    auto m = session_manager::connect(mo);
+    auto m = session_manager::connect(manager_to(addr, o));
     ASSERT_TRUE(m) << m.error().message();
     auto a = m->get_stream();
     ASSERT_TRUE(a);
@@ -401,15 +408,18 @@ TEST_P(ipc_session, session_manager_pools_streams) {
 // A server for the redial tests: accepts sessions until its listener is closed and echoes every
 // stream; `live` lets a test close a session from the server's side.
 struct echo_sessions {
+    std::optional<listener> l;
     // Shared with the test, which may close a session while its fiber still runs.
     std::vector<std::shared_ptr<session>> live;
     std::vector<fiber> sessions;
     fiber acceptor;
 
-    void start(listener& l) {
-        acceptor = *spawn([this, &l] {
+    // Listens on addr and serves what comes. Errors: listener::listen's.
+    result<void> start(const net::address& addr, const session_options& o) {
+        l.emplace(GLUON_TRY(listener::listen(addr, o)));
+        acceptor = *spawn([this] {
             for (;;) {
-                auto s = l.accept();
+                auto s = l->accept();
                 if (!s) {
                     EXPECT_EQ(s.error(), std::errc::operation_canceled) << s.error().message();
                     break;
@@ -436,13 +446,14 @@ struct echo_sessions {
                 }));
             }
         });
+        return {};
     }
     // Stops accepting, closes the listener, and waits for the sessions to end (kill: closes
     // them from this side first).
-    void stop(listener& l, bool kill) {
+    void stop(bool kill) {
         (void)acceptor.interrupt();
         (void)acceptor.join();
-        ASSERT_TRUE(l.close());
+        ASSERT_TRUE(l->close());
         if (kill)
             for (auto& s : std::vector<std::shared_ptr<session>>(live)) (void)s->close();
         for (auto& f : sessions) (void)f.join();
@@ -469,13 +480,9 @@ TEST_P(ipc_session, session_manager_dials_again_after_the_server_went_away) {
     auto o = options(memory_mode::memfd);
     o.buffer_size = 1u << 20;
     auto addr = unique_address();
-    auto l1 = listener::listen(addr, o);
-    ASSERT_TRUE(l1);
     echo_sessions srv1;
-    srv1.start(*l1);
-    manager_options mo;
-    mo.address = addr;
-    mo.session = o;
+    ASSERT_TRUE(srv1.start(addr, o));
+    manager_options mo = manager_to(addr, o);
     mo.redial_min = 20ms;
     mo.redial_max = 100ms;
     auto m = session_manager::connect(mo);
@@ -486,7 +493,7 @@ TEST_P(ipc_session, session_manager_dials_again_after_the_server_went_away) {
     m->put_back(std::move(*a));
 
     // The server dies: its sessions close and nobody listens any more.
-    srv1.stop(*l1, true);
+    srv1.stop(true);
     ASSERT_TRUE(eventually([&] { return !all_healthy(*m); }));
     auto down = m->get_stream();
     ASSERT_FALSE(down);
@@ -494,10 +501,8 @@ TEST_P(ipc_session, session_manager_dials_again_after_the_server_went_away) {
     EXPECT_EQ(m->redials(), 0u);
 
     // A new server on the same address: within the backoff, get_stream connects to it.
-    auto l2 = listener::listen(addr, o);
-    ASSERT_TRUE(l2);
     echo_sessions srv2;
-    srv2.start(*l2);
+    ASSERT_TRUE(srv2.start(addr, o));
     std::optional<stream> b;
     ASSERT_TRUE(eventually([&] {
         auto r = m->get_stream();
@@ -511,7 +516,7 @@ TEST_P(ipc_session, session_manager_dials_again_after_the_server_went_away) {
     EXPECT_TRUE(m->sessions()[0]->healthy());
     expect_full(*m->sessions()[0]);
     ASSERT_TRUE(m->close());
-    srv2.stop(*l2, false);
+    srv2.stop(false);
 }
 
 // One of two sessions dies (the server closed it): the next get_stream dials that one again on
@@ -520,15 +525,9 @@ TEST_P(ipc_session, session_manager_dials_one_dead_session_again) {
     auto o = options(memory_mode::dev_shm);
     o.buffer_size = 1u << 20;
     auto addr = unique_address();
-    auto l = listener::listen(addr, o);
-    ASSERT_TRUE(l);
     echo_sessions srv;
-    srv.start(*l);
-    manager_options mo;
-    mo.address = addr;
-    mo.session = o;
-    mo.sessions = 2;
-    auto m = session_manager::connect(mo);
+    ASSERT_TRUE(srv.start(addr, o));
+    auto m = session_manager::connect(manager_to(addr, o, 2));
     ASSERT_TRUE(m) << m.error().message();
     ASSERT_TRUE(eventually([&] { return srv.live.size() == 2; }));
     const session* kept = m->sessions()[1];
@@ -547,7 +546,7 @@ TEST_P(ipc_session, session_manager_dials_one_dead_session_again) {
     EXPECT_TRUE(all_healthy(*m));
     EXPECT_EQ(m->sessions()[1], kept);
     ASSERT_TRUE(m->close());
-    srv.stop(*l, false);
+    srv.stop(false);
 }
 
 // Session managers and plain sessions with one path prefix, all live in one process, name their
@@ -558,15 +557,11 @@ TEST_P(ipc_session, session_managers_and_sessions_never_share_a_file_name) {
     auto o = options(memory_mode::dev_shm);
     o.buffer_size = 1u << 20;
     auto addr = unique_address();
-    auto l = listener::listen(addr, o);
-    ASSERT_TRUE(l);
     echo_sessions srv;
-    srv.start(*l);
+    ASSERT_TRUE(srv.start(addr, o));
     auto plain = session::connect(addr, o);
     ASSERT_TRUE(plain) << plain.error().message();
-    manager_options mo;
-    mo.address = addr;
-    mo.session = o;
+    const manager_options mo = manager_to(addr, o);
     auto a = session_manager::connect(mo);
     ASSERT_TRUE(a) << a.error().message();
     auto b = session_manager::connect(mo);
@@ -584,7 +579,7 @@ TEST_P(ipc_session, session_managers_and_sessions_never_share_a_file_name) {
     ASSERT_TRUE(a->close());
     ASSERT_TRUE(b->close());
     ASSERT_TRUE(plain->close());
-    srv.stop(*l, false);
+    srv.stop(false);
 }
 
 // With fallback_after, a writer that waited that long for space sends over the socket instead.
