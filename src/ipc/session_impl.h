@@ -139,8 +139,9 @@ result<std::shared_ptr<session_impl>> server_handshake(net::stream sock, const s
                                                        std::shared_ptr<region_registry> registry);
 /// Creates a client's buffer region. Errors: those of creating and mapping shared memory, EINVAL.
 result<std::shared_ptr<region_ref>> create_region(const session_options& opts, const std::string& name);
-// "<prefix>_<pid>_<n>", n counting the process's clients and session managers: file names of two
-// live regions never repeat (a shmipc-go server caches mappings by path and would reuse a stale one).
+/// "<prefix>_<pid>_<n>", n counting the process's clients and session managers: file names of
+/// two live regions never repeat (a shmipc-go server caches mappings by path and would reuse a
+/// stale one).
 std::string unique_prefix(const std::string& prefix);
 
 }  // namespace gluon::ipc::detail
