@@ -75,7 +75,7 @@ protected:
         return o;
     }
     void TearDown() override {
-        EXPECT_EQ(leftover_files(prefix_), 0);
+        EXPECT_EQ(leftover_files(prefix_ + "_"), 0);  // "_": pid 2710 is not pid 27101
         test::engine_test::TearDown();
     }
     std::string prefix_ = "gluon-ipc-test-" + std::to_string(::getpid());
