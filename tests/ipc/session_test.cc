@@ -65,11 +65,11 @@ struct param {
 
 class ipc_session : public test::engine_test {
 protected:
-    session_options options(memory_mode m) {
+    session_options options(memory_mode m, size_t buffer_size = 4u << 20) {
         session_options o;
         o.mode = m;
         o.path_prefix = "/dev/shm/" + prefix_;
-        o.buffer_size = 4u << 20;
+        o.buffer_size = buffer_size;
         o.slices = {{1020, 30}, {16380, 40}, {65532, 30}};
         o.queue_cap = 64;
         return o;
@@ -82,27 +82,32 @@ protected:
 };
 GLUON_ENGINE_TEST_SUITE(ipc_session);
 
+// Echoes every stream of s (a fiber each) until the session ends. sends_must_succeed: a failed
+// send is a test failure (false: the test may close the session under a stream).
+void echo_streams(session& s, bool sends_must_succeed) {
+    std::vector<fiber> workers;
+    while (auto st = s.accept_stream()) {
+        workers.push_back(*spawn([st = *st, sends_must_succeed]() mutable {
+            while (auto v = st.read_view()) {
+                auto n = v->size();
+                if (!st.send(v->data(), n)) {
+                    EXPECT_FALSE(sends_must_succeed) << "echo send failed";
+                    break;
+                }
+                st.consume(n);
+            }
+            (void)st.close();
+        }));
+    }
+    for (auto& w : workers) (void)w.join();
+}
+
 // An echo server: every stream's bytes come back on it until the client closes it.
 fiber echo_server(listener& l, std::atomic<bool>& done, std::vector<session>* keep = nullptr) {
     return *spawn([&l, &done, keep] {
         auto s = l.accept(10s);
         ASSERT_TRUE(s) << s.error().message();
-        std::vector<fiber> workers;
-        for (;;) {
-            auto st = s->accept_stream();
-            if (!st) break;
-            workers.push_back(*spawn([st = *st]() mutable {
-                for (;;) {
-                    auto v = st.read_view();
-                    if (!v) break;
-                    auto n = v->size();
-                    ASSERT_TRUE(st.send(v->data(), n));
-                    st.consume(n);
-                }
-                (void)st.close();
-            }));
-        }
-        for (auto& w : workers) (void)w.join();
+        echo_streams(*s, true);
         done = true;
         if (keep) keep->push_back(std::move(*s));
     });
@@ -124,6 +129,14 @@ void round_trip(stream& st, size_t n, uint8_t seed) {
     auto r = st.recv_exactly(in.data(), n, 10s);
     ASSERT_TRUE(r) << r.error().message();
     ASSERT_EQ(in, out);
+}
+
+// A stream from m, a round trip of n bytes on it, and the stream put back.
+void manager_round_trip(session_manager& m, size_t n, uint8_t seed) {
+    auto st = m.get_stream();
+    ASSERT_TRUE(st) << st.error().message();
+    round_trip(*st, n, seed);
+    m.put_back(std::move(*st));
 }
 
 void echo_scenario(ipc_session& t, session_options o) {
@@ -177,8 +190,7 @@ TEST_P(ipc_session, echo_memfd) { echo_scenario(*this, options(memory_mode::memf
 TEST_P(ipc_session, echo_dev_shm) { echo_scenario(*this, options(memory_mode::dev_shm)); }
 
 TEST_P(ipc_session, fallback_when_a_message_exceeds_the_region) {
-    auto o = options(memory_mode::memfd);
-    o.buffer_size = 1u << 20;
+    auto o = options(memory_mode::memfd, 1u << 20);
     auto addr = unique_address();
     auto l = listener::listen(addr, o);
     std::atomic<bool> done{false};
@@ -197,8 +209,7 @@ TEST_P(ipc_session, fallback_when_a_message_exceeds_the_region) {
 }
 
 TEST_P(ipc_session, a_full_region_blocks_the_writer_until_its_timeout) {
-    auto o = options(memory_mode::memfd);
-    o.buffer_size = 1u << 20;
+    auto o = options(memory_mode::memfd, 1u << 20);
     o.slices = {{65532, 100}};
     auto addr = unique_address();
     auto l = listener::listen(addr, o);
@@ -374,8 +385,7 @@ TEST_P(ipc_session, shutdown_is_a_half_close) {
 
 // The session manager reuses a stream put back, and closes one that fell back to the socket.
 TEST_P(ipc_session, session_manager_pools_streams) {
-    auto o = options(memory_mode::memfd);
-    o.buffer_size = 1u << 20;
+    auto o = options(memory_mode::memfd, 1u << 20);
     auto addr = unique_address();
     auto l = listener::listen(addr, o);
     std::atomic<bool> done{false};
@@ -427,20 +437,7 @@ struct echo_sessions {
                 auto sp = std::make_shared<session>(std::move(*s));
                 live.push_back(sp);
                 sessions.push_back(*spawn([this, sp] {
-                    std::vector<fiber> workers;
-                    for (;;) {
-                        auto st = sp->accept_stream();
-                        if (!st) break;
-                        workers.push_back(*spawn([st = *st]() mutable {
-                            while (auto v = st.read_view()) {
-                                auto n = v->size();
-                                if (!st.send(v->data(), n)) break;
-                                st.consume(n);
-                            }
-                            (void)st.close();
-                        }));
-                    }
-                    for (auto& w : workers) (void)w.join();
+                    echo_streams(*sp, false);
                     std::erase(live, sp);
                     (void)sp->close();
                 }));
@@ -477,8 +474,7 @@ bool all_healthy(const session_manager& m) {
 // The server goes away without a HotRestart and comes back: get_stream fails with the redial's
 // error while it is away, then connects again (new shared memory) and the streams work.
 TEST_P(ipc_session, session_manager_dials_again_after_the_server_went_away) {
-    auto o = options(memory_mode::memfd);
-    o.buffer_size = 1u << 20;
+    auto o = options(memory_mode::memfd, 1u << 20);
     auto addr = unique_address();
     echo_sessions srv1;
     ASSERT_TRUE(srv1.start(addr, o));
@@ -487,10 +483,7 @@ TEST_P(ipc_session, session_manager_dials_again_after_the_server_went_away) {
     mo.redial_max = 100ms;
     auto m = session_manager::connect(mo);
     ASSERT_TRUE(m) << m.error().message();
-    auto a = m->get_stream();
-    ASSERT_TRUE(a);
-    round_trip(*a, 100, 1);
-    m->put_back(std::move(*a));
+    manager_round_trip(*m, 100, 1);
 
     // The server dies: its sessions close and nobody listens any more.
     srv1.stop(true);
@@ -522,8 +515,7 @@ TEST_P(ipc_session, session_manager_dials_again_after_the_server_went_away) {
 // One of two sessions dies (the server closed it): the next get_stream dials that one again on
 // the same shared memory and keeps the other.
 TEST_P(ipc_session, session_manager_dials_one_dead_session_again) {
-    auto o = options(memory_mode::dev_shm);
-    o.buffer_size = 1u << 20;
+    auto o = options(memory_mode::dev_shm, 1u << 20);
     auto addr = unique_address();
     echo_sessions srv;
     ASSERT_TRUE(srv.start(addr, o));
@@ -536,10 +528,8 @@ TEST_P(ipc_session, session_manager_dials_one_dead_session_again) {
     EXPECT_TRUE(kept->healthy());
     // Streams come from the first session for 32 calls, then the second: use both.
     for (int i = 0; i < 64; ++i) {
-        auto st = m->get_stream();
-        ASSERT_TRUE(st) << i << ": " << st.error().message();
-        round_trip(*st, 200, uint8_t(i));
-        m->put_back(std::move(*st));
+        SCOPED_TRACE(i);
+        ASSERT_NO_FATAL_FAILURE(manager_round_trip(*m, 200, uint8_t(i)));
     }
     EXPECT_EQ(m->redials(), 1u);
     ASSERT_EQ(m->sessions().size(), 2u);
@@ -554,8 +544,7 @@ TEST_P(ipc_session, session_manager_dials_one_dead_session_again) {
 // EEXIST, and a plain session's file of that name, removed and made again, was mapped stale by a
 // shmipc-go server, which caches mappings by path.)
 TEST_P(ipc_session, session_managers_and_sessions_never_share_a_file_name) {
-    auto o = options(memory_mode::dev_shm);
-    o.buffer_size = 1u << 20;
+    auto o = options(memory_mode::dev_shm, 1u << 20);
     auto addr = unique_address();
     echo_sessions srv;
     ASSERT_TRUE(srv.start(addr, o));
@@ -570,12 +559,8 @@ TEST_P(ipc_session, session_managers_and_sessions_never_share_a_file_name) {
     ASSERT_TRUE(st);
     round_trip(*st, 300, 1);
     ASSERT_TRUE(st->close());
-    for (auto* m : {&*a, &*b}) {
-        auto ms = m->get_stream();
-        ASSERT_TRUE(ms) << ms.error().message();
-        round_trip(*ms, 300, 2);
-        m->put_back(std::move(*ms));
-    }
+    manager_round_trip(*a, 300, 2);
+    manager_round_trip(*b, 300, 2);
     ASSERT_TRUE(a->close());
     ASSERT_TRUE(b->close());
     ASSERT_TRUE(plain->close());
@@ -584,8 +569,7 @@ TEST_P(ipc_session, session_managers_and_sessions_never_share_a_file_name) {
 
 // With fallback_after, a writer that waited that long for space sends over the socket instead.
 TEST_P(ipc_session, fallback_after_waiting_for_space) {
-    auto o = options(memory_mode::memfd);
-    o.buffer_size = 1u << 20;
+    auto o = options(memory_mode::memfd, 1u << 20);
     o.slices = {{65532, 100}};
     o.fallback_after = 20ms;
     auto addr = unique_address();
