@@ -70,12 +70,18 @@ result<std::pair<stream, stream>> stream::pair() {
 }
 
 result<size_t> stream::do_read_some(void* buf, size_t n, duration t) {
-    return fd::recv_some(fd_, buf, n, 0, t);
+    return ahead_ ? fd::recv_ahead(fd_, buf, n, t) : fd::recv_some(fd_, buf, n, 0, t);
 }
 result<size_t> stream::do_write_some(const void* buf, size_t n, duration t) {
     return fd::send_some(fd_, buf, n, 0, t);
 }
-result<size_t> stream::do_readv(const iovec* iov, int n, duration t) { return fd::readv(fd_, iov, n, t); }
+result<size_t> stream::do_readv(const iovec* iov, int n, duration t) {
+    if (!ahead_) return fd::readv(fd_, iov, n, t);
+    // Read ahead: into the first buffer with room (a short read, as readv may be).
+    for (int i = 0; i < n; ++i)
+        if (iov[i].iov_len) return fd::recv_ahead(fd_, iov[i].iov_base, iov[i].iov_len, t);
+    return size_t{0};
+}
 // sendmsg rather than writev: MSG_NOSIGNAL, so a peer that is gone is EPIPE, never SIGPIPE.
 // One buffer goes out with send(2): the kernel then copies no msghdr and imports no iovec.
 result<size_t> stream::do_writev(const iovec* iov, int n, duration t) {

@@ -160,6 +160,11 @@ result<size_t> writev(int fd, const iovec* iov, int cnt, duration t) noexcept {
 result<size_t> recv_some(int fd, void* buf, size_t n, int flags, duration t) noexcept {
     return rw(engine::opcode::recv, fd, buf, n, -1, flags, t);
 }
+result<size_t> recv_ahead(int fd, void* buf, size_t n, duration t) noexcept {
+    auto op = engine::io_op::transfer(engine::opcode::recv, fd, buf, n);
+    op.shared_recv = true;
+    return from_syscall<size_t>(run_for(op, t));
+}
 result<size_t> send_some(int fd, const void* buf, size_t n, int flags, duration t) noexcept {
     return rw(engine::opcode::send, fd, const_cast<void*>(buf), n, -1, flags, t);
 }

@@ -145,6 +145,12 @@ struct io_op {
     /// accepts (io_uring), which takes connections from the kernel before anyone asks. Only for
     /// a caller that owns the listener and never waits for its readability instead of accepting.
     bool shared_accept = false;
+    /// recv (flags 0): may be served by one multishot receive kept armed on the socket
+    /// (io_uring with provided-buffer rings), which takes data into the engine's pool buffers as
+    /// it arrives; the op copies from there, and what it has no room for is kept for the next.
+    /// Only for a caller that makes every read of the socket this way, on one vCPU, and closes
+    /// it with fd::close on that vCPU (the armed receive holds the socket open until then).
+    bool shared_recv = false;
     uint32_t poll_events = 0;
     completion_fn on_complete = nullptr;
     void* user = nullptr;

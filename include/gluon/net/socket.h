@@ -71,6 +71,12 @@ public:
     /// linger on close for `seconds` (0: reset the connection on close).
     result<void> set_linger(bool on, int seconds) noexcept;
 
+    /// Reads ahead (fd::recv_ahead): on io_uring one multishot receive stays armed on the
+    /// socket and every read copies from what it took. For request/response connections with
+    /// small messages. Every read must then go through this stream's read calls (not recv_fds,
+    /// not fd:: calls on its fd), from one vCPU, and the stream be closed on that vCPU.
+    void read_ahead(bool on = true) noexcept { ahead_ = on; }
+
     /// Unix sockets: sends data (at least one byte) with the given fds attached.
     result<size_t> send_fds(const void* buf, size_t n, std::span<const int> fds,
                             duration timeout = forever) noexcept;
@@ -87,6 +93,7 @@ private:
     result<void> do_send_file(int file_fd, int64_t off, size_t n, duration timeout) override;
     result<void> do_shutdown(duration timeout) override;
     result<void> do_close() noexcept override { return socket_fd::close(); }
+    bool ahead_ = false;
 };
 
 struct listen_options {

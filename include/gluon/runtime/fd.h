@@ -39,6 +39,14 @@ result<size_t> readv(int fd, const iovec* iov, int iovcnt, duration timeout = fo
 result<size_t> writev(int fd, const iovec* iov, int iovcnt, duration timeout = forever) noexcept;
 result<size_t> recv_some(int fd, void* buf, size_t n, int flags = 0, duration timeout = forever) noexcept;
 result<size_t> send_some(int fd, const void* buf, size_t n, int flags = 0, duration timeout = forever) noexcept;
+/// recv_some for a socket read ahead: on io_uring, one multishot receive is kept armed on the
+/// socket and takes data into the engine's buffers as it arrives; this call copies from there
+/// (what it has no room for is kept for the next call). It saves the kernel a receive request,
+/// and on an empty socket a poll, per message: for request/response connections. Every read
+/// of fd must then be made this way, from one vCPU, and fd closed with fd::close on that vCPU
+/// (the armed receive holds the socket open until then). On epoll it is recv_some.
+/// Errors: those of recv_some.
+result<size_t> recv_ahead(int fd, void* buf, size_t n, duration timeout = forever) noexcept;
 result<size_t> recvmsg(int fd, msghdr* msg, int flags = 0, duration timeout = forever) noexcept;
 result<size_t> sendmsg(int fd, const msghdr* msg, int flags = 0, duration timeout = forever) noexcept;
 /// Returns the accepted fd (SOCK_CLOEXEC by default).

@@ -148,6 +148,7 @@ io_uring_engine::~io_uring_engine() {
     if (t_own_ring == this) t_own_ring = nullptr;
     if (ring_.ring_fd > 0) io_uring_queue_exit(&ring_);
     free_accept_queues();
+    free_recv_queues();
     if (evfd_ >= 0) (void)sys::close(evfd_);
     if (buf_ring_) (void)sys::munmap(buf_ring_, detail::buffer_pool::k_count * sizeof(io_uring_buf));
 }
@@ -335,7 +336,10 @@ long io_uring_engine::submit(io_op& op) noexcept {
         if (long r = setup_pool(); r < 0) return r;
     if (op.code == opcode::accept)
         if (long r = submit_accept(op); r != k_single_shot) return r;
-    if (op.code == opcode::poll && (op.poll_events & POLLIN) && accepts_queued(op.fd)) return POLLIN;
+    if (op.shared_recv && op.code == opcode::recv)
+        if (long r = submit_recv(op); r != k_single_shot) return r;
+    if (op.code == opcode::poll && (op.poll_events & POLLIN) && (accepts_queued(op.fd) || recv_queued(op.fd)))
+        return POLLIN;
     queue(op, false);
     if (is_positioned_io(op) && ++file_ios_queued_ == k_file_io_batch) {
         file_ios_queued_ = 0;
@@ -348,6 +352,7 @@ void io_uring_engine::cancel(io_op& op, int err) noexcept {
     if (op.cancel_errno) return;
     op.cancel_errno = err;
     if (cancel_accept_waiter(op, err)) return;  // waiting for a multishot accept: not in the kernel
+    if (cancel_recv_waiter(op, err)) return;    // waiting for a multishot receive: the same
     if (op.code == opcode::recv_pooled && op.hook.linked()) {  // waiting for a buffer: not in the kernel
         buffer_waiters_.unlink(op);
         op.on_complete(&op, -err);
@@ -375,6 +380,10 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     }
     if ((tag & 7) == k_accept_bit) {
         on_accept_cqe(reinterpret_cast<accept_queue*>(tag & ~k_accept_bit), res, flags);
+        return;
+    }
+    if ((tag & 7) == k_recv_bits) {
+        on_recv_cqe(reinterpret_cast<recv_queue*>(tag & ~k_recv_bits), res, flags);
         return;
     }
     if (tag & k_poll_bit) {

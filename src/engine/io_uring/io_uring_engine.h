@@ -33,6 +33,7 @@ public:
     void forget_fd(int fd, bool) noexcept override {
         if (fd >= 0 && static_cast<size_t>(fd) < drained_.size()) drained_[fd] = 0;
         drop_accept_queue(fd);
+        drop_recv_queue(fd);
     }
     void flush() noexcept override { io_uring_submit(&ring_); }
     bool has_pending() noexcept override;
@@ -60,6 +61,8 @@ private:
     static constexpr uint64_t k_poll_bit = 4;
     // An accept_queue pointer with this bit set: its multishot accept (multishot_accept.cc).
     static constexpr uint64_t k_accept_bit = 2;
+    // A recv_queue pointer with these bits set: its multishot receive (multishot_recv.cc).
+    static constexpr uint64_t k_recv_bits = 6;
 
     io_uring_engine() = default;
     io_uring_sqe* get_sqe() noexcept;
@@ -86,6 +89,21 @@ private:
     void cancel_accept(accept_queue& q) noexcept;
     static uint64_t accept_tag(accept_queue& q) noexcept;
 
+    // Multishot receive (multishot_recv.cc): one receive armed per socket whose reads ask for
+    // it (io_op::shared_recv); data no recv op waits for queues in its recv_queue.
+    struct recv_queue;
+    long submit_recv(io_op& op) noexcept;
+    bool cancel_recv_waiter(io_op& op, int err) noexcept;
+    bool recv_queued(int fd) const noexcept;
+    void on_recv_cqe(recv_queue* q, int res, unsigned flags) noexcept;
+    void drop_recv_queue(int fd) noexcept;
+    void free_recv_queues() noexcept;
+    void arm_recv(recv_queue& q) noexcept;
+    void cancel_recv(recv_queue& q) noexcept;
+    void fall_back_to_single_recvs(recv_queue& q) noexcept;
+    size_t copy_queued(recv_queue& q, char* out, size_t n) noexcept;
+    static uint64_t recv_tag(recv_queue& q) noexcept;
+
     io_uring ring_{};
     int evfd_ = -1;
     uint64_t ev_buf_ = 0;
@@ -104,6 +122,8 @@ private:
     intrusive_list<io_op, &io_op::hook> buffer_waiters_;  // recv_pooled ops with every buffer out
     std::vector<accept_queue*> accepts_;  // by listening fd
     std::vector<accept_queue*> dropped_accepts_;  // closed, their cancelled accept not yet ended
+    std::vector<recv_queue*> recvs_;  // by socket fd
+    std::vector<recv_queue*> dropped_recvs_;  // closed, their cancelled receive not yet ended
     // Per socket fd: its last recv was small and left it empty (no IORING_CQE_F_SOCK_NONEMPTY).
     std::vector<uint8_t> drained_;
     bool drained(int fd) const noexcept {
