@@ -42,6 +42,11 @@ tcp_pair connected_pair() {
     auto s = l->accept(5s);
     EXPECT_TRUE(s) << s.error().message();
     s->read_ahead();
+    // A socket's first read is single-shot; from the second on, a multishot receive is armed.
+    char w = 0;
+    EXPECT_TRUE(c->write_all("w", 1, 5s));
+    EXPECT_TRUE(s->read_exactly(&w, 1, 5s));
+    EXPECT_EQ(w, 'w');
     return {std::move(*s), std::move(*c)};
 }
 

@@ -10,6 +10,8 @@
 // read of the socket made any other way. A readiness poll on a socket with data kept here
 // completes at once all the same.
 //
+// A socket's first recv is single-shot; the multishot receive is armed from the second on.
+//
 // Where multishot cannot run (no buffer ring, a kernel without it, a non-blocking socket, which
 // ends it with EAGAIN), the recvs of that socket go the single-shot way; when the pool runs out
 // of buffers (ENOBUFS ends the receive), the waiting recvs do, and the next recv arms it again.
@@ -33,6 +35,7 @@ struct io_uring_engine::recv_queue {
     bool cancelling = false;  // cancelled (too much kept, or nobody waits any more)
     bool single = false;      // multishot cannot run on this socket: single-shot recvs
     bool detached = false;    // its fd was closed: freed at the final completion
+    bool second = false;      // the socket's first recv has been made (single-shot)
     int end = 0;              // after the kept data: 1 end of stream, or -errno (once)
     std::vector<chunk> kept;  // from kept_head on, in arrival order
     size_t kept_head = 0;
@@ -101,6 +104,12 @@ long io_uring_engine::submit_recv(io_op& op) noexcept {
         if (!q) return k_single_shot;
         q->fd = op.fd;
         q->gen = gen;
+    }
+    if (!q->second) {
+        // A connection's first read is single-shot: one that is closed after one request (HTTP's
+        // Connection: close) would pay an armed receive's cancel at its close, and never use it.
+        q->second = true;
+        return k_single_shot;
     }
     if (q->has_data()) return static_cast<long>(copy_queued(*q, static_cast<char*>(op.buf), op.len));
     if (q->end) {
