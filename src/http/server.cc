@@ -24,6 +24,9 @@ result<std::unique_ptr<server>> server::start(const net::address& addr, handler 
     state* st = srv->st_.get();
     st->h = std::move(h);
     st->opts = std::move(opts);
+    // Every read of a connection goes through its byte_stream on the connection's fiber (a
+    // handler that takes the connection over, for an upgrade or a tunnel, reads it that way too).
+    st->opts.read_ahead = true;
     st->net = GLUON_TRY(net::server::start(
         addr,
         [st](net::byte_stream& s) {

@@ -30,6 +30,7 @@ result<std::unique_ptr<server>> server::start(const address& addr, handler h, co
     s->handler_ = std::move(h);
     s->wrap_ = opts.wrap;
     s->nodelay_ = opts.nodelay && addr.family() != AF_UNIX;
+    s->read_ahead_ = opts.read_ahead;
     s->st_ = std::make_unique<state>();
     s->st_->acceptor =
         GLUON_TRY(spawn(fiber_options{.name = "accept"}, [srv = s.get()] { srv->accept_loop(); }));
@@ -57,6 +58,7 @@ void server::accept_loop() {
             (void)this_fiber::sleep_for(std::chrono::milliseconds(10));
             continue;
         }
+        if (read_ahead_) c->read_ahead();
         ++accepted_;
         if (nodelay_) (void)c->set_nodelay(true);
         auto* k = new conn;

@@ -24,6 +24,10 @@ using stream_wrapper = std::function<result<std::unique_ptr<byte_stream>>(stream
 struct server_options : listen_options {
     /// Empty: the handler gets the accepted socket.
     stream_wrapper wrap;
+    /// Accepted connections read ahead (stream::read_ahead): for request/response protocols
+    /// whose handler makes every read through the byte_stream it is given, on its own fiber's
+    /// vCPU (the connection is closed there when the handler returns).
+    bool read_ahead = false;
 };
 
 class server {
@@ -67,6 +71,7 @@ private:
     uint64_t accepted_ = 0;
     uint64_t wrap_failures_ = 0;
     bool nodelay_ = true;
+    bool read_ahead_ = false;
     bool stopping_ = false;
     struct state;
     std::unique_ptr<state> st_;
