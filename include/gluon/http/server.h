@@ -47,7 +47,10 @@ void serve_connection(net::byte_stream& s, const handler& h, const server_option
 
 class server {
 public:
-    /// Listens on addr and serves h on the calling vCPU. Errors: those of net::server::start.
+    /// Listens on addr and serves h on the calling vCPU. Connections read ahead
+    /// (net::stream::read_ahead, whatever opts.read_ahead says): a handler that takes a
+    /// connection over (an upgrade, a tunnel) reads it through its byte_stream, on its own
+    /// fiber's vCPU. Errors: those of net::server::start.
     static result<std::unique_ptr<server>> start(const net::address& addr, handler h,
                                                  server_options opts = {});
     ~server();
