@@ -15,13 +15,19 @@ constexpr size_t k_read_chunk = 16 * 1024;
 }
 
 result<std::unique_ptr<connection>> connection::open(const options& o) {
+    // A connection is used and closed on the vCPU that opened it (client.cc keeps a pool per
+    // vCPU), and every read goes through its stream: it can read ahead (net::stream::read_ahead),
+    // which saves the kernel a receive request per reply.
     std::unique_ptr<net::byte_stream> s;
     if (!o.unix_path.empty()) {
         auto a = GLUON_TRY(net::address::unix_path(o.unix_path));
-        s = std::make_unique<net::stream>(GLUON_TRY(net::stream::connect(a, o.connect_timeout)));
+        auto sock = GLUON_TRY(net::stream::connect(a, o.connect_timeout));
+        sock.read_ahead();
+        s = std::make_unique<net::stream>(std::move(sock));
     } else {
         auto sock = GLUON_TRY(net::connect(o.host, o.port, o.connect_timeout));
         (void)sock.set_nodelay(true);
+        sock.read_ahead();
         if (o.tls) {
             std::string_view name = o.tls_server_name.empty() ? std::string_view(o.host) : o.tls_server_name;
             s = std::make_unique<net::tls::stream>(
