@@ -3,7 +3,10 @@ per connection, against one redis-server on CPU 0; the load generators on CPU 1.
 
 Implementations: gluon's Redis client (bench/redis/redis_load.cc; io_uring, and epoll through
 --engine), hiredis (bench/peers/hiredis-c: Debian's libhiredis, non-blocking contexts on one
-epoll loop) and redis-benchmark (Redis's own load generator, -P 1). The metric is calls per
+epoll loop) and redis-benchmark (Redis's own load generator, -P 1). The floors, not peers:
+`limit-liburing` (bench/redis/uring_floor.c: the same load on raw liburing, no runtime and no
+client library) and `limit-liburing-multishot` (the same with one multishot receive per
+connection on a provided-buffer ring). The metric is calls per
 client CPU-second (the load generator's own CPU time over the measured window; redis-benchmark
 over its whole run), with calls per second beside it. Every reply is checked by gluon's and the
 hiredis generator (redis-benchmark checks nothing).
@@ -66,7 +69,9 @@ def run(args, res, build, log, build_peer):
 
 def _run(args, res, build, log, build_peer, port):
     gluon = os.path.join(build, "bench", "redis_load")
-    impls = {"gluon": [gluon], "gluon-epoll": [gluon, "--engine", "epoll"]}
+    floor = os.path.join(build, "bench", "redis_floor")
+    impls = {"gluon": [gluon], "gluon-epoll": [gluon, "--engine", "epoll"],
+             "limit-liburing": [floor], "limit-liburing-multishot": [floor, "--multishot"]}
     peer = build_peer("hiredis-c")
     if peer:
         impls["hiredis"] = [peer]
