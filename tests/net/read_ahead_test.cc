@@ -88,6 +88,32 @@ TEST_P(read_ahead_test, data_that_arrives_while_nobody_reads_comes_out_whole_and
     EXPECT_EQ(at, 300u * 1000);
 }
 
+// A bulk transfer (every buffer the receive takes comes full) goes back to single-shot
+// receives on the way: every byte arrives, in order, across the switch.
+TEST_P(read_ahead_test, a_bulk_transfer_switches_to_plain_receives_and_loses_nothing) {
+    auto [a, p] = connected_pair();
+    constexpr size_t total = 16 << 20;
+    auto sender = spawn([&p] {
+        std::vector<uint8_t> b(256 * 1024);
+        for (size_t off = 0; off < total; off += b.size()) {
+            for (size_t i = 0; i < b.size(); ++i) b[i] = pattern(off + i);
+            ASSERT_TRUE(p.write_all(b.data(), b.size(), 10s));
+        }
+    });
+    ASSERT_TRUE(sender);
+    std::vector<uint8_t> b(64 * 1024);
+    size_t at = 0;
+    while (at < total) {
+        auto n = a.read_some(b.data(), b.size(), 10s);
+        ASSERT_TRUE(n) << at << ": " << n.error().message();
+        ASSERT_GT(*n, 0u);
+        for (size_t i = 0; i < *n; ++i) ASSERT_EQ(b[i], pattern(at + i)) << "byte " << at + i;
+        at += *n;
+    }
+    ASSERT_TRUE(sender->join());
+    EXPECT_EQ(buffers_out(), 0u);
+}
+
 // A read with less room than what arrived takes a part; the next reads take the rest, and a
 // readiness poll reports the part kept (the socket itself is empty by then).
 TEST_P(read_ahead_test, a_small_read_leaves_the_rest_for_the_next_and_poll_sees_it) {

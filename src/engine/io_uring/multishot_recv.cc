@@ -11,6 +11,8 @@
 // completes at once all the same.
 //
 // A socket's first recv is single-shot; the multishot receive is armed from the second on.
+// A socket whose data keeps filling whole buffers (a stream: an upload, a bulk transfer) goes
+// back to single-shot receives for good, which take it in larger pieces and without a copy.
 //
 // Where multishot cannot run (no buffer ring, a kernel without it, a non-blocking socket, which
 // ends it with EAGAIN), the recvs of that socket go the single-shot way; when the pool runs out
@@ -36,6 +38,7 @@ struct io_uring_engine::recv_queue {
     bool single = false;      // multishot cannot run on this socket: single-shot recvs
     bool detached = false;    // its fd was closed: freed at the final completion
     bool second = false;      // the socket's first recv has been made (single-shot)
+    uint8_t full = 0;         // completions in a row that filled their buffer (a stream)
     int end = 0;              // after the kept data: 1 end of stream, or -errno (once)
     std::vector<chunk> kept;  // from kept_head on, in arrival order
     size_t kept_head = 0;
@@ -46,6 +49,7 @@ struct io_uring_engine::recv_queue {
 
 namespace {
 constexpr size_t k_max_chunks = 8;
+constexpr uint8_t k_stream_run = 4;  // full buffers in a row that make a socket a stream
 }
 
 uint64_t io_uring_engine::recv_tag(recv_queue& q) noexcept { return reinterpret_cast<uint64_t>(&q) | k_recv_bits; }
@@ -117,9 +121,9 @@ long io_uring_engine::submit_recv(io_op& op) noexcept {
         if (e < 0) q->end = 0;  // an error is told once; the end of the stream to every read
         return e < 0 ? e : 0;
     }
-    if (q->single) return k_single_shot;
-    q->waiters.push_back(op);
-    if (!q->armed) arm_recv(*q);
+    if (q->single && !q->armed) return k_single_shot;
+    q->waiters.push_back(op);  // (single: behind the receive being cancelled, then single-shot)
+    if (!q->armed && !q->single) arm_recv(*q);
     return pending;
 }
 
@@ -163,6 +167,13 @@ void io_uring_engine::on_recv_cqe(recv_queue* q, int res, unsigned flags) noexce
         return;
     }
     if (res > 0 && id >= 0) {
+        // A stream (an upload, a bulk transfer) fills every buffer: single-shot receives take
+        // it in larger pieces and without the copy, so the socket goes back to them.
+        q->full = static_cast<size_t>(res) == detail::buffer_pool::k_size ? q->full + 1 : 0;
+        if (q->full >= k_stream_run && !q->single) {
+            q->single = true;
+            if (q->armed && !q->cancelling) cancel_recv(*q);
+        }
         recv_queue::chunk c{static_cast<uint16_t>(id), 0, static_cast<uint32_t>(res)};
         io_op* op = q->waiters.pop_front();
         if (op) {  // (a waiter means nothing was kept)
@@ -202,7 +213,10 @@ void io_uring_engine::on_recv_cqe(recv_queue* q, int res, unsigned flags) noexce
     }
     if (!q->armed) {
         q->cancelling = false;
-        if (!q->waiters.empty() && !q->end) arm_recv(*q);
+        if (q->single)
+            fall_back_to_single_recvs(*q);
+        else if (!q->waiters.empty() && !q->end)
+            arm_recv(*q);
     }
 }
 
