@@ -126,6 +126,57 @@ TEST_P(task_pooled_recv_test, a_timeout_ends_a_receive_waiting_for_data) {
     ASSERT_TRUE(block_on(t(sp.fd[0])));
 }
 
+// Read ahead (co::recv_pooled_ahead, co::recv_ahead): on io_uring one multishot receive stays
+// armed on the socket from its second read on. Messages come in order, a pooled receive is
+// handed the filled buffer itself, a copying receive's leftover is handed over whole to the
+// next pooled one, and every buffer comes back.
+TEST_P(task_pooled_recv_test, read_ahead_receives_come_in_order_and_give_every_buffer_back) {
+    sock_pair sp;
+    auto t = [](int a, int b) -> task<void> {
+        EXPECT_EQ(::send(b, "w", 1, 0), 1);
+        char w = 0;
+        auto first = co_await co::recv_ahead(a, &w, 1);  // single-shot: the socket's first read
+        EXPECT_TRUE(first && *first == 1 && w == 'w');
+        for (int i = 0; i < 50; ++i) {
+            std::string msg = "message " + std::to_string(i);
+            auto reader = co_spawn([](int fd) -> task<std::string> {
+                auto got = co_await co::recv_pooled_ahead(fd);
+                if (!got) co_return "error";
+                co_return std::string(got->view());
+            }(a));
+            EXPECT_TRUE(reader);
+            if (!reader) co_return;
+            co_await co::nop();  // the reader waits on the armed receive
+            EXPECT_EQ(::send(b, msg.data(), msg.size(), 0), static_cast<ssize_t>(msg.size()));
+            EXPECT_EQ(co_await *reader, msg);
+            EXPECT_EQ(out(), 0u);
+        }
+        // A copying read that takes one byte of "hello world" leaves the rest kept; the next
+        // pooled read is handed it whole.
+        auto copier = co_spawn([](int fd) -> task<char> {
+            char c = 0;
+            auto n = co_await co::recv_ahead(fd, &c, 1);
+            co_return n && *n == 1 ? c : '?';
+        }(a));
+        EXPECT_TRUE(copier);
+        if (!copier) co_return;
+        co_await co::nop();
+        EXPECT_EQ(::send(b, "hello world", 11, 0), 11);
+        EXPECT_EQ(co_await *copier, 'h');
+        auto rest = co_await co::recv_pooled_ahead(a);
+        EXPECT_TRUE(rest);
+        if (!rest) co_return;
+        EXPECT_EQ(rest->view(), "ello world");
+        rest->reset();
+        EXPECT_EQ(out(), 0u);
+        ::shutdown(b, SHUT_WR);
+        auto end = co_await co::recv_pooled_ahead(a);
+        EXPECT_TRUE(end && end->empty());
+        EXPECT_EQ(out(), 0u);
+    };
+    ASSERT_TRUE(block_on(t(sp.fd[0], sp.fd[1])));
+}
+
 GLUON_ENGINE_TEST_SUITE(task_pooled_recv_test);
 
 }  // namespace

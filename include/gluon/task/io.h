@@ -158,6 +158,23 @@ inline io_awaitable<size_t> send_some(int fd, const void* buf, size_t n, int fla
 inline pooled_recv_awaitable recv_pooled(int fd, int flags = 0, duration timeout = forever) noexcept {
     return pooled_recv_awaitable(engine::io_op::recv_pooled(fd, flags), timeout);
 }
+/// recv_some for a socket read ahead (gluon::fd::recv_ahead): on io_uring one multishot
+/// receive stays armed on the socket and this copies from the buffers it fills. Every read of
+/// fd must then be made this way (or by recv_pooled_ahead), from one vCPU, and fd closed with
+/// fd::close on that vCPU. Errors: those of recv_some.
+inline io_awaitable<size_t> recv_ahead(int fd, void* buf, size_t n, duration timeout = forever) noexcept {
+    engine::io_op op = io_detail::xfer(engine::opcode::recv, fd, buf, n);
+    op.shared_recv = true;
+    return io_awaitable<size_t>(op, timeout);
+}
+/// recv_pooled for a socket read ahead (the contract of recv_ahead): the pool buffer the
+/// multishot receive filled is handed over whole, with no copy and no receive request per
+/// message. Errors: those of recv_pooled.
+inline pooled_recv_awaitable recv_pooled_ahead(int fd, duration timeout = forever) noexcept {
+    engine::io_op op = engine::io_op::recv_pooled(fd);
+    op.shared_recv = true;
+    return pooled_recv_awaitable(op, timeout);
+}
 /// The accepted fd (SOCK_CLOEXEC by default).
 inline io_awaitable<int> accept(int fd, sockaddr* addr = nullptr, socklen_t* addrlen = nullptr,
                                 int flags = SOCK_CLOEXEC, duration timeout = forever) noexcept {

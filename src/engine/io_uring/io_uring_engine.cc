@@ -336,7 +336,7 @@ long io_uring_engine::submit(io_op& op) noexcept {
         if (long r = setup_pool(); r < 0) return r;
     if (op.code == opcode::accept)
         if (long r = submit_accept(op); r != k_single_shot) return r;
-    if (op.shared_recv && op.code == opcode::recv)
+    if (op.shared_recv && (op.code == opcode::recv || op.code == opcode::recv_pooled))
         if (long r = submit_recv(op); r != k_single_shot) return r;
     if (op.code == opcode::poll && (op.poll_events & POLLIN) && (accepts_queued(op.fd) || recv_queued(op.fd)))
         return POLLIN;

@@ -1,7 +1,8 @@
 // Multishot receive (IORING_RECV_MULTISHOT with a provided-buffer ring, kernel 6.0): one
 // receive armed per socket delivers every arrival of data into a buffer of the engine's pool,
 // where a single-shot receive is one submission, and on an empty socket one internal poll armed
-// and torn down, per message. A recv op copies from those buffers; what it has no room for, and
+// and torn down, per message. A recv op copies from those buffers (a recv_pooled op is handed
+// the buffer itself); what it has no room for, and
 // data that arrives while no recv waits, is kept here for the next one. Past k_max_chunks
 // buffers kept, the receive is cancelled: the socket's own buffer and TCP's window hold the
 // rest until a recv arms it again.
@@ -93,8 +94,22 @@ size_t io_uring_engine::copy_queued(recv_queue& q, char* out, size_t n) noexcept
     return done;
 }
 
+// recv_pooled: hands the front kept buffer over whole (its taken part moved out of the way).
+long io_uring_engine::hand_over_queued(recv_queue& q, io_op& op) noexcept {
+    recv_queue::chunk c = q.kept[q.kept_head++];
+    char* b = pool_.at(c.id);
+    if (c.off) std::memmove(b, b + c.off, c.len - c.off);
+    op.buf = b;  // (still counted out: now the caller's)
+    if (!q.has_data()) {
+        q.kept.clear();
+        q.kept_head = 0;
+    }
+    return static_cast<long>(c.len - c.off);
+}
+
 long io_uring_engine::submit_recv(io_op& op) noexcept {
-    if (op.flags != 0 || op.fd < 0 || op.fixed_file || op.len == 0) return k_single_shot;
+    const bool pooled = op.code == opcode::recv_pooled;
+    if (op.flags != 0 || op.fd < 0 || op.fixed_file || (op.len == 0 && !pooled)) return k_single_shot;
     if (!pool_.ready())
         if (setup_pool() < 0) return k_single_shot;
     if (!buf_ring_) return k_single_shot;
@@ -115,10 +130,12 @@ long io_uring_engine::submit_recv(io_op& op) noexcept {
         q->second = true;
         return k_single_shot;
     }
-    if (q->has_data()) return static_cast<long>(copy_queued(*q, static_cast<char*>(op.buf), op.len));
+    if (q->has_data())
+        return pooled ? hand_over_queued(*q, op) : static_cast<long>(copy_queued(*q, static_cast<char*>(op.buf), op.len));
     if (q->end) {
         const int e = q->end;
         if (e < 0) q->end = 0;  // an error is told once; the end of the stream to every read
+        if (pooled) op.buf = nullptr;
         return e < 0 ? e : 0;
     }
     if (q->single && !q->armed) return k_single_shot;
@@ -137,7 +154,8 @@ bool io_uring_engine::recv_queued(int fd) const noexcept {
 // cancelled too: the socket may now be closed from anywhere, and an armed receive would hold it
 // open.
 bool io_uring_engine::cancel_recv_waiter(io_op& op, int err) noexcept {
-    if (op.code != opcode::recv || !op.shared_recv || !op.hook.linked()) return false;
+    if ((op.code != opcode::recv && op.code != opcode::recv_pooled) || !op.shared_recv || !op.hook.linked())
+        return false;
     intrusive_list<io_op, &io_op::hook>::unlink(op);
     recv_queue* q = static_cast<size_t>(op.fd) < recvs_.size() ? recvs_[op.fd] : nullptr;
     if (q && q->waiters.empty() && q->armed && !q->cancelling) cancel_recv(*q);
@@ -176,7 +194,13 @@ void io_uring_engine::on_recv_cqe(recv_queue* q, int res, unsigned flags) noexce
         }
         recv_queue::chunk c{static_cast<uint16_t>(id), 0, static_cast<uint32_t>(res)};
         io_op* op = q->waiters.pop_front();
-        if (op) {  // (a waiter means nothing was kept)
+        if (op && op->code == opcode::recv_pooled) {  // (a waiter means nothing was kept)
+            op->buf = pool_.at(c.id);
+            ++pool_.out;  // the caller's now
+            op->on_complete(op, res);
+            return finish_recv_cqe(*q);
+        }
+        if (op) {
             const size_t take = std::min<size_t>(op->len, c.len);
             std::memcpy(op->buf, pool_.at(c.id), take);
             c.off = static_cast<uint32_t>(take);
@@ -191,7 +215,10 @@ void io_uring_engine::on_recv_cqe(recv_queue* q, int res, unsigned flags) noexce
         if (op) op->on_complete(op, static_cast<long>(c.off));
     } else if (res == 0) {
         q->end = 1;  // end of stream: every waiting recv, and every later one, reads 0
-        while (io_op* op = q->waiters.pop_front()) op->on_complete(op, 0);
+        while (io_op* op = q->waiters.pop_front()) {
+            if (op->code == opcode::recv_pooled) op->buf = nullptr;
+            op->on_complete(op, 0);
+        }
     } else if (res == -ENOBUFS) {
         // Every pool buffer is out: the recvs waiting now take the single-shot way, and the next
         // one arms the multishot again.
@@ -204,20 +231,27 @@ void io_uring_engine::on_recv_cqe(recv_queue* q, int res, unsigned flags) noexce
         if (!q->armed) fall_back_to_single_recvs(*q);
         return;
     } else if (res != -ECANCELED) {
-        if (io_op* op = q->waiters.pop_front())
+        if (io_op* op = q->waiters.pop_front()) {
+            if (op->code == opcode::recv_pooled) op->buf = nullptr;
             op->on_complete(op, res);
-        else
+        } else {
             q->end = res;
+        }
     } else if (id >= 0) {
         recycle(static_cast<unsigned>(id));
     }
-    if (!q->armed) {
-        q->cancelling = false;
-        if (q->single)
-            fall_back_to_single_recvs(*q);
-        else if (!q->waiters.empty() && !q->end)
-            arm_recv(*q);
-    }
+    finish_recv_cqe(*q);
+}
+
+// After a completion: an ended receive is armed again for the recvs still waiting, or they go
+// the single-shot way.
+void io_uring_engine::finish_recv_cqe(recv_queue& q) noexcept {
+    if (q.armed) return;
+    q.cancelling = false;
+    if (q.single)
+        fall_back_to_single_recvs(q);
+    else if (!q.waiters.empty() && !q.end)
+        arm_recv(q);
 }
 
 // The socket is closing (or was closed and reused): waiters fail with EBADF, kept data is
