@@ -29,7 +29,7 @@ namespace {
 // idle connection costs its small frame and nothing else.
 task<void> session(int fd) {
     for (;;) {
-        auto got = co_await co::recv_pooled(fd);
+        auto got = co_await co::recv_pooled_ahead(fd);
         if (!got || got->empty()) break;  // error, cancelled, or the peer closed
         if (!co_await co::send_all(fd, got->data(), got->size())) break;
     }
