@@ -41,6 +41,40 @@ TEST_P(tls_test, tls13_handshake_and_full_duplex_echo_of_4_mib) {
     EXPECT_EQ(c->read_some(&b, 1, 5s).value_or(99), 0u);  // the server's close_notify
 }
 
+// writev gathers its buffers into one record: one call takes several small buffers whole (up
+// to 64 KiB), and writev_all of buffers of every size, empty ones among them, arrives intact.
+TEST_P(tls_test, writev_gathers_buffers_into_one_record_and_loses_nothing) {
+    tls_server srv(server_ctx());
+    auto c = dial(srv.addr(), client_ctx(), "localhost");
+    ASSERT_TRUE(c) << tls::last_error_message();
+    std::string head = "HTTP/1.1 200 OK\r\ncontent-length: 4096\r\n\r\n", body(4096, 'b');
+    iovec two[] = {{head.data(), head.size()}, {nullptr, 0}, {body.data(), body.size()}};
+    auto n = c->writev(two, 3, 5s);
+    ASSERT_TRUE(n) << c->last_error_message();
+    EXPECT_EQ(*n, head.size() + body.size());  // one call, both buffers
+    std::string back(*n, '\0');
+    ASSERT_TRUE(c->read_exactly(back.data(), back.size(), 5s)) << c->last_error_message();
+    EXPECT_EQ(back, head + body);
+    // Buffers of every size around the 64 KiB a record batch takes.
+    std::vector<std::string> parts;
+    for (size_t len : {1u, 0u, 700u, 65536u, 3u, 100000u, 0u, 16384u, 65535u})
+        parts.push_back(std::string(len, static_cast<char>('a' + parts.size())));
+    std::vector<iovec> iov;
+    std::string all;
+    for (auto& p : parts) {
+        iov.push_back({p.data(), p.size()});
+        all += p;
+    }
+    std::string echoed(all.size(), '\0');
+    auto writer = spawn([&] {
+        EXPECT_TRUE(c->writev_all(iov.data(), static_cast<int>(iov.size()), 10s)) << c->last_error_message();
+    });
+    ASSERT_TRUE(writer);
+    ASSERT_TRUE(c->read_exactly(echoed.data(), echoed.size(), 10s)) << c->last_error_message();
+    ASSERT_TRUE(writer->join());
+    EXPECT_TRUE(echoed == all);
+}
+
 TEST_P(tls_test, tls12_handshake_and_session_resumption) {
     tls_server srv(server_ctx());
     tls::context_options o;

@@ -155,6 +155,7 @@ private:
     explicit stream(std::unique_ptr<impl> i) noexcept;
     result<size_t> do_read_some(void* buf, size_t n, duration timeout) override;
     result<size_t> do_write_some(const void* buf, size_t n, duration timeout) override;
+    result<size_t> do_writev(const iovec* iov, int cnt, duration timeout) override;
     result<void> do_shutdown(duration timeout) override;
     result<void> do_close() noexcept override;
     std::unique_ptr<impl> impl_;

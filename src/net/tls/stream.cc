@@ -5,7 +5,9 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "gluon/runtime/fd.h"
 #include "internal.h"
@@ -287,6 +289,40 @@ result<size_t> stream::do_write_some(const void* buf, size_t n, duration timeout
     int len = static_cast<int>(n < k_max_send ? n : k_max_send);
     auto sent = GLUON_TRY(
         drive(s, deadline_after(timeout), phase::write, [&] { return SSL_write(s.ssl, buf, len); }));
+    if (sent == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
+    return static_cast<size_t>(sent);
+}
+
+// Several buffers (an HTTP response's head and body) go out as one record: an SSL_write each
+// would make a record, and a send, per buffer. They are gathered into a per-thread buffer
+// inside the SSL_write call (a retry after a wait gathers again), up to k_max_send bytes.
+result<size_t> stream::do_writev(const iovec* iov, int cnt, duration timeout) {
+    if (cnt < 0 || cnt > IOV_MAX) return errno_error(EINVAL);
+    const iovec* only = nullptr;
+    size_t total = 0;
+    int used = 0;
+    for (int i = 0; i < cnt && total < k_max_send; ++i) {
+        if (iov[i].iov_len == 0) continue;
+        only = &iov[i];
+        total += iov[i].iov_len;
+        ++used;
+    }
+    if (used <= 1) return only ? do_write_some(only->iov_base, only->iov_len, timeout) : size_t{0};
+    if (!impl_) return detail::fail(errno_code(EBADF), "TLS send on an empty stream");
+    impl& s = *impl_;
+    if (s.failed) return already_failed(s, "TLS send");
+    if (s.shut) return stream_fail(s, errno_code(EPIPE), "TLS send after shutdown");
+    thread_local std::unique_ptr<char[]> gather(new char[k_max_send]);
+    const size_t len = total < k_max_send ? total : k_max_send;
+    auto sent = GLUON_TRY(drive(s, deadline_after(timeout), phase::write, [&] {
+        size_t at = 0;
+        for (int i = 0; i < cnt && at < len; ++i) {
+            const size_t k = std::min(iov[i].iov_len, len - at);
+            std::memcpy(gather.get() + at, iov[i].iov_base, k);
+            at += k;
+        }
+        return SSL_write(s.ssl, gather.get(), static_cast<int>(len));
+    }));
     if (sent == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
     return static_cast<size_t>(sent);
 }
