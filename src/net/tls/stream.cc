@@ -318,6 +318,7 @@ result<size_t> stream::do_writev(const iovec* iov, int cnt, duration timeout) {
         size_t at = 0;
         for (int i = 0; i < cnt && at < len; ++i) {
             const size_t k = std::min(iov[i].iov_len, len - at);
+            if (k == 0) continue;  // (an empty buffer's base may be null)
             std::memcpy(gather.get() + at, iov[i].iov_base, k);
             at += k;
         }
