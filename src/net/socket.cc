@@ -76,11 +76,8 @@ result<size_t> stream::do_write_some(const void* buf, size_t n, duration t) {
     return fd::send_some(fd_, buf, n, 0, t);
 }
 result<size_t> stream::do_readv(const iovec* iov, int n, duration t) {
-    if (!ahead_) return fd::readv(fd_, iov, n, t);
-    // Read ahead: into the first buffer with room (a short read, as readv may be).
-    for (int i = 0; i < n; ++i)
-        if (iov[i].iov_len) return fd::recv_ahead(fd_, iov[i].iov_base, iov[i].iov_len, t);
-    return size_t{0};
+    // Read ahead: byte_stream's readv, into the first buffer with room through do_read_some.
+    return ahead_ ? byte_stream::do_readv(iov, n, t) : fd::readv(fd_, iov, n, t);
 }
 // sendmsg rather than writev: MSG_NOSIGNAL, so a peer that is gone is EPIPE, never SIGPIPE.
 // One buffer goes out with send(2): the kernel then copies no msghdr and imports no iovec.

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "gluon/engine/engine.h"

@@ -46,6 +46,15 @@ struct io_uring_engine::recv_queue {
     intrusive_list<io_op, &io_op::hook> waiters;
 
     bool has_data() const noexcept { return kept_head < kept.size(); }
+    /// Takes the front chunk off (its buffer is the caller's to give back or hand over).
+    chunk pop_front() noexcept {
+        chunk c = kept[kept_head];
+        if (++kept_head == kept.size()) {
+            kept.clear();
+            kept_head = 0;
+        }
+        return c;
+    }
 };
 
 namespace {
@@ -83,27 +92,26 @@ size_t io_uring_engine::copy_queued(recv_queue& q, char* out, size_t n) noexcept
         c.off += static_cast<uint32_t>(take);
         if (c.off == c.len) {
             --pool_.out;
-            recycle(c.id);
-            ++q.kept_head;
+            recycle(q.pop_front().id);
         }
-    }
-    if (!q.has_data()) {
-        q.kept.clear();
-        q.kept_head = 0;
     }
     return done;
 }
 
+namespace {
+// Completes a recv with no data (the end of the stream, an error): a pooled one holds no buffer.
+void complete_empty(io_op& op, long r) noexcept {
+    if (op.code == opcode::recv_pooled) op.buf = nullptr;
+    op.on_complete(&op, r);
+}
+}  // namespace
+
 // recv_pooled: hands the front kept buffer over whole (its taken part moved out of the way).
 long io_uring_engine::hand_over_queued(recv_queue& q, io_op& op) noexcept {
-    recv_queue::chunk c = q.kept[q.kept_head++];
+    const recv_queue::chunk c = q.pop_front();
     char* b = pool_.at(c.id);
     if (c.off) std::memmove(b, b + c.off, c.len - c.off);
     op.buf = b;  // (still counted out: now the caller's)
-    if (!q.has_data()) {
-        q.kept.clear();
-        q.kept_head = 0;
-    }
     return static_cast<long>(c.len - c.off);
 }
 
@@ -215,10 +223,7 @@ void io_uring_engine::on_recv_cqe(recv_queue* q, int res, unsigned flags) noexce
         if (op) op->on_complete(op, static_cast<long>(c.off));
     } else if (res == 0) {
         q->end = 1;  // end of stream: every waiting recv, and every later one, reads 0
-        while (io_op* op = q->waiters.pop_front()) {
-            if (op->code == opcode::recv_pooled) op->buf = nullptr;
-            op->on_complete(op, 0);
-        }
+        while (io_op* op = q->waiters.pop_front()) complete_empty(*op, 0);
     } else if (res == -ENOBUFS) {
         // Every pool buffer is out: the recvs waiting now take the single-shot way, and the next
         // one arms the multishot again.
@@ -231,12 +236,10 @@ void io_uring_engine::on_recv_cqe(recv_queue* q, int res, unsigned flags) noexce
         if (!q->armed) fall_back_to_single_recvs(*q);
         return;
     } else if (res != -ECANCELED) {
-        if (io_op* op = q->waiters.pop_front()) {
-            if (op->code == opcode::recv_pooled) op->buf = nullptr;
-            op->on_complete(op, res);
-        } else {
+        if (io_op* op = q->waiters.pop_front())
+            complete_empty(*op, res);
+        else
             q->end = res;
-        }
     } else if (id >= 0) {
         recycle(static_cast<unsigned>(id));
     }

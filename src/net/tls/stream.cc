@@ -180,6 +180,20 @@ template <typename Op> result<int> drive(stream::impl& s, deadline_t d, phase ph
     }
 }
 
+// A send of len bytes of plaintext, which `write(s)` makes with one SSL_write (called again
+// after a wait), after the checks every send makes. Returns the bytes taken.
+template <typename Write>
+result<size_t> send_plaintext(stream::impl* p, duration timeout, int len, Write&& write) {
+    if (!p) return detail::fail(errno_code(EBADF), "TLS send on an empty stream");
+    stream::impl& s = *p;
+    if (s.failed) return already_failed(s, "TLS send");
+    if (s.shut) return stream_fail(s, errno_code(EPIPE), "TLS send after shutdown");
+    if (len == 0) return size_t{0};
+    auto sent = GLUON_TRY(drive(s, deadline_after(timeout), phase::write, [&] { return write(s); }));
+    if (sent == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
+    return static_cast<size_t>(sent);
+}
+
 bool is_ip_literal(const std::string& name) {
     unsigned char buf[16];
     return inet_pton(AF_INET, name.c_str(), buf) == 1 ||
@@ -281,21 +295,14 @@ result<size_t> stream::do_read_some(void* buf, size_t n, duration timeout) {
 }
 
 result<size_t> stream::do_write_some(const void* buf, size_t n, duration timeout) {
-    if (!impl_) return detail::fail(errno_code(EBADF), "TLS send on an empty stream");
-    impl& s = *impl_;
-    if (s.failed) return already_failed(s, "TLS send");
-    if (s.shut) return stream_fail(s, errno_code(EPIPE), "TLS send after shutdown");
-    if (n == 0) return size_t{0};
-    int len = static_cast<int>(n < k_max_send ? n : k_max_send);
-    auto sent = GLUON_TRY(
-        drive(s, deadline_after(timeout), phase::write, [&] { return SSL_write(s.ssl, buf, len); }));
-    if (sent == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
-    return static_cast<size_t>(sent);
+    const int len = static_cast<int>(n < k_max_send ? n : k_max_send);
+    return send_plaintext(impl_.get(), timeout, len, [&](impl& s) { return SSL_write(s.ssl, buf, len); });
 }
 
 // Several buffers (an HTTP response's head and body) go out as one record: an SSL_write each
 // would make a record, and a send, per buffer. They are gathered into a per-thread buffer
-// inside the SSL_write call (a retry after a wait gathers again), up to k_max_send bytes.
+// inside the SSL_write call (a retry after a wait gathers again, so no other fiber's writev
+// can change them in between), up to k_max_send bytes.
 result<size_t> stream::do_writev(const iovec* iov, int cnt, duration timeout) {
     if (cnt < 0 || cnt > IOV_MAX) return errno_error(EINVAL);
     const iovec* only = nullptr;
@@ -308,13 +315,9 @@ result<size_t> stream::do_writev(const iovec* iov, int cnt, duration timeout) {
         ++used;
     }
     if (used <= 1) return only ? do_write_some(only->iov_base, only->iov_len, timeout) : size_t{0};
-    if (!impl_) return detail::fail(errno_code(EBADF), "TLS send on an empty stream");
-    impl& s = *impl_;
-    if (s.failed) return already_failed(s, "TLS send");
-    if (s.shut) return stream_fail(s, errno_code(EPIPE), "TLS send after shutdown");
     thread_local std::unique_ptr<char[]> gather(new char[k_max_send]);
     const size_t len = total < k_max_send ? total : k_max_send;
-    auto sent = GLUON_TRY(drive(s, deadline_after(timeout), phase::write, [&] {
+    return send_plaintext(impl_.get(), timeout, static_cast<int>(len), [&](impl& s) {
         size_t at = 0;
         for (int i = 0; i < cnt && at < len; ++i) {
             const size_t k = std::min(iov[i].iov_len, len - at);
@@ -323,9 +326,7 @@ result<size_t> stream::do_writev(const iovec* iov, int cnt, duration timeout) {
             at += k;
         }
         return SSL_write(s.ssl, gather.get(), static_cast<int>(len));
-    }));
-    if (sent == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
-    return static_cast<size_t>(sent);
+    });
 }
 
 result<void> stream::do_shutdown(duration timeout) {
