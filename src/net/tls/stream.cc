@@ -109,7 +109,7 @@ result<void> fill(stream::impl& s, deadline_t d) {
     auto& io = s.io;
     if (io.in_available() == 0 && !io.in_eof) {  // else another reader filled it meanwhile
         io.in_begin = io.in_end = 0;
-        auto n = fd::recv_some(s.sock.get(), io.in.get(), io.in_capacity, 0, time_left(d));
+        auto n = s.sock.read_some(io.in.get(), io.in_capacity, time_left(d));
         if (!n)
             out = unexpected(n.error());
         else if (*n == 0)
