@@ -195,6 +195,8 @@ def run(args, res, build, log, build_peer, demo=False):
     else:
         log("[http] nginx: not run (not installed)")
     floor = build_peer("http-c")
+    floor_uring = os.path.join(build, "bench", "http_floor")
+    floors = {"limit": floor, "limit-uring": floor_uring if os.access(floor_uring, os.X_OK) else None}
     # The same certificate and key for every HTTPS server.
     cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
@@ -218,16 +220,16 @@ def run(args, res, build, log, build_peer, demo=False):
     if quick or demo:
         keep = ("static-4k", "pipelined-16", "h2c-4k") if quick else ("static-4k", "hello-13b", "pipelined-16", "h2c-4k")
         workloads = {k: v for k, v in workloads.items() if k in keep}
-    # "limit": the plain-C responder, the floor (not a peer in the ratio column).
+    # The floors (not peers in the ratio column): the plain-C responders.
     if getattr(args, "only", None):
         workloads = {k: v for k, v in workloads.items() if args.only in k}
     proxied = not demo and (not getattr(args, "only", None) or args.only in proxy_suite.WORKLOAD)
-    names = list(impls) + (["limit"] if floor else [])
+    names = list(impls) + [n for n, path in floors.items() if path]
     try:
         for i in range(runs):
             for wname, (path, extra, body, canned, tls) in workloads.items():
                 for name in names:
-                    if name == "limit" and canned is None:
+                    if name in floors and canned is None:
                         continue
                     log(f"[http] run {i + 1}/{runs}: {wname} on {name}")
                     ngx = None
@@ -236,7 +238,7 @@ def run(args, res, build, log, build_peer, demo=False):
                         port, pid = ngx.port, ngx.pids[0]
                         proc = None
                     else:
-                        cmd = [floor, "--body", str(canned)] if name == "limit" else impls[name]
+                        cmd = [floors[name], "--body", str(canned)] if name in floors else impls[name]
                         if tls:
                             cmd = cmd + ["--cert", cert, "--key", key]
                         proc, port = _start(cmd + ["--port", "0"])
@@ -261,7 +263,7 @@ def run(args, res, build, log, build_peer, demo=False):
         if nginx_bin and not demo and (not getattr(args, "only", None) or args.only in "client"):
             _clients(build, root, nginx_bin, runs, dur, res, log)
         if not quick and not demo and (not getattr(args, "only", None) or args.only in "idle"):
-            for name in [n for n in names if n != "limit"]:
+            for name in [n for n in names if n not in floors]:
                 log(f"[http] idle keep-alive connections on {name}")
                 ngx = None
                 if name == "nginx":
@@ -285,10 +287,10 @@ def run(args, res, build, log, build_peer, demo=False):
         shutil.rmtree(work, ignore_errors=True)
     if demo:  # the short form: the headline, the rate and the tail
         return "\n".join(["requests per server CPU-second (the headline; ratio: gluon / nginx; limit: a "
-                          "runtime-free C responder):", res.table("req_per_cpu_s", names), "",
+                          "runtime-free C responder on epoll, limit-uring: on io_uring):", res.table("req_per_cpu_s", names), "",
                           "requests per second:", res.table("req_per_s", names), "",
                           "latency p99 (us):", res.table("p99_us", names)])
-    out = ["requests per server CPU-second (the headline; ratio: gluon / nginx; limit: the plain-C responder):",
+    out = ["requests per server CPU-second (the headline; ratio: gluon / nginx; limit, limit-uring: the plain-C responders on epoll and io_uring):",
            res.table("req_per_cpu_s", names), "", "requests per second:", res.table("req_per_s", names), "",
            "MB/s read by the client:", res.table("mb_per_s", names), "",
            "latency p50 (us):", res.table("p50_us", names), "", "latency p99 (us):", res.table("p99_us", names)]
@@ -300,7 +302,7 @@ def run(args, res, build, log, build_peer, demo=False):
                 res.table("req_per_client_cpu_s", ["gluon", "wrk"])]
     if not quick and not demo:
         out += ["", f"server memory per idle keep-alive connection ({IDLE_CONNS} held, KiB):",
-                res.table("kib_per_conn", [n for n in names if n != "limit"])]
+                res.table("kib_per_conn", [n for n in names if n not in floors])]
     if not demo and not getattr(args, "only", None):
         out += ["", ws_suite.run(args, res, build, log, build_peer)]
     return "\n".join(out)
