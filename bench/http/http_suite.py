@@ -195,14 +195,16 @@ def run(args, res, build, log, build_peer, demo=False):
     else:
         log("[http] nginx: not run (not installed)")
     floor = build_peer("http-c")
-    floor_uring = os.path.join(build, "bench", "http_floor")
-    floors = {"limit": floor, "limit-uring": floor_uring if os.access(floor_uring, os.X_OK) else None}
+    floors = {"limit": floor}
+    for name, binary in (("limit-uring", "http_floor"), ("limit-tls", "https_floor")):
+        path = os.path.join(build, "bench", binary)
+        floors[name] = path if os.access(path, os.X_OK) else None
     # The same certificate and key for every HTTPS server.
     cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                     "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # workload -> (path, wrk extra args, bytes of body per response, floor's canned body or None, TLS);
+    # workload -> (path, wrk extra args, bytes of body per response, floors' canned body or None, TLS);
     # "h2" in the extra args: HTTP/2 through h2load instead of wrk.
     workloads = {
         "static-4k": ("/4k.bin", [], FILE_4K, FILE_4K, False),
@@ -210,7 +212,7 @@ def run(args, res, build, log, build_peer, demo=False):
         "pipelined-16": ("/hello", ["pipeline"], BODY_SMALL, BODY_SMALL, False),
         "conn-close": ("/hello", ["-H", "Connection: close"], BODY_SMALL, BODY_SMALL, False),
         "file-1m": ("/1m.bin", [], FILE_1M, None, False),
-        "https-4k": ("/4k.bin", [], FILE_4K, None, True),
+        "https-4k": ("/4k.bin", [], FILE_4K, FILE_4K, True),
         "h2c-4k": ("/4k.bin", ["h2"], FILE_4K, None, False),
         "h2-tls-4k": ("/4k.bin", ["h2"], FILE_4K, None, True),
     }
@@ -229,7 +231,7 @@ def run(args, res, build, log, build_peer, demo=False):
         for i in range(runs):
             for wname, (path, extra, body, canned, tls) in workloads.items():
                 for name in names:
-                    if name in floors and canned is None:
+                    if name in floors and (canned is None or tls != (name == "limit-tls")):
                         continue
                     log(f"[http] run {i + 1}/{runs}: {wname} on {name}")
                     ngx = None
