@@ -80,8 +80,12 @@ struct client::impl {
         return &default_tls;
     }
 
-    /// A pooled connection that is still healthy (no EOF, no unread bytes), or none.
-    std::optional<connection> take_idle(const std::string& key) {
+    /// A pooled connection that is still fresh, or none. With `probe`, one that is also still
+    /// healthy (no EOF, no unread bytes: a system call). Without it, a connection the server
+    /// has closed fails the exchange before any answer, which the caller retries: for the
+    /// idempotent requests it may retry, the probe would cost every reuse a system call to
+    /// save a rare retry.
+    std::optional<connection> take_idle(const std::string& key, bool probe) {
         auto now = mono_now_ns();
         for (;;) {
             connection c;
@@ -93,9 +97,9 @@ struct client::impl {
                 it->second.pop_back();
             }
             bool fresh = now - c.idle_since < std::chrono::duration_cast<std::chrono::nanoseconds>(opts.idle_timeout).count();
-            char probe;
+            char one;
             net::socket_fd* sock = c.s->socket();
-            if (fresh && sock && sys::recv(sock->get(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) == -EAGAIN) {
+            if (fresh && (!probe || (sock && sys::recv(sock->get(), &one, 1, MSG_PEEK | MSG_DONTWAIT) == -EAGAIN))) {
                 c.reused = true;
                 return c;
             }
@@ -441,7 +445,7 @@ struct client::impl {
                     }
                     break;
                 }
-                auto pooled = take_idle(key);
+                auto pooled = take_idle(key, retries_left <= 0);
                 connection c;
                 if (pooled) {
                     c = std::move(*pooled);

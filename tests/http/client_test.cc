@@ -12,6 +12,7 @@
 #include "gluon/net/resolver.h"
 #include "gluon/net/tls.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
 #include "net/tls_test_support.h"
 #include "support/nginx.h"
 #include "test_support.h"
@@ -191,6 +192,49 @@ TEST_P(http_client_test, retries_an_idempotent_request_once_when_the_connection_
     client no_retries({.retries = 0});
     hang_next = true;
     EXPECT_FALSE(no_retries.get(origin + "/"));
+}
+
+// A kept-alive connection that the server closes while it idles in the pool: a request that may
+// be retried takes it unchecked (no system call per reuse) and is sent again on a new one; a
+// request that may not be retried is never sent on it.
+TEST_P(http_client_test, a_pooled_connection_the_server_closed_costs_a_retry_or_a_check) {
+    std::atomic<int> requests{0};
+    event closed;
+    uint16_t port = serve_raw([&](net::byte_stream& s) {
+        char buf[4096];
+        auto n = s.read_some(buf, sizeof buf, 5s);
+        if (!n || *n == 0) return;
+        ++requests;
+        std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";  // keep-alive, then gone
+        (void)s.write_all(ok.data(), ok.size(), 5s);
+        (void)s.close();
+        closed.set();
+    });
+    std::string origin = "http://127.0.0.1:" + std::to_string(port);
+    client c;
+    auto r = c.get(origin + "/");
+    ASSERT_TRUE(r) << r.error().message();
+    ASSERT_TRUE(closed.wait(5s));
+    EXPECT_EQ(c.statistics().idle, 1u);
+    closed.reset();
+    r = c.get(origin + "/");  // on the pooled connection, which fails unanswered: retried
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "ok");
+    EXPECT_EQ(c.statistics().connections_reused, 1u);
+    EXPECT_EQ(c.statistics().retries, 1u);
+    ASSERT_TRUE(closed.wait(5s));
+    closed.reset();
+    client_request post;
+    post.method = method::post;
+    post.url = origin + "/";
+    post.body = "once";
+    r = c.send(post);  // checked first: the closed connection is dropped, a new one opened
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "ok");
+    EXPECT_EQ(c.statistics().retries, 1u);
+    EXPECT_EQ(c.statistics().connections_reused, 1u);
+    EXPECT_EQ(c.statistics().connections_opened, 3u);
+    EXPECT_EQ(requests.load(), 3);
 }
 
 TEST_P(http_client_test, read_timeout_and_body_limit_fail_clearly) {

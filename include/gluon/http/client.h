@@ -29,7 +29,10 @@ struct client_options {
     duration read_timeout = std::chrono::seconds(30);     // between reads of a response
     duration total_timeout = std::chrono::minutes(2);     // the whole call, redirects included
     int max_redirects = 5;                                // 0: redirects are returned, not followed
-    int retries = 1;  // idempotent requests: new attempts after a connection failed before answering
+    // Idempotent requests: new attempts after a connection failed before answering. Such a
+    // request takes a pooled connection without checking it (a system call), since a connection
+    // the server closed meanwhile is one that fails before answering; the others check first.
+    int retries = 1;
     size_t max_idle_per_origin = 8;
     duration idle_timeout = std::chrono::seconds(30);  // an idle pooled connection older is closed
     uint64_t max_body_bytes = 64 << 20;                // a response body over it: EMSGSIZE
