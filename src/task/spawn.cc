@@ -217,6 +217,23 @@ void root_wait(root_base* r) noexcept {
     done.wait();
 }
 
+long root_wait_until(root_base* r, deadline_t deadline) noexcept {
+    oneshot done;
+    joiner j;
+    j.signal = &done;
+    if (at_home(r)) {
+        if (r->done) return 0;
+        r->j = &j;
+    } else {
+        post_joiner(r, &j);
+    }
+    const long res = done.wait_until(deadline);
+    if (res == 0) return 0;
+    root_cancel(r);
+    done.wait();
+    return res;
+}
+
 bool root_await(root_base* r, joiner& j) noexcept {
     j.sched = t_sched;
     if (at_home(r)) {

@@ -16,6 +16,8 @@
 namespace gluon {
 namespace {
 
+using namespace std::chrono_literals;
+
 class task_test : public test::engine_test {};
 
 task<int> forty_two() { co_return 42; }
@@ -130,6 +132,57 @@ TEST_P(task_test, a_plain_thread_and_another_vcpu_join_tasks) {
     });
     ASSERT_TRUE(r);
     EXPECT_EQ(*r, 42);
+}
+
+// A join with a timeout: a task that ends in time gives its value; one that does not is
+// cancelled and has ended (its sleep cut short) by the time the join fails. From a task, from
+// this fiber, and across vCPUs.
+task<int> sleeper(duration d, int* ended) {
+    auto r = co_await co::sleep_for(d);
+    *ended = r ? 1 : 2;  // 2: the sleep was cancelled
+    co_return 7;
+}
+
+TEST_P(task_test, joins_with_a_timeout_cancel_a_late_task_and_wait_for_its_end) {
+    int ended = 0;
+    auto quick = co_spawn(sleeper(0ms, &ended)).value();
+    auto r = quick.join_for(10s);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, 7);
+    EXPECT_EQ(ended, 1);
+    EXPECT_FALSE(quick.joinable());
+
+    ended = 0;
+    auto slow = co_spawn(sleeper(1h, &ended)).value();
+    r = slow.join_for(1ms);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+    EXPECT_EQ(ended, 2);  // cancelled and ended before join_for returned
+    EXPECT_FALSE(slow.joinable());
+
+    auto from_task = [](int* e1, int* e2) -> task<int> {
+        auto a = co_spawn(sleeper(0ms, e1)).value();
+        auto ra = co_await a.join_for_async(10s);
+        auto b = co_spawn(sleeper(1h, e2)).value();
+        auto rb = co_await b.join_for_async(1ms);
+        co_return (ra && *ra == 7 ? 1 : 0) + (!rb && rb.error() == std::errc::timed_out ? 10 : 0);
+    };
+    int e1 = 0, e2 = 0;
+    EXPECT_EQ(block_on(from_task(&e1, &e2)).value(), 11);
+    EXPECT_EQ(e1, 1);
+    EXPECT_EQ(e2, 2);
+
+    // The late task on another vCPU, its joiner a task here.
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt);
+    auto across = [](vcpu_handle other, int* e) -> task<int> {
+        auto c = co_spawn(sleeper(1h, e), {.on = other}).value();
+        auto rc = co_await c.join_for_async(1ms);
+        co_return !rc && rc.error() == std::errc::timed_out ? 1 : 0;
+    };
+    int e3 = 0;
+    EXPECT_EQ(block_on(across((*rt)->vcpu(0), &e3)).value(), 1);
+    EXPECT_EQ(e3, 2);
 }
 
 TEST_P(task_test, nop_round_trips) {

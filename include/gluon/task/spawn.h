@@ -72,6 +72,10 @@ void root_cancel(root_base* r) noexcept;
 void root_free(root_base* r) noexcept;
 /// Blocks the calling fiber or thread until the task has ended.
 void root_wait(root_base* r) noexcept;
+/// root_wait up to the deadline; if the task has not ended by then (or the waiting fiber is
+/// interrupted), cancels it and waits for its end all the same. Returns 0 or -ETIMEDOUT /
+/// -ECANCELED.
+long root_wait_until(root_base* r, deadline_t deadline) noexcept;
 /// For a task awaiting r: true if it must suspend (j is then registered).
 bool root_await(root_base* r, joiner& j) noexcept;
 /// The awaiting task was cancelled: pass it on to the task it awaits.
@@ -103,6 +107,24 @@ public:
     T join() {
         task_detail::root_wait(r_);
         return take();
+    }
+    /// join() with a timeout: if the task has not ended within `timeout`, cancels it (task.h,
+    /// cancellation), waits for its end all the same (nothing of it runs on after the call) and
+    /// fails; its value, if it produced one regardless, is dropped. The handle is empty after.
+    /// A task that ends as the timeout expires may be reported as timed out. Errors:
+    /// ETIMEDOUT, ECANCELED (the waiting fiber was interrupted).
+    result<T> join_for(duration timeout) {
+        const long r = task_detail::root_wait_until(r_, deadline_after(timeout));
+        if (r < 0) {
+            drop();
+            return errno_error(static_cast<int>(-r));
+        }
+        if constexpr (std::is_void_v<T>) {
+            take();
+            return {};
+        } else {
+            return take();
+        }
     }
     /// Lets the task run on alone.
     void detach() noexcept {
@@ -141,6 +163,41 @@ public:
     /// Cancelling the awaiting task cancels the spawned one, and still waits for its end.
     awaiter operator co_await() noexcept { return awaiter{{}, this}; }
 
+    struct timed_awaiter : awaiter {
+        deadline_t deadline;
+        bool timed_out = false;
+        vcpu_timer timer;
+        template <typename P>
+        bool await_suspend(std::coroutine_handle<P> h) noexcept {
+            if (!awaiter::await_suspend(h)) return false;
+            (void)timer.arm(deadline, [](vcpu_timer* t) noexcept {
+                auto* a = reinterpret_cast<timed_awaiter*>(reinterpret_cast<char*>(t) - offsetof(timed_awaiter, timer));
+                a->timed_out = true;
+                task_detail::root_cancel(a->self->r_);
+            });
+            return true;
+        }
+        result<T> await_resume() {
+            timer.disarm();
+            if (this->ctx) this->ctx->hook = nullptr;
+            if (timed_out) {
+                this->self->drop();
+                return errno_error(ETIMEDOUT);
+            }
+            if constexpr (std::is_void_v<T>) {
+                this->self->take();
+                return {};
+            } else {
+                return this->self->take();
+            }
+        }
+    };
+    /// From a task: co_await with a timeout, as join_for. Cancelling the awaiting task cancels
+    /// the spawned one as co_await does. Errors: ETIMEDOUT.
+    timed_awaiter join_for_async(duration timeout) noexcept {
+        return timed_awaiter{awaiter{{}, this}, deadline_after(timeout)};
+    }
+
 private:
     T take() {
         struct release {
@@ -149,6 +206,13 @@ private:
         } g{std::exchange(r_, nullptr)};
         auto h = task_detail::promise<T>::handle_type_of(g.r->h);
         return h.promise().take();
+    }
+    // Frees the ended task without its value (an exception it ended with is dropped too).
+    void drop() noexcept {
+        try {
+            (void)take();
+        } catch (...) {
+        }
     }
     void reset() noexcept { detach(); }
     task_detail::root_base* r_ = nullptr;
