@@ -226,12 +226,15 @@ def run(args, res, build, log, build_peer, demo=False):
     if getattr(args, "only", None):
         workloads = {k: v for k, v in workloads.items() if args.only in k}
     proxied = not demo and (not getattr(args, "only", None) or args.only in proxy_suite.WORKLOAD)
-    names = list(impls) + [n for n, path in floors.items() if path]
+    # A floor runs where its canned answer stands for the workload (limit-tls: the TLS ones only).
+    applies = lambda n, canned, tls: canned is not None and tls == (n == "limit-tls")
+    names = list(impls) + [n for n, path in floors.items()
+                           if path and any(applies(n, w[3], w[4]) for w in workloads.values())]
     try:
         for i in range(runs):
             for wname, (path, extra, body, canned, tls) in workloads.items():
                 for name in names:
-                    if name in floors and (canned is None or tls != (name == "limit-tls")):
+                    if name in floors and not applies(name, canned, tls):
                         continue
                     log(f"[http] run {i + 1}/{runs}: {wname} on {name}")
                     ngx = None
@@ -292,7 +295,7 @@ def run(args, res, build, log, build_peer, demo=False):
                           "runtime-free C responder on epoll, limit-uring: on io_uring):", res.table("req_per_cpu_s", names), "",
                           "requests per second:", res.table("req_per_s", names), "",
                           "latency p99 (us):", res.table("p99_us", names)])
-    out = ["requests per server CPU-second (the headline; ratio: gluon / nginx; limit, limit-uring: the plain-C responders on epoll and io_uring):",
+    out = ["requests per server CPU-second (the headline; ratio: gluon / nginx; limit, limit-uring, limit-tls: the plain-C responders on epoll, io_uring and OpenSSL):",
            res.table("req_per_cpu_s", names), "", "requests per second:", res.table("req_per_s", names), "",
            "MB/s read by the client:", res.table("mb_per_s", names), "",
            "latency p50 (us):", res.table("p50_us", names), "", "latency p99 (us):", res.table("p99_us", names)]
