@@ -86,7 +86,7 @@ struct client::impl {
     /// idempotent requests it may retry, the probe would cost every reuse a system call to
     /// save a rare retry.
     std::optional<connection> take_idle(const std::string& key, bool probe) {
-        auto now = mono_now_ns();
+        auto now = mono_coarse_ns();  // idle ages need no precision
         for (;;) {
             connection c;
             {
@@ -108,7 +108,7 @@ struct client::impl {
     }
 
     void give_back(const std::string& key, connection c) {
-        c.idle_since = mono_now_ns();
+        c.idle_since = mono_coarse_ns();
         c.reused = false;
         std::lock_guard g(lock);
         auto& v = idle[{std::this_thread::get_id(), key}];

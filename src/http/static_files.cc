@@ -283,9 +283,7 @@ void serve(static_state& st, request& req, response& res) {
     if (!rel) return plain(res, rel.error() == std::errc::invalid_argument ? 400 : 403);
 
     // Freshness needs no more than the coarse clock (a tick is a few ms; the interval is 1 s).
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    int64_t now = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+    int64_t now = mono_coarse_ns();
     int64_t fresh_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(st.opts.revalidate_after).count();
     std::shared_ptr<cached_file> hit = st.opts.cache_file_max ? st.cache.find(*rel) : nullptr;
     if (hit && now - hit->checked_ns < fresh_ns) {

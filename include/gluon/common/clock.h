@@ -22,6 +22,14 @@ inline int64_t mono_now_ns() noexcept {
     return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
 }
 
+/// CLOCK_MONOTONIC at the kernel tick's resolution (a few ms), read without the TSC: for ages
+/// that need no precision (idle connections, cache freshness). Not for deadlines.
+inline int64_t mono_coarse_ns() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
 /// The deadline `d` from now (saturating; negative durations are "now").
 inline deadline_t deadline_after(duration d) noexcept {
     if (d == forever) return k_no_deadline;

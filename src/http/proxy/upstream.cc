@@ -11,17 +11,6 @@
 
 namespace gluon::http::detail {
 
-namespace {
-
-/// Idle times need no precision: the coarse clock is read without the TSC (a few ns).
-int64_t coarse_now_ns() noexcept {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
-}
-
-}  // namespace
-
 result<upstream_address> upstream_address::parse(std::string_view hp) {
     upstream_address a;
     size_t colon = hp.rfind(':');
@@ -45,7 +34,7 @@ upstream_pool::~upstream_pool() {
 }
 
 result<upstream_conn> upstream_pool::take(const std::string& key, const upstream_address& a) {
-    const int64_t now = coarse_now_ns();
+    const int64_t now = mono_coarse_ns();
     const int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o_.idle_timeout).count();
     for (;;) {
         upstream_conn c;
@@ -84,7 +73,7 @@ result<upstream_conn> upstream_pool::take(const std::string& key, const upstream
 }
 
 void upstream_pool::give_back(const std::string& key, upstream_conn c) {
-    c.idle_since = coarse_now_ns();
+    c.idle_since = mono_coarse_ns();
     c.reused = false;
     std::lock_guard g(lock_);
     auto& v = idle_[slot{std::this_thread::get_id(), key}];
