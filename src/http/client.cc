@@ -64,7 +64,7 @@ struct client::impl {
     // (vCPU thread, origin) -> the HTTP/2 connection that carries its requests.
     std::map<std::pair<std::thread::id, std::string>, std::shared_ptr<detail::h2_client_session>> h2;
     stats st;
-    std::string last_url_, last_key_;
+    std::string last_url_, last_key_, last_text_;  // last_text_: last_parsed_.to_string()
     url last_parsed_;
 
     std::string pool_key(const url& u) const { return u.scheme + "://" + u.authority() + "|" + opts.proxy; }
@@ -286,8 +286,12 @@ struct client::impl {
         }
         out.status = h.status;
         out.reason.assign(h.reason);
-        out.headers.clear();
-        for (size_t i = 0; i < h.header_count; ++i) out.headers.emplace_back(h.headers[i].name, h.headers[i].value);
+        // Assigned over the fields already there: a reused response keeps their buffers.
+        out.headers.resize(h.header_count);
+        for (size_t i = 0; i < h.header_count; ++i) {
+            out.headers[i].first.assign(h.headers[i].name);
+            out.headers[i].second.assign(h.headers[i].value);
+        }
         out.body.clear();
         out.body_length = 0;
         if (req.on_head && !req.on_head(out)) return errno_error(ECANCELED);
@@ -376,7 +380,10 @@ struct client::impl {
         return {};
     }
 
-    result<client_response> send(const client_request& req, const std::function<bool(std::string_view)>* on_body) {
+    // Fills `out`, whose buffers (fields, body, URL) are reused when a caller passes the same
+    // response again.
+    result<void> send(const client_request& req, const std::function<bool(std::string_view)>* on_body,
+                      client_response& out) {
         deadline_t total = deadline_after(opts.total_timeout);
         if (req.timeout != forever) total = std::min(total, deadline_after(req.timeout));
         url u;
@@ -386,6 +393,7 @@ struct client::impl {
             if (req.url == last_url_) {
                 u = last_parsed_;
                 key = last_key_;
+                out.url.assign(last_text_);  // the URL that answers unless redirected
             }
         }
         if (key.empty()) {
@@ -395,11 +403,15 @@ struct client::impl {
             last_url_ = req.url;
             last_parsed_ = u;
             last_key_ = key;
+            last_text_ = u.to_string();
+            out.url.assign(last_text_);
         }
-        const std::string first_origin = key;
+        std::string first_origin;  // kept once a redirect changes the origin's key
         method verb = req.method;
         bool with_body = true;
-        client_response out;
+        out.status = 0;
+        out.body.clear();
+        out.body_length = 0;
         // HTTP/2 hands the body over in pieces: into the caller's buffer through a callback.
         std::function<bool(std::string_view)> into_sink;
         const std::function<bool(std::string_view)>* h2_on_body = on_body;
@@ -418,9 +430,12 @@ struct client::impl {
         }
         for (int redirects = 0;; ++redirects) {
             int retries_left = idempotent(verb) && !req.body_source ? opts.retries : 0;
-            if (redirects > 0) key = pool_key(u);
-            bool cross_origin = key != first_origin;
-            out.url = u.to_string();  // before the exchange: on_head sees which URL answers
+            if (redirects > 0) {
+                if (redirects == 1) first_origin = key;
+                key = pool_key(u);
+                out.url = u.to_string();  // before the exchange: on_head sees which URL answers
+            }
+            bool cross_origin = redirects > 0 && key != first_origin;
             for (;;) {
                 if (auto h2s = h2_session(key)) {
                     auto fields = GLUON_TRY(h2_fields(req, cross_origin));
@@ -490,9 +505,9 @@ struct client::impl {
             }
             bool redirect = out.status == 301 || out.status == 302 || out.status == 303 || out.status == 307 || out.status == 308;
             std::string_view loc = out.header("Location");
-            if (!redirect || loc.empty() || opts.max_redirects == 0) return out;
+            if (!redirect || loc.empty() || opts.max_redirects == 0) return {};
             if (redirects == opts.max_redirects) return errno_error(ELOOP);
-            if (req.body_source && (out.status == 307 || out.status == 308)) return out;  // cannot resend
+            if (req.body_source && (out.status == 307 || out.status == 308)) return {};  // cannot resend
             url next = GLUON_TRY(u.resolve(loc));
             if (out.status == 303 || ((out.status == 301 || out.status == 302) && verb == method::post)) {
                 verb = method::get;
@@ -514,10 +529,18 @@ client::~client() {
         if (k.first == std::this_thread::get_id()) sess->close();
 }
 
-result<client_response> client::send(const client_request& req) { return impl_->send(req, nullptr); }
+result<client_response> client::send(const client_request& req) {
+    client_response out;
+    GLUON_TRY(impl_->send(req, nullptr, out));
+    return out;
+}
+
+result<void> client::send(const client_request& req, client_response& out) { return impl_->send(req, nullptr, out); }
 
 result<client_response> client::send(const client_request& req, const std::function<bool(std::string_view)>& on_body) {
-    return impl_->send(req, &on_body);
+    client_response out;
+    GLUON_TRY(impl_->send(req, &on_body, out));
+    return out;
 }
 
 result<client_response> client::get(std::string_view u) {

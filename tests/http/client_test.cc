@@ -194,6 +194,35 @@ TEST_P(http_client_test, retries_an_idempotent_request_once_when_the_connection_
     EXPECT_FALSE(no_retries.get(origin + "/"));
 }
 
+// One response object filled again and again (send(req, out)): each answer's fields, body and
+// URL replace the last one's whole, with fewer or more fields than before.
+TEST_P(http_client_test, a_response_passed_again_holds_only_the_latest_answer) {
+    router r = app();
+    r.get("/many", [](request&, response& res) {
+        for (int i = 0; i < 6; ++i) res.header("X-Field-" + std::to_string(i), std::string(40, static_cast<char>('a' + i)));
+        res.body("many");
+    });
+    std::string origin = serve(r.as_handler());
+    client c;
+    client_response out;
+    client_request q;
+    for (const char* path : {"/many", "/hello", "/hello", "/many", "/many", "/nowhere", "/hello"}) {
+        q.url = origin + path;
+        ASSERT_TRUE(c.send(q, out));
+        const bool many = std::string_view(path) == "/many", missing = std::string_view(path) == "/nowhere";
+        EXPECT_EQ(out.status, missing ? 404 : 200) << path;
+        EXPECT_EQ(out.url, q.url);
+        EXPECT_EQ(out.body_length, out.body.size());
+        if (!missing) EXPECT_EQ(out.body, many ? "many" : "hello") << path;
+        EXPECT_EQ(out.header("X-Field-5"), many ? std::string(40, 'f') : "") << path;
+        size_t fields = 0;
+        for (const auto& [k, v] : out.headers) fields += k.rfind("X-Field-", 0) == 0;
+        EXPECT_EQ(fields, many ? 6u : 0u) << path;
+        EXPECT_EQ(out.header("Content-Length"), std::to_string(out.body.size())) << path;
+    }
+    EXPECT_EQ(c.statistics().connections_opened, 1u);
+}
+
 // A kept-alive connection that the server closes while it idles in the pool: a request that may
 // be retried takes it unchecked (no system call per reuse) and is sent again on a new one; a
 // request that may not be retried is never sent on it.

@@ -99,6 +99,10 @@ public:
     /// body over max_body_bytes), ELOOP (more redirects than max_redirects... when following),
     /// ECONNRESET / ENODATA (the server closed mid-response), ECANCELED.
     result<client_response> send(const client_request& req);
+    /// send() into `out`: a response passed again keeps its buffers (fields, body, URL), so a
+    /// caller that sends in a loop allocates nothing per response once they have grown. On an
+    /// error, out's contents are unspecified. Errors: those of send().
+    result<void> send(const client_request& req, client_response& out);
     result<client_response> get(std::string_view url);
     /// As send(), but the body is handed to on_body piece by piece (returning false stops the
     /// transfer and closes the connection: ECANCELED).
