@@ -1,5 +1,6 @@
 #include "gluon/http/client.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "h2/client_session.h"
 #include "gluon/net/resolver.h"
 #include "gluon/net/tls.h"
+#include "gluon/runtime/fd.h"
 #include "gluon/sys/ops.h"
 
 namespace gluon::http {
@@ -80,12 +82,15 @@ struct client::impl {
         return &default_tls;
     }
 
-    /// A pooled connection that is still fresh, or none. With `probe`, one that is also still
-    /// healthy (no EOF, no unread bytes: a system call). Without it, a connection the server
-    /// has closed fails the exchange before any answer, which the caller retries: for the
-    /// idempotent requests it may retry, the probe would cost every reuse a system call to
-    /// save a rare retry.
+    /// A pooled connection that is still fresh, or none. With `probe`, or once it has idled
+    /// over a second, one that is also still healthy (no EOF, no unread bytes: see quiet()).
+    /// Otherwise a connection the server has just closed fails the exchange before any
+    /// answer, which the caller retries: for the idempotent requests it may retry, the check
+    /// would cost every quick reuse a system call to save a rare retry. (A server that says
+    /// something before it closes an idle connection, a 408, does so after its idle timeout,
+    /// which is seconds.)
     std::optional<connection> take_idle(const std::string& key, bool probe) {
+        constexpr int64_t k_unchecked_idle_ns = 1'000'000'000;
         auto now = mono_coarse_ns();  // idle ages need no precision
         for (;;) {
             connection c;
@@ -97,14 +102,25 @@ struct client::impl {
                 it->second.pop_back();
             }
             bool fresh = now - c.idle_since < std::chrono::duration_cast<std::chrono::nanoseconds>(opts.idle_timeout).count();
-            char one;
-            net::socket_fd* sock = c.s->socket();
-            if (fresh && (!probe || (sock && sys::recv(sock->get(), &one, 1, MSG_PEEK | MSG_DONTWAIT) == -EAGAIN))) {
+            const bool check = probe || now - c.idle_since > k_unchecked_idle_ns;
+            if (fresh && (!check || quiet(c))) {
                 c.reused = true;
                 return c;
             }
             (void)c.s->close();
         }
+    }
+
+    /// Nothing has come on an idle connection, not even its end: not in the socket, and not
+    /// taken ahead of any read (connections read ahead: the engine reports what it holds to a
+    /// readiness poll, answered at once when it holds something).
+    static bool quiet(connection& c) {
+        net::socket_fd* sock = c.s->socket();
+        if (!sock) return false;
+        char one;
+        if (sys::recv(sock->get(), &one, 1, MSG_PEEK | MSG_DONTWAIT) != -EAGAIN) return false;
+        auto ready = fd::poll(sock->get(), POLLIN, duration::zero());
+        return !ready && ready.error() == std::errc::timed_out;
     }
 
     void give_back(const std::string& key, connection c) {
@@ -131,6 +147,9 @@ struct client::impl {
         }
         (void)sock.set_nodelay(true);
         if (!opts.proxy.empty() && u.scheme == "https") GLUON_TRY(tunnel(sock, u, t));
+        // Read ahead (net::stream::read_ahead): a connection is used and closed on the vCPU
+        // that opened it (the pool is per vCPU), and every read goes through its stream.
+        sock.read_ahead();
         if (u.scheme == "https") {
             const net::tls::context* ctx = GLUON_TRY(tls_context());
             auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *ctx, u.host, min_left(opts.connect_timeout, total)));
@@ -521,6 +540,9 @@ struct client::impl {
 client::client(client_options opts) : impl_(std::make_unique<impl>()) { impl_->opts = std::move(opts); }
 
 client::~client() {
+    // Pooled connections of other vCPUs are closed here too. They read ahead: one that still
+    // has a receive armed on its own vCPU leaves the kernel's socket open until something
+    // arrives on it (its server closing it, at the latest) or that vCPU ends.
     for (auto& [k, v] : impl_->idle)
         for (auto& c : v) (void)c.s->close();
     // A session belongs to its vCPU: those of this one are closed now; the others end when

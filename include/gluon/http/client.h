@@ -30,8 +30,8 @@ struct client_options {
     duration total_timeout = std::chrono::minutes(2);     // the whole call, redirects included
     int max_redirects = 5;                                // 0: redirects are returned, not followed
     // Idempotent requests: new attempts after a connection failed before answering. Such a
-    // request takes a pooled connection without checking it (a system call), since a connection
-    // the server closed meanwhile is one that fails before answering; the others check first.
+    // request takes a connection that was pooled under a second without checking it (a system
+    // call), since one the server closed meanwhile fails before answering; others check first.
     int retries = 1;
     size_t max_idle_per_origin = 8;
     duration idle_timeout = std::chrono::seconds(30);  // an idle pooled connection older is closed
