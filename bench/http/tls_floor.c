@@ -23,6 +23,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "floor.h"
+
 enum { k_in = 16384 };
 
 struct conn {
@@ -37,9 +39,6 @@ struct conn {
 
 static char* response;
 static size_t response_len;
-static volatile sig_atomic_t stop;
-
-static void on_signal(int s) { (void)s; stop = 1; }
 
 /* Queues a response for every complete request in c->in; returns 1 if the last asked to close. */
 static int answer(struct conn* c) {
@@ -122,32 +121,14 @@ int main(int argc, char** argv) {
         return 1;
     }
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    char head[256];
-    int h = snprintf(head, sizeof head,
-                     "HTTP/1.1 200 OK\r\nServer: floor\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
-                     body);
-    response_len = (size_t)h + body;
-    response = malloc(response_len);
-    memcpy(response, head, (size_t)h);
-    memset(response + h, 'x', body);
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
-    signal(SIGPIPE, SIG_IGN);
-
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (bind(l, (struct sockaddr*)&a, sizeof a) || listen(l, 4096)) { perror("listen"); return 1; }
-    socklen_t al = sizeof a;
-    getsockname(l, (struct sockaddr*)&a, &al);
+    response = floor_response(body, &response_len);
+    floor_signals();
+    int l = floor_listen(port, SOCK_NONBLOCK), one = 1;
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev);
-    printf("listening %d\n", ntohs(a.sin_port));
-    fflush(stdout);
     struct epoll_event evs[256];
-    while (!stop) {
+    while (!floor_stop) {
         int k = epoll_wait(ep, evs, 256, 100);
         for (int i = 0; i < k; ++i) {
             struct conn* c = evs[i].data.ptr;

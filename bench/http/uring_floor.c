@@ -24,6 +24,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "floor.h"
+
 enum { k_bufs = 1024, k_buf_size = 16384, k_in = 16384 };
 enum { op_accept, op_recv, op_send, op_close, op_ignore };
 
@@ -45,9 +47,6 @@ static struct io_uring_buf_ring* br;
 static char* bufs;
 static char* response;
 static size_t response_len;
-static volatile sig_atomic_t stop;
-
-static void on_signal(int s) { (void)s; stop = 1; }
 
 static void die(const char* what) {
     fprintf(stderr, "http_floor: %s\n", what);
@@ -197,17 +196,8 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--body") && i + 1 < argc) body = (size_t)atol(argv[++i]);
         else { fprintf(stderr, "usage: http_floor --port N [--body BYTES]\n"); return 2; }
     }
-    char head[256];
-    int h = snprintf(head, sizeof head,
-                     "HTTP/1.1 200 OK\r\nServer: floor\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
-                     body);
-    response_len = (size_t)h + body;
-    response = malloc(response_len);
-    memcpy(response, head, (size_t)h);
-    memset(response + h, 'x', body);
-    if (body == 13) memcpy(response + h, "Hello, World!", 13);
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
+    response = floor_response(body, &response_len);
+    floor_signals();
 
     struct io_uring_params p;
     memset(&p, 0, sizeof p);
@@ -221,19 +211,11 @@ int main(int argc, char** argv) {
     if (io_uring_register_buf_ring(&ring, &reg, 0) != 0) die("cannot register a buffer ring");
     for (unsigned b = 0; b < k_bufs; ++b) give_back(b);
 
-    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (bind(l, (struct sockaddr*)&a, sizeof a) || listen(l, 4096)) { perror("listen"); return 1; }
-    socklen_t al = sizeof a;
-    getsockname(l, (struct sockaddr*)&a, &al);
+    int l = floor_listen(port, 0), one = 1;
     queue_accept(l);
-    printf("listening %d\n", ntohs(a.sin_port));
-    fflush(stdout);
 
     struct __kernel_timespec tick = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
-    while (!stop) {
+    while (!floor_stop) {
         struct io_uring_cqe* cqe;
         int r = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &tick, NULL);
         if (r < 0 && r != -ETIME && r != -EINTR) die("io_uring_enter failed");

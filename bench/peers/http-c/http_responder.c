@@ -21,6 +21,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../../http/floor.h"
+
 struct conn {
     int fd;
     size_t len;
@@ -29,21 +31,6 @@ struct conn {
 
 static char *response;
 static size_t response_len;
-static volatile sig_atomic_t stop;
-
-static void on_signal(int s) { (void)s; stop = 1; }
-
-static void build_response(size_t body) {
-    char head[256];
-    int h = snprintf(head, sizeof head,
-                     "HTTP/1.1 200 OK\r\nServer: floor\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
-                     body);
-    response_len = (size_t)h + body;
-    response = malloc(response_len);
-    memcpy(response, head, (size_t)h);
-    memset(response + h, 'x', body);
-    if (body == 13) memcpy(response + h, "Hello, World!", 13);
-}
 
 /* Answers every complete request in c->in; returns -1 if the connection must close. */
 static int serve(struct conn *c, char **out, size_t *out_cap) {
@@ -85,26 +72,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--body") && i + 1 < argc) body = (size_t)atol(argv[++i]);
         else { fprintf(stderr, "usage: http_responder --port N [--body BYTES]\n"); return 2; }
     }
-    build_response(body);
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    int one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4096)) { perror("listen"); return 1; }
-    socklen_t al = sizeof a;
-    getsockname(l, (struct sockaddr *)&a, &al);
+    response = floor_response(body, &response_len);
+    floor_signals();
+    int l = floor_listen(port, SOCK_NONBLOCK), one = 1;
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev);
-    printf("listening %d\n", ntohs(a.sin_port));
-    fflush(stdout);
     size_t out_cap = response_len * 16;
     char *out = malloc(out_cap);
     struct epoll_event evs[256];
-    while (!stop) {
+    while (!floor_stop) {
         int k = epoll_wait(ep, evs, 256, 100);
         for (int i = 0; i < k; ++i) {
             struct conn *c = evs[i].data.ptr;
