@@ -204,30 +204,28 @@ void root_forward_cancel(root_base* r, int err) noexcept {
     root_cancel(r);
 }
 
-void root_wait(root_base* r) noexcept {
-    oneshot done;
-    joiner j;
-    j.signal = &done;
+namespace {
+// Makes j the joiner of r (on r's vCPU); false if r has ended already (from here, j is not
+// woken then).
+bool join(root_base* r, joiner& j) noexcept {
     if (at_home(r)) {
-        if (r->done) return;
+        if (r->done) return false;
         r->j = &j;
-    } else {
-        post_joiner(r, &j);
+        return true;
     }
-    done.wait();
+    post_joiner(r, &j);
+    return true;
 }
+}  // namespace
 
-long root_wait_until(root_base* r, deadline_t deadline) noexcept {
+void root_wait(root_base* r) noexcept { (void)root_wait_until(r, k_no_deadline, false); }
+
+long root_wait_until(root_base* r, deadline_t deadline, bool interruptible) noexcept {
     oneshot done;
     joiner j;
     j.signal = &done;
-    if (at_home(r)) {
-        if (r->done) return 0;
-        r->j = &j;
-    } else {
-        post_joiner(r, &j);
-    }
-    const long res = done.wait_until(deadline);
+    if (!join(r, j)) return 0;
+    const long res = done.wait_until(deadline, interruptible);
     if (res == 0) return 0;
     root_cancel(r);
     done.wait();
@@ -236,13 +234,7 @@ long root_wait_until(root_base* r, deadline_t deadline) noexcept {
 
 bool root_await(root_base* r, joiner& j) noexcept {
     j.sched = t_sched;
-    if (at_home(r)) {
-        if (r->done) return false;
-        r->j = &j;
-        return true;
-    }
-    post_joiner(r, &j);
-    return true;
+    return join(r, j);
 }
 
 }  // namespace gluon::task_detail

@@ -73,9 +73,9 @@ void root_free(root_base* r) noexcept;
 /// Blocks the calling fiber or thread until the task has ended.
 void root_wait(root_base* r) noexcept;
 /// root_wait up to the deadline; if the task has not ended by then (or the waiting fiber is
-/// interrupted), cancels it and waits for its end all the same. Returns 0 or -ETIMEDOUT /
-/// -ECANCELED.
-long root_wait_until(root_base* r, deadline_t deadline) noexcept;
+/// interrupted, when interruptible), cancels it and waits for its end all the same. Returns 0
+/// or -ETIMEDOUT / -ECANCELED.
+long root_wait_until(root_base* r, deadline_t deadline, bool interruptible = true) noexcept;
 /// For a task awaiting r: true if it must suspend (j is then registered).
 bool root_await(root_base* r, joiner& j) noexcept;
 /// The awaiting task was cancelled: pass it on to the task it awaits.
@@ -119,12 +119,7 @@ public:
             drop();
             return errno_error(static_cast<int>(-r));
         }
-        if constexpr (std::is_void_v<T>) {
-            take();
-            return {};
-        } else {
-            return take();
-        }
+        return take_result();
     }
     /// Lets the task run on alone.
     void detach() noexcept {
@@ -184,12 +179,7 @@ public:
                 this->self->drop();
                 return errno_error(ETIMEDOUT);
             }
-            if constexpr (std::is_void_v<T>) {
-                this->self->take();
-                return {};
-            } else {
-                return this->self->take();
-            }
+            return this->self->take_result();
         }
     };
     /// From a task: co_await with a timeout, as join_for. Cancelling the awaiting task cancels
@@ -206,6 +196,15 @@ private:
         } g{std::exchange(r_, nullptr)};
         auto h = task_detail::promise<T>::handle_type_of(g.r->h);
         return h.promise().take();
+    }
+    // take() as a result<T> (a void task's: an empty one).
+    result<T> take_result() {
+        if constexpr (std::is_void_v<T>) {
+            take();
+            return {};
+        } else {
+            return take();
+        }
     }
     // Frees the ended task without its value (an exception it ended with is dropped too).
     void drop() noexcept {
