@@ -111,14 +111,11 @@ struct client::impl {
         }
     }
 
-    /// Nothing has come on an idle connection, not even its end: not in the socket, and not
-    /// taken ahead of any read (connections read ahead: the engine reports what it holds to a
-    /// readiness poll, answered at once when it holds something).
+    /// Nothing has come on an idle connection, not even its end: neither in the socket nor
+    /// taken ahead of a read (connections read ahead), which a zero-timeout poll both sees.
     static bool quiet(connection& c) {
         net::socket_fd* sock = c.s->socket();
         if (!sock) return false;
-        char one;
-        if (sys::recv(sock->get(), &one, 1, MSG_PEEK | MSG_DONTWAIT) != -EAGAIN) return false;
         auto ready = fd::poll(sock->get(), POLLIN, duration::zero());
         return !ready && ready.error() == std::errc::timed_out;
     }

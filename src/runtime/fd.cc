@@ -186,6 +186,13 @@ result<void> connect(int fd, const sockaddr* addr, socklen_t len, duration t) no
 }
 
 result<short> poll(int fd, short events, duration t) noexcept {
+    if (t == duration::zero()) {  // a look: no op to submit, park on and cancel
+        if (vcpu* v = cur_vcpu(); v && (events & POLLIN) && v->eng->holds_input(fd)) return short{POLLIN};
+        const long r = sys::poll1(fd, events, 0);
+        if (r < 0) return errno_error(static_cast<int>(-r));
+        if (r == 0) return errno_error(ETIMEDOUT);
+        return static_cast<short>(r);
+    }
     auto op = engine::io_op::poll(fd, events);
     return from_syscall<short>(run_for(op, t));
 }

@@ -127,6 +127,9 @@ TEST_P(read_ahead_test, a_small_read_leaves_the_rest_for_the_next_and_poll_sees_
     auto ready = fd::poll(a.get(), POLLIN, 2s);
     ASSERT_TRUE(ready) << ready.error().message();
     EXPECT_TRUE(*ready & POLLIN);
+    auto look = fd::poll(a.get(), POLLIN, 0s);  // a zero-timeout look sees the kept part too
+    ASSERT_TRUE(look) << look.error().message();
+    EXPECT_TRUE(*look & POLLIN);
     char rest[16] = {};
     size_t have = 0;
     while (have < 10) {
@@ -136,6 +139,9 @@ TEST_P(read_ahead_test, a_small_read_leaves_the_rest_for_the_next_and_poll_sees_
         have += *n;
     }
     EXPECT_EQ(std::string(rest, have), "ello world");
+    look = fd::poll(a.get(), POLLIN, 0s);  // nothing kept, nothing in the socket
+    ASSERT_FALSE(look);
+    EXPECT_EQ(look.error(), std::errc::timed_out);
 }
 
 // The peer's end of stream reads as 0 after the data, and again on every later read.

@@ -217,6 +217,13 @@ public:
         (void)fd;
         (void)closing;
     }
+    /// True if the engine holds input taken ahead for fd (connections a multishot accept took,
+    /// data or the end of the stream a multishot receive took), which a readiness poll of fd
+    /// reports at once though the kernel's socket may be empty. On this engine's thread.
+    virtual bool holds_input(int fd) const noexcept {
+        (void)fd;
+        return false;
+    }
     /// True if submit() performs op natively and asynchronously. False: the op is carried out
     /// by a blocking syscall on the engine's thread (file ops on epoll), or is unsupported
     /// (EOPNOTSUPP: fixed buffers and files outside io_uring).

@@ -53,7 +53,9 @@ result<size_t> sendmsg(int fd, const msghdr* msg, int flags = 0, duration timeou
 result<int> accept(int fd, sockaddr* addr = nullptr, socklen_t* addrlen = nullptr,
                    int flags = SOCK_CLOEXEC, duration timeout = forever) noexcept;
 result<void> connect(int fd, const sockaddr* addr, socklen_t addrlen, duration timeout = forever) noexcept;
-/// Waits until fd has any of `events` (POLLIN, POLLOUT, ...); returns the revents mask.
+/// Waits until fd has any of `events` (POLLIN, POLLOUT, ...); returns the revents mask. A zero
+/// timeout looks without waiting: at what the engine took ahead for fd, then with one ppoll(2).
+/// Errors: ETIMEDOUT (nothing ready), ECANCELED (an interrupted wait), the kernel's.
 result<short> poll(int fd, short events, duration timeout = forever) noexcept;
 result<void> fsync(int fd, bool datasync = false) noexcept;
 /// Fails every operation still waiting on fd with EBADF, then closes it.

@@ -338,7 +338,7 @@ long io_uring_engine::submit(io_op& op) noexcept {
         if (long r = submit_accept(op); r != k_single_shot) return r;
     if (op.shared_recv && (op.code == opcode::recv || op.code == opcode::recv_pooled))
         if (long r = submit_recv(op); r != k_single_shot) return r;
-    if (op.code == opcode::poll && (op.poll_events & POLLIN) && (accepts_queued(op.fd) || recv_queued(op.fd)))
+    if (op.code == opcode::poll && (op.poll_events & POLLIN) && holds_input(op.fd))
         return POLLIN;
     queue(op, false);
     if (is_positioned_io(op) && ++file_ios_queued_ == k_file_io_batch) {

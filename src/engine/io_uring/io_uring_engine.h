@@ -36,6 +36,7 @@ public:
         drop_recv_queue(fd);
     }
     void flush() noexcept override { io_uring_submit(&ring_); }
+    bool holds_input(int fd) const noexcept override { return accepts_queued(fd) || recv_queued(fd); }
     bool has_pending() noexcept override;
     bool pending_hint_is_exact() const noexcept override { return taskrun_flag_; }
 
