@@ -12,6 +12,7 @@
 # saved context `ctx` {sp, ip, bp} (context.h) is valid while it is not its vCPU's current fiber;
 # the current fiber runs (or its vCPU idles in the event loop) on the thread's live stack.
 import itertools
+import re
 import types
 
 import gdb
@@ -273,9 +274,20 @@ def _bt_unwinder(ctx, bt):
         gdb.invalidate_cached_frames()
     if not out:
         raise gdb.GdbError("gluon bt: cannot unwind from the fiber's saved context")
-    print("(read-only registers, e.g. a core file: the fiber's frames keep their numbers below "
-          "the thread's own innermost frames)")
-    print(out, end="")
+    print(_renumbered(out), end="")
+
+
+def _renumbered(bt_out):
+    """Numbers the frames of a `bt` output from #0 (the filter dropped the thread's own innermost
+    frames, so the fiber's first frame came out as #N)."""
+    first = re.search(r"^#(\d+)", bt_out, re.M)
+    if not first:
+        return bt_out
+    skip = int(first.group(1))
+    def renumber(m):
+        n = str(int(m.group(1)) - skip)
+        return "#" + n + " " * (len(m.group(1)) - len(n))  # keeps the columns aligned
+    return re.sub(r"^#(\d+)", renumber, bt_out, flags=re.M)
 
 
 def fiber_bt(arg, from_tty):

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "gluon/runtime/fd.h"
@@ -30,7 +31,7 @@ const char* g_only = nullptr;
 // Times fn(n) after a warm-up of n/10; fn returns how many operations it did.
 template <typename F>
 void bench(const char* workload, const char* impl, long n, F&& fn) {
-    if (g_only && std::strcmp(g_only, workload) != 0) return;
+    if (g_only && std::strcmp(g_only, workload) != 0 && std::string(workload) + "/" + impl != g_only) return;
     n = n * g_scale / 5;
     fn(n / 10);
     const int64_t t0 = mono_now_ns();
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
         else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             g_only = argv[++i];
         else {
-            std::fprintf(stderr, "usage: task_bench [--quick] [--only WORKLOAD]\n");
+            std::fprintf(stderr, "usage: task_bench [--quick] [--only WORKLOAD[/IMPL]]\n");
             return 2;
         }
     }

@@ -86,6 +86,9 @@ check() {  # check MODE: the output $out of one gdb run
         fail "$mode: the main fiber of vCPU 1 is not listed as waiting"
     section "bt beta" | grep -q park_here_beta || fail "$mode: no park_here_beta in the bt of beta"
     section "bt beta" | grep -Eq "park_here_(alpha|gamma)" && fail "$mode: bt of beta shows another fiber"
+    # The fiber's own frames are numbered from #0, on a core file too (no thread frame first).
+    section "bt beta" | grep -m1 "^#" | grep -Eq "^#0 +.*(park|switch|swap|context)" ||
+        fail "$mode: the bt of beta does not start at #0 in the fiber's switch-out frames"
     section "bt delta" | grep -q park_here_delta || fail "$mode: no park_here_delta in the bt of delta"
     section "bt epsilon" | grep -q "has not started" ||
         fail "$mode: gluon bt of epsilon does not say it has not started"
