@@ -220,6 +220,12 @@ bool join(root_base* r, joiner& j) noexcept {
 
 void root_wait(root_base* r) noexcept { (void)root_wait_until(r, k_no_deadline, false); }
 
+// j lives on this stack while r->j points at it: the root signals `done` as the last thing it
+// does with j, and this function does not return before that.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#endif
 long root_wait_until(root_base* r, deadline_t deadline, bool interruptible) noexcept {
     oneshot done;
     joiner j;
@@ -231,6 +237,9 @@ long root_wait_until(root_base* r, deadline_t deadline, bool interruptible) noex
     done.wait();
     return res;
 }
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 bool root_await(root_base* r, joiner& j) noexcept {
     j.sched = t_sched;
