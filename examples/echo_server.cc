@@ -7,6 +7,7 @@
 // Prints "listening <port>" once ready (N = 0 picks a free port). SIGINT/SIGTERM stop it. Try:
 //   openssl s_client -connect 127.0.0.1:<port> -quiet      (with --cert/--key)
 #include <cstdio>
+#include <memory>
 
 #include "gluon/net/server.h"
 #include "gluon/net/tls.h"
@@ -20,11 +21,18 @@ using namespace std::chrono_literals;
 namespace {
 
 void echo(net::byte_stream& s) {
-    char buf[64 * 1024];
+    char small[1024];
+    std::unique_ptr<char[]> big;
+    char* buf = small;
+    size_t cap = sizeof small;
     for (;;) {
-        auto n = s.read_some(buf, sizeof buf);
+        auto n = s.read_some(buf, cap);
         if (!n || *n == 0) break;  // error, or the peer closed (TLS: its close_notify)
         if (!s.write_all(buf, *n)) return;
+        if (*n == cap && !big) {  // a stream, not a chat: read it in large pieces from now on
+            big = std::make_unique<char[]>(cap = 64 * 1024);
+            buf = big.get();
+        }
     }
     (void)s.shutdown(1s);
 }
