@@ -201,7 +201,7 @@ int epoll_engine::retry(op_list& list, fd_state& st) noexcept {
 }
 
 int epoll_engine::wait(int64_t timeout_ns) noexcept {
-    epoll_event evs[256];
+    epoll_event* evs = evs_;
     timespec ts{};
     timespec* tsp = nullptr;
     if (!unparked_.empty()) timeout_ns = 0;
@@ -210,7 +210,7 @@ int epoll_engine::wait(int64_t timeout_ns) noexcept {
         ts.tv_nsec = timeout_ns % 1'000'000'000;
         tsp = &ts;
     }
-    int n = static_cast<int>(sys::epoll_wait(epfd_, evs, 256, tsp));
+    int n = static_cast<int>(sys::epoll_wait(epfd_, evs, k_events, tsp));
     int done = run_unparked();
     if (n < 0) return done;  // EINTR: the caller simply loops
     for (int i = 0; i < n; ++i) {
