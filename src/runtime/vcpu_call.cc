@@ -29,13 +29,13 @@ namespace {
 timer_node* node_of(unsigned char* storage) noexcept { return std::launder(reinterpret_cast<timer_node*>(storage)); }
 }  // namespace
 
-vcpu_timer::vcpu_timer() noexcept { new (node_) timer_node; }
-
 result<void> vcpu_timer::arm(deadline_t deadline, fn_t fn) noexcept {
     vcpu* v = cur_vcpu();
     if (!v) return errno_error(EPERM);
     disarm();
-    timer_node* node = node_of(node_);
+    // The node is made here, not in the constructor: most timers are never armed (every engine
+    // operation of a task has one, for its timeout).
+    timer_node* node = new (node_) timer_node;
     node->deadline = deadline;
     node->fire = [](timer_node* t) {
         auto* self = reinterpret_cast<vcpu_timer*>(reinterpret_cast<char*>(t) - offsetof(vcpu_timer, node_));

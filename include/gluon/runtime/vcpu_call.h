@@ -25,7 +25,7 @@ result<void> post_call(vcpu_handle v, vcpu_call& c) noexcept;
 class vcpu_timer {
 public:
     using fn_t = void (*)(vcpu_timer* self) noexcept;
-    vcpu_timer() noexcept;
+    vcpu_timer() noexcept = default;
     vcpu_timer(const vcpu_timer&) = delete;
     vcpu_timer& operator=(const vcpu_timer&) = delete;
     /// Disarms it if armed (on its vCPU).
