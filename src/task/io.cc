@@ -12,7 +12,7 @@ bool op_awaitable::start(std::coroutine_handle<> h, task_detail::task_ctx* ctx) 
         return false;
     }
     task_detail::task_sched* s = t_sched;
-    if ((!s && !(s = task_detail::sched_here())) || (!eng_ && !(eng_ = current_engine()))) {
+    if ((!s && !(s = task_detail::sched_here())) || (!eng_ && !(eng_ = s->eng))) {
         res_ = -EPERM;
         return false;
     }
