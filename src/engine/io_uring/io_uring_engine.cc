@@ -45,6 +45,21 @@ int kernel_opcode(opcode c) {
     return -1;
 }
 
+// Opcodes that submit() queues as they are, with none of its special cases: native ones other
+// than file I/O (batched), pooled receives, accepts and polls.
+bool plain_opcode(opcode c) {
+    switch (c) {
+        case opcode::nop:
+        case opcode::recv:
+        case opcode::send:
+        case opcode::recvmsg:
+        case opcode::sendmsg:
+        case opcode::send_zc:
+        case opcode::connect: return true;
+        default: return false;
+    }
+}
+
 bool is_socket_like(opcode c) {
     switch (c) {
         case opcode::read:
@@ -133,6 +148,7 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
         for (unsigned c = 0; c < k_opcode_count; ++c) {
             int k = kernel_opcode(static_cast<opcode>(c));
             e->native_[c] = k >= 0 && io_uring_opcode_supported(probe, k);
+            e->plain_[c] = e->native_[c] && plain_opcode(static_cast<opcode>(c));
         }
         io_uring_free_probe(probe);
     }
@@ -327,6 +343,10 @@ result<void> io_uring_engine::register_files(const int* fds, unsigned n) noexcep
 long io_uring_engine::submit(io_op& op) noexcept {
     op.cancel_errno = 0;
     op.engine_busy = false;
+    if (plain_[static_cast<unsigned>(op.code)] && !op.shared_recv) [[likely]] {
+        prep(get_sqe(), op);
+        return pending;
+    }
     // An opcode this kernel lacks runs as a blocking syscall, like on epoll.
     if (!native_[static_cast<unsigned>(op.code)]) {
         if (op.fixed_file) return -EOPNOTSUPP;

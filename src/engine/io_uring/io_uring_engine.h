@@ -117,6 +117,7 @@ private:
     bool deferred_ = false;
     unsigned file_ios_queued_ = 0;  // positioned file I/Os queued since the last wait()
     bool native_[k_opcode_count] = {};  // probed opcodes
+    bool plain_[k_opcode_count] = {};   // native and queued as they are (plain_opcode)
     // recv_pooled's buffers: handed to the kernel in a provided-buffer ring (group 0) where it
     // has them, so that a recv waiting for data holds none; otherwise taken from the pool's
     // free list when the recv is queued.
