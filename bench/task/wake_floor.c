@@ -70,18 +70,24 @@ static void prep_futex(struct io_uring_sqe* sqe, int op, uint32_t* word, uint64_
     sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
 }
 
+/* Queues a futex wait on s->word for as long as it holds 0. */
+static void arm_futex_wait(struct side* s) {
+    struct io_uring_sqe* sqe = io_uring_get_sqe(&s->ring);
+    prep_futex(sqe, k_op_futex_wait, &s->word, 0);
+    io_uring_sqe_set_data64(sqe, k_futex_tag);
+}
+
 /* Queues what the next wake-up completes. */
 static void arm(struct side* s) {
     if (g_mode == by_msg_ring) return; /* the message is a completion of its own */
-    struct io_uring_sqe* sqe = io_uring_get_sqe(&s->ring);
-    if (g_mode == by_eventfd) {
-        io_uring_prep_read(sqe, s->efd, &s->buf, sizeof s->buf, 0);
-        io_uring_sqe_set_data64(sqe, k_eventfd_tag);
-    } else {
+    if (g_mode != by_eventfd) {
         __atomic_store_n(&s->word, 0, __ATOMIC_RELAXED);
-        prep_futex(sqe, k_op_futex_wait, &s->word, 0);
-        io_uring_sqe_set_data64(sqe, k_futex_tag);
+        arm_futex_wait(s);
+        return;
     }
+    struct io_uring_sqe* sqe = io_uring_get_sqe(&s->ring);
+    io_uring_prep_read(sqe, s->efd, &s->buf, sizeof s->buf, 0);
+    io_uring_sqe_set_data64(sqe, k_eventfd_tag);
 }
 
 /* Whether the kernel has io_uring's futex opcodes (6.7 and later). */
@@ -106,16 +112,25 @@ static void setup(struct side* s) {
 
 /* Sleeps until the other side's wake-up arrives. */
 static void sleep_until_woken(struct side* s) {
-    struct io_uring_cqe* cqe;
-    int r;
-    while ((r = io_uring_submit_and_wait(&s->ring, 1)) < 0 || io_uring_peek_cqe(&s->ring, &cqe) != 0)
-        if (r < 0 && r != -EINTR) fail("io_uring_enter");
     const uint64_t want = g_mode == by_eventfd ? k_eventfd_tag : g_mode == by_msg_ring ? k_msg_tag : k_futex_tag;
-    /* A futex wait finds the word set already (the wake-up came first): -EAGAIN, woken all the same. */
-    if (cqe->user_data != want || (cqe->res < 0 && !(want == k_futex_tag && cqe->res == -EAGAIN)))
-        fail("unexpected completion");
-    if (want == k_futex_tag && !__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) fail("futex woken with its word unset");
-    io_uring_cqe_seen(&s->ring, cqe);
+    for (;;) {
+        struct io_uring_cqe* cqe;
+        int r;
+        while ((r = io_uring_submit_and_wait(&s->ring, 1)) < 0 || io_uring_peek_cqe(&s->ring, &cqe) != 0)
+            if (r < 0 && r != -EINTR) fail("io_uring_enter");
+        /* A futex wait finds the word set already (the wake-up came first): -EAGAIN, woken all the same. */
+        if (cqe->user_data != want || (cqe->res < 0 && !(want == k_futex_tag && cqe->res == -EAGAIN)))
+            fail("unexpected completion");
+        io_uring_cqe_seen(&s->ring, cqe);
+        /* A futex wake-up the other side made late, after this side had found the word set
+         * (-EAGAIN) and waited again, wakes that next wait with the word still 0: wait on. The
+         * word is not reset here, or a wake-up landing in between would be lost. */
+        if (want == k_futex_tag && !__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) {
+            arm_futex_wait(s);
+            continue;
+        }
+        break;
+    }
     arm(s);
 }
 
@@ -137,6 +152,7 @@ static void wake(struct side* from, struct side* to) {
         __atomic_store_n(&to->word, 1, __ATOMIC_RELEASE);
         prep_futex(sqe, k_op_futex_wake, &to->word, 1);
     }
+    io_uring_sqe_set_data64(sqe, 0); /* a failure would come back on this ring: not a wake-up */
     sqe->flags |= IOSQE_CQE_SKIP_SUCCESS; /* no completion on the sender's ring */
     if (io_uring_submit(&from->ring) < 1) fail("wake submit");
 }
