@@ -47,6 +47,8 @@ struct cache_stats {
     uint64_t misses = 0;        // blocks fetched from the source
     uint64_t waits = 0;         // misses that waited for another fiber's fetch
     uint64_t read_ahead = 0;    // blocks fetched ahead of a sequential reader
+    uint64_t background = 0;    // blocks being fetched in the background now (read-ahead, and
+                                // the side-by-side fetches of a read over several blocks)
     uint64_t evictions = 0;
     uint64_t memory_bytes = 0;  // in memory now
     uint64_t disk_bytes = 0;    // in the cache directory now (counted when disk_bytes bounds it)

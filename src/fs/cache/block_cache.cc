@@ -30,6 +30,7 @@ cache_stats block_cache::statistics() const noexcept {
     s.misses = counters_.misses.load(std::memory_order_relaxed);
     s.waits = counters_.waits.load(std::memory_order_relaxed);
     s.read_ahead = counters_.read_ahead.load(std::memory_order_relaxed);
+    s.background = counters_.background.load(std::memory_order_acquire);
     s.evictions = counters_.evictions.load(std::memory_order_relaxed);
     s.disk_evictions = counters_.disk_evictions.load(std::memory_order_relaxed);
     {

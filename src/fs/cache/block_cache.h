@@ -41,6 +41,7 @@ struct block {
 
 struct cache_counters {
     std::atomic<uint64_t> hits{0}, disk_hits{0}, misses{0}, waits{0}, read_ahead{0}, evictions{0}, disk_evictions{0};
+    std::atomic<uint64_t> background{0};
 };
 
 class block_cache {
