@@ -30,7 +30,8 @@ void echo(net::byte_stream& s) {
         if (!n || *n == 0) break;  // error, or the peer closed (TLS: its close_notify)
         if (!s.write_all(buf, *n)) return;
         if (*n == cap && !big) {  // a stream, not a chat: read it in large pieces from now on
-            big = std::make_unique<char[]>(cap = 64 * 1024);
+            cap = 64 * 1024;
+            big = std::make_unique<char[]>(cap);
             buf = big.get();
         }
     }

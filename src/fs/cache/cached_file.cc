@@ -66,18 +66,19 @@ void cached_file::prefetch(uint64_t index, bool ahead) noexcept {
         return;
     }
     if (ahead) cache_->counters().read_ahead.fetch_add(1, std::memory_order_relaxed);
-    cache_->counters().background.fetch_add(1, std::memory_order_relaxed);
+    auto& background = cache_->counters().background;  // counted before the fiber can end
+    background.fetch_add(1, std::memory_order_relaxed);
     auto f = spawn([cache = cache_, k = key(index), len = block_len(index), src = src_, off = offset(index), n = in_flight_] {
         (void)cache->get(k, len, *src, off, k_no_deadline);  // a failure is met again by the reader
         n->fetch_sub(1, std::memory_order_relaxed);
         cache->counters().background.fetch_sub(1, std::memory_order_release);  // the block is in
     });
-    if (!f) {
-        in_flight_->fetch_sub(1, std::memory_order_relaxed);
-        cache_->counters().background.fetch_sub(1, std::memory_order_relaxed);
-    } else {
+    if (f) {
         (void)f->detach();
+        return;
     }
+    in_flight_->fetch_sub(1, std::memory_order_relaxed);
+    background.fetch_sub(1, std::memory_order_relaxed);
 }
 
 result<void> cached_file::revalidate() noexcept {
