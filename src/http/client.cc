@@ -50,10 +50,6 @@ bool connection_failure(const std::error_code& e) {
            e == std::errc::connection_aborted || e == std::errc::connection_refused;
 }
 
-duration min_left(duration d, deadline_t total) {
-    duration left = time_left(total);
-    return d < left ? d : left;
-}
 
 }  // namespace
 
@@ -133,7 +129,7 @@ struct client::impl {
     }
 
     result<connection> open(const url& u, deadline_t total) {
-        duration t = min_left(opts.connect_timeout, total);
+        duration t = timeout_left(opts.connect_timeout, total);
         connection c;
         net::stream sock;
         if (!opts.proxy.empty()) {
@@ -149,7 +145,7 @@ struct client::impl {
         sock.read_ahead();
         if (u.scheme == "https") {
             const net::tls::context* ctx = GLUON_TRY(tls_context());
-            auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *ctx, u.host, min_left(opts.connect_timeout, total)));
+            auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *ctx, u.host, timeout_left(opts.connect_timeout, total)));
             c.h2 = tls.alpn_selected() == "h2";
             c.s = std::make_unique<net::tls::stream>(std::move(tls));
         } else {
@@ -251,7 +247,7 @@ struct client::impl {
             head += "Content-Length: " + std::to_string(req.body.size()) + "\r\n";
         head += "\r\n";
         iovec v[2] = {{head.data(), head.size()}, {const_cast<char*>(req.body.data()), with_body && !streamed ? req.body.size() : 0}};
-        GLUON_TRY(s.writev_all(v, v[1].iov_len ? 2 : 1, min_left(rt, total)));
+        GLUON_TRY(s.writev_all(v, v[1].iov_len ? 2 : 1, timeout_left(rt, total)));
         if (streamed) {
             char chunk[16 * 1024];
             for (;;) {
@@ -261,7 +257,7 @@ struct client::impl {
                 *r.ptr++ = '\r';
                 *r.ptr++ = '\n';
                 iovec cv[3] = {{line, static_cast<size_t>(r.ptr - line)}, {chunk, n}, {const_cast<char*>("\r\n"), 2}};
-                GLUON_TRY(s.writev_all(cv, 3, min_left(rt, total)));
+                GLUON_TRY(s.writev_all(cv, 3, timeout_left(rt, total)));
                 if (n == 0) break;
             }
         }
@@ -295,7 +291,7 @@ struct client::impl {
                 pos = 0;
             }
             if (have == c.rcap) return errno_error(EPROTO);  // cannot happen: the parser's limit is lower
-            auto n = GLUON_TRY(s.read_some(rb + have, c.rcap - have, min_left(rt, total)));
+            auto n = GLUON_TRY(s.read_some(rb + have, c.rcap - have, timeout_left(rt, total)));
             if (n == 0) return errno_error(have == 0 ? ENODATA : EPROTO);
             at.started = true;
             have += n;
@@ -338,7 +334,7 @@ struct client::impl {
                 pos = 0;
             }
             if (have == c.rcap) return errno_error(EPROTO);
-            auto n = GLUON_TRY(s.read_some(rb + have, c.rcap - have, min_left(rt, total)));
+            auto n = GLUON_TRY(s.read_some(rb + have, c.rcap - have, timeout_left(rt, total)));
             have += n;
             return n;
         };
@@ -361,7 +357,7 @@ struct client::impl {
                     end = out.body.data() + out.body.size();
                 }
                 while (left > 0) {
-                    auto n = GLUON_TRY(s.read_some(end - left, left, min_left(rt, total)));
+                    auto n = GLUON_TRY(s.read_some(end - left, left, timeout_left(rt, total)));
                     if (n == 0) return errno_error(ENODATA);
                     left -= n;
                     got += n;
@@ -400,8 +396,8 @@ struct client::impl {
     // response again.
     result<void> send(const client_request& req, const std::function<bool(std::string_view)>* on_body,
                       client_response& out) {
-        deadline_t total = deadline_after(opts.total_timeout);
-        if (req.timeout != forever) total = std::min(total, deadline_after(req.timeout));
+        deadline_t total = timeout_deadline(opts.total_timeout);
+        if (req.timeout != forever) total = std::min(total, timeout_deadline(req.timeout));
         url u;
         std::string key;
         {  // A client usually fetches the same URLs again: the last one is kept parsed.

@@ -169,9 +169,9 @@ result<subscriber::message> subscriber::next(duration timeout) {
         early_.erase(early_.begin());
         return m;
     }
-    deadline_t d = deadline_after(timeout);
+    deadline_t d = timeout_deadline(timeout);
     for (;;) {
-        auto r = GLUON_TRY(c_->next(time_left(d)));
+        auto r = GLUON_TRY(c_->next(timeout_left(d)));
         std::string_view kind;
         if (!as_event(r, kind)) return errno_error(EPROTO);
         if (kind == "message" && r.elements.size() == 3) return message{r.elements[1].str, {}, r.elements[2].str};

@@ -87,7 +87,7 @@ result<void> connection::flush(deadline_t d) {
     writing_ = true;
     while (!out_.empty() && !broken_) {
         writing_buf_.swap(out_);
-        auto r = s_->write_all(writing_buf_.data(), writing_buf_.size(), time_left(d));
+        auto r = s_->write_all(writing_buf_.data(), writing_buf_.size(), timeout_left(d));
         writing_buf_.clear();
         if (!r) {
             writing_ = false;
@@ -137,7 +137,7 @@ bool connection::dispatch() {
 void connection::read_until(slot& mine, deadline_t d) {
     reading_ = true;
     while (!mine.done) {
-        if (auto r = fill(time_left(d)); !r) {
+        if (auto r = fill(timeout_left(d)); !r) {
             reading_ = false;
             auto e = r.error();
             if (e == std::errc::timed_out) fail(make_error_code(std::errc::connection_aborted), &mine, e);
@@ -158,7 +158,7 @@ void connection::read_until(slot& mine, deadline_t d) {
 result<reply> connection::finish_call() {
     slot mine;
     pending_.push_back(&mine);
-    deadline_t d = deadline_after(timeout_);
+    deadline_t d = timeout_deadline(timeout_);
     if (auto w = flush(d); !w && !mine.done) return unexpected(w.error());
     while (!mine.done) {
         if (!reading_) {
@@ -172,7 +172,7 @@ result<reply> connection::finish_call() {
         }
         mine.ev.reset();
         mine.waiting = true;
-        auto r = mine.ev.wait(time_left(d));
+        auto r = mine.ev.wait(timeout_left(d));
         mine.waiting = false;
         if (!r && !mine.done) {
             fail(make_error_code(std::errc::connection_aborted), &mine, r.error());
@@ -184,7 +184,7 @@ result<reply> connection::finish_call() {
 }
 
 result<reply> connection::next(duration timeout) {
-    deadline_t d = deadline_after(timeout);
+    deadline_t d = timeout_deadline(timeout);
     for (;;) {
         if (broken_) return unexpected(broken_);
         if (beg_ < end_) {
@@ -200,7 +200,7 @@ result<reply> connection::next(duration timeout) {
                 return r;
             }
         }
-        if (auto r = fill(time_left(d)); !r) {
+        if (auto r = fill(timeout_left(d)); !r) {
             if (r.error() != std::errc::timed_out) fail(r.error(), nullptr, {});
             return unexpected(r.error());
         }

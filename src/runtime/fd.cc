@@ -44,7 +44,8 @@ inline long counted(vcpu* v, const engine::io_op& op, long r) noexcept {
 
 // Runs op, waiting until `deadline`, or for `timeout` from when it starts to wait (a timeout
 // becomes a deadline only if the op has to wait: an op that completes at submission, as most
-// sends and a read that finds data do, reads no clock).
+// sends and a read that finds data do, reads no clock; one of a second or more reads the
+// coarse one, see timeout_deadline).
 long run_on_uncounted(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_t deadline,
                       duration timeout) noexcept {
     if (long r = take_interrupt()) return r;
@@ -55,7 +56,7 @@ long run_on_uncounted(vcpu* v, engine::engine* eng, engine::io_op& op, deadline_
     deadline_t park_deadline = deadline;
     long r = eng->submit(op);
     if (r != engine::engine::pending) return r;
-    if (timeout != forever) park_deadline = deadline_after(timeout);
+    if (timeout != forever) park_deadline = timeout_deadline(timeout);
     op_cancel_ctx ctx{eng, &op};
     return park_current(
         v, park_deadline,
@@ -96,7 +97,7 @@ long run_op(engine::engine& eng, engine::io_op& op, deadline_t deadline) noexcep
 namespace fd {
 namespace {
 
-deadline_t dl(duration t) { return deadline_after(t); }
+deadline_t dl(duration t) { return timeout_deadline(t); }
 
 // One op for t from when it has to wait.
 long run_for(engine::io_op& op, duration t) {

@@ -38,6 +38,35 @@ inline deadline_t deadline_after(duration d) noexcept {
     return ns > k_no_deadline - now ? k_no_deadline : now + ns;
 }
 
+/// How far CLOCK_MONOTONIC_COARSE may lag behind CLOCK_MONOTONIC: two of its ticks (its
+/// resolution, from clock_getres, is one kernel tick: 4 ms at HZ=250).
+int64_t coarse_lag_ns() noexcept;
+
+/// Timeouts of a second or more are read from the coarse clock (timeout_deadline, timeout_left).
+inline constexpr duration k_coarse_timeout = std::chrono::seconds(1);
+
+/// A deadline for a timeout: no earlier than `d` from now. A timeout of k_coarse_timeout or more
+/// (an I/O timeout bounds a failure; it times no work) is read from the coarse clock, a quarter
+/// of mono_now_ns's cost, and may end up to coarse_lag_ns() later; a shorter one is exact.
+inline deadline_t timeout_deadline(duration d) noexcept {
+    if (d < k_coarse_timeout) return deadline_after(d);
+    if (d == forever) return k_no_deadline;
+    const int64_t now = mono_coarse_ns() + coarse_lag_ns();
+    return d.count() > k_no_deadline - now ? k_no_deadline : now + d.count();
+}
+
+/// min(d, time_left(deadline)) for a step of a call bounded by a timeout's deadline: from the
+/// coarse clock while more than k_coarse_timeout is left (the step may then end up to
+/// coarse_lag_ns() late), exact nearer the deadline.
+inline duration timeout_left(duration d, deadline_t deadline) noexcept {
+    if (deadline == k_no_deadline) return d;
+    const int64_t coarse_left = deadline - mono_coarse_ns();
+    if (coarse_left - coarse_lag_ns() >= k_coarse_timeout.count()) return d.count() < coarse_left ? d : duration(coarse_left);
+    const int64_t left = deadline - mono_now_ns();
+    return left <= 0 ? duration(0) : d.count() < left ? d : duration(left);
+}
+inline duration timeout_left(deadline_t deadline) noexcept { return timeout_left(forever, deadline); }
+
 /// The time left until deadline d (forever for k_no_deadline, zero once it has passed): for
 /// handing what remains of one call's deadline to the calls it makes.
 inline duration time_left(deadline_t d) noexcept {
@@ -51,7 +80,7 @@ inline duration time_left(deadline_t d) noexcept {
 /// the common case of a call done in one step.
 class step_timeouts {
 public:
-    explicit step_timeouts(duration t) noexcept : t_(t), d_(deadline_after(t)) {}
+    explicit step_timeouts(duration t) noexcept : t_(t), d_(timeout_deadline(t)) {}
     duration next() noexcept {
         if (first_) {
             first_ = false;

@@ -1,0 +1,76 @@
+#include "gluon/common/clock.h"
+
+#include <gtest/gtest.h>
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(clock, coarse_clock_lags_less_than_the_allowance) {
+    // timeout_deadline and timeout_left rely on it.
+    EXPECT_GT(coarse_lag_ns(), 0);
+    for (int i = 0; i < 100000; ++i) {
+        const int64_t coarse = mono_coarse_ns();
+        const int64_t now = mono_now_ns();
+        ASSERT_LE(coarse, now + 1);
+        ASSERT_GE(coarse + coarse_lag_ns(), now);
+    }
+}
+
+TEST(clock, short_timeouts_are_exact) {
+    const int64_t before = mono_now_ns();
+    const deadline_t d = timeout_deadline(250ms);
+    const int64_t after = mono_now_ns();
+    EXPECT_GE(d, before + 250'000'000);
+    EXPECT_LE(d, after + 250'000'000);
+    const int64_t b2 = mono_now_ns();
+    const deadline_t past = timeout_deadline(-5s);  // a negative timeout is "now"
+    EXPECT_GE(past, b2);
+    EXPECT_LE(past, mono_now_ns());
+}
+
+TEST(clock, long_timeouts_end_no_earlier_and_at_most_the_lag_later) {
+    for (duration t : {duration(1s), duration(30s), duration(std::chrono::hours(24 * 365))}) {
+        const int64_t before = mono_now_ns();
+        const deadline_t d = timeout_deadline(t);
+        const int64_t after = mono_now_ns();
+        EXPECT_GE(d, before + t.count());
+        EXPECT_LE(d, after + t.count() + coarse_lag_ns());
+    }
+    EXPECT_EQ(timeout_deadline(forever), k_no_deadline);
+    EXPECT_EQ(timeout_deadline(duration(k_no_deadline - 1)), k_no_deadline);  // saturates
+}
+
+TEST(clock, timeout_left_is_the_smaller_of_the_step_and_what_is_left) {
+    EXPECT_EQ(timeout_left(5s, k_no_deadline), duration(5s));
+    EXPECT_EQ(timeout_left(k_no_deadline), forever);
+    // Far off: the step's own timeout, exactly.
+    EXPECT_EQ(timeout_left(30s, deadline_after(std::chrono::minutes(2))), duration(30s));
+    // Near: what is left, exactly.
+    const deadline_t near = deadline_after(300ms);
+    const duration left = timeout_left(30s, near);
+    EXPECT_LE(left, duration(300ms));
+    EXPECT_GT(left, duration(0));
+    EXPECT_LE(timeout_left(near), duration(300ms));
+    // Passed: nothing.
+    EXPECT_EQ(timeout_left(30s, mono_now_ns() - 1), duration(0));
+    EXPECT_EQ(timeout_left(mono_now_ns() - 1), duration(0));
+    // Far off with no step timeout: what is left, at most the lag over.
+    const int64_t before = mono_now_ns();
+    const duration far = timeout_left(before + 60'000'000'000);
+    EXPECT_LE(far.count(), 60'000'000'000 + coarse_lag_ns());
+    EXPECT_GE(far.count(), 60'000'000'000 - (mono_now_ns() - before));
+}
+
+TEST(clock, step_timeouts_give_the_first_step_the_whole_timeout) {
+    step_timeouts s(30s);
+    EXPECT_EQ(s.next(), duration(30s));
+    const duration second = s.next();
+    EXPECT_LE(second, duration(30s) + duration(coarse_lag_ns()));
+    EXPECT_GT(second, duration(29s));
+    EXPECT_EQ(step_timeouts(forever).deadline(), k_no_deadline);
+}
+
+}  // namespace
+}  // namespace gluon
