@@ -558,6 +558,11 @@ result<client_response> client::send(const client_request& req, const std::funct
     return out;
 }
 
+result<void> client::send(const client_request& req, client_response& out,
+                          const std::function<bool(std::string_view)>& on_body) {
+    return impl_->send(req, &on_body, out);
+}
+
 result<client_response> client::get(std::string_view u) {
     client_request r;
     r.url = std::string(u);

@@ -223,6 +223,34 @@ TEST_P(http_client_test, a_response_passed_again_holds_only_the_latest_answer) {
     EXPECT_EQ(c.statistics().connections_opened, 1u);
 }
 
+// send(req, out, on_body): the body goes to the callback only, the rest into the reused response.
+TEST_P(http_client_test, a_response_passed_again_with_a_body_callback_keeps_no_body) {
+    router r = app();  // "/big" answers 100,000 bytes
+    std::string origin = serve(r.as_handler());
+    client c;
+    client_response out;
+    client_request q;
+    for (const char* path : {"/big", "/hello", "/big"}) {
+        q.url = origin + path;
+        std::string got;
+        ASSERT_TRUE(c.send(q, out, [&](std::string_view piece) {
+            got.append(piece);
+            return true;
+        }));
+        const size_t want = std::string_view(path) == "/big" ? 100'000 : 5;
+        EXPECT_EQ(out.status, 200) << path;
+        EXPECT_EQ(got.size(), want) << path;
+        EXPECT_EQ(out.body_length, want) << path;
+        EXPECT_TRUE(out.body.empty()) << path;
+    }
+    q.url = origin + "/big";
+    EXPECT_EQ(c.send(q, out, [](std::string_view) { return false; }).error(), std::errc::operation_canceled);
+    EXPECT_EQ(c.statistics().connections_opened, 1u);
+    ASSERT_TRUE(c.send(q, out, [](std::string_view) { return true; }));
+    EXPECT_EQ(out.body_length, 100'000u);
+    EXPECT_EQ(c.statistics().connections_opened, 2u);  // the cancelled transfer closed its connection
+}
+
 // A kept-alive connection that the server closes while it idles in the pool: a request that may
 // be retried takes it unchecked (no system call per reuse) and is sent again on a new one; a
 // request that may not be retried is never sent on it.

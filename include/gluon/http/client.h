@@ -108,6 +108,10 @@ public:
     /// transfer and closes the connection: ECANCELED).
     result<client_response> send(const client_request& req,
                                  const std::function<bool(std::string_view piece)>& on_body);
+    /// The two at once: the body to on_body, the rest into `out`, whose buffers are reused (a
+    /// load generator that counts bodies and keeps none). Errors: those of send().
+    result<void> send(const client_request& req, client_response& out,
+                      const std::function<bool(std::string_view piece)>& on_body);
 
     struct stats {
         uint64_t connections_opened = 0;
