@@ -34,7 +34,7 @@ bool op_awaitable::start(std::coroutine_handle<> h, task_detail::task_ctx* ctx) 
         ctx->hook = this;
     }
     if (timeout_ != forever) [[unlikely]]
-        (void)timer_.arm(deadline_after(timeout_), [](vcpu_timer* t) noexcept {
+        (void)timer_.arm(timeout_deadline(timeout_), [](vcpu_timer* t) noexcept {
             auto* a = reinterpret_cast<op_awaitable*>(reinterpret_cast<char*>(t) - offsetof(op_awaitable, timer_));
             a->eng_->cancel(a->op_, ETIMEDOUT);
             a->eng_->flush();

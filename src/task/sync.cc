@@ -29,7 +29,7 @@ bool wait_base::linked(long r) noexcept {
         ctx_->hook = this;
     }
     if (timeout_ != forever)
-        (void)timer_.arm(deadline_after(timeout_), [](vcpu_timer* t) noexcept {
+        (void)timer_.arm(timeout_deadline(timeout_), [](vcpu_timer* t) noexcept {
             auto* self = reinterpret_cast<wait_base*>(reinterpret_cast<char*>(t) - offsetof(wait_base, timer_));
             on_cancel(self, ETIMEDOUT);
         });

@@ -202,7 +202,7 @@ result<void> call(client_conn& c, const call_args& a, duration timeout) {
     p.out.iov.push(head, head_len);
     size_t len = a.req_fixed + a.encode(a.req, head + wire::k_header_size, p.out.iov);
     if (len > UINT32_MAX) return unexpected(make_error_code(errc::frame_too_large));
-    deadline_t dl = deadline_after(timeout);
+    deadline_t dl = timeout_deadline(timeout);
     wire::header h;
     h.length = static_cast<uint32_t>(len);
     h.service = a.service;
