@@ -40,7 +40,7 @@ public:
     result<void> send(const Range& args) {
         if (broken_) return unexpected(broken_);
         detail::encode_command(out_, args);
-        return flush(deadline_after(timeout_));
+        return flush(timeout_deadline(timeout_));
     }
     /// The next reply off the connection, for a caller that matches replies itself
     /// (subscriber mode: no command waits). Errors: ETIMEDOUT (the connection stays usable),
