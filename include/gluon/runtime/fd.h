@@ -1,7 +1,8 @@
 // Blocking-style operations on plain file descriptors that park only the calling fiber. They run
 // on the vCPU's engine (io_uring natively, epoll by readiness) and are what the file, network
-// and POSIX layers are built on. Every call takes an optional timeout (ETIMEDOUT) and returns
-// ECANCELED when the fiber is interrupted. Called outside a vCPU they fail with EPERM.
+// and POSIX layers are built on. Every call takes an optional timeout (ETIMEDOUT; one of a
+// second or more may end a few milliseconds late, see timeout_deadline in gluon/common/clock.h)
+// and returns ECANCELED when the fiber is interrupted. Called outside a vCPU they fail with EPERM.
 //
 // The epoll engine makes an fd O_NONBLOCK on first use; close fds used here with fd::close so
 // the engine forgets them.
