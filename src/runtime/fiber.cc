@@ -334,6 +334,14 @@ void trim_stack() noexcept {
     if (hi > lo) (void)sys::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+std::pair<void*, size_t> stack() noexcept {
+    vcpu* v = cur_vcpu();
+    if (!v) return {nullptr, 0};
+    fiber_impl* f = running(v);
+    if (f->is_main || !f->stack.lo) return {nullptr, 0};
+    return {f->stack.lo + k_guard_size, f->stack.size - k_guard_size};
+}
+
 bool interrupt_pending() noexcept {
     return cur_vcpu() && running(cur_vcpu())->interrupt_pending.load(std::memory_order_relaxed);
 }

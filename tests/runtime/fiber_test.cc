@@ -40,6 +40,22 @@ TEST_P(fiber_test, trim_stack_gives_back_deep_pages_and_the_fiber_goes_on) {
     EXPECT_EQ(first, 136);
 }
 
+TEST_P(fiber_test, stack_reports_the_fibers_own_stack) {
+    EXPECT_EQ(this_fiber::stack().first, nullptr);  // the vCPU's thread stack: not a fiber's
+    std::pair<void*, size_t> st{};
+    bool holds_local = false;
+    auto f = spawn(fiber_options{.stack_size = 64 * 1024}, [&] {
+        st = this_fiber::stack();
+        int local = 0;
+        auto p = reinterpret_cast<uintptr_t>(&local), lo = reinterpret_cast<uintptr_t>(st.first);
+        holds_local = p >= lo && p < lo + st.second;
+    });
+    ASSERT_TRUE(f);
+    ASSERT_TRUE(f->join());
+    EXPECT_TRUE(holds_local);
+    EXPECT_GE(st.second, 64u * 1024);
+}
+
 TEST_P(fiber_test, runs_with_arguments_and_joins) {
     int out = 0;
     std::string s;

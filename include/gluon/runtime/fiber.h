@@ -121,6 +121,10 @@ const char* name() noexcept;
 /// to wait long (an idle keep-alive connection): a blocked fiber then costs the pages its
 /// frames use now. A no-op outside a fiber.
 void trim_stack() noexcept;
+/// The calling fiber's stack, for code that must know where it is (a thread's attributes,
+/// a conservative scanner): {lowest usable address, usable bytes}, the guard page below it
+/// excluded. {nullptr, 0} outside a fiber and on a vCPU's own thread stack.
+std::pair<void*, size_t> stack() noexcept;
 /// True if an interrupt is pending for the calling fiber (does not consume it).
 bool interrupt_pending() noexcept;
 /// Moves the calling fiber to another vCPU; returns once it runs there. Errors: EINVAL.
