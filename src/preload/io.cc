@@ -243,6 +243,20 @@ GLUON_BLOCKS_VCPU(int, flock, (int fd, int op) noexcept, (fd, op))
 GLUON_BLOCKS_VCPU(int, system, (const char* cmd), (cmd))
 GLUON_BLOCKS_VCPU(int, ppoll, (pollfd * f, nfds_t n, const timespec* t, const sigset_t* m), (f, n, t, m))
 GLUON_BLOCKS_VCPU(int, epoll_pwait, (int ep, epoll_event* e, int n, int t, const sigset_t* m), (ep, e, n, t, m))
+GLUON_BLOCKS_VCPU(int, sem_clockwait, (sem_t * s, clockid_t c, const timespec* t), (s, c, t))
+GLUON_BLOCKS_VCPU(int, pthread_rwlock_timedrdlock, (pthread_rwlock_t * l, const timespec* t) noexcept, (l, t))
+GLUON_BLOCKS_VCPU(int, pthread_rwlock_timedwrlock, (pthread_rwlock_t * l, const timespec* t) noexcept, (l, t))
+GLUON_BLOCKS_VCPU(int, pthread_rwlock_clockrdlock, (pthread_rwlock_t * l, clockid_t c, const timespec* t) noexcept,
+                  (l, c, t))
+GLUON_BLOCKS_VCPU(int, pthread_rwlock_clockwrlock, (pthread_rwlock_t * l, clockid_t c, const timespec* t) noexcept,
+                  (l, c, t))
+GLUON_BLOCKS_VCPU(pid_t, wait4, (pid_t p, int* st, int o, struct rusage* u) noexcept, (p, st, o, u))
+GLUON_BLOCKS_VCPU(int, waitid, (idtype_t t, id_t id, siginfo_t* i, int o), (t, id, i, o))
+GLUON_BLOCKS_VCPU(int, sigtimedwait, (const sigset_t* s, siginfo_t* i, const timespec* t), (s, i, t))
+GLUON_BLOCKS_VCPU(int, sigwaitinfo, (const sigset_t* s, siginfo_t* i), (s, i))
+GLUON_BLOCKS_VCPU(int, epoll_pwait2, (int ep, epoll_event* e, int n, const timespec* t, const sigset_t* m),
+                  (ep, e, n, t, m))
+GLUON_BLOCKS_VCPU(hostent*, gethostbyname, (const char* name), (name))
 GLUON_BLOCKS_VCPU(int, pselect, (int n, fd_set* r, fd_set* w, fd_set* e, const timespec* t, const sigset_t* m),
                   (n, r, w, e, t, m))
 

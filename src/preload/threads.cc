@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -36,6 +37,7 @@ struct pfiber {
     gluon::mutex mu;
     gluon::condition_variable cv;
     bool done = false;
+    std::pair<void*, size_t> stack{nullptr, 0};  // the fiber's, for pthread_getattr_np
     jmp_buf exit_to;
 };
 
@@ -53,6 +55,7 @@ pfiber* current_pfiber() {
 
 void run_pfiber(pfiber* h) {
     detail::fls_slot(g_key) = h;
+    h->stack = this_fiber::stack();
     this_fiber::set_name("pthread");
     if (setjmp(h->exit_to) == 0) h->ret = h->fn(h->arg);
     detail::fls_slot(g_key) = nullptr;  // what follows is gluon's, not the program's
@@ -140,6 +143,37 @@ duration until(clockid_t clock, const timespec* abstime) {
     return duration(ns > 0 ? ns : 0);
 }
 
+// The clocks glibc's clock-taking waits accept.
+bool valid_wait(clockid_t clock, const timespec* abstime) {
+    return (clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC) && abstime->tv_nsec >= 0 &&
+           abstime->tv_nsec < 1'000'000'000L;
+}
+
+// pthread_join of a fiber's pthread_t, waiting at most `wait` (negative: no limit; zero: only a
+// look). 0, EDEADLK (itself), EBUSY (a look that found it running) or ETIMEDOUT.
+int join_fiber(pfiber* h, void** ret, duration wait) {
+    if (h == current_pfiber()) return EDEADLK;
+    const int saved = errno;
+    {
+        std::unique_lock lk(h->mu);
+        if (wait < duration::zero()) h->cv.wait(lk, [h] { return h->done; });
+        else if (!h->cv.wait_for(lk, wait, [h] { return h->done; })) return wait == duration::zero() ? EBUSY : ETIMEDOUT;
+    }
+    if (ret) *ret = h->ret;
+    unref(h);
+    errno = saved;
+    return 0;
+}
+
+// pthread_setaffinity_np of a fiber's pthread_t: a fiber runs on whichever vCPU it was given,
+// so the call changes nothing; said once.
+void note_affinity_ignored() {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true, std::memory_order_relaxed))
+        std::fprintf(stderr, "gluon preload: pthread_setaffinity_np on a thread run as a fiber is ignored "
+                             "(fibers run on the vCPUs; GLUON_VCPUS sets how many)\n");
+}
+
 }  // namespace
 
 internal_scope::internal_scope() noexcept { ++t_internal; }
@@ -222,17 +256,21 @@ int pthread_create(pthread_t* thr, const pthread_attr_t* attr, void* (*fn)(void*
 
 int pthread_join(pthread_t t, void** ret) {
     if (!ours(t)) return GLUON_REAL(pthread_join)(t, ret);
-    pfiber* h = decode(t);
-    if (h == current_pfiber()) return EDEADLK;
-    const int saved = errno;
-    {
-        std::unique_lock lk(h->mu);
-        h->cv.wait(lk, [h] { return h->done; });
-    }
-    if (ret) *ret = h->ret;
-    unref(h);
-    errno = saved;
-    return 0;
+    return join_fiber(decode(t), ret, gluon::duration(-1));
+}
+int pthread_tryjoin_np(pthread_t t, void** ret) noexcept {
+    if (!ours(t)) return GLUON_REAL(pthread_tryjoin_np)(t, ret);
+    return join_fiber(decode(t), ret, gluon::duration::zero());
+}
+int pthread_clockjoin_np(pthread_t t, void** ret, clockid_t clock, const timespec* abstime) {
+    if (!ours(t)) return GLUON_REAL(pthread_clockjoin_np)(t, ret, clock, abstime);
+    if (!valid_wait(clock, abstime)) return EINVAL;
+    // At least a nanosecond: a deadline already past is a wait that times out, not a look.
+    return join_fiber(decode(t), ret, std::max(until(clock, abstime), gluon::duration(1)));
+}
+int pthread_timedjoin_np(pthread_t t, void** ret, const timespec* abstime) {
+    if (!ours(t)) return GLUON_REAL(pthread_timedjoin_np)(t, ret, abstime);
+    return pthread_clockjoin_np(t, ret, CLOCK_REALTIME, abstime);
 }
 
 int pthread_detach(pthread_t t) noexcept {
@@ -258,6 +296,23 @@ void pthread_exit(void* ret) {
 // Calls that would act on the vCPU's OS thread: refused for a fiber's pthread_t.
 int pthread_setname_np(pthread_t t, const char* name) noexcept {
     if (!ours(t)) return GLUON_REAL(pthread_setname_np)(t, name);
+    return 0;
+}
+int pthread_getattr_np(pthread_t t, pthread_attr_t* a) noexcept {
+    if (!ours(t)) return GLUON_REAL(pthread_getattr_np)(t, a);
+    pfiber* h = decode(t);
+    if (int r = pthread_attr_init(a)) return r;
+    if (h->stack.first) pthread_attr_setstack(a, h->stack.first, h->stack.second);
+    pthread_attr_setguardsize(a, 4096);
+    return 0;
+}
+int pthread_getaffinity_np(pthread_t t, size_t n, cpu_set_t* set) noexcept {
+    if (!ours(t)) return GLUON_REAL(pthread_getaffinity_np)(t, n, set);
+    return sched_getaffinity(0, n, set) == 0 ? 0 : errno;
+}
+int pthread_setaffinity_np(pthread_t t, size_t n, const cpu_set_t* set) noexcept {
+    if (!ours(t)) return GLUON_REAL(pthread_setaffinity_np)(t, n, set);
+    note_affinity_ignored();
     return 0;
 }
 int pthread_kill(pthread_t t, int sig) noexcept {
@@ -311,6 +366,16 @@ int pthread_mutex_timedlock(pthread_mutex_t* m, const timespec* abstime) noexcep
     if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
     return 0;
 }
+int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock, const timespec* abstime) noexcept {
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_clocklock)(m, clock, abstime);
+    if (!valid_wait(clock, abstime)) return EINVAL;
+    pmutex* p = get(m);
+    const gluon::duration d = until(clock, abstime);
+    auto r = p->recursive ? p->rm.lock_for(d, false) : p->m.lock_for(d, false);
+    if (!r) return ETIMEDOUT;
+    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
+    return 0;
+}
 int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
     if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_unlock)(m);
     pmutex* p = get(m);
@@ -343,14 +408,24 @@ int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
     errno = saved;
     return 0;
 }
-int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abstime) {
-    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_timedwait)(c, m, abstime);
+namespace {
+int cond_wait_for(pthread_mutex_t* m, pcond* pc, gluon::duration d) {
     pmutex* p = get(m);
-    pcond* pc = get(c);
-    const gluon::duration d = until(pc->clock, abstime);
     auto st = p->recursive ? pc->cv.wait_for(p->rm, d) : pc->cv.wait_for(p->m, d);
     if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
     return st == std::cv_status::timeout ? ETIMEDOUT : 0;
+}
+}  // namespace
+int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abstime) {
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_timedwait)(c, m, abstime);
+    pcond* pc = get(c);
+    return cond_wait_for(m, pc, until(pc->clock, abstime));
+}
+// libstdc++'s condition_variable::wait_for and wait_until on the steady clock.
+int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock, const timespec* abstime) {
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_clockwait)(c, m, clock, abstime);
+    if (!valid_wait(clock, abstime)) return EINVAL;
+    return cond_wait_for(m, get(c), until(clock, abstime));
 }
 int pthread_cond_signal(pthread_cond_t* c) noexcept {
     if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_signal)(c);

@@ -179,6 +179,23 @@ TEST_P(preload, threads_coming_and_going_on_two_vcpus) {
     EXPECT_EQ(c.wait_exit(), 0) << c.rest(c.err);
 }
 
+// libstdc++'s timed waits reach glibc through calls of their own (pthread_cond_clockwait,
+// pthread_mutex_clocklock), as do glibc's joins with a timeout; each must park the fiber like
+// its untimed form, never reach libc with the gluon object hung off the program's storage.
+TEST_P(preload, timed_waits_and_joins_of_the_standard_library_run_as_fibers) {
+    for (bool preload : {false, true}) {
+        SCOPED_TRACE(preload ? "preload" : "plain");
+        child c({GLUON_TIMED_WAITS}, preload, env());
+        EXPECT_EQ(c.line(), "ok");
+        EXPECT_EQ(c.wait_exit(), 0) << c.rest(c.err);
+        if (preload) {  // what fiber mode does not act on is said, once, by name
+            std::string err = c.rest(c.err);
+            EXPECT_NE(err.find("pthread_setaffinity_np on a thread run as a fiber is ignored"), std::string::npos) << err;
+            EXPECT_NE(err.find("sem_clockwait() is not intercepted"), std::string::npos) << err;
+        }
+    }
+}
+
 TEST_P(preload, thread_per_connection_echo_server) {
     child c({GLUON_ECHO_THREADS}, true, env());
     const int port = port_of(c);
