@@ -1,6 +1,8 @@
 // Waiting in the POSIX facade: poll, select, epoll_wait, the sleeps, and getaddrinfo.
 #include <cerrno>
 #include <chrono>
+#include <memory>
+#include <new>
 
 #include "fd_state.h"
 #include "gluon/common/clock.h"
@@ -73,15 +75,27 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept {
 int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexcept {
     if (nfds < 0 || nfds > FD_SETSIZE) return static_cast<int>(set_errno(-EINVAL));
     if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)) return static_cast<int>(set_errno(-EINVAL));
-    pollfd pfds[FD_SETSIZE];
-    nfds_t n = 0;
-    for (int fd = 0; fd < nfds; ++fd) {
+    auto events_of = [&](int fd) {
         short ev = 0;
         if (rd && FD_ISSET(fd, rd)) ev |= POLLIN;
         if (wr && FD_ISSET(fd, wr)) ev |= POLLOUT;
         if (ex && FD_ISSET(fd, ex)) ev |= POLLPRI;
-        if (ev) pfds[n++] = {fd, ev, 0};
+        return ev;
+    };
+    // A fiber's stack may be 16 KiB: FD_SETSIZE pollfds (8 KiB) go on the heap, a few on the stack.
+    nfds_t n = 0;
+    for (int fd = 0; fd < nfds; ++fd) n += events_of(fd) != 0;
+    constexpr nfds_t k_on_stack = 32;
+    pollfd few[k_on_stack];
+    std::unique_ptr<pollfd[]> many;
+    if (n > k_on_stack) {
+        many.reset(new (std::nothrow) pollfd[n]);
+        if (!many) return static_cast<int>(set_errno(-ENOMEM));
     }
+    pollfd* pfds = many ? many.get() : few;
+    n = 0;
+    for (int fd = 0; fd < nfds; ++fd)
+        if (short ev = events_of(fd)) pfds[n++] = {fd, ev, 0};
     int ms = -1;
     if (timeout) ms = static_cast<int>(timeout->tv_sec * 1000 + (timeout->tv_usec + 999) / 1000);
     int r = posix::poll(pfds, n, ms);

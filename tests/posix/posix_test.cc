@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -243,6 +245,34 @@ TEST_P(posix_test, poll_select_and_epoll_wait_park_until_ready) {
     EXPECT_EQ(out[0].data.fd, a.server);
     ASSERT_TRUE(writer2->join());
     posix::close(ep);
+}
+
+// select on many fds from a fiber with the smallest stack the preload gives a thread (16 KiB),
+// half of it used by the caller's own buffer: select's poll array must not live on that stack.
+TEST_P(posix_test, select_on_many_fds_fits_a_small_fiber_stack) {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "ASan's redzones change what fits a 16 KiB stack";
+#endif
+    std::vector<std::array<int, 2>> pairs(40);
+    for (auto& p : pairs) ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p.data()), 0);
+    ASSERT_EQ(write(pairs[33][1], "x", 1), 1);
+    int count = -1;
+    bool only_that_one = false;
+    auto f = spawn(fiber_options{.stack_size = 16 * 1024}, [&] {
+        volatile char buffer[8 * 1024];
+        buffer[0] = buffer[sizeof buffer - 1] = 1;
+        fd_set rd;
+        FD_ZERO(&rd);
+        int top = 0;
+        for (auto& p : pairs) FD_SET(p[0], &rd), top = std::max(top, p[0]);
+        count = posix::select(top + 1, &rd, nullptr, nullptr, nullptr);
+        only_that_one = FD_ISSET(pairs[33][0], &rd) && !FD_ISSET(pairs[32][0], &rd);
+    });
+    ASSERT_TRUE(f);
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(count, 1);
+    EXPECT_TRUE(only_that_one);
+    for (auto& p : pairs) close(p[0]), close(p[1]);
 }
 
 // errno is the caller's own even when another fiber failed differently while it was parked.
