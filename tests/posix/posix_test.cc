@@ -260,7 +260,8 @@ TEST_P(posix_test, select_on_many_fds_fits_a_small_fiber_stack) {
     bool only_that_one = false;
     auto f = spawn(fiber_options{.stack_size = 16 * 1024}, [&] {
         volatile char buffer[8 * 1024];
-        buffer[0] = buffer[sizeof buffer - 1] = 1;
+        buffer[0] = 1;
+        buffer[sizeof buffer - 1] = 1;
         fd_set rd;
         FD_ZERO(&rd);
         int top = 0;
