@@ -1,0 +1,116 @@
+// co::accept and co::connect on every engine, over loopback TCP: a connection made by one task
+// and accepted by another carries bytes both ways with the peer's address reported; a refused
+// connect, an accept that times out and a cancelled accept end with their errors.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "gluon/task/io.h"
+#include "gluon/task/spawn.h"
+#include "test_support.h"
+
+namespace gluon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class task_socket_test : public test::engine_test {};
+
+int tcp_socket() { return ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0); }
+
+// A loopback listener on a port the kernel picks.
+struct listener {
+    int fd = tcp_socket();
+    sockaddr_in addr{};
+    listener() {
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+        socklen_t len = sizeof addr;
+        EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+        EXPECT_EQ(::listen(fd, 16), 0);
+    }
+    ~listener() { ::close(fd); }
+    const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&addr); }
+};
+
+TEST_P(task_socket_test, a_task_connects_another_accepts_and_they_talk) {
+    listener l;
+    auto server = [](int lfd) -> task<std::string> {
+        sockaddr_in peer{};
+        socklen_t len = sizeof peer;
+        auto fd = co_await co::accept(lfd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (!fd) co_return "accept: " + fd.error().message();
+        EXPECT_EQ(peer.sin_family, AF_INET);
+        EXPECT_EQ(peer.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+        char buf[4];
+        auto got = co_await co::recv_exactly(*fd, buf, 4);
+        if (got) got = co_await co::send_all(*fd, "pong", 4);
+        ::close(*fd);
+        co_return got ? std::string(buf, 4) : "recv/send: " + got.error().message();
+    };
+    auto client = [](const sockaddr* to) -> task<std::string> {
+        int fd = tcp_socket();
+        auto c = co_await co::connect(fd, to, sizeof(sockaddr_in));
+        if (!c) {
+            ::close(fd);
+            co_return "connect: " + c.error().message();
+        }
+        char buf[4];
+        auto got = co_await co::send_all(fd, "ping", 4);
+        if (got) got = co_await co::recv_exactly(fd, buf, 4);
+        ::close(fd);
+        co_return got ? std::string(buf, 4) : "send/recv: " + got.error().message();
+    };
+    auto both = [&]() -> task<void> {
+        auto s = std::move(co_spawn(server(l.fd)).value());
+        auto c = std::move(co_spawn(client(l.sa())).value());
+        EXPECT_EQ(co_await c, "pong");
+        EXPECT_EQ(co_await s, "ping");
+    };
+    ASSERT_TRUE(block_on(both()));
+}
+
+TEST_P(task_socket_test, a_connect_to_a_closed_port_is_refused) {
+    sockaddr_in closed{};
+    {
+        listener l;  // a port that was just free, closed again
+        closed = l.addr;
+    }
+    auto t = [](sockaddr_in to) -> task<int> {
+        int fd = tcp_socket();
+        auto c = co_await co::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+        ::close(fd);
+        co_return c ? 0 : c.error().value();
+    };
+    EXPECT_EQ(block_on(t(closed)).value(), ECONNREFUSED);
+}
+
+TEST_P(task_socket_test, an_accept_with_no_client_times_out_and_a_cancelled_one_ends) {
+    listener l;
+    auto timed = [](int lfd) -> task<int> {
+        auto fd = co_await co::accept(lfd, nullptr, nullptr, SOCK_CLOEXEC, 20ms);
+        co_return fd ? 0 : fd.error().value();
+    };
+    EXPECT_EQ(block_on(timed(l.fd)).value(), ETIMEDOUT);
+    auto forever = [](int lfd) -> task<int> {
+        auto fd = co_await co::accept(lfd);
+        co_return fd ? 0 : fd.error().value();
+    };
+    auto t = [&]() -> task<int> {
+        auto h = std::move(co_spawn(forever(l.fd)).value());
+        co_await co::nop();  // the accept is waiting in the engine
+        h.cancel();
+        co_return co_await h;
+    };
+    EXPECT_EQ(block_on(t()).value(), ECANCELED);
+}
+
+GLUON_ENGINE_TEST_SUITE(task_socket_test);
+
+}  // namespace
+}  // namespace gluon
