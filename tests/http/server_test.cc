@@ -275,6 +275,34 @@ TEST_P(http_server_test, slow_and_idle_clients_are_timed_out) {
     EXPECT_TRUE(closed_by_server(idle));  // after idle_timeout
 }
 
+// A client that keeps sending its head a byte at a time: every read completes at once, so
+// only a deadline for the whole head (not one per read) ends it.
+TEST_P(http_server_test, a_head_trickled_a_byte_at_a_time_is_timed_out_as_a_whole) {
+    server_options o;
+    o.header_timeout = 300ms;
+    start(test_router().as_handler(), o);
+    auto c = connect();
+    ASSERT_TRUE(send_text(c, "GET / HTTP/1.1\r\nX-Slow: "));
+    const int64_t t0 = mono_now_ns();
+    std::string buf;
+    int sent = 0;
+    for (; sent < 100 && buf.empty(); ++sent) {
+        if (!send_text(c, "a")) break;  // the server may close first
+        char tmp[4096];
+        auto n = c.read_some(tmp, sizeof tmp, 30ms);  // the client's pace: a byte per 30 ms
+        if (n) buf.append(tmp, *n);
+        else ASSERT_EQ(n.error(), std::errc::timed_out);
+    }
+    auto r = read_reply(c, buf);
+    const int64_t took = mono_now_ns() - t0;
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 408);
+    EXPECT_GE(sent, 5);  // it kept sending while the deadline ran
+    EXPECT_GE(took, 300'000'000);
+    EXPECT_LT(took, 1'500'000'000);
+    EXPECT_TRUE(closed_by_server(c));
+}
+
 TEST_P(http_server_test, an_idle_connection_gives_its_buffers_back_and_serves_again) {
     server_options o;
     o.release_buffers_after = 1ms;
