@@ -27,6 +27,9 @@ def _programs(build, build_peer):
         path = build_peer(peer)
         if path:
             progs[peer] = [path]
+        uring = os.path.join(os.path.dirname(path or ""), "asio-task-uring")
+        if peer == "asio-task" and path and os.path.exists(uring):
+            progs["asio-task-uring"] = [uring]
     return progs
 
 
@@ -44,9 +47,13 @@ def _cells(name, stdout):
 def _echo_servers(build, build_peer):
     servers = {"gluon-task": [os.path.join(build, "examples", "task_echo_server")],
                "gluon-fiber": [os.path.join(build, "examples", "echo_server")]}
-    path = build_peer("epoll-c")
-    if path:
-        servers["epoll-c"] = [path]
+    for peer in ("epoll-c", "asio-echo"):  # asio-echo: Asio's C++20 awaitables
+        path = build_peer(peer)
+        if path:
+            servers[peer] = [path]
+        uring = os.path.join(os.path.dirname(path or ""), "asio-echo-uring")
+        if peer == "asio-echo" and path and os.path.exists(uring):
+            servers["asio-echo-uring"] = [uring]
     return servers
 
 
