@@ -122,6 +122,65 @@ std::vector<error_case> error_cases() {
         {"pread_on_socket", ESPIPE, {},
          // fd::pread leaves the check to the kernel, and io_uring reads a socket as a stream.
          [](tcp_pair& p) { return long{posix::pread(p.client, buf, 1, 0)}; }, {}},
+        {"readv_bad_fd", EBADF, {},
+         [](tcp_pair&) {
+             iovec v{buf, sizeof buf};
+             return long{posix::readv(k_closed_fd, &v, 1)};
+         },
+         [](tcp_pair&) {
+             iovec v{buf, sizeof buf};
+             return err(fd::readv(k_closed_fd, &v, 1));
+         }},
+        {"writev_bad_fd", EBADF, {},
+         [](tcp_pair&) {
+             iovec v{buf, 1};
+             return long{posix::writev(k_closed_fd, &v, 1)};
+         },
+         [](tcp_pair&) {
+             iovec v{buf, 1};
+             return err(fd::writev(k_closed_fd, &v, 1));
+         }},
+        {"close_bad_fd", EBADF, {},
+         [](tcp_pair&) { return long{posix::close(k_closed_fd)}; },
+         [](tcp_pair&) { return err(fd::close(k_closed_fd)); }},
+        {"fsync_on_socket", EINVAL, {},
+         [](tcp_pair& p) { return long{posix::fsync(p.client)}; },
+         [](tcp_pair& p) { return err(fd::fsync(p.client)); }},
+        {"sendfile_from_socket_at_an_offset", ESPIPE, {},
+         [](tcp_pair& p) {
+             off_t off = 0;
+             return long{posix::sendfile(p.client, p.server, &off, 1)};
+         },
+         {}},
+        {"bind_address_in_use", EADDRINUSE, {},
+         [](tcp_pair& p) {
+             int s = posix::socket(AF_INET, SOCK_STREAM, 0);
+             long r = posix::bind(s, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr);
+             int e = errno;
+             posix::close(s);
+             errno = e;
+             return r;
+         },
+         {}},
+        {"listen_on_connected_socket", EINVAL, {},
+         [](tcp_pair& p) { return long{posix::listen(p.client, 8)}; }, {}},
+        {"shutdown_bad_fd", EBADF, {},
+         [](tcp_pair&) { return long{posix::shutdown(k_closed_fd, SHUT_RDWR)}; }, {}},
+        {"select_bad_fd", EBADF, {},
+         [](tcp_pair&) {
+             fd_set rd;
+             FD_ZERO(&rd);
+             FD_SET(1000, &rd);  // not open in this process
+             timeval zero{};
+             return long{posix::select(1001, &rd, nullptr, nullptr, &zero)};
+         },
+         {}},
+        {"epoll_wait_on_a_socket", EINVAL, {},
+         [](tcp_pair& p) {
+             epoll_event ev[1];
+             return long{posix::epoll_wait(p.client, ev, 1, 0)};
+         },
+         {}},
     };
 }
 
