@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "forwarding_fs.h"
 #include "fs_fixture.h"
 #include "gluon/fs/http.h"
 #include "gluon/runtime/runtime.h"
@@ -30,9 +31,9 @@ std::string random_bytes(size_t n, unsigned seed) {
 
 /// A source that counts the reads reaching it and makes each one take a while (so that other
 /// fibers run while a fetch is in flight).
-class counting_fs final : public filesystem {
+class counting_fs final : public test::forwarding_fs {
 public:
-    explicit counting_fs(std::unique_ptr<filesystem> in) : in_(std::move(in)) {}
+    using forwarding_fs::forwarding_fs;
     std::atomic<int> reads{0};
     duration delay = 0ms;
 
@@ -40,20 +41,6 @@ public:
         auto f = GLUON_TRY(in_->open(p, flags, m));
         return std::unique_ptr<file>(new counting_file(std::move(f), *this));
     }
-    result<void> mkdir(std::string_view p, mode_t m) noexcept override { return in_->mkdir(p, m); }
-    result<void> rmdir(std::string_view p) noexcept override { return in_->rmdir(p); }
-    result<void> unlink(std::string_view p) noexcept override { return in_->unlink(p); }
-    result<void> rename(std::string_view a, std::string_view b) noexcept override { return in_->rename(a, b); }
-    result<void> link(std::string_view a, std::string_view b) noexcept override { return in_->link(a, b); }
-    result<void> symlink(std::string_view a, std::string_view b) noexcept override { return in_->symlink(a, b); }
-    result<std::string> readlink(std::string_view p) noexcept override { return in_->readlink(p); }
-    result<struct stat> stat(std::string_view p) noexcept override { return in_->stat(p); }
-    result<struct stat> lstat(std::string_view p) noexcept override { return in_->lstat(p); }
-    result<struct statvfs> statfs(std::string_view p) noexcept override { return in_->statfs(p); }
-    result<void> access(std::string_view p, int m) noexcept override { return in_->access(p, m); }
-    result<void> truncate(std::string_view p, int64_t l) noexcept override { return in_->truncate(p, l); }
-    result<void> utimes(std::string_view p, const timespec t[2]) noexcept override { return in_->utimes(p, t); }
-    result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override { return in_->opendir(p); }
 
 private:
     class counting_file final : public file {
@@ -78,7 +65,6 @@ private:
         std::unique_ptr<file> f_;
         counting_fs& fs_;
     };
-    std::unique_ptr<filesystem> in_;
 };
 
 class cache_fs_test : public test::fs_test {

@@ -20,6 +20,8 @@
 #include "gluon/fs/local.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
+#include "gluon/sync/semaphore.h"
+#include "forwarding_fs.h"
 #include "support/nginx.h"
 #include "support/process.h"
 #include "test_support.h"
@@ -155,6 +157,38 @@ TEST_P(fuse_test, serves_from_a_second_vcpu_and_stops_its_reader) {
     m_->stop();  // interrupts the other vCPU's reader too
     EXPECT_FALSE(mounted(mnt_));
     ASSERT_TRUE((*rt)->run(0, [&] { EXPECT_EQ(m_->serve_here().error().value(), ESHUTDOWN); }));
+}
+
+/// Holds every open of a file named "slow" until released; the rest passes straight through.
+class gated_fs final : public test::forwarding_fs {
+public:
+    using forwarding_fs::forwarding_fs;
+    event arrived, release;
+    result<std::unique_ptr<file>> open(std::string_view p, int flags, mode_t m) noexcept override {
+        if (p.ends_with("slow")) {
+            arrived.set();
+            GLUON_TRY(release.wait(30s));
+        }
+        return in_->open(p, flags, m);
+    }
+};
+
+// Each request runs on a fiber of its own: an open held in the filesystem leaves the mount
+// serving other requests (and other programs) meanwhile.
+TEST_P(fuse_test, a_request_held_in_the_filesystem_blocks_no_other) {
+    std::ofstream(src_ + "/slow") << "slow answer\n";
+    std::ofstream(src_ + "/fast") << "fast answer\n";
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    auto gated = std::make_shared<gated_fs>(std::move(*local));
+    mount(gated);
+    test::child slow({"/bin/cat", mnt_ + "/slow"}, "/dev/null", dir_ + "/slow.out", dir_ + "/slow.err");
+    ASSERT_TRUE(gated->arrived.wait(30s));  // its open is held now
+    EXPECT_EQ(sh("cat " + mnt_ + "/fast && ls " + mnt_), "fast answer\nfast\nslow\n");
+    EXPECT_TRUE(slow.running());
+    gated->release.set();
+    EXPECT_EQ(slow.wait(30s), 0);
+    EXPECT_EQ(slurp(dir_ + "/slow.out"), "slow answer\n");
 }
 
 TEST_P(fuse_test, ends_when_unmounted_from_outside) {
