@@ -54,6 +54,10 @@ def _echo_servers(build, build_peer):
         uring = os.path.join(os.path.dirname(path or ""), "asio-echo-uring")
         if peer == "asio-echo" and path and os.path.exists(uring):
             servers["asio-echo-uring"] = [uring]
+    for peer in ("monoio-task", "compio-task"):  # their echo mode: a task per connection
+        path = build_peer(peer)
+        if path:
+            servers[peer.replace("-task", "-echo")] = [path, "echo"]
     return servers
 
 

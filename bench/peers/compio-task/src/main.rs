@@ -2,7 +2,8 @@
 //! "workload compio value ns_per_op". `--quick` runs a fifth of the work. Each workload checks
 //! its result and exits 1 on a mismatch. compio has no nop operation and no channel of its
 //! own: those rows are not run, nor await_call (an awaited async fn is inlined into its
-//! caller's state machine: there is no call to measure).
+//! caller's state machine: there is no call to measure). `compio-task echo --port N` serves
+//! TCP echo instead (see echo()).
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -83,7 +84,55 @@ fn spawn_join(n: u64) -> u64 {
     })
 }
 
+/// `compio-task echo --port N`: B3's echo server on the same runtime (a task per connection,
+/// owned buffers), for the task suite's echo and idle-connection rows. Prints "listening PORT".
+fn echo(port: u16) {
+    use compio_buf::{BufResult, IntoInner, IoBuf};
+    use compio_io::{AsyncRead, AsyncWriteExt};
+    runtime().block_on(async move {
+        let listener = compio_net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap_or_else(|e| fail(format!("bind: {e}")));
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        println!("listening {port}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        loop {
+            let (mut stream, _) = match listener.accept().await {
+                Ok(c) => c,
+                Err(e) => fail(format!("accept: {e}")),
+            };
+            compio_runtime::spawn(async move {
+                let mut buf = Vec::with_capacity(4096);
+                loop {
+                    let BufResult(res, b) = stream.read(buf).await;
+                    buf = b;
+                    let n = match res {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    let BufResult(res, b) = stream.write_all(buf.slice(0..n)).await;
+                    buf = b.into_inner();
+                    buf.clear();
+                    if res.is_err() {
+                        return;
+                    }
+                }
+            })
+            .detach();
+        }
+    })
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("echo") {
+        let port = match args.get(1..) {
+            Some([flag, p]) if flag == "--port" => p.parse().unwrap_or_else(|_| fail(format!("bad port {p:?}"))),
+            _ => fail("usage: compio-task echo --port N".into()),
+        };
+        return echo(port);
+    }
     let mut scale = 5;
     for a in std::env::args().skip(1) {
         match a.as_str() {
