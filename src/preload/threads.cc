@@ -1,5 +1,6 @@
 // Fiber mode's threads: pthread_create starts a fiber on a vCPU, and pthread join, mutexes and
 // condition variables park fibers instead of threads (docs/preload.md).
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <time.h>
@@ -53,11 +54,45 @@ pfiber* current_pfiber() {
     return static_cast<pfiber*>(detail::fls_slot(g_key));
 }
 
+// ---- thread-specific data (pthread keys): a value per fiber ---------------------------------
+// A key the program makes is libc's (numbers stay unique, and threads that are not fibers keep
+// libc's values) and gets a fiber-local slot too, which a program fiber's get and set use.
+struct key_entry {
+    std::atomic<size_t> slot{0};  // fiber-local key + 1; 0: not one of the program's
+    std::atomic<void (*)(void*)> dtor{nullptr};
+};
+key_entry g_keys[PTHREAD_KEYS_MAX];
+std::atomic<size_t> g_keys_seen{0};  // the highest key made + 1
+
+void*& key_slot(size_t slot) { return detail::fls_slot(slot - 1); }
+
+// A fiber's values of the program's keys, destroyed as a thread's are at its exit: each value
+// set to NULL, then its destructor called; again while destructors set new values, up to
+// PTHREAD_DESTRUCTOR_ITERATIONS rounds.
+void destroy_key_values() {
+    for (int round = 0; round < PTHREAD_DESTRUCTOR_ITERATIONS; ++round) {
+        bool called = false;
+        const size_t n = g_keys_seen.load(std::memory_order_acquire);
+        for (size_t k = 0; k < n; ++k) {
+            const size_t slot = g_keys[k].slot.load(std::memory_order_acquire);
+            if (!slot) continue;
+            void* v = std::exchange(key_slot(slot), nullptr);
+            auto d = g_keys[k].dtor.load(std::memory_order_acquire);
+            if (v && d) {
+                d(v);
+                called = true;
+            }
+        }
+        if (!called) return;
+    }
+}
+
 void run_pfiber(pfiber* h) {
     detail::fls_slot(g_key) = h;
     h->stack = this_fiber::stack();
     this_fiber::set_name("pthread");
     if (setjmp(h->exit_to) == 0) h->ret = h->fn(h->arg);
+    destroy_key_values();               // still the program's thread: destructors may call pthreads
     detail::fls_slot(g_key) = nullptr;  // what follows is gluon's, not the program's
     {
         std::lock_guard lk(h->mu);
@@ -324,6 +359,39 @@ int pthread_cancel(pthread_t t) {
     if (!ours(t)) return GLUON_REAL(pthread_cancel)(t);
     std::fprintf(stderr, "gluon preload: pthread_cancel on a thread run as a fiber is not supported\n");
     return ENOTSUP;
+}
+
+int pthread_key_create(pthread_key_t* key, void (*dtor)(void*)) noexcept {
+    const int r = GLUON_REAL(pthread_key_create)(key, dtor);
+    if (r != 0 || current_mode() != mode::fibers || own_code(__builtin_return_address(0)) || *key >= PTHREAD_KEYS_MAX)
+        return r;
+    key_entry& e = g_keys[*key];
+    e.dtor.store(dtor, std::memory_order_relaxed);
+    e.slot.store(gluon::detail::fls_new_key(nullptr) + 1, std::memory_order_release);  // fresh: NULL everywhere
+    size_t seen = g_keys_seen.load(std::memory_order_relaxed);
+    while (seen <= *key && !g_keys_seen.compare_exchange_weak(seen, *key + 1, std::memory_order_acq_rel)) {
+    }
+    return 0;
+}
+int pthread_key_delete(pthread_key_t key) noexcept {
+    if (key < PTHREAD_KEYS_MAX) {
+        g_keys[key].slot.store(0, std::memory_order_release);  // no destructor runs for its values
+        g_keys[key].dtor.store(nullptr, std::memory_order_relaxed);
+    }
+    return GLUON_REAL(pthread_key_delete)(key);
+}
+void* pthread_getspecific(pthread_key_t key) noexcept {
+    if (key < PTHREAD_KEYS_MAX)
+        if (size_t slot = g_keys[key].slot.load(std::memory_order_acquire); slot && current_pfiber()) return key_slot(slot);
+    return GLUON_REAL(pthread_getspecific)(key);
+}
+int pthread_setspecific(pthread_key_t key, const void* v) noexcept {
+    if (key < PTHREAD_KEYS_MAX)
+        if (size_t slot = g_keys[key].slot.load(std::memory_order_acquire); slot && current_pfiber()) {
+            key_slot(slot) = const_cast<void*>(v);
+            return 0;
+        }
+    return GLUON_REAL(pthread_setspecific)(key, v);
 }
 
 int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) noexcept {

@@ -1,6 +1,8 @@
 /* Plain C threads (no gluon) exercising what fiber mode must keep: create and join, exit
  * values, mutexes, condition variables, sleeps, pthread_self, errno per thread across a sleep
- * while other threads fail with other errors, and a stack of the size asked for. Prints
+ * while other threads fail with other errors, thread-specific data (a value per thread across
+ * a sleep, destructors at each thread's exit, the main thread's own value), and a stack of the
+ * size asked for. Prints
  * "threads N" (the OS threads of the process while 100 of its threads are alive) and exits 0
  * if every check held. With argument
  * "fork", also reports what fork() does once threads exist. */
@@ -19,6 +21,13 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int arrived, released, counter, failures;
 static pthread_t selves[N];
+static pthread_key_t key;
+static int destroyed;
+
+static void destroy_value(void* v) {
+    __atomic_add_fetch(&destroyed, 1, __ATOMIC_RELAXED);
+    free(v);
+}
 
 static int os_threads(void) {
     FILE* f = fopen("/proc/self/status", "r");
@@ -38,8 +47,13 @@ static void* worker(void* arg) {
     if (i % 2) read(-1, &b, 1);
     else recv(STDIN_FILENO, &b, 1, MSG_DONTWAIT);
     int mine = errno;
+    int* value = malloc(sizeof *value);
+    *value = i;
+    if (pthread_getspecific(key) != NULL) __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+    pthread_setspecific(key, value);
     usleep(1000);
     if (errno != mine) __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+    if (pthread_getspecific(key) != value || *value != i) __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&mu);
     ++counter;
     ++arrived;
@@ -59,6 +73,8 @@ static void* deep(void* arg) {
 
 int main(int argc, char** argv) {
     pthread_t t[N];
+    static int main_value;
+    if (pthread_key_create(&key, destroy_value) != 0 || pthread_setspecific(key, &main_value) != 0) return 16;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 2u << 20);
@@ -84,9 +100,14 @@ int main(int argc, char** argv) {
     }
     if (counter != N) return 13;
     if (failures) {
-        fprintf(stderr, "errno changed across a sleep in %d threads\n", failures);
+        fprintf(stderr, "errno or a thread-specific value changed across a sleep in %d threads\n", failures);
         return 14;
     }
+    if (destroyed != N) {
+        fprintf(stderr, "%d thread-specific values destroyed, not %d\n", destroyed, N);
+        return 17;
+    }
+    if (pthread_getspecific(key) != &main_value) return 18;
     if (argc > 1 && strcmp(argv[1], "fork") == 0) {
         pid_t p = fork();
         if (p == 0) _exit(0);
