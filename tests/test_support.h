@@ -2,7 +2,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <optional>
@@ -25,6 +28,28 @@ struct sock_pair {
         for (int f : fd)
             if (f >= 0) (void)fd::close(f);
     }
+};
+
+/// A TCP listener on a loopback port the kernel picks, made with plain socket calls; `flags`
+/// are socket(2)'s type flags (SOCK_NONBLOCK for engine accepts on epoll). Closed when destroyed.
+struct loopback_listener {
+    int fd = -1;
+    sockaddr_in addr{};
+    explicit loopback_listener(int backlog = 16, int flags = SOCK_CLOEXEC) {
+        fd = ::socket(AF_INET, SOCK_STREAM | flags, 0);
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof addr;
+        EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+        EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+        EXPECT_EQ(::listen(fd, backlog), 0);
+    }
+    loopback_listener(const loopback_listener&) = delete;
+    ~loopback_listener() {
+        if (fd >= 0) ::close(fd);
+    }
+    const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&addr); }
+    uint16_t port() const { return ntohs(addr.sin_port); }
 };
 
 inline std::vector<engine::kind> all_engines() { return {engine::kind::io_uring, engine::kind::epoll}; }

@@ -19,17 +19,25 @@ TOKIO_ROWS = {"switch": "yield", "create_join": "spawn_join", "chan_local": "cha
               "chan_cross": "cross_vcpu"}
 
 
+def _add_peer(out, build_peer, peer, name=None, args=(), uring=None):
+    """Builds peer and adds it to out as name (default: peer), with args; and its io_uring build,
+    the binary `uring` next to it, where the peer's build made one."""
+    path = build_peer(peer)
+    if not path:
+        return
+    out[name or peer] = [path, *args]
+    sibling = os.path.join(os.path.dirname(path), uring) if uring else ""
+    if sibling and os.path.exists(sibling):
+        out[uring] = [sibling]
+
+
 def _programs(build, build_peer):
     progs = {"gluon": [os.path.join(build, "bench", "task_bench")],
              "liburing": [os.path.join(build, "bench", "uring_floor")],
              "liburing-wake": [os.path.join(build, "bench", "wake_floor")]}
-    for peer in ("asio-task", "tokio-runtime", "monoio-task", "compio-task"):
-        path = build_peer(peer)
-        if path:
-            progs[peer] = [path]
-        uring = os.path.join(os.path.dirname(path or ""), "asio-task-uring")
-        if peer == "asio-task" and path and os.path.exists(uring):
-            progs["asio-task-uring"] = [uring]
+    _add_peer(progs, build_peer, "asio-task", uring="asio-task-uring")
+    for peer in ("tokio-runtime", "monoio-task", "compio-task"):
+        _add_peer(progs, build_peer, peer)
     return progs
 
 
@@ -47,17 +55,10 @@ def _cells(name, stdout):
 def _echo_servers(build, build_peer):
     servers = {"gluon-task": [os.path.join(build, "examples", "task_echo_server")],
                "gluon-fiber": [os.path.join(build, "examples", "echo_server")]}
-    for peer in ("epoll-c", "asio-echo"):  # asio-echo: Asio's C++20 awaitables
-        path = build_peer(peer)
-        if path:
-            servers[peer] = [path]
-        uring = os.path.join(os.path.dirname(path or ""), "asio-echo-uring")
-        if peer == "asio-echo" and path and os.path.exists(uring):
-            servers["asio-echo-uring"] = [uring]
+    _add_peer(servers, build_peer, "epoll-c")
+    _add_peer(servers, build_peer, "asio-echo", uring="asio-echo-uring")  # Asio's C++20 awaitables
     for peer in ("monoio-task", "compio-task"):  # their echo mode: a task per connection
-        path = build_peer(peer)
-        if path:
-            servers[peer.replace("-task", "-echo")] = [path, "echo"]
+        _add_peer(servers, build_peer, peer, name=peer.replace("-task", "-echo"), args=["echo"])
     return servers
 
 

@@ -2,8 +2,6 @@
 // CONNECT proxy, on every engine.
 #include "gluon/http/client.h"
 
-#include <arpa/inet.h>
-#include <sys/socket.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -322,24 +320,16 @@ TEST_P(http_client_test, read_timeout_and_body_limit_fail_clearly) {
 // connect_timeout covers the TCP handshake (a listener whose accept queue is full drops the
 // SYN) and the TLS one (a server that accepts and never answers the ClientHello).
 TEST_P(http_client_test, connect_timeout_ends_a_handshake_that_never_completes) {
-    int full = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(::bind(full, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    ASSERT_EQ(::getsockname(full, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    ASSERT_EQ(::listen(full, 0), 0);
+    test::loopback_listener full(0);
     int queued = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // fills the queue of one
-    ASSERT_EQ(::connect(queued, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(::connect(queued, full.sa(), sizeof full.addr), 0);
     client c({.connect_timeout = 100ms, .total_timeout = 10s, .retries = 0});
     const int64_t t0 = mono_now_ns();
-    EXPECT_EQ(c.get("http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/").error(), std::errc::timed_out);
+    EXPECT_EQ(c.get("http://127.0.0.1:" + std::to_string(full.port()) + "/").error(), std::errc::timed_out);
     const int64_t took = mono_now_ns() - t0;
     EXPECT_GE(took, 100'000'000);
     EXPECT_LT(took, 900'000'000);  // before the SYN's first retransmission (1 s)
     ::close(queued);
-    ::close(full);
 
     uint16_t mute = serve_raw([](net::byte_stream& s) {
         char buf[4096];

@@ -66,6 +66,16 @@ int err(const result<T>& r) {
 
 const int k_closed_fd = 1 << 14;  // above anything a test opens
 
+// call(s) on a new TCP socket s, closed after it; call's result, with the errno it left.
+long on_new_socket(const std::function<long(int)>& call) {
+    int s = posix::socket(AF_INET, SOCK_STREAM, 0);
+    long r = call(s);
+    int e = errno;
+    posix::close(s);
+    errno = e;
+    return r;
+}
+
 std::vector<error_case> error_cases() {
     static char buf[64];
     return {
@@ -85,12 +95,7 @@ std::vector<error_case> error_cases() {
          // Stops p.listener listening; its port stays bound, so no one else can take it.
          [](tcp_pair& p) { ASSERT_EQ(posix::shutdown(p.listener, SHUT_RD), 0); },
          [](tcp_pair& p) {
-             int s = posix::socket(AF_INET, SOCK_STREAM, 0);
-             long r = posix::connect(s, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr);
-             int e = errno;
-             posix::close(s);
-             errno = e;
-             return r;
+             return on_new_socket([&](int s) { return long{posix::connect(s, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr)}; });
          },
          [](tcp_pair& p) {
              int s = posix::socket(AF_INET, SOCK_STREAM, 0);
@@ -154,12 +159,7 @@ std::vector<error_case> error_cases() {
          {}},
         {"bind_address_in_use", EADDRINUSE, {},
          [](tcp_pair& p) {
-             int s = posix::socket(AF_INET, SOCK_STREAM, 0);
-             long r = posix::bind(s, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr);
-             int e = errno;
-             posix::close(s);
-             errno = e;
-             return r;
+             return on_new_socket([&](int s) { return long{posix::bind(s, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr)}; });
          },
          {}},
         {"listen_on_connected_socket", EINVAL, {},

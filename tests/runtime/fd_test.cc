@@ -139,19 +139,11 @@ namespace {
 
 // A connected TCP pair on loopback (zero-copy sends need TCP or UDP; AF_UNIX falls back).
 void tcp_pair(int out[2]) {
-    int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    ASSERT_EQ(::listen(l, 1), 0);
-    ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    test::loopback_listener l(1);
     out[0] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_EQ(::connect(out[0], reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    out[1] = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_EQ(::connect(out[0], l.sa(), sizeof l.addr), 0);
+    out[1] = ::accept4(l.fd, nullptr, nullptr, SOCK_CLOEXEC);
     ASSERT_GE(out[1], 0);
-    ::close(l);
 }
 
 // Zero-copy sends: the data arrives intact and the call returns only when the buffer is free

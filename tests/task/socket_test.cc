@@ -22,20 +22,9 @@ class task_socket_test : public test::engine_test {};
 
 int tcp_socket() { return ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0); }
 
-// A loopback listener on a port the kernel picks.
-struct listener {
-    int fd = tcp_socket();
-    sockaddr_in addr{};
-    listener() {
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-        socklen_t len = sizeof addr;
-        EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-        EXPECT_EQ(::listen(fd, 16), 0);
-    }
-    ~listener() { ::close(fd); }
-    const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&addr); }
+// The listener is non-blocking: the epoll engine tries an accept before it waits.
+struct listener : test::loopback_listener {
+    listener() : loopback_listener(16, SOCK_NONBLOCK | SOCK_CLOEXEC) {}
 };
 
 TEST_P(task_socket_test, a_task_connects_another_accepts_and_they_talk) {
