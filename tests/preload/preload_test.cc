@@ -170,6 +170,29 @@ TEST_P(preload, threads_mutexes_conds_join_and_errno_run_as_fibers) {
     }
 }
 
+// What fiber mode refuses is refused by name: pthread_kill and pthread_cancel of a fiber's
+// thread (ENOTSUP), and a fiber's stack overflow ends the process with a message naming it.
+TEST_P(preload, refusals_and_a_stack_overflow_are_named) {
+    for (bool preload : {false, true}) {
+        SCOPED_TRACE(preload ? "preload" : "plain");
+        child c({GLUON_THREADS_BASIC, "kill"}, preload, env());
+        std::string line = c.line();
+        EXPECT_EQ(c.wait_exit(), 0);
+        std::string err = c.rest(c.err);
+        if (preload) {
+            EXPECT_EQ(line, "kill " + std::to_string(ENOTSUP) + " cancel " + std::to_string(ENOTSUP));
+            EXPECT_NE(err.find("pthread_kill on a thread run as a fiber is not supported"), std::string::npos) << err;
+            EXPECT_NE(err.find("pthread_cancel on a thread run as a fiber is not supported"), std::string::npos) << err;
+        } else {
+            EXPECT_EQ(line, "kill 0 cancel 0");
+        }
+    }
+    child o({GLUON_THREADS_BASIC, "overflow"}, true, env());
+    EXPECT_GT(o.wait_exit(), 128) << "the overflow ends the process by a signal";
+    std::string err = o.rest(o.err);
+    EXPECT_NE(err.find("stack overflow in fiber 'pthread'"), std::string::npos) << err;
+}
+
 // Regression: gluon's own std::mutex (the stack pool's), taken on a program fiber while the
 // scheduler ran on its stack, became a gluon mutex and parked inside the scheduler; with two
 // vCPUs meeting at the lock this corrupted the heap or hung, nearly every run.

@@ -5,7 +5,9 @@
  * size asked for. Prints
  * "threads N" (the OS threads of the process while 100 of its threads are alive) and exits 0
  * if every check held. With argument
- * "fork", also reports what fork() does once threads exist. */
+ * "fork", also reports what fork() does once threads exist; with "kill", what pthread_kill and
+ * pthread_cancel of a thread return ("kill R cancel R"); with "overflow", a thread with a 64 KiB
+ * stack recurses until it overflows. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -64,6 +66,24 @@ static void* worker(void* arg) {
     return (void*)(intptr_t)(1000 + i);
 }
 
+/* Recurses until its stack runs out (argument "overflow"): under fiber mode the guard page
+ * stops it with a message naming the fiber. */
+static int recurse(volatile char* up) {
+    volatile char frame[1024];
+    frame[0] = up ? up[0] : 1;
+    return recurse(frame) + frame[1023];
+}
+static void* overflow(void* arg) {
+    (void)arg;
+    return (void*)(intptr_t)recurse(NULL);
+}
+
+/* Alive for a while (long enough to be signalled or cancelled). */
+static void* nap(void* arg) {
+    usleep(100 * 1000);
+    return arg;
+}
+
 /* Uses 1 MiB of its stack: it needs the 2 MiB it asks for (fibers' default is smaller). */
 static void* deep(void* arg) {
     volatile char big[1 << 20];
@@ -73,6 +93,24 @@ static void* deep(void* arg) {
 
 int main(int argc, char** argv) {
     pthread_t t[N];
+    if (argc > 1 && strcmp(argv[1], "overflow") == 0) {
+        pthread_attr_t small;
+        pthread_attr_init(&small);
+        pthread_attr_setstacksize(&small, 64u << 10);
+        pthread_t o;
+        if (pthread_create(&o, &small, overflow, NULL) != 0) return 19;
+        pthread_join(o, NULL);
+        return 0; /* not reached: the overflow ends the process */
+    }
+    if (argc > 1 && strcmp(argv[1], "kill") == 0) {
+        /* pthread_kill and pthread_cancel of a thread that is a fiber: refused, by name. */
+        pthread_t k;
+        if (pthread_create(&k, NULL, nap, NULL) != 0) return 20;
+        int killed = pthread_kill(k, 0);
+        printf("kill %d cancel %d\n", killed, pthread_cancel(k));
+        pthread_join(k, NULL);
+        return 0;
+    }
     static int main_value;
     if (pthread_key_create(&key, destroy_value) != 0 || pthread_setspecific(key, &main_value) != 0) return 16;
     pthread_attr_t attr;
