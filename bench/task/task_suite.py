@@ -26,9 +26,8 @@ def _add_peer(out, build_peer, peer, name=None, args=(), uring=None):
     if not path:
         return
     out[name or peer] = [path, *args]
-    sibling = os.path.join(os.path.dirname(path), uring) if uring else ""
-    if sibling and os.path.exists(sibling):
-        out[uring] = [sibling]
+    if uring and os.path.exists(os.path.join(os.path.dirname(path), uring)):
+        out[uring] = [os.path.join(os.path.dirname(path), uring)]
 
 
 def _programs(build, build_peer):

@@ -209,6 +209,21 @@ void note_affinity_ignored() {
                              "(fibers run on the vCPUs; GLUON_VCPUS sets how many)\n");
 }
 
+// The timed lock and wait of the program's mutexes and condition variables, for `d` at most.
+int lock_within(pthread_mutex_t* m, duration d) {
+    pmutex* p = get(m);
+    auto r = p->recursive ? p->rm.lock_for(d, false) : p->m.lock_for(d, false);
+    if (!r) return ETIMEDOUT;
+    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
+    return 0;
+}
+int cond_wait_for(pthread_mutex_t* m, pcond* pc, duration d) {
+    pmutex* p = get(m);
+    auto st = p->recursive ? pc->cv.wait_for(p->rm, d) : pc->cv.wait_for(p->m, d);
+    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
+    return st == std::cv_status::timeout ? ETIMEDOUT : 0;
+}
+
 }  // namespace
 
 internal_scope::internal_scope() noexcept { ++t_internal; }
@@ -427,22 +442,12 @@ int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
 }
 int pthread_mutex_timedlock(pthread_mutex_t* m, const timespec* abstime) noexcept {
     if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_timedlock)(m, abstime);
-    pmutex* p = get(m);
-    const gluon::duration d = until(CLOCK_REALTIME, abstime);
-    auto r = p->recursive ? p->rm.lock_for(d, false) : p->m.lock_for(d, false);
-    if (!r) return ETIMEDOUT;
-    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
-    return 0;
+    return lock_within(m, until(CLOCK_REALTIME, abstime));
 }
 int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock, const timespec* abstime) noexcept {
     if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_clocklock)(m, clock, abstime);
     if (!valid_wait(clock, abstime)) return EINVAL;
-    pmutex* p = get(m);
-    const gluon::duration d = until(clock, abstime);
-    auto r = p->recursive ? p->rm.lock_for(d, false) : p->m.lock_for(d, false);
-    if (!r) return ETIMEDOUT;
-    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
-    return 0;
+    return lock_within(m, until(clock, abstime));
 }
 int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
     if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_mutex_unlock)(m);
@@ -476,14 +481,6 @@ int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
     errno = saved;
     return 0;
 }
-namespace {
-int cond_wait_for(pthread_mutex_t* m, pcond* pc, gluon::duration d) {
-    pmutex* p = get(m);
-    auto st = p->recursive ? pc->cv.wait_for(p->rm, d) : pc->cv.wait_for(p->m, d);
-    if (!p->recursive) p->holder.store(gluon::mutex::current_owner_token(), std::memory_order_relaxed);
-    return st == std::cv_status::timeout ? ETIMEDOUT : 0;
-}
-}  // namespace
 int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abstime) {
     if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_cond_timedwait)(c, m, abstime);
     pcond* pc = get(c);
