@@ -79,6 +79,20 @@ def _size(v, unit):
     return float(v) * {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}[unit]
 
 
+def _pipeline_latency(build, port, path, dur, pid, body):
+    """p50/p99 of the pipelined workload: wrk's histogram is empty above its median at these rates,
+    so they come from bench/http/pipeline_load.cc (16 requests per send, 100 connections, every
+    answer parsed and checked), run on the load generator's CPU right after wrk."""
+    cmd = ["taskset", "-c", "1", os.path.join(build, "bench", "pipeline_load"), "--addr", f"127.0.0.1:{port}",
+           "--path", path, "--depth", "16", "--conns", "100", "--duration", str(min(dur, 3)), "--warmup", "0.5",
+           "--expect-bytes", str(body), "--cpu-pid", str(pid), "--json"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=dur + 60)
+    if r.returncode != 0:
+        sys.exit(f"bench/run: pipeline_load failed (verification error?):\n{r.stdout}")
+    j = json.loads(r.stdout.strip().splitlines()[-1])
+    return {"p50": j["p50_us"] * 1e-6, "p99": j["p99_us"] * 1e-6}
+
+
 def _wrk(port, path, dur, extra, script_dir, pid, min_bytes, scheme="http"):
     cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c100", f"-d{dur}s", "--latency"] + extra
     if extra == ["pipeline"]:
@@ -253,6 +267,8 @@ def run(args, res, build, log, build_peer, demo=False):
                             r = _h2load(port, path, dur, pid, body, "https" if tls else "http")
                         else:
                             r = _wrk(port, path, dur, extra, work, pid, body, "https" if tls else "http")
+                        if extra == ["pipeline"]:
+                            r.update(_pipeline_latency(build, port, path, dur, pid, body))
                     finally:
                         if ngx:
                             ngx.cleanup()
