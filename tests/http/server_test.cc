@@ -3,6 +3,8 @@
 #include "gluon/http/server.h"
 
 #include <dirent.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>  // tcp_info with tcpi_data_segs_in (glibc's is older)
 #include <gtest/gtest.h>
 
 #include <string>
@@ -91,6 +93,30 @@ TEST_P(http_server_test, answers_pipelined_requests_in_order) {
         ASSERT_TRUE(r) << i;
         EXPECT_EQ(r->body, "/path?n=" + std::to_string(i));
     }
+}
+
+// The answers to a batch that arrived in one read leave in one send: the client's side of the
+// connection counts the segments that carried data (each send of fewer bytes than the loopback
+// MSS is one segment; sixteen sends would be at least two, even with Nagle's coalescing).
+TEST_P(http_server_test, answers_a_pipelined_batch_with_one_send) {
+    start(test_router().as_handler());
+    auto c = connect();
+    std::string batch;
+    for (int i = 0; i < 16; ++i) batch += "GET /path?n=" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n\r\n";
+    ASSERT_TRUE(c.write_all(batch.data(), batch.size(), 5s));
+    std::string buf;
+    size_t bytes = 0;
+    for (int i = 0; i < 16; ++i) {
+        auto r = read_reply(c, buf);
+        ASSERT_TRUE(r) << i;
+        EXPECT_EQ(r->body, "/path?n=" + std::to_string(i));
+        bytes += r->head.size() + r->body.size();
+    }
+    ASSERT_LT(bytes, 16000u);
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    ASSERT_EQ(getsockopt(c.get(), IPPROTO_TCP, TCP_INFO, &ti, &len), 0);
+    EXPECT_EQ(ti.tcpi_data_segs_in, 1u) << "the 16 answers arrived in " << ti.tcpi_data_segs_in << " segments";
 }
 
 TEST_P(http_server_test, routes_by_method_exact_parameter_and_prefix) {
