@@ -12,7 +12,9 @@
 //   The epoll engine makes fds O_NONBLOCK in the kernel; posix::fcntl(F_GETFL) reports what
 //   the caller asked for.
 // - An interrupted fiber (fiber::interrupt) gets EINTR, as a signal would give a thread.
-// - Sends never raise SIGPIPE (MSG_NOSIGNAL): a closed peer is EPIPE.
+// - send, sendto and sendmsg never raise SIGPIPE (MSG_NOSIGNAL is added): a closed peer is
+//   EPIPE. write and writev to a socket whose peer is gone raise it, as POSIX says (ignore
+//   SIGPIPE or use send where that matters).
 // - SO_RCVTIMEO/SO_SNDTIMEO are not honoured; use poll with a timeout.
 // Errors: those of the system call of the same name, and EINTR as above.
 #pragma once
