@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -413,6 +415,43 @@ TEST_P(posix_test, getaddrinfo_is_offloaded) {
     freeaddrinfo(res);
     hints.ai_flags = AI_NUMERICHOST;
     EXPECT_EQ(posix::getaddrinfo("not-a-number", "80", &hints, &res), EAI_NONAME);
+}
+
+// A peer that has gone: the send calls fail with EPIPE and no signal (MSG_NOSIGNAL is added);
+// write and writev raise SIGPIPE as POSIX says (held pending here, SIGPIPE blocked).
+TEST_P(posix_test, only_write_and_writev_raise_sigpipe) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    ASSERT_EQ(posix::close(sv[1]), 0);
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &pipe_only, &old), 0);
+    auto sigpipe_pending = [&] {
+        sigset_t pending;
+        sigpending(&pending);
+        if (!sigismember(&pending, SIGPIPE)) return false;
+        const timespec zero{};
+        return sigtimedwait(&pipe_only, nullptr, &zero) == SIGPIPE;  // consumes it
+    };
+    ASSERT_FALSE(sigpipe_pending());
+    msghdr m{};
+    iovec v{const_cast<char*>("x"), 1};
+    m.msg_iov = &v;
+    m.msg_iovlen = 1;
+    EXPECT_EQ(posix::send(sv[0], "x", 1, 0), -1);
+    EXPECT_EQ(errno, EPIPE);
+    EXPECT_EQ(posix::sendmsg(sv[0], &m, 0), -1);
+    EXPECT_EQ(errno, EPIPE);
+    EXPECT_FALSE(sigpipe_pending()) << "a send call raised SIGPIPE";
+    EXPECT_EQ(posix::writev(sv[0], &v, 1), -1);
+    EXPECT_EQ(errno, EPIPE);
+    EXPECT_TRUE(sigpipe_pending()) << "writev did not raise SIGPIPE";
+    EXPECT_EQ(posix::write(sv[0], "x", 1), -1);
+    EXPECT_EQ(errno, EPIPE);
+    EXPECT_TRUE(sigpipe_pending()) << "write did not raise SIGPIPE";
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    EXPECT_EQ(posix::close(sv[0]), 0);
 }
 
 // Outside a vCPU every call is the plain system call, blocking the thread as libc's would.
