@@ -3,18 +3,23 @@
  * blocking and answers every connection with the CPU it runs on ("cpu N\n"), then closes it.
  * Listens on 127.0.0.1, port argv[1] or any free one, with argv[2] workers (default 2); prints
  * "port N" and serves until killed. Under GLUON_PRELOAD=listen each worker gets its own
- * listener and a CPU of its own. */
+ * listener and a CPU of its own. With argv[3] "fork-listen" the socket is bound, then shared
+ * with a child by fork(), and the child calls listen() and serves (the parent waits; the child
+ * dies with it). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int ls;
@@ -51,8 +56,24 @@ int main(int argc, char** argv) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(argc > 1 ? (uint16_t)atoi(argv[1]) : 0);
     socklen_t len = sizeof a;
-    if (bind(ls, (struct sockaddr*)&a, len) != 0 || listen(ls, 1024) != 0 ||
-        getsockname(ls, (struct sockaddr*)&a, &len) != 0) {
+    if (bind(ls, (struct sockaddr*)&a, len) != 0) {
+        perror("bind");
+        return 1;
+    }
+    if (argc > 3 && strcmp(argv[3], "fork-listen") == 0) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            return 1;
+        }
+        if (pid > 0) {
+            int status;
+            waitpid(pid, &status, 0);
+            return 1; /* the child serves until killed */
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    }
+    if (listen(ls, 1024) != 0 || getsockname(ls, (struct sockaddr*)&a, &len) != 0) {
         perror("listen");
         return 1;
     }

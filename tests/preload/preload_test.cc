@@ -430,13 +430,9 @@ TEST(preload_listen, nginx_workers_accept_on_the_cpu_that_took_the_syn) {
     EXPECT_EQ(ngx.quit(), 0);
 }
 
-// Listener mode under threads of one process, each with its own epoll set and none pinned by
-// the program: each is given a CPU of its own, round-robin, and a connection made from a CPU is
-// answered by the worker on it.
-TEST(preload_listen, unpinned_worker_threads_get_a_cpu_each_and_its_connections) {
-    two_cpus cpus;
-    if (!cpus.ok) GTEST_SKIP() << "needs CPUs 0 and 1";
-    child srv({GLUON_EPOLL_WORKERS, "0", "2"}, true, {}, "listen");
+// Connections made from CPU 0 and CPU 1 to tests/preload/epoll_workers.c are answered by the
+// worker on the CPU that made them (after the workers have made their listeners).
+void expect_local_answers(child& srv) {
     const int port = port_of(srv);
     ASSERT_GT(port, 0);
     auto answer_from = [&](int cpu) -> int {
@@ -463,6 +459,26 @@ TEST(preload_listen, unpinned_worker_threads_get_a_cpu_each_and_its_connections)
         const int cpu = i % 2;
         ASSERT_EQ(answer_from(cpu), cpu) << "connection " << i << ": " << [&] { return srv.stderr_of_stopped(); }();
     }
+}
+
+// Listener mode under threads of one process, each with its own epoll set and none pinned by
+// the program: each is given a CPU of its own, round-robin, and a connection made from a CPU is
+// answered by the worker on it.
+TEST(preload_listen, unpinned_worker_threads_get_a_cpu_each_and_its_connections) {
+    two_cpus cpus;
+    if (!cpus.ok) GTEST_SKIP() << "needs CPUs 0 and 1";
+    child srv({GLUON_EPOLL_WORKERS, "0", "2"}, true, {}, "listen");
+    expect_local_answers(srv);
+}
+
+// listen() on a socket that a fork() shared with another process (bound in the parent, put in
+// the listening state and served by the child): the child's workers get their listeners and
+// their CPUs' connections all the same.
+TEST(preload_listen, listen_on_a_socket_shared_across_a_fork) {
+    two_cpus cpus;
+    if (!cpus.ok) GTEST_SKIP() << "needs CPUs 0 and 1";
+    child srv({GLUON_EPOLL_WORKERS, "0", "2", "fork-listen"}, true, {}, "listen");
+    expect_local_answers(srv);
 }
 
 // nginx's reload (SIGHUP) replaces both workers: the new ones' listeners take over their CPUs'
