@@ -3,9 +3,10 @@
  * blocking and answers every connection with the CPU it runs on ("cpu N\n"), then closes it.
  * Listens on 127.0.0.1, port argv[1] or any free one, with argv[2] workers (default 2); prints
  * "port N" and serves until killed. Under GLUON_PRELOAD=listen each worker gets its own
- * listener and a CPU of its own. With argv[3] "fork-listen" the socket is bound, then shared
- * with a child by fork(), and the child calls listen() and serves (the parent waits; the child
- * dies with it). */
+ * listener and a CPU of its own. argv[3] "fork-listen": the socket is bound, shared with a
+ * child by fork(), and the child calls listen() and serves; "pass-fd": a child is forked first
+ * and is handed the listening socket over a Unix socket (SCM_RIGHTS). The parent waits in both;
+ * the child dies with it. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -47,36 +48,89 @@ static void* worker(void* arg) {
     return NULL;
 }
 
-int main(int argc, char** argv) {
-    ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+/* The parent's part after a fork: waits (the child serves until killed and dies with it). */
+static int parent_waits(pid_t pid) {
+    int status;
+    waitpid(pid, &status, 0);
+    return 1;
+}
+
+static int listening_socket(int port, int do_listen) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(argc > 1 ? (uint16_t)atoi(argv[1]) : 0);
-    socklen_t len = sizeof a;
-    if (bind(ls, (struct sockaddr*)&a, len) != 0) {
-        perror("bind");
-        return 1;
+    a.sin_port = htons((uint16_t)port);
+    if (bind(fd, (struct sockaddr*)&a, sizeof a) != 0 || (do_listen && listen(fd, 1024) != 0)) {
+        perror("epoll_workers: bind/listen");
+        exit(1);
     }
-    if (argc > 3 && strcmp(argv[3], "fork-listen") == 0) {
+    return fd;
+}
+
+/* pass-fd: the listening socket comes from the parent over a Unix socket (SCM_RIGHTS). */
+static int receive_socket(int from) {
+    char data, ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec v = {&data, 1};
+    struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    struct cmsghdr* c;
+    int fd;
+    if (recvmsg(from, &m, 0) != 1 || !(c = CMSG_FIRSTHDR(&m)) || c->cmsg_type != SCM_RIGHTS) {
+        fprintf(stderr, "epoll_workers: no socket received\n");
+        exit(1);
+    }
+    memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return fd;
+}
+
+static void send_socket(int to, int fd) {
+    char data = 's', ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec v = {&data, 1};
+    struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    struct cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    if (sendmsg(to, &m, 0) != 1) {
+        perror("epoll_workers: sendmsg");
+        exit(1);
+    }
+}
+
+int main(int argc, char** argv) {
+    const int port = argc > 1 ? atoi(argv[1]) : 0;
+    const char* how = argc > 3 ? argv[3] : "";
+    if (strcmp(how, "fork-listen") == 0) {
+        ls = listening_socket(port, 0);
         pid_t pid = fork();
-        if (pid < 0) {
-            perror("fork");
+        if (pid != 0) return pid < 0 ? 1 : parent_waits(pid);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (listen(ls, 1024) != 0) {
+            perror("epoll_workers: listen");
             return 1;
         }
-        if (pid > 0) {
-            int status;
-            waitpid(pid, &status, 0);
-            return 1; /* the child serves until killed */
+    } else if (strcmp(how, "pass-fd") == 0) {
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) return 1;
+        pid_t pid = fork();
+        if (pid != 0) {
+            if (pid < 0) return 1;
+            int fd = listening_socket(port, 1);
+            send_socket(sp[0], fd);
+            close(fd);
+            return parent_waits(pid);
         }
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        ls = receive_socket(sp[1]);
+    } else {
+        ls = listening_socket(port, 1);
     }
-    if (listen(ls, 1024) != 0 || getsockname(ls, (struct sockaddr*)&a, &len) != 0) {
-        perror("listen");
-        return 1;
-    }
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    if (getsockname(ls, (struct sockaddr*)&a, &len) != 0) return 1;
     int workers = argc > 2 ? atoi(argv[2]) : 2;
     for (int i = 0; i < workers; ++i) {
         pthread_t t;

@@ -481,6 +481,27 @@ TEST(preload_listen, listen_on_a_socket_shared_across_a_fork) {
     expect_local_answers(srv);
 }
 
+// A listening socket received from another process (SCM_RIGHTS) was never listen()ed on in
+// this one: its workers accept from it as they would without the preload, and every connection
+// is answered.
+TEST(preload_listen, a_listening_socket_passed_between_processes_is_served_as_is) {
+    child srv({GLUON_EPOLL_WORKERS, "0", "2", "pass-fd"}, true, {}, "listen");
+    const int port = port_of(srv);
+    ASSERT_GT(port, 0);
+    for (int i = 0; i < 100; ++i) {
+        int s = connect_to(port);
+        ASSERT_GE(s, 0) << "connection " << i;
+        char b[64] = {};
+        size_t got = 0;
+        ssize_t n;
+        while (got < sizeof b - 1 && (n = recv(s, b + got, sizeof b - 1 - got, 0)) > 0) got += static_cast<size_t>(n);
+        close(s);
+        int cpu = -1;
+        ASSERT_EQ(std::sscanf(b, "cpu %d", &cpu), 1) << "connection " << i << ": " << srv.stderr_of_stopped();
+    }
+    EXPECT_EQ(srv.stderr_of_stopped().find("gluon preload"), std::string::npos) << srv.stderr_of_stopped();
+}
+
 // nginx's reload (SIGHUP) replaces both workers: the new ones' listeners take over their CPUs'
 // connections, and the old ones' listeners leave the group without breaking the steering.
 TEST(preload_listen, nginx_reload_hands_each_cpu_to_its_new_worker) {
