@@ -81,11 +81,17 @@ TEST_P(http_server_test, serves_requests_on_a_kept_alive_connection) {
     EXPECT_EQ(srv_->connections(), 1u);
 }
 
+// n GET requests for /path?n=0 .. n-1, for one write.
+std::string pipelined_batch(int n) {
+    std::string batch;
+    for (int i = 0; i < n; ++i) batch += "GET /path?n=" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n\r\n";
+    return batch;
+}
+
 TEST_P(http_server_test, answers_pipelined_requests_in_order) {
     start(test_router().as_handler());
     auto c = connect();
-    std::string batch;
-    for (int i = 0; i < 16; ++i) batch += "GET /path?n=" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n\r\n";
+    const std::string batch = pipelined_batch(16);
     ASSERT_TRUE(c.write_all(batch.data(), batch.size(), 5s));
     std::string buf;
     for (int i = 0; i < 16; ++i) {
@@ -101,8 +107,7 @@ TEST_P(http_server_test, answers_pipelined_requests_in_order) {
 TEST_P(http_server_test, answers_a_pipelined_batch_with_one_send) {
     start(test_router().as_handler());
     auto c = connect();
-    std::string batch;
-    for (int i = 0; i < 16; ++i) batch += "GET /path?n=" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n\r\n";
+    const std::string batch = pipelined_batch(16);
     ASSERT_TRUE(c.write_all(batch.data(), batch.size(), 5s));
     std::string buf;
     size_t bytes = 0;

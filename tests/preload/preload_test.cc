@@ -430,6 +430,19 @@ TEST(preload_listen, nginx_workers_accept_on_the_cpu_that_took_the_syn) {
     EXPECT_EQ(ngx.quit(), 0);
 }
 
+// One connection to tests/preload/epoll_workers.c: the CPU its answer names (-1: none).
+int cpu_that_answered(int port) {
+    int s = connect_to(port);
+    if (s < 0) return -1;
+    char b[64] = {};
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof b - 1 && (n = recv(s, b + got, sizeof b - 1 - got, 0)) > 0) got += static_cast<size_t>(n);
+    close(s);
+    int served = -1;
+    return std::sscanf(b, "cpu %d", &served) == 1 ? served : -1;
+}
+
 // Connections made from CPU 0 and CPU 1 to tests/preload/epoll_workers.c are answered by the
 // worker on the CPU that made them (after the workers have made their listeners).
 void expect_local_answers(child& srv) {
@@ -440,15 +453,7 @@ void expect_local_answers(child& srv) {
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);
         EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-        int s = connect_to(port);
-        if (s < 0) return -1;
-        char b[64] = {};
-        size_t got = 0;
-        ssize_t n;
-        while (got < sizeof b - 1 && (n = recv(s, b + got, sizeof b - 1 - got, 0)) > 0) got += static_cast<size_t>(n);
-        close(s);
-        int served = -1;
-        return std::sscanf(b, "cpu %d", &served) == 1 ? served : -1;
+        return cpu_that_answered(port);
     };
     // The workers make their listeners as they start: wait, bounded by time, until both CPUs
     // are answered locally.
@@ -488,17 +493,8 @@ TEST(preload_listen, a_listening_socket_passed_between_processes_is_served_as_is
     child srv({GLUON_EPOLL_WORKERS, "0", "2", "pass-fd"}, true, {}, "listen");
     const int port = port_of(srv);
     ASSERT_GT(port, 0);
-    for (int i = 0; i < 100; ++i) {
-        int s = connect_to(port);
-        ASSERT_GE(s, 0) << "connection " << i;
-        char b[64] = {};
-        size_t got = 0;
-        ssize_t n;
-        while (got < sizeof b - 1 && (n = recv(s, b + got, sizeof b - 1 - got, 0)) > 0) got += static_cast<size_t>(n);
-        close(s);
-        int cpu = -1;
-        ASSERT_EQ(std::sscanf(b, "cpu %d", &cpu), 1) << "connection " << i << ": " << srv.stderr_of_stopped();
-    }
+    for (int i = 0; i < 100; ++i)
+        ASSERT_GE(cpu_that_answered(port), 0) << "connection " << i << ": " << srv.stderr_of_stopped();
     EXPECT_EQ(srv.stderr_of_stopped().find("gluon preload"), std::string::npos) << srv.stderr_of_stopped();
 }
 
