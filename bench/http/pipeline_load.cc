@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "../net/load_support.h"
 #include "gluon/http/parser.h"
 #include "gluon/net/socket.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -39,12 +39,6 @@ struct conn_stats {
     std::vector<uint32_t> lat_ns;
     std::string error;
 };
-
-int usage() {
-    std::fprintf(stderr, "usage: pipeline_load --addr IP:PORT [--path P] [--depth N] [--conns N] "
-                         "[--duration S] [--warmup S] [--expect-bytes N] [--cpu-pid PID] [--json]\n");
-    return 2;
-}
 
 duration seconds(double s) {
     return std::chrono::duration_cast<duration>(std::chrono::duration<double>(s));
@@ -112,21 +106,14 @@ void drive(const options& o, const net::address& to, const std::string& batch, c
 
 int main(int argc, char** argv) {
     options o;
-    for (int i = 1; i < argc; ++i) {
-        const bool v = i + 1 < argc;
-        if (!std::strcmp(argv[i], "--addr") && v) o.addr = argv[++i];
-        else if (!std::strcmp(argv[i], "--path") && v) o.path = argv[++i];
-        else if (!std::strcmp(argv[i], "--depth") && v) o.depth = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--conns") && v) o.conns = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--duration") && v) o.duration = std::atof(argv[++i]);
-        else if (!std::strcmp(argv[i], "--warmup") && v) o.warmup = std::atof(argv[++i]);
-        else if (!std::strcmp(argv[i], "--expect-bytes") && v) o.expect_bytes = std::atol(argv[++i]);
-        else if (!std::strcmp(argv[i], "--cpu-pid") && v) o.cpu_pid = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--json")) o.json = true;
-        else return usage();
-    }
+    cli::parser p("usage: pipeline_load --addr IP:PORT [--path P] [--depth N] [--conns N] [--duration S] "
+                  "[--warmup S] [--expect-bytes N] [--cpu-pid PID] [--json]");
+    p.option("--addr", o.addr).option("--path", o.path).option("--depth", o.depth).option("--conns", o.conns);
+    p.option("--duration", o.duration).option("--warmup", o.warmup).option("--expect-bytes", o.expect_bytes);
+    p.option("--cpu-pid", o.cpu_pid).flag("--json", o.json);
+    if (!p.parse(argc, argv)) return p.usage();
     auto to = net::address::parse(o.addr);
-    if (!to || o.depth < 1 || o.conns < 1 || o.duration <= 0) return usage();
+    if (!to || o.depth < 1 || o.conns < 1 || o.duration <= 0) return p.usage();
     bench_net::raise_fd_limit(o.conns);
 
     std::string batch;
