@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gluon/http/client.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -30,31 +31,18 @@ double cpu_seconds() {
     return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-int usage() {
-    std::fprintf(stderr, "usage: http_load --url URL [--conns N] [--duration S] [--warmup S] "
-                         "[--expect-bytes N] [--json]\n");
-    return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string url;
     int conns = 100;
-    double duration = 5, warmup = 1;
+    gluon::duration duration = std::chrono::seconds(5), warmup = std::chrono::seconds(1);
     long expect_bytes = -1;
     bool json = false;
-    for (int i = 1; i < argc; ++i) {
-        const bool v = i + 1 < argc;
-        if (!std::strcmp(argv[i], "--url") && v) url = argv[++i];
-        else if (!std::strcmp(argv[i], "--conns") && v) conns = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--duration") && v) duration = std::atof(argv[++i]);
-        else if (!std::strcmp(argv[i], "--warmup") && v) warmup = std::atof(argv[++i]);
-        else if (!std::strcmp(argv[i], "--expect-bytes") && v) expect_bytes = std::atol(argv[++i]);
-        else if (!std::strcmp(argv[i], "--json")) json = true;
-        else return usage();
-    }
-    if (url.empty() || conns < 1 || duration <= 0) return usage();
+    cli::parser p("usage: http_load --url URL [--conns N] [--duration S] [--warmup S] [--expect-bytes N] [--json]");
+    p.option("--url", url).option("--conns", conns).option("--duration", duration).option("--warmup", warmup);
+    p.option("--expect-bytes", expect_bytes).flag("--json", json);
+    if (!p.parse(argc, argv) || url.empty() || conns < 1 || duration <= gluon::duration::zero()) return p.usage();
 
     std::atomic<bool> measuring{false}, stop{false};
     std::atomic<uint64_t> done{0}, errors{0}, retries{0};
@@ -88,11 +76,11 @@ int main(int argc, char** argv) {
                 retries += c.statistics().retries;
             })));
         }
-        (void)this_fiber::sleep_for(std::chrono::duration_cast<gluon::duration>(std::chrono::duration<double>(warmup)));
+        (void)this_fiber::sleep_for(warmup);
         measuring = true;
         int64_t t0 = mono_now_ns();
         double c0 = cpu_seconds();
-        (void)this_fiber::sleep_for(std::chrono::duration_cast<gluon::duration>(std::chrono::duration<double>(duration)));
+        (void)this_fiber::sleep_for(duration);
         measuring = false;
         wall = (mono_now_ns() - t0) / 1e9;
         cpu = cpu_seconds() - c0;

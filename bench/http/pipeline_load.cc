@@ -29,7 +29,7 @@ namespace {
 struct options {
     std::string addr, path = "/";
     int depth = 16, conns = 100, cpu_pid = 0;
-    double duration = 5, warmup = 1;
+    gluon::duration duration = std::chrono::seconds(5), warmup = std::chrono::seconds(1);
     long expect_bytes = -1;
     bool json = false;
 };
@@ -39,10 +39,6 @@ struct conn_stats {
     std::vector<uint32_t> lat_ns;
     std::string error;
 };
-
-duration seconds(double s) {
-    return std::chrono::duration_cast<duration>(std::chrono::duration<double>(s));
-}
 
 // One connection's loop: send a batch, read its answers, record their latencies while measuring.
 void drive(const options& o, const net::address& to, const std::string& batch, const std::atomic<bool>& measuring,
@@ -113,7 +109,7 @@ int main(int argc, char** argv) {
     p.option("--cpu-pid", o.cpu_pid).flag("--json", o.json);
     if (!p.parse(argc, argv)) return p.usage();
     auto to = net::address::parse(o.addr);
-    if (!to || o.depth < 1 || o.conns < 1 || o.duration <= 0) return p.usage();
+    if (!to || o.depth < 1 || o.conns < 1 || o.duration <= gluon::duration::zero()) return p.usage();
     bench_net::raise_fd_limit(o.conns);
 
     std::string batch;
@@ -126,11 +122,11 @@ int main(int argc, char** argv) {
         std::vector<fiber> workers;
         for (auto& st : stats)
             workers.push_back(GLUON_TRY(spawn([&] { drive(o, *to, batch, measuring, stop, st); })));
-        (void)this_fiber::sleep_for(seconds(o.warmup));
+        (void)this_fiber::sleep_for(o.warmup);
         const double c0 = o.cpu_pid ? bench_net::process_cpu_s(o.cpu_pid) : 0;
         const int64_t t0 = mono_now_ns();
         measuring = true;
-        (void)this_fiber::sleep_for(seconds(o.duration));
+        (void)this_fiber::sleep_for(o.duration);
         measuring = false;
         wall = double(mono_now_ns() - t0) / 1e9;
         server_cpu = o.cpu_pid ? bench_net::process_cpu_s(o.cpu_pid) - c0 : 0;

@@ -15,6 +15,7 @@
 
 #include "../net/load_support.h"
 #include "gluon/http/websocket.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -22,37 +23,20 @@ using namespace gluon;
 
 namespace {
 
-int usage() {
-    std::fprintf(stderr, "usage: ws_load --url URL [--conns N] [--size B] [--depth N] [--duration S] [--warmup S] "
-                         "[--cpu-pid PID] [--json]\n");
-    return 2;
-}
-
-gluon::duration seconds(double s) {
-    return std::chrono::duration_cast<gluon::duration>(std::chrono::duration<double>(s));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string url;
     int conns = 100, cpu_pid = 0, depth = 1;
     size_t size = 512;
-    double duration = 5, warmup = 1;
+    gluon::duration duration = std::chrono::seconds(5), warmup = std::chrono::seconds(1);
     bool json = false;
-    for (int i = 1; i < argc; ++i) {
-        const bool v = i + 1 < argc;
-        if (!std::strcmp(argv[i], "--url") && v) url = argv[++i];
-        else if (!std::strcmp(argv[i], "--conns") && v) conns = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--size") && v) size = static_cast<size_t>(std::atol(argv[++i]));
-        else if (!std::strcmp(argv[i], "--depth") && v) depth = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--duration") && v) duration = std::atof(argv[++i]);
-        else if (!std::strcmp(argv[i], "--warmup") && v) warmup = std::atof(argv[++i]);
-        else if (!std::strcmp(argv[i], "--cpu-pid") && v) cpu_pid = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--json")) json = true;
-        else return usage();
-    }
-    if (url.empty() || conns < 1 || depth < 1 || duration <= 0) return usage();
+    cli::parser p("usage: ws_load --url URL [--conns N] [--size B] [--depth N] [--duration S] [--warmup S] "
+                  "[--cpu-pid PID] [--json]");
+    p.option("--url", url).option("--conns", conns).option("--size", size).option("--depth", depth);
+    p.option("--duration", duration).option("--warmup", warmup).option("--cpu-pid", cpu_pid).flag("--json", json);
+    if (!p.parse(argc, argv) || url.empty() || conns < 1 || depth < 1 || duration <= gluon::duration::zero())
+        return p.usage();
     bench_net::raise_fd_limit(conns);
 
     std::atomic<bool> measuring{false}, stop{false};
@@ -86,11 +70,11 @@ int main(int argc, char** argv) {
                 (void)ws->close(http::close_code::normal, {}, std::chrono::seconds(5));
             })));
         }
-        (void)this_fiber::sleep_for(seconds(warmup));
+        (void)this_fiber::sleep_for(warmup);
         const double c0 = cpu_pid ? bench_net::process_cpu_s(cpu_pid) : 0;
         const int64_t t0 = mono_now_ns();
         measuring = true;
-        (void)this_fiber::sleep_for(seconds(duration));
+        (void)this_fiber::sleep_for(duration);
         measuring = false;
         wall = (mono_now_ns() - t0) / 1e9;
         server_cpu = cpu_pid ? bench_net::process_cpu_s(cpu_pid) - c0 : 0;

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     int conns = 50;
     std::string op = "get";
     size_t size = 64;
-    double secs = 5, warmup = 1;
+    duration secs = std::chrono::seconds(5), warmup = std::chrono::seconds(1);
     init_options vcpu;
     vcpu.log_engine = false;
     cli::parser p("usage: redis_load --port P [--conns N] [--op get|set] [--size B] [--seconds S] [--warmup S] "
@@ -33,7 +33,6 @@ int main(int argc, char** argv) {
     p.option("--port", port).option("--conns", conns).option("--op", op).option("--size", size);
     p.option("--seconds", secs).option("--warmup", warmup).engine(vcpu);
     if (!p.parse(argc, argv) || port == 0 || conns < 1 || (op != "get" && op != "set")) return p.usage();
-    auto dur = [](double s) { return std::chrono::duration_cast<duration>(std::chrono::duration<double>(s)); };
     bool measuring = false, stop = false;  // one vCPU: plain variables
     uint64_t calls = 0, errors = 0;
     std::string first_error;
@@ -68,11 +67,11 @@ int main(int argc, char** argv) {
                     if (measuring) ++calls;
                 }
             })));
-        (void)this_fiber::sleep_for(dur(warmup));
+        (void)this_fiber::sleep_for(warmup);
         const int64_t t0 = mono_now_ns();
         const double c0 = cpu_now();
         measuring = true;
-        (void)this_fiber::sleep_for(dur(secs));
+        (void)this_fiber::sleep_for(secs);
         measuring = false;
         wall = (mono_now_ns() - t0) / 1e9;
         cpu = cpu_now() - c0;

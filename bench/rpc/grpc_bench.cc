@@ -25,6 +25,7 @@
 #include "../net/load_support.h"
 #include "gluon/http/server.h"
 #include "gluon/rpc/grpc.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
@@ -37,17 +38,6 @@ namespace {
 
 constexpr const char* k_method = "/gluon.bench.Bench/Echo";
 
-int usage() {
-    std::fprintf(stderr,
-                 "usage: grpc_bench server [--port P]\n"
-                 "       grpc_bench client --port P [--conns N] [--callers N] [--payload B] [--seconds S] "
-                 "[--warmup S] [--cpu-pid PID]\n");
-    return 2;
-}
-
-gluon::duration seconds(double s) {
-    return std::chrono::duration_cast<gluon::duration>(std::chrono::duration<double>(s));
-}
 
 int serve(uint16_t port) {
     grpc::server g;
@@ -74,7 +64,7 @@ struct load {
     uint16_t port = 0;
     int conns = 1, callers = 64, cpu_pid = 0;
     size_t payload = 64;
-    double secs = 5, warmup = 1;
+    gluon::duration secs = std::chrono::seconds(5), warmup = std::chrono::seconds(1);
 };
 
 int drive(const load& l) {
@@ -111,11 +101,11 @@ int drive(const load& l) {
                         }
                     }
                 })));
-        (void)this_fiber::sleep_for(seconds(l.warmup));
+        (void)this_fiber::sleep_for(l.warmup);
         const double c0 = l.cpu_pid ? bench_net::process_cpu_s(l.cpu_pid) : 0;
         const int64_t t0 = mono_now_ns();
         measuring = true;
-        (void)this_fiber::sleep_for(seconds(l.secs));
+        (void)this_fiber::sleep_for(l.secs);
         measuring = false;
         wall = (mono_now_ns() - t0) / 1e9;
         server_cpu = l.cpu_pid ? bench_net::process_cpu_s(l.cpu_pid) - c0 : 0;
@@ -144,21 +134,17 @@ int drive(const load& l) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2) return usage();
-    std::string mode = argv[1];
     load l;
-    for (int i = 2; i < argc; ++i) {
-        bool v = i + 1 < argc;
-        if (!std::strcmp(argv[i], "--port") && v) l.port = static_cast<uint16_t>(std::atoi(argv[++i]));
-        else if (!std::strcmp(argv[i], "--conns") && v) l.conns = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--callers") && v) l.callers = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--payload") && v) l.payload = static_cast<size_t>(std::atol(argv[++i]));
-        else if (!std::strcmp(argv[i], "--seconds") && v) l.secs = std::atof(argv[++i]);
-        else if (!std::strcmp(argv[i], "--warmup") && v) l.warmup = std::atof(argv[++i]);
-        else if (!std::strcmp(argv[i], "--cpu-pid") && v) l.cpu_pid = std::atoi(argv[++i]);
-        else return usage();
-    }
+    cli::parser p("usage: grpc_bench server [--port P]\n"
+                  "       grpc_bench client --port P [--conns N] [--callers N] [--payload B] [--seconds S] "
+                  "[--warmup S] [--cpu-pid PID]");
+    p.option("--port", l.port).option("--conns", l.conns).option("--callers", l.callers);
+    p.option("--payload", l.payload).option("--seconds", l.secs).option("--warmup", l.warmup);
+    p.option("--cpu-pid", l.cpu_pid);
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (!p.parse(argc, argv, 2)) return p.usage();
     if (mode == "server") return serve(l.port);
-    if (mode != "client" || l.port == 0 || l.conns < 1 || l.callers < 1 || l.secs <= 0) return usage();
+    if (mode != "client" || l.port == 0 || l.conns < 1 || l.callers < 1 || l.secs <= gluon::duration::zero())
+        return p.usage();
     return drive(l);
 }

@@ -13,6 +13,7 @@
 //       p99 in us. Exits non-zero on any mismatch or failed call. One vCPU.
 #include "../net/load_support.h"
 #include "gluon/net/server.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/rpc/rpc.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/signals.h"
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <signal.h>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,45 +44,28 @@ struct config {
     unsigned port = 0, conns = 1, callers = 1;
     int cpu_pid = 0;
     size_t payload = 64;
-    double seconds = 5, warmup = 1;
+    duration seconds = std::chrono::seconds(5), warmup = std::chrono::seconds(1);
 };
 
-[[noreturn]] void usage() {
-    std::fprintf(
-        stderr,
-        "usage: rpc_bench server [--port P]\n"
-        "       rpc_bench client --port P --conns C --callers N --payload BYTES --seconds S "
-        "[--warmup S] [--cpu-pid PID]\n");
-    std::exit(2);
-}
+constexpr const char* k_usage =
+    "usage: rpc_bench server [--port P]\n"
+    "       rpc_bench client --port P --conns C --callers N --payload BYTES --seconds S "
+    "[--warmup S] [--cpu-pid PID]";
 
-config parse(int argc, char** argv) {
-    if (argc < 2) usage();
+/// The configuration, or nullopt when the command line is wrong (the usage has been printed).
+std::optional<config> parse(int argc, char** argv) {
     config c;
-    c.mode = argv[1];
-    if (c.mode != "server" && c.mode != "client") usage();
-    for (int i = 2; i < argc; ++i) {
-        std::string a = argv[i];
-        if (i + 1 >= argc) usage();
-        const char* v = argv[++i];
-        if (a == "--port")
-            c.port = unsigned(std::atoi(v));
-        else if (a == "--conns")
-            c.conns = unsigned(std::atoi(v));
-        else if (a == "--callers")
-            c.callers = unsigned(std::atoi(v));
-        else if (a == "--payload")
-            c.payload = size_t(std::atoll(v));
-        else if (a == "--seconds")
-            c.seconds = std::atof(v);
-        else if (a == "--warmup")
-            c.warmup = std::atof(v);
-        else if (a == "--cpu-pid")
-            c.cpu_pid = std::atoi(v);
-        else
-            usage();
+    cli::parser p(k_usage);
+    p.option("--port", c.port).option("--conns", c.conns).option("--callers", c.callers);
+    p.option("--payload", c.payload).option("--seconds", c.seconds).option("--warmup", c.warmup);
+    p.option("--cpu-pid", c.cpu_pid);
+    const std::string mode = argc > 1 ? argv[1] : "";
+    const bool ok = p.parse(argc, argv, 2) && c.conns > 0 && c.callers > 0 && c.seconds > duration::zero();
+    if (!ok || (mode != "server" && (mode != "client" || c.port == 0))) {
+        p.usage();
+        return std::nullopt;
     }
-    if (c.conns == 0 || c.callers == 0 || c.seconds <= 0 || c.warmup < 0) usage();
+    c.mode = mode;
     return c;
 }
 
@@ -147,7 +132,7 @@ result<int> load(const config& c) {
         conns.push_back(GLUON_TRY(rpc::client::connect(addr, {}, 5s)));
     std::vector<caller_state> st(size_t(c.conns) * c.callers);
     for (auto& s : st)
-        s.lat_ns.reserve(size_t(c.seconds * 1e6 / double(st.size())) + 1024);
+        s.lat_ns.reserve(size_t(std::chrono::duration<double>(c.seconds).count() * 1e6 / double(st.size())) + 1024);
     window w;
     std::vector<fiber> fs;
     for (unsigned i = 0; i < c.conns; ++i)
@@ -156,14 +141,11 @@ result<int> load(const config& c) {
             fs.push_back(
                 GLUON_TRY(spawn([&, i, idx] { caller(conns[i], c, unsigned(idx), w, st[idx]); })));
         }
-    auto secs = [](double s) {
-        return std::chrono::duration_cast<duration>(std::chrono::duration<double>(s));
-    };
-    (void)this_fiber::sleep_for(secs(c.warmup));
+    (void)this_fiber::sleep_for(c.warmup);
     double cpu0 = c.cpu_pid ? bench_net::process_cpu_s(c.cpu_pid) : 0;
     int64_t t0 = mono_now_ns();
     w.measuring = true;
-    (void)this_fiber::sleep_for(secs(c.seconds));
+    (void)this_fiber::sleep_for(c.seconds);
     w.measuring = false;
     double wall = double(mono_now_ns() - t0) / 1e9;
     double server_cpu = c.cpu_pid ? bench_net::process_cpu_s(c.cpu_pid) - cpu0 : 0;
@@ -202,8 +184,9 @@ result<int> load(const config& c) {
 } // namespace
 
 int main(int argc, char** argv) {
-    config c = parse(argc, argv);
-    if (c.mode == "client" && c.port == 0) usage();
+    const auto parsed = parse(argc, argv);
+    if (!parsed) return 2;
+    const config& c = *parsed;
     int code = 0;
     auto r = run({.log_engine = false}, [&]() -> result<void> {
         if (c.mode == "server") return serve(c);

@@ -1,6 +1,7 @@
 #include "gluon/runtime/cli.h"
 
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -25,6 +26,16 @@ parser& parser::option(std::string_view name, std::string& out) {
 parser& parser::option(std::string_view name, std::vector<std::string>& out) {
     return option(name, [&out](std::string_view v) {
         out.emplace_back(v);
+        return true;
+    });
+}
+
+parser& parser::option(std::string_view name, duration& out) {
+    return option(name, [&out](std::string_view v) {
+        double s;
+        // The upper bound keeps the conversion to nanoseconds in range (about 292 years).
+        if (!to_double(v, s) || !(s >= 0) || s > 9e9) return false;
+        out = std::chrono::duration_cast<duration>(std::chrono::duration<double>(s));
         return true;
     });
 }

@@ -54,6 +54,17 @@ TEST(cli, options_of_every_kind) {
     EXPECT_EQ(rest, (std::vector<std::string>{"one", "two"}));
 }
 
+TEST(cli, durations_are_given_in_seconds) {
+    duration warmup = std::chrono::seconds(9), run = std::chrono::seconds(9), none = std::chrono::seconds(9);
+    parser p("usage");
+    p.option("--warmup", warmup).option("--run", run).option("--none", none);
+    args a{"--warmup", "0.25", "--run", "3", "--none", "0"};
+    ASSERT_TRUE(p.parse(a.argc(), a.argv()));
+    EXPECT_EQ(warmup, std::chrono::milliseconds(250));
+    EXPECT_EQ(run, std::chrono::seconds(3));
+    EXPECT_EQ(none, duration::zero());
+}
+
 TEST(cli, every_mistake_is_refused) {
     const std::vector<std::vector<const char*>> mistakes = {
         {"--port", "70000"},  // out of uint16_t's range
@@ -65,14 +76,19 @@ TEST(cli, every_mistake_is_refused) {
         {"stray"},   // positional, none expected
         {"--engine", "kqueue"},
         {"--seconds", "soon"},
+        {"--wait", "-1"},  // a duration is never negative
+        {"--wait", "nan"},
+        {"--wait", "inf"},
+        {"--wait", "1s"},  // seconds are a plain number
     };
     for (const auto& words : mistakes) {
         args bad(words);
         uint16_t port = 0;
         double secs = 0;
+        duration wait{};
         init_options vcpu;
         parser p("usage");
-        p.option("--port", port).option("--seconds", secs).engine(vcpu);
+        p.option("--port", port).option("--seconds", secs).option("--wait", wait).engine(vcpu);
         EXPECT_FALSE(p.parse(bad.argc(), bad.argv())) << bad.s[1];
     }
 }

@@ -18,6 +18,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "gluon/common/clock.h"
+
 namespace gluon {
 struct init_options;
 }
@@ -40,6 +42,9 @@ public:
     parser& option(std::string_view name, T& out) {
         return option(name, [&out](std::string_view v) { return to_number(v, out); });
     }
+    /// An option that sets a duration, given in seconds as a decimal number ("0.5" is half a
+    /// second); negative, infinite or NaN values are refused.
+    parser& option(std::string_view name, duration& out);
     /// An option without a value: sets out to true.
     parser& flag(std::string_view name, bool& out);
     /// `--engine io_uring|epoll`: the vCPU engine.
