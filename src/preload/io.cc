@@ -1,18 +1,15 @@
-// libgluon_preload.so's mode and its blocking-call interposers: in fiber mode the I/O, waits and
-// sleeps of gluon::posix (which park the calling fiber), fork refused once threads run as
-// fibers, and a one-time warning for calls that still block a whole vCPU (docs/preload.md).
+// libgluon_preload.so's mode and its I/O interposers: in fiber mode the I/O, waits and sleeps of
+// gluon::posix (which park the calling fiber), fork refused once threads run as fibers, and the
+// one-time warning for calls that still block a whole vCPU (docs/preload.md; the blocking calls
+// without an asynchronous form are in blocking.cc).
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/file.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,12 +44,11 @@ const mode g_mode = read_mode();
 // facade is the plain system call, so the program's main thread keeps libc's behaviour).
 bool on() { return g_mode == mode::fibers; }
 
-// A program fiber: the caller is a thread of the program running on a vCPU.
-bool in_fiber() { return on() && is_vcpu() && program_context(); }
-
 }  // namespace
 
 mode current_mode() noexcept { return g_mode; }
+
+bool program_fiber() noexcept { return on() && is_vcpu() && program_context(); }
 
 void note_vcpu_blocking(const char* name) noexcept {
     static std::set<std::string>* seen = new std::set<std::string>;
@@ -68,16 +64,6 @@ void note_vcpu_blocking(const char* name) noexcept {
 
 using namespace gluon::preload;
 namespace px = gluon::posix;
-
-// errno per fiber: a call that succeeds leaves the caller's errno as it was, whatever other
-// fibers on its vCPU did to the thread's errno while it was parked.
-template <typename F>
-auto keep_errno(F f) {
-    const int saved = errno;
-    auto r = f();
-    if (r >= 0) errno = saved;
-    return r;
-}
 
 // A -errno result as libc gives it: -1 with errno set.
 static long with_errno(long r) {
@@ -154,7 +140,7 @@ unsigned sleep(unsigned s) { return GLUON_FORWARD(sleep, s); }
 // Returns an error number, not -1 (POSIX). An absolute time is turned into a relative sleep
 // on the same clock, read now.
 int clock_nanosleep(clockid_t c, int flags, const timespec* t, timespec* rem) {
-    if (!in_fiber()) return GLUON_REAL(clock_nanosleep)(c, flags, t, rem);
+    if (!program_fiber()) return GLUON_REAL(clock_nanosleep)(c, flags, t, rem);
     if (!t || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L) return EINVAL;
     timespec rel = *t;
     if (flags & TIMER_ABSTIME) {
@@ -193,24 +179,6 @@ int fcntl64(int fd, int cmd, ...) {
     return fcntl_any("fcntl64", fd, cmd, arg);
 }
 
-// Name lookups run on the offload pool, asked by a fiber of gluon's own (it may start an
-// offload thread, which must be an OS thread, not a fiber).
-int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** res) {
-    if (!in_fiber()) return GLUON_REAL(getaddrinfo)(node, service, hints, res);
-    int r = EAI_SYSTEM, err = 0;
-    gluon::result<gluon::fiber> f = [&] {
-        internal_scope s;
-        return gluon::spawn([&] {
-            r = px::getaddrinfo(node, service, hints, res);
-            err = errno;
-        });
-    }();
-    if (!f) return EAI_MEMORY;
-    (void)f->join();
-    errno = err;
-    return r;
-}
-
 pid_t fork() {
     if (on() && started()) {
         std::fprintf(stderr, "gluon preload: fork() after pthread_create under GLUON_PRELOAD=fibers is refused: "
@@ -221,43 +189,5 @@ pid_t fork() {
     }
     return GLUON_REAL(fork)();
 }
-
-// Blocking calls that are not intercepted: passed on, with a warning the first time a fiber
-// makes one.
-#define GLUON_BLOCKS_VCPU(ret, fn, params, args)               \
-    ret fn params {                                            \
-        if (in_fiber()) note_vcpu_blocking(#fn);               \
-        return GLUON_REAL(fn) args;                            \
-    }
-GLUON_BLOCKS_VCPU(int, sem_wait, (sem_t * s), (s))
-GLUON_BLOCKS_VCPU(int, sem_timedwait, (sem_t * s, const timespec* t), (s, t))
-GLUON_BLOCKS_VCPU(int, pthread_rwlock_rdlock, (pthread_rwlock_t * l) noexcept, (l))
-GLUON_BLOCKS_VCPU(int, pthread_rwlock_wrlock, (pthread_rwlock_t * l) noexcept, (l))
-GLUON_BLOCKS_VCPU(int, pthread_barrier_wait, (pthread_barrier_t * b) noexcept, (b))
-GLUON_BLOCKS_VCPU(pid_t, waitpid, (pid_t p, int* st, int o), (p, st, o))
-GLUON_BLOCKS_VCPU(pid_t, wait, (int* st), (st))
-GLUON_BLOCKS_VCPU(int, sigwait, (const sigset_t* s, int* sig), (s, sig))
-GLUON_BLOCKS_VCPU(int, sigsuspend, (const sigset_t* s), (s))
-GLUON_BLOCKS_VCPU(int, pause, (), ())
-GLUON_BLOCKS_VCPU(int, flock, (int fd, int op) noexcept, (fd, op))
-GLUON_BLOCKS_VCPU(int, system, (const char* cmd), (cmd))
-GLUON_BLOCKS_VCPU(int, ppoll, (pollfd * f, nfds_t n, const timespec* t, const sigset_t* m), (f, n, t, m))
-GLUON_BLOCKS_VCPU(int, epoll_pwait, (int ep, epoll_event* e, int n, int t, const sigset_t* m), (ep, e, n, t, m))
-GLUON_BLOCKS_VCPU(int, sem_clockwait, (sem_t * s, clockid_t c, const timespec* t), (s, c, t))
-GLUON_BLOCKS_VCPU(int, pthread_rwlock_timedrdlock, (pthread_rwlock_t * l, const timespec* t) noexcept, (l, t))
-GLUON_BLOCKS_VCPU(int, pthread_rwlock_timedwrlock, (pthread_rwlock_t * l, const timespec* t) noexcept, (l, t))
-GLUON_BLOCKS_VCPU(int, pthread_rwlock_clockrdlock, (pthread_rwlock_t * l, clockid_t c, const timespec* t) noexcept,
-                  (l, c, t))
-GLUON_BLOCKS_VCPU(int, pthread_rwlock_clockwrlock, (pthread_rwlock_t * l, clockid_t c, const timespec* t) noexcept,
-                  (l, c, t))
-GLUON_BLOCKS_VCPU(pid_t, wait4, (pid_t p, int* st, int o, struct rusage* u) noexcept, (p, st, o, u))
-GLUON_BLOCKS_VCPU(int, waitid, (idtype_t t, id_t id, siginfo_t* i, int o), (t, id, i, o))
-GLUON_BLOCKS_VCPU(int, sigtimedwait, (const sigset_t* s, siginfo_t* i, const timespec* t), (s, i, t))
-GLUON_BLOCKS_VCPU(int, sigwaitinfo, (const sigset_t* s, siginfo_t* i), (s, i))
-GLUON_BLOCKS_VCPU(int, epoll_pwait2, (int ep, epoll_event* e, int n, const timespec* t, const sigset_t* m),
-                  (ep, e, n, t, m))
-GLUON_BLOCKS_VCPU(hostent*, gethostbyname, (const char* name), (name))
-GLUON_BLOCKS_VCPU(int, pselect, (int n, fd_set* r, fd_set* w, fd_set* e, const timespec* t, const sigset_t* m),
-                  (n, r, w, e, t, m))
 
 }  // extern "C"

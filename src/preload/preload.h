@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <cerrno>
+
 #include "gluon/runtime/runtime.h"
 
 namespace gluon::preload {
@@ -38,6 +40,21 @@ struct internal_scope {
     internal_scope() noexcept;
     ~internal_scope();
 };
+
+/// True when a call made now comes from a program fiber: fiber mode, on a vCPU, in program
+/// context.
+bool program_fiber() noexcept;
+
+/// Runs f (an interposed call that returns -1 on failure) and, if it succeeds, gives the caller
+/// back the errno it had: another fiber of the vCPU may have set the thread's errno while the
+/// caller was parked.
+template <typename F>
+auto keep_errno(F f) {
+    const int saved = errno;
+    auto r = f();
+    if (r >= 0) errno = saved;
+    return r;
+}
 
 /// Logs `name` once per process as a call that blocks the whole vCPU when made from a fiber.
 void note_vcpu_blocking(const char* name) noexcept;

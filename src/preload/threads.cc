@@ -19,6 +19,7 @@
 #include "gluon/sync/mutex.h"
 #include "gluon/sys/proc.h"
 #include "preload.h"
+#include "side_object.h"
 
 namespace gluon::preload {
 namespace {
@@ -148,19 +149,6 @@ static_assert(sizeof(pthread_mutex_t) >= 32 && sizeof(pthread_cond_t) >= 8);
 void** mutex_slot(pthread_mutex_t* m) { return reinterpret_cast<void**>(reinterpret_cast<char*>(m) + 24); }
 void** cond_slot(pthread_cond_t* c) { return reinterpret_cast<void**>(c); }
 
-template <typename T, typename Init>
-T* lazily(void** slot, Init init) {
-    if (void* p = __atomic_load_n(slot, __ATOMIC_ACQUIRE)) return static_cast<T*>(p);
-    T* fresh = new T;
-    init(*fresh);
-    void* expected = nullptr;
-    if (!__atomic_compare_exchange_n(slot, &expected, fresh, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        delete fresh;
-        return static_cast<T*>(expected);
-    }
-    return fresh;
-}
-
 pmutex* get(pthread_mutex_t* m) {
     return lazily<pmutex>(mutex_slot(m), [m](pmutex& p) {
         int kind = *reinterpret_cast<int*>(reinterpret_cast<char*>(m) + 16) & 3;
@@ -169,19 +157,6 @@ pmutex* get(pthread_mutex_t* m) {
 }
 pcond* get(pthread_cond_t* c) {
     return lazily<pcond>(cond_slot(c), [](pcond&) {});
-}
-
-duration until(clockid_t clock, const timespec* abstime) {
-    timespec now;
-    clock_gettime(clock, &now);
-    int64_t ns = (abstime->tv_sec - now.tv_sec) * 1'000'000'000LL + (abstime->tv_nsec - now.tv_nsec);
-    return duration(ns > 0 ? ns : 0);
-}
-
-// The clocks glibc's clock-taking waits accept.
-bool valid_wait(clockid_t clock, const timespec* abstime) {
-    return (clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC) && abstime->tv_nsec >= 0 &&
-           abstime->tv_nsec < 1'000'000'000L;
 }
 
 // pthread_join of a fiber's pthread_t, waiting at most `wait` (negative: no limit; zero: only a

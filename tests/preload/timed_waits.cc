@@ -2,9 +2,8 @@
 // libstdc++ does: std::condition_variable::wait_for (pthread_cond_clockwait on the monotonic
 // clock), std::timed_mutex::try_lock_for (pthread_mutex_clocklock), and glibc's joins with a
 // timeout (pthread_timedjoin_np, pthread_clockjoin_np, pthread_tryjoin_np); then what a thread
-// may ask about itself (pthread_getattr_np, the affinity calls), and a semaphore wait (which
-// fiber mode does not intercept, and names). Prints "ok" and exits 0 if every check held;
-// otherwise names the first that failed and exits 1.
+// may ask about itself (pthread_getattr_np, the affinity calls), and a timed semaphore wait.
+// Prints "ok" and exits 0 if every check held; otherwise names the first that failed and exits 1.
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>

@@ -1,0 +1,237 @@
+// Fiber mode's blocking libc calls that have no asynchronous form: a program fiber's call runs
+// on gluon's offload pool (plain OS threads) while the fiber parks, so the other fibers of its
+// vCPU go on. Waits on children, file locks, name lookups, signals and semaphores (after a
+// try that does not block); the poll family's signal-mask forms without a mask. What is still
+// passed on as it is gets a warning naming it, once (docs/preload.md).
+#include <netdb.h>
+#include <poll.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
+#include "gluon/posix.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/runtime.h"
+#include "preload.h"
+
+namespace gluon::preload {
+namespace {
+
+// Runs call() on the offload pool and parks the calling program fiber until it returns. errno
+// starts as the caller's and comes back as the call left it, as if the call had been made
+// here. The job is handed over by a fiber of gluon's own: the pool may start a thread for it,
+// which must be an OS thread, not a fiber. If that fiber cannot be made, the call blocks the
+// vCPU instead.
+template <typename F>
+auto offloaded(F call) -> decltype(call()) {
+    decltype(call()) r{};
+    int err = errno;
+    result<fiber> f = [&] {
+        internal_scope s;
+        return spawn([&] {
+            offload([&] {
+                errno = err;
+                r = call();
+                err = errno;
+            });
+        });
+    }();
+    if (!f) return call();
+    (void)f->join();
+    errno = err;
+    return r;
+}
+
+// A sigwait-family call on an offload thread: the signals waited for are blocked there for the
+// call (sigwait takes only blocked signals), as the program has them blocked in its threads.
+template <typename F>
+int with_blocked(const sigset_t* set, F call) {
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, set, &old);
+    const int r = call();
+    const int err = errno;
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    errno = err;
+    return r;
+}
+
+// A timespec timeout as poll(2)'s milliseconds, rounded up (null: no limit).
+int to_ms(const timespec* t) {
+    if (!t) return -1;
+    if (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L) return -2;
+    const long long ms = t->tv_sec * 1000LL + (t->tv_nsec + 999'999) / 1'000'000;
+    return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+// Takes a semaphore that has a count without waiting; errno is left alone when it has none.
+// (Process-shared semaphores are waited for the same way: the offload thread's wait is libc's.)
+bool try_first(sem_t* s) {
+    const int saved = errno;
+    if (GLUON_REAL(sem_trywait)(s) == 0) return true;
+    errno = saved;
+    return false;
+}
+
+}  // namespace
+}  // namespace gluon::preload
+
+using namespace gluon::preload;
+namespace px = gluon::posix;
+
+#define GLUON_PROGRAM_FIBER() (program_fiber() && !own_code(__builtin_return_address(0)))
+
+extern "C" {
+
+// ---- children, file locks, commands -------------------------------------------------------------
+pid_t waitpid(pid_t p, int* st, int o) {
+    if (!GLUON_PROGRAM_FIBER() || (o & WNOHANG)) return GLUON_REAL(waitpid)(p, st, o);
+    return offloaded([&] { return GLUON_REAL(waitpid)(p, st, o); });
+}
+pid_t wait(int* st) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(wait)(st);
+    return offloaded([&] { return GLUON_REAL(wait)(st); });
+}
+pid_t wait4(pid_t p, int* st, int o, struct rusage* u) noexcept {
+    if (!GLUON_PROGRAM_FIBER() || (o & WNOHANG)) return GLUON_REAL(wait4)(p, st, o, u);
+    return offloaded([&] { return GLUON_REAL(wait4)(p, st, o, u); });
+}
+int waitid(idtype_t t, id_t id, siginfo_t* i, int o) {
+    if (!GLUON_PROGRAM_FIBER() || (o & WNOHANG)) return GLUON_REAL(waitid)(t, id, i, o);
+    return offloaded([&] { return GLUON_REAL(waitid)(t, id, i, o); });
+}
+int flock(int fd, int op) noexcept {
+    if (!GLUON_PROGRAM_FIBER() || (op & LOCK_NB) || (op & LOCK_UN)) return GLUON_REAL(flock)(fd, op);
+    return offloaded([&] { return GLUON_REAL(flock)(fd, op); });
+}
+int system(const char* cmd) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(system)(cmd);
+    return offloaded([&] { return GLUON_REAL(system)(cmd); });
+}
+
+// ---- name lookups -------------------------------------------------------------------------------
+int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** res) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(getaddrinfo)(node, service, hints, res);
+    return offloaded([&] { return px::getaddrinfo(node, service, hints, res); });
+}
+int getnameinfo(const sockaddr* a, socklen_t al, char* host, socklen_t hl, char* serv, socklen_t sl, int f) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(getnameinfo)(a, al, host, hl, serv, sl, f);
+    return offloaded([&] { return GLUON_REAL(getnameinfo)(a, al, host, hl, serv, sl, f); });
+}
+// (glibc's result is one static buffer for the whole process, whichever thread asks.)
+hostent* gethostbyname(const char* name) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname)(name);
+    return offloaded([&] { return GLUON_REAL(gethostbyname)(name); });
+}
+hostent* gethostbyname2(const char* name, int af) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname2)(name, af);
+    return offloaded([&] { return GLUON_REAL(gethostbyname2)(name, af); });
+}
+int gethostbyname_r(const char* name, hostent* ret, char* buf, size_t n, hostent** result, int* h_errnop) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname_r)(name, ret, buf, n, result, h_errnop);
+    return offloaded([&] { return GLUON_REAL(gethostbyname_r)(name, ret, buf, n, result, h_errnop); });
+}
+hostent* gethostbyaddr(const void* addr, socklen_t len, int type) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyaddr)(addr, len, type);
+    return offloaded([&] { return GLUON_REAL(gethostbyaddr)(addr, len, type); });
+}
+
+// ---- signals ------------------------------------------------------------------------------------
+int sigwait(const sigset_t* s, int* sig) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(sigwait)(s, sig);
+    return offloaded([&] { return with_blocked(s, [&] { return GLUON_REAL(sigwait)(s, sig); }); });
+}
+int sigwaitinfo(const sigset_t* s, siginfo_t* i) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(sigwaitinfo)(s, i);
+    return offloaded([&] { return with_blocked(s, [&] { return GLUON_REAL(sigwaitinfo)(s, i); }); });
+}
+int sigtimedwait(const sigset_t* s, siginfo_t* i, const timespec* t) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(sigtimedwait)(s, i, t);
+    return offloaded([&] { return with_blocked(s, [&] { return GLUON_REAL(sigtimedwait)(s, i, t); }); });
+}
+
+// ---- semaphores ---------------------------------------------------------------------------------
+// A semaphore with a count is taken at once; only a wait offloads.
+int sem_wait(sem_t* s) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(sem_wait)(s);
+    if (try_first(s)) return 0;
+    return offloaded([&] { return GLUON_REAL(sem_wait)(s); });
+}
+int sem_timedwait(sem_t* s, const timespec* t) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(sem_timedwait)(s, t);
+    if (try_first(s)) return 0;
+    return offloaded([&] { return GLUON_REAL(sem_timedwait)(s, t); });
+}
+int sem_clockwait(sem_t* s, clockid_t c, const timespec* t) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(sem_clockwait)(s, c, t);
+    if (try_first(s)) return 0;
+    return offloaded([&] { return GLUON_REAL(sem_clockwait)(s, c, t); });
+}
+
+// ---- the poll family with a signal mask ---------------------------------------------------------
+// Without a mask they are poll, select and epoll_wait with a finer timeout. A mask cannot be
+// swapped in for a fiber alone (it is the vCPU thread's): those calls are passed on, and block.
+int ppoll(pollfd* f, nfds_t n, const timespec* t, const sigset_t* m) {
+    if (!GLUON_PROGRAM_FIBER() || m) {
+        if (m && GLUON_PROGRAM_FIBER()) note_vcpu_blocking("ppoll with a signal mask");
+        return GLUON_REAL(ppoll)(f, n, t, m);
+    }
+    const int ms = to_ms(t);
+    if (ms == -2) {
+        errno = EINVAL;
+        return -1;
+    }
+    return keep_errno([&] { return px::poll(f, n, ms); });
+}
+int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* t, const sigset_t* m) {
+    if (!GLUON_PROGRAM_FIBER() || m) {
+        if (m && GLUON_PROGRAM_FIBER()) note_vcpu_blocking("pselect with a signal mask");
+        return GLUON_REAL(pselect)(n, r, w, e, t, m);
+    }
+    if (t && (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L)) {
+        errno = EINVAL;
+        return -1;
+    }
+    // (select's timeval is rounded up to the microsecond; pselect leaves its timespec alone.)
+    timeval tv{};
+    if (t) tv = {t->tv_sec, static_cast<suseconds_t>((t->tv_nsec + 999) / 1000)};
+    return keep_errno([&] { return px::select(n, r, w, e, t ? &tv : nullptr); });
+}
+int epoll_pwait(int ep, epoll_event* e, int n, int t, const sigset_t* m) {
+    if (!GLUON_PROGRAM_FIBER() || m) {
+        if (m && GLUON_PROGRAM_FIBER()) note_vcpu_blocking("epoll_pwait with a signal mask");
+        return GLUON_REAL(epoll_pwait)(ep, e, n, t, m);
+    }
+    return keep_errno([&] { return px::epoll_wait(ep, e, n, t); });
+}
+int epoll_pwait2(int ep, epoll_event* e, int n, const timespec* t, const sigset_t* m) {
+    if (!GLUON_PROGRAM_FIBER() || m) {
+        if (m && GLUON_PROGRAM_FIBER()) note_vcpu_blocking("epoll_pwait2 with a signal mask");
+        return GLUON_REAL(epoll_pwait2)(ep, e, n, t, m);
+    }
+    const int ms = to_ms(t);
+    if (ms == -2) {
+        errno = EINVAL;
+        return -1;
+    }
+    return keep_errno([&] { return px::epoll_wait(ep, e, n, ms); });
+}
+
+// ---- still passed on as they are ----------------------------------------------------------------
+// pause and sigsuspend wait for a signal handler to run on the calling thread, which for a fiber
+// is its vCPU's thread, where the kernel may never deliver the signal: they are not moved.
+#define GLUON_BLOCKS_VCPU(ret, fn, params, args)       \
+    ret fn params {                                    \
+        if (GLUON_PROGRAM_FIBER()) note_vcpu_blocking(#fn); \
+        return GLUON_REAL(fn) args;                    \
+    }
+GLUON_BLOCKS_VCPU(int, sigsuspend, (const sigset_t* s), (s))
+GLUON_BLOCKS_VCPU(int, pause, (), ())
+
+}  // extern "C"

@@ -1,0 +1,188 @@
+// Fiber mode's reader-writer locks and barriers: like its mutexes (threads.cc), a gluon object
+// hung off the program's pthread_rwlock_t or pthread_barrier_t, so a fiber that waits parks
+// instead of blocking its vCPU (docs/preload.md). Process-shared ones stay libc's.
+#include <pthread.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "gluon/sync/condition_variable.h"
+#include "gluon/sync/mutex.h"
+#include "preload.h"
+#include "side_object.h"
+
+namespace gluon::preload {
+namespace {
+
+// ---- reader-writer locks -----------------------------------------------------------------------
+// Readers first, as glibc's default (PTHREAD_RWLOCK_PREFER_READER_NP): a thread that holds a read
+// lock may take it again while a writer waits. The writer is remembered, so that unlock knows
+// which lock it releases and a thread asking again for a lock it holds for writing gets EDEADLK,
+// as from glibc.
+struct prwlock {
+    gluon::mutex m;
+    gluon::condition_variable readers_cv, writers_cv;
+    unsigned readers = 0;
+    uintptr_t writer = 0;  // the holder's owner token; 0: not held for writing
+};
+
+// glibc's x86-64 pthread_rwlock_t: __pad2 is never used; __shared says process-shared.
+static_assert(sizeof(pthread_rwlock_t) == 56);
+void** rwlock_slot(pthread_rwlock_t* l) { return reinterpret_cast<void**>(&l->__data.__pad2); }
+bool shared(pthread_rwlock_t* l) { return __atomic_load_n(&l->__data.__shared, __ATOMIC_RELAXED) != 0; }
+prwlock* get(pthread_rwlock_t* l) {
+    return lazily<prwlock>(rwlock_slot(l), [](prwlock&) {});
+}
+
+// Takes l for reading or writing within `d` (negative: no limit; zero: only a try). 0, EBUSY (a
+// try), ETIMEDOUT, EDEADLK (the caller holds it for writing) or EAGAIN (too many readers).
+int rwlock_take(pthread_rwlock_t* l, bool write, duration d) {
+    prwlock* p = get(l);
+    const uintptr_t me = gluon::mutex::current_owner_token();
+    std::unique_lock lk(p->m);
+    if (p->writer == me) return EDEADLK;
+    auto free_for_me = [p, write] { return p->writer == 0 && (!write || p->readers == 0); };
+    auto& cv = write ? p->writers_cv : p->readers_cv;
+    if (d < duration::zero()) cv.wait(lk, free_for_me);
+    else if (!free_for_me() && (d == duration::zero() || !cv.wait_for(lk, d, free_for_me)))
+        return d == duration::zero() ? EBUSY : ETIMEDOUT;
+    if (write) {
+        p->writer = me;
+    } else {
+        if (p->readers == UINT32_MAX) return EAGAIN;
+        ++p->readers;
+    }
+    return 0;
+}
+
+int rwlock_release(pthread_rwlock_t* l) {
+    prwlock* p = get(l);
+    std::unique_lock lk(p->m);
+    if (p->writer) {
+        p->writer = 0;
+        p->readers_cv.notify_all();
+        p->writers_cv.notify_all();  // (all: one that was told and then timed out would lose it)
+    } else if (p->readers) {
+        if (--p->readers == 0) p->writers_cv.notify_all();
+    } else {
+        return EPERM;  // not held
+    }
+    return 0;
+}
+
+int rwlock_timed(pthread_rwlock_t* l, bool write, clockid_t clock, const timespec* abstime) {
+    if (!valid_wait(clock, abstime)) return EINVAL;
+    // A deadline already passed still takes a free lock, as glibc's does.
+    const duration d = until(clock, abstime);
+    return rwlock_take(l, write, d == duration::zero() ? duration(1) : d);
+}
+
+// ---- barriers ----------------------------------------------------------------------------------
+// Made by pthread_barrier_init (a barrier has no static initializer), with its count.
+struct pbarrier {
+    gluon::mutex m;
+    gluon::condition_variable cv;
+    unsigned count = 0;
+    unsigned arrived = 0;
+    uint64_t round = 0;
+};
+
+// glibc's x86-64 pthread_barrier_t is 32 bytes of which its barrier uses the first 20.
+static_assert(sizeof(pthread_barrier_t) == 32);
+void** barrier_slot(pthread_barrier_t* b) { return reinterpret_cast<void**>(reinterpret_cast<char*>(b) + 24); }
+
+}  // namespace
+}  // namespace gluon::preload
+
+using namespace gluon::preload;
+using gluon::duration;
+
+extern "C" {
+
+int pthread_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* a) noexcept {
+    const int r = GLUON_REAL(pthread_rwlock_init)(l, a);
+    if (r == 0) *rwlock_slot(l) = nullptr;
+    return r;
+}
+int pthread_rwlock_destroy(pthread_rwlock_t* l) noexcept {
+    if (void* p = __atomic_exchange_n(rwlock_slot(l), nullptr, __ATOMIC_ACQ_REL)) delete static_cast<prwlock*>(p);
+    return GLUON_REAL(pthread_rwlock_destroy)(l);
+}
+
+#define GLUON_RWLOCK_CALL(l) (GLUON_PROGRAM_CALL() && !shared(l))
+
+int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_rdlock)(l);
+    return rwlock_take(l, false, duration(-1));
+}
+int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_wrlock)(l);
+    return rwlock_take(l, true, duration(-1));
+}
+int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_tryrdlock)(l);
+    const int r = rwlock_take(l, false, duration::zero());
+    return r == EDEADLK ? EBUSY : r;
+}
+int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_trywrlock)(l);
+    const int r = rwlock_take(l, true, duration::zero());
+    return r == EDEADLK ? EBUSY : r;
+}
+int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const timespec* t) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_timedrdlock)(l, t);
+    return rwlock_timed(l, false, CLOCK_REALTIME, t);
+}
+int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const timespec* t) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_timedwrlock)(l, t);
+    return rwlock_timed(l, true, CLOCK_REALTIME, t);
+}
+int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const timespec* t) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_clockrdlock)(l, c, t);
+    return rwlock_timed(l, false, c, t);
+}
+int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const timespec* t) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_clockwrlock)(l, c, t);
+    return rwlock_timed(l, true, c, t);
+}
+int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
+    if (!GLUON_RWLOCK_CALL(l)) return GLUON_REAL(pthread_rwlock_unlock)(l);
+    return rwlock_release(l);
+}
+
+int pthread_barrier_init(pthread_barrier_t* b, const pthread_barrierattr_t* a, unsigned count) noexcept {
+    const int r = GLUON_REAL(pthread_barrier_init)(b, a, count);  // checks count and the attribute
+    if (r != 0) return r;
+    *barrier_slot(b) = nullptr;
+    int pshared = PTHREAD_PROCESS_PRIVATE;
+    if (a) pthread_barrierattr_getpshared(a, &pshared);
+    if (current_mode() == mode::fibers && pshared == PTHREAD_PROCESS_PRIVATE) {
+        auto* p = new pbarrier;
+        p->count = count;
+        *barrier_slot(b) = p;
+    }
+    return 0;
+}
+int pthread_barrier_destroy(pthread_barrier_t* b) noexcept {
+    if (void* p = __atomic_exchange_n(barrier_slot(b), nullptr, __ATOMIC_ACQ_REL)) delete static_cast<pbarrier*>(p);
+    return GLUON_REAL(pthread_barrier_destroy)(b);
+}
+// The last to arrive gets PTHREAD_BARRIER_SERIAL_THREAD and opens the round for the others.
+int pthread_barrier_wait(pthread_barrier_t* b) noexcept {
+    auto* p = static_cast<pbarrier*>(__atomic_load_n(barrier_slot(b), __ATOMIC_ACQUIRE));
+    if (!p || !GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_barrier_wait)(b);
+    std::unique_lock lk(p->m);
+    const uint64_t round = p->round;
+    if (++p->arrived == p->count) {
+        p->arrived = 0;
+        ++p->round;
+        p->cv.notify_all();
+        return PTHREAD_BARRIER_SERIAL_THREAD;
+    }
+    p->cv.wait(lk, [p, round] { return p->round != round; });
+    return 0;
+}
+
+}  // extern "C"

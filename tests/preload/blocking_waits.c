@@ -1,0 +1,294 @@
+#define _GNU_SOURCE
+/* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
+ * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
+ * without a signal mask, a name lookup and system(). In each, one thread waits until another
+ * does something, and that other thread only gets to it after the first has started waiting:
+ * on one vCPU, a wait that blocked the vCPU instead of parking its fiber would never end (an
+ * alarm then kills the process). Prints "ok" and exits 0 if every check held; a failed check
+ * is named on stderr. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char** environ;
+
+static int failures;
+#define CHECK(cond)                                                        \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);            \
+        }                                                                  \
+    } while (0)
+
+/* A stage counter: a thread announces that it is about to wait, another awaits that stage. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int stage;
+static void announce(int s) {
+    pthread_mutex_lock(&mu);
+    stage = s;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+}
+static void await_stage(int s) {
+    pthread_mutex_lock(&mu);
+    while (stage < s) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+/* Runs a and b as two threads and joins them. */
+static void pair(void* (*a)(void*), void* (*b)(void*), void* arg) {
+    pthread_t ta, tb;
+    CHECK(pthread_create(&ta, NULL, a, arg) == 0);
+    CHECK(pthread_create(&tb, NULL, b, arg) == 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+}
+
+static struct timespec in_ms(clockid_t c, long ms) {
+    struct timespec t;
+    clock_gettime(c, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+/* ---- semaphore: one waits, the other posts ------------------------------------------------- */
+static sem_t sem;
+static int sem_taken;
+static void* sem_waiter(void* arg) {
+    (void)arg;
+    announce(1);
+    errno = 1234;
+    CHECK(sem_wait(&sem) == 0);
+    CHECK(errno == 1234); /* a call that succeeds leaves errno alone */
+    sem_taken = 1;
+    /* A timed wait that nobody posts ends with ETIMEDOUT. */
+    struct timespec t = in_ms(CLOCK_REALTIME, 20);
+    CHECK(sem_timedwait(&sem, &t) == -1 && errno == ETIMEDOUT);
+    return NULL;
+}
+static void* sem_poster(void* arg) {
+    (void)arg;
+    await_stage(1);
+    CHECK(sem_post(&sem) == 0);
+    return NULL;
+}
+
+/* ---- reader-writer lock: a writer holds it while a reader waits ---------------------------- */
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static int rw_value;
+static void* rw_writer(void* arg) {
+    (void)arg;
+    CHECK(pthread_rwlock_wrlock(&rw) == 0);
+    CHECK(pthread_rwlock_wrlock(&rw) == EDEADLK); /* glibc's answer to a writer asking again */
+    announce(2);
+    await_stage(3); /* the reader is about to wait for the lock */
+    rw_value = 42;
+    CHECK(pthread_rwlock_unlock(&rw) == 0);
+    return NULL;
+}
+static void* rw_reader(void* arg) {
+    (void)arg;
+    await_stage(2);
+    CHECK(pthread_rwlock_tryrdlock(&rw) == EBUSY);
+    struct timespec t = in_ms(CLOCK_REALTIME, 10);
+    CHECK(pthread_rwlock_timedrdlock(&rw, &t) == ETIMEDOUT);
+    announce(3);
+    CHECK(pthread_rwlock_rdlock(&rw) == 0);
+    CHECK(rw_value == 42);
+    CHECK(pthread_rwlock_rdlock(&rw) == 0); /* read locks nest */
+    CHECK(pthread_rwlock_trywrlock(&rw) == EBUSY);
+    CHECK(pthread_rwlock_unlock(&rw) == 0);
+    CHECK(pthread_rwlock_unlock(&rw) == 0);
+    CHECK(pthread_rwlock_trywrlock(&rw) == 0);
+    CHECK(pthread_rwlock_unlock(&rw) == 0);
+    return NULL;
+}
+
+/* ---- barrier: three threads, two rounds ------------------------------------------------------ */
+static pthread_barrier_t bar;
+static int serials, passed;
+static void* at_barrier(void* arg) {
+    (void)arg;
+    for (int round = 0; round < 2; ++round) {
+        int r = pthread_barrier_wait(&bar);
+        CHECK(r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD);
+        if (r == PTHREAD_BARRIER_SERIAL_THREAD) __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&passed, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+/* ---- waitpid: a child that ends when another thread closes its input ---------------------- */
+static pid_t cat_pid;
+static int cat_input; /* the write end of cat's stdin */
+static void* reaper(void* arg) {
+    (void)arg;
+    announce(4);
+    int st = -1;
+    CHECK(waitpid(cat_pid, &st, 0) == cat_pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return NULL;
+}
+static void* closer(void* arg) {
+    (void)arg;
+    await_stage(4);
+    close(cat_input);
+    return NULL;
+}
+
+/* ---- flock: two opens of one file, the second waits for the first to unlock --------------- */
+static int lock_a, lock_b, lock_value;
+static void* lock_holder(void* arg) {
+    (void)arg;
+    CHECK(flock(lock_a, LOCK_EX) == 0);
+    announce(5);
+    await_stage(6);
+    lock_value = 7;
+    CHECK(flock(lock_a, LOCK_UN) == 0);
+    return NULL;
+}
+static void* lock_waiter(void* arg) {
+    (void)arg;
+    await_stage(5);
+    CHECK(flock(lock_b, LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK);
+    announce(6);
+    CHECK(flock(lock_b, LOCK_EX) == 0);
+    CHECK(lock_value == 7);
+    CHECK(flock(lock_b, LOCK_UN) == 0);
+    return NULL;
+}
+
+/* ---- sigwait: a signal thread, as servers have, and one that sends the signal ------------- */
+static void* signal_thread(void* arg) {
+    sigset_t* set = arg;
+    announce(7);
+    int sig = 0;
+    CHECK(sigwait(set, &sig) == 0);
+    CHECK(sig == SIGUSR1);
+    return NULL;
+}
+static void* signal_sender(void* arg) {
+    (void)arg;
+    await_stage(7);
+    CHECK(kill(getpid(), SIGUSR1) == 0);
+    return NULL;
+}
+
+/* ---- ppoll and pselect without a mask: wait for a pipe another thread writes --------------- */
+static int pp[2];
+static void* poller(void* arg) {
+    (void)arg;
+    struct pollfd f = {.fd = pp[0], .events = POLLIN};
+    struct timespec tiny = {0, 1000000};
+    CHECK(ppoll(&f, 1, &tiny, NULL) == 0); /* nothing yet: times out */
+    announce(8);
+    struct timespec ten = {10, 0};
+    CHECK(ppoll(&f, 1, &ten, NULL) == 1 && (f.revents & POLLIN));
+    char c;
+    CHECK(read(pp[0], &c, 1) == 1);
+    announce(9);
+    fd_set r;
+    FD_ZERO(&r);
+    FD_SET(pp[0], &r);
+    CHECK(pselect(pp[0] + 1, &r, NULL, NULL, &ten, NULL) == 1 && FD_ISSET(pp[0], &r));
+    return NULL;
+}
+static void* writer(void* arg) {
+    (void)arg;
+    await_stage(8);
+    CHECK(write(pp[1], "x", 1) == 1);
+    await_stage(9);
+    CHECK(write(pp[1], "y", 1) == 1);
+    return NULL;
+}
+
+/* ---- lookups and system(): offloaded, each from a thread of its own ------------------------ */
+static void* lookups(void* arg) {
+    (void)arg;
+    struct hostent* h = gethostbyname("127.0.0.1");
+    CHECK(h && h->h_addrtype == AF_INET && h->h_addr_list[0] &&
+          memcmp(h->h_addr_list[0], "\x7f\x00\x00\x01", 4) == 0);
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_flags = AI_NUMERICHOST}, *res = NULL;
+    CHECK(getaddrinfo("127.0.0.1", "80", &hints, &res) == 0 && res);
+    if (res) freeaddrinfo(res);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    char host[64], serv[16];
+    CHECK(getnameinfo((struct sockaddr*)&a, sizeof a, host, sizeof host, serv, sizeof serv,
+                      NI_NUMERICHOST | NI_NUMERICSERV) == 0);
+    CHECK(strcmp(host, "127.0.0.1") == 0 && strcmp(serv, "80") == 0);
+    int st = system("exit 3");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+    return NULL;
+}
+
+int main(void) {
+    alarm(20); /* a wait that blocked its vCPU for good ends the process (SIGALRM) */
+    /* Before any thread: the signal thread's signal blocked in every thread, cat started, the
+     * files and the pipe made. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    CHECK(pthread_sigmask(SIG_BLOCK, &set, NULL) == 0);
+    int in[2];
+    CHECK(pipe2(in, O_CLOEXEC) == 0);
+    cat_input = in[1];
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    char* argv[] = {"cat", NULL};
+    CHECK(posix_spawn(&cat_pid, "/bin/cat", &fa, NULL, argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    char path[] = "/tmp/gluon-flock-XXXXXX";
+    lock_a = mkstemp(path);
+    CHECK(lock_a >= 0);
+    lock_b = open(path, O_RDWR | O_CLOEXEC);
+    CHECK(lock_b >= 0);
+    unlink(path);
+    CHECK(pipe2(pp, O_CLOEXEC) == 0);
+    CHECK(sem_init(&sem, 0, 0) == 0);
+    CHECK(pthread_barrier_init(&bar, NULL, 3) == 0);
+
+    pair(sem_waiter, sem_poster, NULL);
+    CHECK(sem_taken == 1);
+    pair(rw_writer, rw_reader, NULL);
+    pthread_t t[3];
+    for (int i = 0; i < 3; ++i) CHECK(pthread_create(&t[i], NULL, at_barrier, NULL) == 0);
+    for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
+    CHECK(serials == 2 && passed == 6);
+    CHECK(pthread_barrier_destroy(&bar) == 0);
+    pair(reaper, closer, NULL);
+    pair(lock_holder, lock_waiter, NULL);
+    pair(signal_thread, signal_sender, &set);
+    pair(poller, writer, NULL);
+    pthread_t lk;
+    CHECK(pthread_create(&lk, NULL, lookups, NULL) == 0);
+    pthread_join(lk, NULL);
+    sem_destroy(&sem);
+    if (failures) return 1;
+    printf("ok\n");
+    return 0;
+}
