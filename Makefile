@@ -55,7 +55,7 @@ test-tsan:
 	cmake --build --preset tsan -j $(JOBS)
 	GLUON_REQUIRE_PEERS=1 ctest --preset tsan
 
-## fuzz: each libFuzzer target (HTTP request, response, chunked; WebSocket frames; IPC control messages, region; RPC frames; Redis replies) for 10 minutes.
+## fuzz: each libFuzzer target (HTTP request, response, chunked, Range; WebSocket frames; IPC control messages, region; RPC frames; Redis replies) for 10 minutes.
 fuzz:
 	@scripts/deps.sh test
 	scripts/fuzz.sh 600

@@ -9,9 +9,11 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "chars.h"
 #include "date.h"
+#include "ranges.h"
 #include "gluon/common/spinlock.h"
 #include "gluon/sys/ops.h"
 
@@ -200,62 +202,60 @@ bool not_modified(const request& req, const file_info& fi) {
     return t >= 0 && fi.mtime_s <= t;
 }
 
-/// A single "bytes=" range: {offset, length}; {-1, 0} unsatisfiable; {0, size} for none or
-/// a form not served as a range (several ranges: the whole file, as RFC 9110 permits).
-std::pair<int64_t, uint64_t> parse_range(std::string_view r, uint64_t size) {
-    std::pair<int64_t, uint64_t> whole{0, size};
-    if (r.substr(0, 6) != "bytes=" || r.find(',') != std::string_view::npos) return whole;
-    r.remove_prefix(6);
-    size_t dash = r.find('-');
-    if (dash == std::string_view::npos) return whole;
-    auto num = [](std::string_view s, uint64_t& v) {
-        if (s.empty()) return false;
-        auto res = std::from_chars(s.data(), s.data() + s.size(), v);
-        return res.ec == std::errc{} && res.ptr == s.data() + s.size();
-    };
-    uint64_t a = 0, b = 0;
-    std::string_view first = r.substr(0, dash), last = r.substr(dash + 1);
-    if (first.empty()) {  // suffix: the last b bytes
-        if (!num(last, b)) return whole;
-        if (b == 0) return {-1, 0};
-        if (b > size) b = size;
-        return {static_cast<int64_t>(size - b), b};
-    }
-    if (!num(first, a)) return whole;
-    if (last.empty()) b = size ? size - 1 : 0;
-    else if (!num(last, b) || b < a) return whole;
-    if (a >= size) return {-1, 0};
-    if (b >= size) b = size - 1;
-    return {static_cast<int64_t>(a), b - a + 1};
-}
+/// Several ranges are sent as one multipart/byteranges body built in memory, up to this many
+/// bytes of the file; asked for more, the file is sent whole (RFC 9110 lets a server ignore
+/// Range).
+constexpr uint64_t k_multipart_max = 16u << 20;
 
-void common_fields(response& res, const file_info& fi) { res.header_lines(fi.fields); }
+/// What is sent of a file: its ranges (the whole file when the request had no Range field) and,
+/// for several, the multipart body's boundary.
+struct selection {
+    std::vector<detail::byte_range> parts;
+    std::string boundary;
+};
 
-/// Applies conditionals and Range; returns the part to send, or nullopt if answered (304/416).
-std::optional<std::pair<int64_t, uint64_t>> select_part(request& req, response& res, const file_info& fi) {
-    common_fields(res, fi);
+/// Applies conditionals and Range, and sets the status and fields; nullopt if that answered
+/// the request (304, 416).
+std::optional<selection> select_parts(request& req, response& res, const file_info& fi) {
     if (not_modified(req, fi)) {
+        res.header_lines(fi.fields);
         res.status(304);
         return std::nullopt;
     }
+    selection sel;
     std::string_view range = req.header("Range");
     std::string_view if_range = req.header("If-Range");
-    if (range.empty() || (!if_range.empty() && if_range != fi.etag &&
-                          if_range != std::string_view(fi.last_modified, detail::k_http_date_len)))
-        return std::pair<int64_t, uint64_t>{0, fi.size};
-    auto part = parse_range(range, fi.size);
-    if (part.first < 0) {
+    const bool ranges_apply = !range.empty() && (if_range.empty() || if_range == fi.etag ||
+                                                 if_range == std::string_view(fi.last_modified, detail::k_http_date_len));
+    detail::range_answer a = ranges_apply ? detail::parse_ranges(range, fi.size, sel.parts) : detail::range_answer::whole;
+    if (a == detail::range_answer::parts && sel.parts.size() > 1) {
+        uint64_t total = 0;
+        for (const auto& p : sel.parts) total += p.len;
+        if (total > k_multipart_max) a = detail::range_answer::whole;
+    }
+    if (a == detail::range_answer::unsatisfiable) {
+        res.header_lines(fi.fields);
         res.status(416);
         res.header("Content-Range", "bytes */" + std::to_string(fi.size));
         return std::nullopt;
     }
-    if (part.second != fi.size || part.first != 0) {
-        res.status(206);
-        res.header("Content-Range", "bytes " + std::to_string(part.first) + "-" +
-                                        std::to_string(part.first + static_cast<int64_t>(part.second) - 1) + "/" +
-                                        std::to_string(fi.size));
+    if (a == detail::range_answer::whole) {
+        res.header_lines(fi.fields);
+        sel.parts.assign(1, {0, fi.size});
+        return sel;
     }
-    return part;
+    res.status(206);
+    if (sel.parts.size() == 1) {
+        res.header_lines(fi.fields);
+        res.header("Content-Range", detail::content_range(sel.parts[0], fi.size));
+        return sel;
+    }
+    // Several: the file's fields but its Content-Type (the first line), which each part carries.
+    std::string_view fields = fi.fields;
+    res.header_lines(fields.substr(fields.find("\r\n") + 2));
+    sel.boundary = detail::new_boundary();
+    res.header("Content-Type", "multipart/byteranges; boundary=" + sel.boundary);
+    return sel;
 }
 
 bool read_whole(int fd, std::string& out, uint64_t size) {
@@ -270,11 +270,42 @@ bool read_whole(int fd, std::string& out, uint64_t size) {
 }
 
 void serve_cached(request& req, response& res, std::shared_ptr<cached_file> f) {
-    auto part = select_part(req, res, f->info);
-    if (part) {
-        std::string_view bytes = std::string_view(f->bytes).substr(static_cast<size_t>(part->first), part->second);
-        res.body(bytes, std::move(f));
+    auto sel = select_parts(req, res, f->info);
+    if (!sel) return;
+    if (sel->boundary.empty()) {
+        const detail::byte_range& p = sel->parts[0];
+        const std::string_view bytes = std::string_view(f->bytes).substr(static_cast<size_t>(p.first), p.len);
+        res.body(bytes, std::move(f));  // (bytes first: an argument's move may come before the other)
+        return;
     }
+    std::string body;
+    detail::multipart_body(sel->parts, f->info.size, f->info.mime, sel->boundary, body,
+                           [&f](const detail::byte_range& r, std::string& out) {
+                               out.append(f->bytes, static_cast<size_t>(r.first), r.len);
+                               return true;
+                           });
+    res.body(body);
+}
+
+// Several ranges of a file too large for the cache: read into one multipart body.
+void serve_multipart(response& res, int fd, const file_info& fi, const selection& sel) {
+    std::string body;
+    const bool ok = detail::multipart_body(sel.parts, fi.size, fi.mime, sel.boundary, body,
+                                           [fd](const detail::byte_range& r, std::string& out) {
+                                               const size_t at = out.size();
+                                               out.resize(at + r.len);
+                                               uint64_t got = 0;
+                                               while (got < r.len) {
+                                                   long n = sys::read(fd, out.data() + at + got, r.len - got,
+                                                                      static_cast<int64_t>(r.first + got));
+                                                   if (n <= 0) return false;
+                                                   got += static_cast<uint64_t>(n);
+                                               }
+                                               return true;
+                                           });
+    (void)sys::close(fd);
+    if (!ok) return res.abort();  // (the head is set: a read error ends the connection instead)
+    res.body(body);
 }
 
 void serve(static_state& st, request& req, response& res) {
@@ -314,9 +345,10 @@ void serve(static_state& st, request& req, response& res) {
         st.cache.put(*rel, entry);
         return serve_cached(req, res, std::move(entry));
     }
-    auto part = select_part(req, res, fi);
-    if (!part) return (void)sys::close(static_cast<int>(fd));
-    res.file(static_cast<int>(fd), part->first, part->second, true);
+    auto sel = select_parts(req, res, fi);
+    if (!sel) return (void)sys::close(static_cast<int>(fd));
+    if (!sel->boundary.empty()) return serve_multipart(res, static_cast<int>(fd), fi, *sel);
+    res.file(static_cast<int>(fd), static_cast<int64_t>(sel->parts[0].first), sel->parts[0].len, true);
 }
 
 }  // namespace

@@ -120,8 +120,94 @@ TEST_P(static_files_test, ranges_give_206_and_416) {
     r = get("/static/small.txt", "Range: bytes=50-60\r\n");
     EXPECT_EQ(r->status, 416);
     EXPECT_EQ(field(r->head, "Content-Range"), "bytes */20");
-    r = get("/static/small.txt", "Range: bytes=0-1, 4-5\r\n");  // several ranges: the whole file
-    EXPECT_EQ(r->status, 200);
+    // Overlapping and adjacent ranges merge into one; ranges past the end are dropped.
+    r = get("/static/small.txt", "Range: bytes=2-5, 0-3\r\n");
+    EXPECT_EQ(r->status, 206);
+    EXPECT_EQ(r->body, "hello,");
+    EXPECT_EQ(get("/static/small.txt", "Range: bytes=0-1,2-3\r\n")->body, "hell");
+    r = get("/static/small.txt", "Range: bytes=0-1, 50-60\r\n");
+    EXPECT_EQ(r->body, "he");
+    EXPECT_EQ(field(r->head, "Content-Range"), "bytes 0-1/20");
+    EXPECT_EQ(get("/static/small.txt", "Range: bytes=50-60, 70-\r\n")->status, 416);
+    EXPECT_EQ(get("/static/small.txt", "Range: bytes=-0\r\n")->status, 416);
+    // What is ignored (the file sent whole): another unit, a malformed range, too many ranges,
+    // an If-Range that no longer matches.
+    for (std::string bad : {"items=0-1", "bytes=1-x", "bytes=5-2", "bytes=", "bytes=0-0,2-2,4-4,6-6,8-8,10-10,12-12,"
+                            "14-14,16-16,18-18,0-0,2-2,4-4,6-6,8-8,10-10,12-12,14-14,16-16,18-18,0-0,2-2,4-4,6-6,"
+                            "8-8,10-10,12-12,14-14,16-16,18-18,0-0,2-2,4-4"}) {
+        r = get("/static/small.txt", "Range: " + bad + "\r\n");
+        EXPECT_EQ(r->status, 200) << bad;
+        EXPECT_EQ(r->body, "hello, static world\n") << bad;
+    }
+    EXPECT_EQ(get("/static/small.txt", "Range: bytes=0-1, 4-5\r\nIf-Range: \"old\"\r\n")->status, 200);
+}
+
+// The parts of a multipart/byteranges body: {Content-Range, Content-Type, bytes} each.
+struct byte_part {
+    std::string range, type, bytes;
+};
+std::vector<byte_part> byteranges(const test_reply& r) {
+    std::vector<byte_part> parts;
+    const std::string ct = field(r.head, "Content-Type");
+    const std::string prefix = "multipart/byteranges; boundary=";
+    EXPECT_EQ(ct.rfind(prefix, 0), 0u) << ct;
+    const std::string delim = "\r\n--" + ct.substr(prefix.size());
+    size_t at = 0;
+    while (true) {
+        EXPECT_EQ(r.body.compare(at, delim.size(), delim), 0) << r.body;
+        at += delim.size();
+        if (r.body.compare(at, 4, "--\r\n") == 0) {
+            EXPECT_EQ(at + 4, r.body.size()) << "nothing after the closing boundary";
+            return parts;
+        }
+        const size_t head_end = r.body.find("\r\n\r\n", at);
+        if (head_end == std::string::npos) return parts;
+        std::string head = r.body.substr(at, head_end + 2 - at);
+        const size_t end = r.body.find(delim, head_end + 4);
+        if (end == std::string::npos) return parts;
+        parts.push_back({field(head, "Content-Range"), field(head, "Content-Type"),
+                         r.body.substr(head_end + 4, end - head_end - 4)});
+        at = end;
+    }
+}
+
+TEST_P(static_files_test, several_ranges_give_a_multipart_body) {
+    start();
+    for (int round = 0; round < 2; ++round) {  // a miss, then a cache hit
+        auto r = get("/static/small.txt", "Range: bytes=7-12, 0-1,-3\r\n");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 206);
+        EXPECT_EQ(field(r->head, "Content-Range"), "");
+        EXPECT_EQ(r->head.find("text/plain"), std::string::npos) << "the type is given per part";
+        auto parts = byteranges(*r);
+        ASSERT_EQ(parts.size(), 3u) << r->body;
+        EXPECT_EQ(parts[0].range, "bytes 0-1/20");
+        EXPECT_EQ(parts[0].bytes, "he");
+        EXPECT_EQ(parts[0].type, "text/plain; charset=utf-8");
+        EXPECT_EQ(parts[1].range, "bytes 7-12/20");
+        EXPECT_EQ(parts[1].bytes, "static");
+        EXPECT_EQ(parts[2].range, "bytes 17-19/20");
+        EXPECT_EQ(parts[2].bytes, "ld\n");
+    }
+    // A file past the cache's size limit: its parts are read from the file.
+    auto r = get("/static/big.bin", "Range: bytes=199990-, 0-9, 100000-100099\r\n");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 206);
+    auto parts = byteranges(*r);
+    ASSERT_EQ(parts.size(), 3u);
+    EXPECT_EQ(parts[0].range, "bytes 0-9/200000");
+    EXPECT_EQ(parts[0].bytes, big_.substr(0, 10));
+    EXPECT_EQ(parts[1].range, "bytes 100000-100099/200000");
+    EXPECT_EQ(parts[1].bytes, big_.substr(100000, 100));
+    EXPECT_EQ(parts[2].range, "bytes 199990-199999/200000");
+    EXPECT_EQ(parts[2].bytes, big_.substr(199990));
+    EXPECT_EQ(parts[2].type, "application/octet-stream");
+    // HEAD: the same length, no body.
+    auto head = get("/static/big.bin", "Range: bytes=199990-, 0-9, 100000-100099\r\n", method::head);
+    ASSERT_TRUE(head);
+    EXPECT_EQ(head->status, 206);
+    EXPECT_EQ(field(head->head, "Content-Length"), std::to_string(r->body.size()));
+    EXPECT_EQ(head->body, "");
 }
 
 TEST_P(static_files_test, directories_serve_their_index_and_never_a_listing) {

@@ -1,6 +1,9 @@
 // Serving a directory: small hot files from memory (a bounded cache, revalidated against the
-// file's size and mtime), large ones with sendfile; ETag/Last-Modified with 304s, single Range
-// requests (206/416), MIME types by extension. Directory listings are never generated.
+// file's size and mtime), large ones with sendfile; ETag/Last-Modified with 304s, Range requests
+// (206/416; several ranges as one multipart/byteranges body, merged where they overlap; a field
+// with more than 32 ranges, or asking for more than 16 MiB in several, is ignored and the file
+// sent whole, as RFC 9110 allows), MIME types by extension. Directory listings are never
+// generated.
 //
 // Paths cannot leave the root: "..", its percent-encodings, encoded slashes and NUL are refused
 // (400/403), and the file is opened with openat2(RESOLVE_BENEATH), so a symlink that points
