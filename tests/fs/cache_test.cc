@@ -225,6 +225,34 @@ TEST_P(cache_fs_test, keeps_blocks_on_disk_across_memory_drops_and_new_instances
     EXPECT_EQ(cache_statistics(*again).disk_hits, 1u);
 }
 
+// With memory full, a read of part of a block that is on disk reads that part from the block's
+// file, not the whole block into memory (which would only push another out); one in 32 such
+// reads still brings its block in, so that memory follows what is read.
+TEST_P(cache_fs_test, reads_parts_of_blocks_from_disk_while_memory_is_full) {
+    std::string disk = dir_ + "/parts";
+    constexpr size_t bs = 256 << 10;
+    auto c = cached({.block_size = bs, .memory_bytes = bs, .disk_dir = disk, .read_ahead_blocks = 0});
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    for (int64_t off = 0; off < static_cast<int64_t>(data_.size()); off += 1 << 20) expect_window(**f, 1 << 20, off);
+    settle(*c);
+    const int reads = source_->reads;
+    const auto before = cache_statistics(*c);
+    EXPECT_EQ(before.memory_bytes, bs);  // full: the last block
+    for (uint64_t b = 0; b < 19; ++b) expect_window(**f, 4096, static_cast<int64_t>(b * bs + 1000));
+    auto after = cache_statistics(*c);
+    EXPECT_EQ(source_->reads, reads);
+    EXPECT_EQ(after.disk_hits - before.disk_hits, 19u);
+    EXPECT_EQ(after.evictions, before.evictions) << "no block came into memory";
+    EXPECT_EQ(after.hits, before.hits);
+    // Reading on in one block: within 32 reads it comes in whole, and later reads are hits.
+    for (int i = 0; i < 40; ++i) expect_window(**f, 4096, 1000 + 4096 * i);
+    after = cache_statistics(*c);
+    EXPECT_EQ(source_->reads, reads);
+    EXPECT_EQ(after.evictions, before.evictions + 1);
+    EXPECT_GE(after.hits, before.hits + 8);
+}
+
 TEST_P(cache_fs_test, keeps_its_disk_directory_within_its_bound) {
     std::string disk = dir_ + "/bounded";
     auto bytes_on_disk = [&] {

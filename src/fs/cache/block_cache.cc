@@ -101,6 +101,22 @@ result<std::shared_ptr<block>> block_cache::get(block_key k, size_t len, file& s
     return b;
 }
 
+bool block_cache::read_disk_part(block_key k, size_t len, char* out, size_t from, size_t n) noexcept {
+    if (!disk_) return false;
+    {
+        std::lock_guard g(lock_);
+        // In memory or on its way; or room for it; or one in 32: the whole block, through get().
+        if (map_.count(k) || bytes_ + len <= opts_.memory_bytes || (++part_reads_ & 31) == 0) return false;
+    }
+    auto f = disk_->open(block_path(k), O_RDONLY);
+    if (!f) return false;
+    auto st = (*f)->fstat();
+    bool ok = st && static_cast<size_t>(st->st_size) == len && (*f)->pread_exactly(out, n, static_cast<int64_t>(from));
+    (void)(*f)->close();
+    if (ok) counters_.disk_hits.fetch_add(1, std::memory_order_relaxed);
+    return ok;
+}
+
 result<void> block_cache::load(block& b, file& src, int64_t off, deadline_t d) noexcept {
     b.data.reset(new (std::nothrow) char[b.len]);
     if (!b.data) return errno_error(ENOMEM);

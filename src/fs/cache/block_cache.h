@@ -56,6 +56,12 @@ public:
     /// by the caller), once however many fibers ask.
     /// Errors: the fetch's (EIO, ETIMEDOUT, ...), ESTALE (also when src ends early), ECANCELED, ENOMEM.
     result<std::shared_ptr<block>> get(block_key k, size_t len, file& src, int64_t off, deadline_t d) noexcept;
+    /// Reads n bytes at `from` of block k (len bytes long) from the cache directory into out,
+    /// without bringing the block into memory. Done for a read of part of a block that is not
+    /// in memory while memory is full: a whole block read back and copied in would only push
+    /// another out (a block is still brought in now and then, so that memory follows what is
+    /// read). False when the directory lacks it, or the block should come in whole (get()).
+    bool read_disk_part(block_key k, size_t len, char* out, size_t from, size_t n) noexcept;
     /// True if the block is in memory or being fetched.
     bool present(block_key k) noexcept;
     void drop_memory() noexcept;
@@ -79,6 +85,7 @@ private:
     std::unordered_map<block_key, std::shared_ptr<block>, block_key_hash> map_;
     std::deque<std::pair<block_key, std::shared_ptr<block>>> clock_;  // ready blocks, oldest first
     uint64_t bytes_ = 0;  // ready and fetching blocks' bytes
+    uint64_t part_reads_ = 0;  // read_disk_part's calls, for its now-and-then promotion
     mutable spinlock disk_lock_;  // guards what follows (the files themselves are removed outside it)
     std::deque<std::pair<std::string, uint64_t>> disk_order_;  // block files, oldest first
     uint64_t disk_used_ = 0;

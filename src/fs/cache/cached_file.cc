@@ -107,11 +107,15 @@ result<size_t> cached_file::do_pread(void* buf, size_t n, int64_t off, deadline_
     for (uint64_t b = first + 1; b <= last; ++b) prefetch(b, false);  // fetched side by side
     char* out = static_cast<char*>(buf);
     for (uint64_t b = first; b <= last; ++b) {
-        auto blk = GLUON_TRY(cache_->get(key(b), block_len(b), *src_, offset(b), d));
-        uint64_t start = b * bs;
-        uint64_t from = o > start ? o - start : 0;
-        uint64_t to = std::min<uint64_t>(blk->len, o + n - start);
-        std::memcpy(out + (start + from - o), blk->data.get() + from, to - from);
+        const size_t len = block_len(b);
+        const uint64_t start = b * bs;
+        const uint64_t from = o > start ? o - start : 0;
+        const uint64_t to = std::min<uint64_t>(len, o + n - start);
+        char* dst = out + (start + from - o);
+        // Part of a block: straight from the cache directory if memory has no room for it.
+        if (to - from < len && cache_->read_disk_part(key(b), len, dst, from, to - from)) continue;
+        auto blk = GLUON_TRY(cache_->get(key(b), len, *src_, offset(b), d));
+        std::memcpy(dst, blk->data.get() + from, to - from);
     }
     const size_t ra = cache_->options().read_ahead_blocks;
     if (ra > 0 && next_off_.exchange(static_cast<int64_t>(o + n), std::memory_order_relaxed) == off)
