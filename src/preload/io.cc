@@ -124,8 +124,14 @@ ssize_t recvfrom(int fd, void* b, size_t n, int f, sockaddr* a, socklen_t* l) {
 ssize_t recvmsg(int fd, msghdr* m, int f) { return GLUON_FORWARD(recvmsg, fd, m, f); }
 ssize_t sendfile(int o, int i, off_t* off, size_t n) noexcept { return GLUON_FORWARD(sendfile, o, i, off, n); }
 ssize_t sendfile64(int o, int i, off_t* off, size_t n) noexcept { return GLUON_FORWARD(sendfile, o, i, off, n); }
-int poll(pollfd* f, nfds_t n, int t) { return GLUON_FORWARD(poll, f, n, t); }
-int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* t) { return GLUON_FORWARD(select, n, r, w, e, t); }
+int poll(pollfd* f, nfds_t n, int t) {
+    if (g_mode == mode::listen) return static_cast<int>(with_errno(listen::poll(f, n, t)));
+    return GLUON_FORWARD(poll, f, n, t);
+}
+int select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* t) {
+    if (g_mode == mode::listen) return static_cast<int>(with_errno(listen::select(n, r, w, e, t)));
+    return GLUON_FORWARD(select, n, r, w, e, t);
+}
 int epoll_wait(int ep, epoll_event* e, int n, int t) { return GLUON_FORWARD(epoll_wait, ep, e, n, t); }
 int close(int fd) {
     if (g_mode == mode::listen) listen::closing(fd);

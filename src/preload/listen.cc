@@ -8,7 +8,9 @@
 
 #include <linux/filter.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/select.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -16,6 +18,8 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <climits>
+#include <cstdint>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -91,6 +95,7 @@ struct locked {
 
 // This worker's listener for a program socket (by the program socket's fd number). Per thread:
 // a worker is a thread with its own event loop (or the one thread of a worker process).
+constexpr int k_none = -2;  // mine::fd: tried, and this thread has no listener for the socket
 struct mine {
     int fd = -1;
     long pid = 0;  // made in this process (a forked child makes its own)
@@ -251,6 +256,24 @@ void drop_mine(int fd, mine& m) {
     }
 }
 
+// This thread's listener for the program's listening socket fd, made on first use; nullptr if
+// fd is not one of the program's TCP listeners or no listener could be made (not tried again
+// for fd until it is closed).
+mine* mine_for(int fd) {
+    if (mine* m = find(fd)) return m;
+    if (fd < 0 || fd >= k_max_fds || !g_listening[fd].load(std::memory_order_relaxed)) return nullptr;
+    const auto i = static_cast<size_t>(fd);
+    if (i < t_mine.size() && t_mine[i].fd == k_none && t_mine[i].pid == g_pid) return nullptr;
+    if (i >= t_mine.size()) t_mine.resize(i + 1);
+    mine made;
+    if (!is_tcp_listener(fd) || !make_mine(fd, made)) {
+        t_mine[i] = {k_none, g_pid, -1, 0};
+        return nullptr;
+    }
+    t_mine[i] = made;
+    return &t_mine[i];
+}
+
 }  // namespace
 
 void before_bind(int fd) noexcept {
@@ -269,16 +292,69 @@ void before_bind(int fd) noexcept {
 long epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept {
     long r = sys::epoll_ctl(ep, op, fd, ev);
     if (r < 0) return r;
-    mine* m = find(fd);
-    if (op == EPOLL_CTL_ADD && !m && is_tcp_listener(fd)) {
-        mine made;
-        if (!make_mine(fd, made)) return r;
-        if (static_cast<size_t>(fd) >= t_mine.size()) t_mine.resize(static_cast<size_t>(fd) + 1);
-        t_mine[static_cast<size_t>(fd)] = made;
-        m = &t_mine[static_cast<size_t>(fd)];
-    }
+    mine* m = op == EPOLL_CTL_ADD ? mine_for(fd) : find(fd);
     if (m) (void)sys::epoll_ctl(ep, op, m->fd, ev);  // the same events and data as the program's
     return r;
+}
+
+long poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept {
+    // The entries waiting for a program listener's input, and this thread's listener for each.
+    thread_local std::vector<pollfd> all;
+    thread_local std::vector<nfds_t> owner;
+    owner.clear();
+    for (nfds_t i = 0; i < n; ++i)
+        if ((fds[i].events & POLLIN) && fds[i].fd >= 0 && fds[i].fd < k_max_fds &&
+            g_listening[fds[i].fd].load(std::memory_order_relaxed))
+            if (mine* m = mine_for(fds[i].fd)) {
+                if (owner.empty()) all.assign(fds, fds + n);
+                all.push_back({m->fd, POLLIN, 0});
+                owner.push_back(i);
+            }
+    timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1'000'000L};
+    const timespec* tsp = timeout_ms < 0 ? nullptr : &ts;
+    if (owner.empty()) return sys::ppoll(fds, n, tsp);
+    long r = sys::ppoll(all.data(), all.size(), tsp);
+    if (r < 0) return r;
+    for (size_t j = 0; j < owner.size(); ++j)
+        if (all[n + j].revents & POLLIN) all[owner[j]].revents |= POLLIN;
+    long ready = 0;
+    for (nfds_t i = 0; i < n; ++i) ready += (fds[i].revents = all[i].revents) != 0;
+    return ready;
+}
+
+long select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexcept {
+    // Only a read set with a program listener in it is watched differently: through poll().
+    bool steered = false;
+    for (int fd = 0; rd && fd < nfds && fd < FD_SETSIZE && !steered; ++fd)
+        steered = FD_ISSET(fd, rd) && g_listening[fd].load(std::memory_order_relaxed);
+    if (!steered) {
+        timespec ts{}, *tsp = nullptr;
+        if (timeout) tsp = &(ts = {timeout->tv_sec, timeout->tv_usec * 1000L});
+        return sys::pselect(nfds, rd, wr, ex, tsp);
+    }
+    if (nfds < 0 || nfds > FD_SETSIZE || (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0))) return -EINVAL;
+    std::vector<pollfd> p;
+    for (int fd = 0; fd < nfds; ++fd) {
+        short ev = static_cast<short>((rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
+                                      (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
+        if (ev) p.push_back({fd, ev, 0});
+    }
+    long ms = -1;
+    if (timeout) ms = timeout->tv_sec * 1000L + (timeout->tv_usec + 999) / 1000;
+    long r = listen::poll(p.data(), p.size(), ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms));
+    if (r < 0) return r;
+    for (const pollfd& x : p)
+        if (x.revents & POLLNVAL) return -EBADF;
+    if (rd) FD_ZERO(rd);
+    if (wr) FD_ZERO(wr);
+    if (ex) FD_ZERO(ex);
+    long ready = 0;
+    for (const pollfd& x : p) {
+        if ((x.events & POLLIN) && (x.revents & (POLLIN | POLLHUP | POLLERR))) FD_SET(x.fd, rd), ++ready;
+        if ((x.events & POLLOUT) && (x.revents & (POLLOUT | POLLERR))) FD_SET(x.fd, wr), ++ready;
+        if ((x.events & POLLPRI) && (x.revents & POLLPRI)) FD_SET(x.fd, ex), ++ready;
+    }
+    return ready;
 }
 
 long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
@@ -295,6 +371,8 @@ void listening(int fd) noexcept {
 
 void closing(int fd) noexcept {
     if (fd >= 0 && fd < k_max_fds) g_listening[fd].store(0, std::memory_order_relaxed);
+    if (fd >= 0 && static_cast<size_t>(fd) < t_mine.size() && t_mine[static_cast<size_t>(fd)].fd == k_none)
+        t_mine[static_cast<size_t>(fd)].fd = -1;
     if (mine* m = find(fd)) {
         drop_mine(fd, *m);
         m->fd = -1;

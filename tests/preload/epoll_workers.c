@@ -6,11 +6,13 @@
  * listener and a CPU of its own. argv[3] "fork-listen": the socket is bound, shared with a
  * child by fork(), and the child calls listen() and serves; "pass-fd": a child is forked first
  * and is handed the listening socket over a Unix socket (SCM_RIGHTS). The parent waits in both;
- * the child dies with it. */
+ * the child dies with it. "poll" and "select": the workers wait with poll() or select() instead
+ * of an epoll set. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -19,14 +21,40 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static int ls;
+static const char* how = "";
+
+/* Accepts a connection if one is there and answers it with the CPU this runs on. */
+static void answer_one(int from) {
+    int fd = accept4(from, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) return; /* another worker took it, or the fallback was empty */
+    char line[32];
+    int len = snprintf(line, sizeof line, "cpu %d\n", sched_getcpu());
+    if (write(fd, line, (size_t)len) != len) perror("epoll_workers: write");
+    close(fd);
+}
 
 static void* worker(void* arg) {
     (void)arg;
+    if (strcmp(how, "poll") == 0) {
+        for (;;) {
+            struct pollfd p = {.fd = ls, .events = POLLIN};
+            if (poll(&p, 1, -1) == 1 && (p.revents & POLLIN)) answer_one(ls);
+        }
+    }
+    if (strcmp(how, "select") == 0) {
+        for (;;) {
+            fd_set r;
+            FD_ZERO(&r);
+            FD_SET(ls, &r);
+            if (select(ls + 1, &r, NULL, NULL, NULL) == 1 && FD_ISSET(ls, &r)) answer_one(ls);
+        }
+    }
     int ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = ls};
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev) != 0) {
@@ -36,14 +64,7 @@ static void* worker(void* arg) {
     for (;;) {
         struct epoll_event got[16];
         int n = epoll_wait(ep, got, 16, -1);
-        for (int i = 0; i < n; ++i) {
-            int fd = accept4(got[i].data.fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd < 0) continue; /* another worker took it, or the fallback was empty */
-            char line[32];
-            int len = snprintf(line, sizeof line, "cpu %d\n", sched_getcpu());
-            if (write(fd, line, (size_t)len) != len) perror("epoll_workers: write");
-            close(fd);
-        }
+        for (int i = 0; i < n; ++i) answer_one(got[i].data.fd);
     }
     return NULL;
 }
@@ -102,7 +123,7 @@ static void send_socket(int to, int fd) {
 
 int main(int argc, char** argv) {
     const int port = argc > 1 ? atoi(argv[1]) : 0;
-    const char* how = argc > 3 ? argv[3] : "";
+    how = argc > 3 ? argv[3] : "";
     if (strcmp(how, "fork-listen") == 0) {
         ls = listening_socket(port, 0);
         pid_t pid = fork();

@@ -494,6 +494,18 @@ TEST(preload_listen, unpinned_worker_threads_get_a_cpu_each_and_its_connections)
     expect_local_answers(srv);
 }
 
+// Workers that wait with poll() or select() on the listening socket, not an epoll set: each gets
+// its own listener all the same, watched beside the program's socket.
+TEST(preload_listen, poll_and_select_workers_get_a_cpu_each_and_its_connections) {
+    for (const char* how : {"poll", "select"}) {
+        SCOPED_TRACE(how);
+        two_cpus cpus;  // (each child starts with the test's whole CPU set)
+        if (!cpus.ok) GTEST_SKIP() << "needs CPUs 0 and 1";
+        child srv({GLUON_EPOLL_WORKERS, "0", "2", how}, true, {}, "listen");
+        expect_local_answers(srv);
+    }
+}
+
 // listen() on a socket that a fork() shared with another process (bound in the parent, put in
 // the listening state and served by the child): the child's workers get their listeners and
 // their CPUs' connections all the same.

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdio.h>  // renameat2, for the libc path of sanitizer builds
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
@@ -200,6 +201,13 @@ inline long getrandom(void* buf, size_t n, unsigned flags) noexcept {
 }
 
 // ---- readiness ----------------------------------------------------------------------------------
+
+/// select() with an optional timeout (nullptr: none) and no signal mask; the kernel's pselect6
+/// (which may write the time left into *timeout: pass a copy).
+inline long pselect(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timespec* timeout) noexcept {
+    return GLUON_SYSCALL(::pselect(nfds, rd, wr, ex, timeout, nullptr), SYS_pselect6, nfds, rd, wr, ex, timeout,
+                         nullptr);
+}
 
 /// poll() of one fd: its revents, 0 on timeout (timeout_ms < 0: none), or -errno.
 inline long poll1(int fd, short events, int timeout_ms) noexcept {
