@@ -6,12 +6,11 @@
 // Prints one line per URL (status, bytes, time) in the order they finish, then a total.
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "gluon/net/curl.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -22,12 +21,6 @@ namespace {
 
 double ms_since(clock_type::time_point t0) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
-
-int usage() {
-    std::fprintf(stderr,
-                 "usage: curl_fetch [--engine io_uring|epoll] [--timeout SECONDS] URL...\n");
-    return 2;
 }
 
 struct outcome {
@@ -77,20 +70,9 @@ int main(int argc, char** argv) {
     init_options opts;
     duration timeout = std::chrono::seconds(30);
     std::vector<std::string> urls;
-    for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--engine") && i + 1 < argc) {
-            auto k = engine::parse_kind(argv[++i]);
-            if (!k) return usage();
-            opts.engine = *k;
-        } else if (!std::strcmp(argv[i], "--timeout") && i + 1 < argc) {
-            timeout = std::chrono::seconds(std::atoi(argv[++i]));
-        } else if (argv[i][0] == '-') {
-            return usage();
-        } else {
-            urls.emplace_back(argv[i]);
-        }
-    }
-    if (urls.empty()) return usage();
+    cli::parser p("usage: curl_fetch [--engine io_uring|epoll] [--timeout SECONDS] URL...");
+    p.engine(opts).option("--timeout", timeout).positional(urls);
+    if (!p.parse(argc, argv) || urls.empty()) return p.usage();
     opts.log_engine = false;
     // The vCPU (and with it the curl driver and its cached connections) ends with fetch_all.
     auto ok = run(opts, [&] { return fetch_all(urls, timeout); });

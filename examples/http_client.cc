@@ -5,21 +5,16 @@
 // Redirects are followed (up to 5); HTTPS is verified against the system's CAs. The exit status
 // is 0 for a 2xx answer, 1 otherwise.
 #include <cstdio>
-#include <cstring>
 #include <string>
+#include <vector>
 
 #include "gluon/http/client.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/vcpu.h"
 
 using namespace gluon;
 
 namespace {
-
-int usage() {
-    std::fprintf(stderr, "usage: http_client [-i] [-X METHOD] [-H \"Name: value\"]... [-d BODY] "
-                         "[--proxy http://host:port] URL\n");
-    return 2;
-}
 
 std::optional<http::method> parse_method(std::string_view m) {
     for (auto k : {http::method::get, http::method::head, http::method::post, http::method::put,
@@ -34,32 +29,28 @@ int main(int argc, char** argv) {
     http::client_request req;
     http::client_options opts;
     bool show_head = false;
-    for (int i = 1; i < argc; ++i) {
-        const bool has_value = i + 1 < argc;
-        if (!std::strcmp(argv[i], "-i")) {
-            show_head = true;
-        } else if (!std::strcmp(argv[i], "-X") && has_value) {
-            auto m = parse_method(argv[++i]);
-            if (!m) return usage();
-            req.method = *m;
-        } else if (!std::strcmp(argv[i], "-H") && has_value) {
-            std::string h = argv[++i];
-            size_t colon = h.find(':');
-            if (colon == std::string::npos) return usage();
-            size_t v = h.find_first_not_of(' ', colon + 1);
-            req.headers.emplace_back(h.substr(0, colon), v == std::string::npos ? "" : h.substr(v));
-        } else if (!std::strcmp(argv[i], "-d") && has_value) {
-            req.body = argv[++i];
-            if (req.method == http::method::get) req.method = http::method::post;
-        } else if (!std::strcmp(argv[i], "--proxy") && has_value) {
-            opts.proxy = argv[++i];
-        } else if (argv[i][0] != '-' && req.url.empty()) {
-            req.url = argv[i];
-        } else {
-            return usage();
-        }
-    }
-    if (req.url.empty()) return usage();
+    std::vector<std::string> urls;
+    cli::parser p("usage: http_client [-i] [-X METHOD] [-H \"Name: value\"]... [-d BODY] [--proxy http://host:port] URL");
+    p.flag("-i", show_head).option("--proxy", opts.proxy).positional(urls);
+    p.option("-X", [&](std::string_view v) {
+        auto m = parse_method(v);
+        if (m) req.method = *m;
+        return m.has_value();
+    });
+    p.option("-H", [&](std::string_view h) {
+        size_t colon = h.find(':');
+        if (colon == std::string_view::npos) return false;
+        size_t v = h.find_first_not_of(' ', colon + 1);
+        req.headers.emplace_back(std::string(h.substr(0, colon)), v == std::string_view::npos ? "" : std::string(h.substr(v)));
+        return true;
+    });
+    p.option("-d", [&](std::string_view body) {
+        req.body = body;
+        if (req.method == http::method::get) req.method = http::method::post;
+        return true;
+    });
+    if (!p.parse(argc, argv) || urls.size() != 1) return p.usage();
+    req.url = urls[0];
     auto r = run({}, [&]() -> result<http::client_response> {
         http::client c(opts);
         return c.send(req);
