@@ -262,7 +262,9 @@ int main(void) {
     CHECK(posix_spawn(&cat_pid, "/bin/cat", &fa, NULL, argv, environ) == 0);
     posix_spawn_file_actions_destroy(&fa);
     close(in[0]);
-    char path[] = "/tmp/gluon-flock-XXXXXX";
+    char path[4096];
+    const char* tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/gluon-flock-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     lock_a = mkstemp(path);
     CHECK(lock_a >= 0);
     lock_b = open(path, O_RDWR | O_CLOEXEC);
