@@ -1,12 +1,15 @@
-// Fiber mode's reader-writer locks and barriers: like its mutexes (threads.cc), a gluon object
-// hung off the program's pthread_rwlock_t or pthread_barrier_t, so a fiber that waits parks
-// instead of blocking its vCPU (docs/preload.md). Process-shared ones stay libc's.
+// Fiber mode's reader-writer locks, barriers and pthread_once: like its mutexes (threads.cc), a
+// gluon object hung off the program's pthread_rwlock_t or pthread_barrier_t (a once control has
+// no room: its lock is found by address), so a fiber that waits parks instead of blocking its
+// vCPU (docs/preload.md). Process-shared ones stay libc's.
 #include <pthread.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "gluon/sync/condition_variable.h"
 #include "gluon/sync/mutex.h"
@@ -93,6 +96,22 @@ struct pbarrier {
 static_assert(sizeof(pthread_barrier_t) == 32);
 void** barrier_slot(pthread_barrier_t* b) { return reinterpret_cast<void**>(reinterpret_cast<char*>(b) + 24); }
 
+// ---- pthread_once ------------------------------------------------------------------------------
+// glibc's once control: bit 1 set once the init routine has run (bit 0: running, the rest: a
+// fork generation). A fiber that finds it not done takes the control's lock, a recursive one (an
+// init routine may call pthread_once on another control, or parks), and runs the routine unless
+// another did meanwhile; fibers arriving while it runs park on the lock.
+constexpr int k_once_done = 2;
+
+gluon::recursive_mutex& once_lock(pthread_once_t* o) {
+    static std::mutex mu;  // (libc's: this library's own code)
+    static auto* locks = new std::unordered_map<pthread_once_t*, std::unique_ptr<gluon::recursive_mutex>>;
+    std::lock_guard g(mu);
+    auto& p = (*locks)[o];
+    if (!p) p = std::make_unique<gluon::recursive_mutex>();
+    return *p;
+}
+
 }  // namespace
 }  // namespace gluon::preload
 
@@ -100,6 +119,18 @@ using namespace gluon::preload;
 using gluon::duration;
 
 extern "C" {
+
+// A routine that ends by cancellation or an exception leaves the control not done, as glibc's.
+int pthread_once(pthread_once_t* o, void (*init)(void)) {
+    if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_once)(o, init);
+    if (__atomic_load_n(o, __ATOMIC_ACQUIRE) & k_once_done) return 0;
+    std::lock_guard g(once_lock(o));
+    if (!(__atomic_load_n(o, __ATOMIC_ACQUIRE) & k_once_done)) {
+        init();
+        __atomic_store_n(o, k_once_done, __ATOMIC_RELEASE);
+    }
+    return 0;
+}
 
 int pthread_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* a) noexcept {
     const int r = GLUON_REAL(pthread_rwlock_init)(l, a);

@@ -1,7 +1,7 @@
 #define _GNU_SOURCE
 /* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
  * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
- * without a signal mask, a name lookup and system(). In each, one thread waits until another
+ * without a signal mask, pthread_once whose routine sleeps, a name lookup and system(). In each, one thread waits until another
  * does something, and that other thread only gets to it after the first has started waiting:
  * on one vCPU, a wait that blocked the vCPU instead of parking its fiber would never end (an
  * alarm then kills the process). Prints "ok" and exits 0 if every check held; a failed check
@@ -223,6 +223,20 @@ static void* writer(void* arg) {
     return NULL;
 }
 
+/* ---- pthread_once whose routine parks: the others wait for it, it runs once --------------- */
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int once_runs, once_seen;
+static void once_routine(void) {
+    usleep(20000); /* parks the fiber: the other threads arrive meanwhile */
+    __atomic_add_fetch(&once_runs, 1, __ATOMIC_RELAXED);
+}
+static void* once_caller(void* arg) {
+    (void)arg;
+    CHECK(pthread_once(&once, once_routine) == 0);
+    if (__atomic_load_n(&once_runs, __ATOMIC_RELAXED) == 1) __atomic_add_fetch(&once_seen, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
 /* ---- lookups and system(): offloaded, each from a thread of its own ------------------------ */
 static void* lookups(void* arg) {
     (void)arg;
@@ -286,6 +300,10 @@ int main(void) {
     pair(lock_holder, lock_waiter, NULL);
     pair(signal_thread, signal_sender, &set);
     pair(poller, writer, NULL);
+    pthread_t ot[8];
+    for (int i = 0; i < 8; ++i) CHECK(pthread_create(&ot[i], NULL, once_caller, NULL) == 0);
+    for (int i = 0; i < 8; ++i) pthread_join(ot[i], NULL);
+    CHECK(once_runs == 1 && once_seen == 8);
     pthread_t lk;
     CHECK(pthread_create(&lk, NULL, lookups, NULL) == 0);
     pthread_join(lk, NULL);
