@@ -141,6 +141,7 @@ protected:
 bool recv_all(int s, char* p, size_t n) {
     while (n) {
         ssize_t r = recv(s, p, n, 0);
+        if (r < 0 && errno == EINTR) continue;  // (a signal to this process, with a handler)
         if (r <= 0) return false;
         p += r;
         n -= static_cast<size_t>(r);
@@ -551,6 +552,18 @@ TEST(preload_listen, nginx_reload_hands_each_cpu_to_its_new_worker) {
     ASSERT_TRUE(settle(-2, -2, before)) << ngx.proc->stderr_of_stopped();
     kill(ngx.proc->pid, SIGHUP);
     ASSERT_TRUE(settle(before[0], before[1], after)) << "no new worker took over its CPU";
+    // The old workers leave the group as they exit (closing their listeners); while one is
+    // closing, its CPU's connections may go through the fallback. Wait until both have gone.
+    auto gone = [](long pid) {
+        std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+        std::string line;
+        if (!std::getline(f, line)) return true;
+        const size_t paren = line.rfind(')');
+        return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+    };
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < give_up && !(gone(before[0]) && gone(before[1])))
+        std::this_thread::yield();
     for (int i = 0; i < 200; ++i) {
         const int cpu = i % 2;
         ASSERT_EQ(ngx.served_by(cpu), after[cpu]) << "connection " << i << " from CPU " << cpu;
