@@ -212,6 +212,38 @@ TEST_P(preload, blocking_calls_park_the_fiber_not_the_vcpu) {
     }
 }
 
+// A thread-per-connection server written with stdio (fdopen, fgets, fputs, fflush) on ONE vCPU:
+// two connections answered in turn, each thread parked in fgets while the other is served.
+// glibc's FILE reads its fd with internal calls no interposer sees, so without the preload's
+// fdopen the first fgets would hold the vCPU and the second connection would never be answered.
+TEST_P(preload, stdio_on_sockets_parks_the_fiber) {
+    for (bool preload : {false, true}) {
+        SCOPED_TRACE(preload ? "preload" : "plain");
+        child srv({GLUON_STDIO_THREADS}, preload, env(1));
+        const int port = port_of(srv);
+        ASSERT_GT(port, 0);
+        int a = connect_to(port), b = connect_to(port);
+        ASSERT_GE(a, 0);
+        ASSERT_GE(b, 0);
+        timeval tv{10, 0};  // a server that stopped answering fails the test instead of hanging it
+        for (int s : {a, b}) setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        for (int round = 0; round < 3; ++round) {
+            for (int s : {b, a}) {  // b first: a's thread is already waiting in fgets
+                std::string line = "line " + std::to_string(round) + " on " + std::to_string(s) + "\n";
+                ASSERT_EQ(send(s, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+                std::string got(line.size(), '\0');
+                ASSERT_TRUE(recv_all(s, got.data(), got.size())) << srv.stderr_of_stopped();
+                EXPECT_EQ(got, line);
+            }
+        }
+        close(a);
+        close(b);
+        if (preload) {
+            EXPECT_EQ(srv.os_threads(), 2) << "the connections' threads are fibers";
+        }
+    }
+}
+
 // Regression: gluon's own std::mutex (the stack pool's), taken on a program fiber while the
 // scheduler ran on its stack, became a gluon mutex and parked inside the scheduler; with two
 // vCPUs meeting at the lock this corrupted the heap or hung, nearly every run.
