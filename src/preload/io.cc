@@ -42,7 +42,8 @@ const mode g_mode = read_mode();
 
 // True when a call made now should go to gluon: fiber mode, from anywhere (off a vCPU the
 // facade is the plain system call, so the program's main thread keeps libc's behaviour).
-bool on() { return g_mode == mode::fibers; }
+// (Not inside a signal handler: there the async-signal-safe calls are libc's, signals.cc.)
+bool on() { return g_mode == mode::fibers && !in_signal_handler(); }
 
 }  // namespace
 

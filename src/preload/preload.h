@@ -41,6 +41,10 @@ struct internal_scope {
     ~internal_scope();
 };
 
+/// True while the calling thread runs one of the program's signal handlers (signals.cc): calls
+/// made there go to libc as they are.
+bool in_signal_handler() noexcept;
+
 /// True when a call made now comes from a program fiber: fiber mode, on a vCPU, in program
 /// context.
 bool program_fiber() noexcept;

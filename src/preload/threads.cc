@@ -205,7 +205,7 @@ internal_scope::internal_scope() noexcept { ++t_internal; }
 internal_scope::~internal_scope() { --t_internal; }
 
 bool program_context() noexcept {
-    if (t_internal) return false;
+    if (t_internal || in_signal_handler()) return false;
     if (!t_gluon_thread) return true;
     return current_pfiber() != nullptr;
 }

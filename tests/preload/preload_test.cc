@@ -244,6 +244,22 @@ TEST_P(preload, stdio_on_sockets_parks_the_fiber) {
     }
 }
 
+// Signal handlers that write to a self-pipe, run by the kernel on a vCPU's thread in the middle
+// of whatever it was doing: their writes must be plain system calls (as gluon calls they parked
+// "the current fiber" from inside the handler and broke the vCPU's run queue: "resumed while
+// ready", then an abort). 300 signals, each byte read by a thread of the program.
+TEST_P(preload, signal_handlers_writing_to_a_pipe_on_a_vcpu_thread) {
+    for (bool preload : {false, true}) {
+        SCOPED_TRACE(preload ? "preload" : "plain");
+        child c({GLUON_SIGNAL_PIPE}, preload, env(1));
+        EXPECT_EQ(c.line(), "ok");
+        const int code = c.wait_exit();
+        const std::string err = c.rest(c.err);
+        EXPECT_EQ(code, 0) << err;
+        EXPECT_EQ(err.find("internal error"), std::string::npos) << err;
+    }
+}
+
 // Regression: gluon's own std::mutex (the stack pool's), taken on a program fiber while the
 // scheduler ran on its stack, became a gluon mutex and parked inside the scheduler; with two
 // vCPUs meeting at the lock this corrupted the heap or hung, nearly every run.

@@ -1,0 +1,103 @@
+// Fiber mode's signal handlers: a handler runs on whichever thread the kernel picks, often a
+// vCPU's, in the middle of a fiber or of the scheduler itself. The async-signal-safe calls a
+// handler makes (write to a self-pipe, above all) must then be libc's plain system calls: as
+// gluon calls they would park "the current fiber" from inside the handler and corrupt the
+// vCPU's run queue. So the program's handlers are installed behind a trampoline that marks the
+// thread as running a handler, and every interposer passes calls made there to libc
+// (docs/preload.md).
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "preload.h"
+
+namespace gluon::preload {
+namespace {
+
+// How deep the thread is in the program's signal handlers. initial-exec: a handler must not be
+// the first to touch this library's TLS through __tls_get_addr.
+__attribute__((tls_model("initial-exec"))) thread_local int t_handler_depth = 0;
+
+// The program's handler of each signal, as it gave it (sa_handler or sa_sigaction).
+struct installed {
+    std::atomic<void*> fn{nullptr};
+    std::atomic<bool> siginfo{false};
+};
+installed g_handlers[NSIG];
+
+void trampoline(int sig, siginfo_t* info, void* ctx) {
+    ++t_handler_depth;
+    const installed& h = g_handlers[sig];
+    void* fn = h.fn.load(std::memory_order_acquire);
+    if (h.siginfo.load(std::memory_order_relaxed))
+        reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, info, ctx);
+    else if (fn)
+        reinterpret_cast<void (*)(int)>(fn)(sig);
+    --t_handler_depth;
+}
+
+bool is_handler(const struct sigaction* a) {
+    return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != nullptr
+                                      : a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+}  // namespace
+
+bool in_signal_handler() noexcept { return t_handler_depth > 0; }
+
+}  // namespace gluon::preload
+
+using namespace gluon::preload;
+
+extern "C" {
+
+int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+    if (current_mode() != mode::fibers || sig <= 0 || sig >= NSIG) return GLUON_REAL(sigaction)(sig, act, old);
+    struct sigaction mine;
+    const struct sigaction* give = act;
+    const bool wrap = act && is_handler(act);
+    if (wrap) {
+        mine = *act;
+        mine.sa_flags |= SA_SIGINFO;
+        mine.sa_sigaction = trampoline;
+        give = &mine;
+    }
+    // The previous handler is read before the new one is published, and reported as the
+    // program gave it.
+    void* prev_fn = g_handlers[sig].fn.load(std::memory_order_acquire);
+    const bool prev_siginfo = g_handlers[sig].siginfo.load(std::memory_order_relaxed);
+    if (wrap) {
+        g_handlers[sig].siginfo.store((act->sa_flags & SA_SIGINFO) != 0, std::memory_order_relaxed);
+        g_handlers[sig].fn.store(act->sa_flags & SA_SIGINFO ? reinterpret_cast<void*>(act->sa_sigaction)
+                                                            : reinterpret_cast<void*>(act->sa_handler),
+                                 std::memory_order_release);
+    }
+    const int r = GLUON_REAL(sigaction)(sig, give, old);
+    if (r != 0) return r;
+    if (old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline) {
+        if (prev_siginfo) {
+            old->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(prev_fn);
+        } else {
+            old->sa_flags &= ~SA_SIGINFO;
+            old->sa_handler = reinterpret_cast<void (*)(int)>(prev_fn);
+        }
+    }
+    return 0;
+}
+
+// glibc's signal(): BSD semantics (the handler stays, the signal is blocked while it runs,
+// interrupted calls restart), made through sigaction so that the handler is wrapped.
+sighandler_t signal(int sig, sighandler_t handler) noexcept {
+    if (current_mode() != mode::fibers) return GLUON_REAL(signal)(sig, handler);
+    struct sigaction act {}, old {};
+    act.sa_handler = handler;
+    sigemptyset(&act.sa_mask);
+    if (sig > 0 && sig < NSIG) sigaddset(&act.sa_mask, sig);
+    act.sa_flags = SA_RESTART;
+    if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
+    if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
+    return old.sa_handler;
+}
+
+}  // extern "C"

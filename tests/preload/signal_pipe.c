@@ -1,0 +1,85 @@
+/* Plain C threads (no gluon) with the self-pipe trick: signal handlers (one installed with
+ * sigaction, one with signal) write a byte to a pipe that a thread reads. The main thread
+ * blocks the signals once its threads exist, so the kernel runs the handlers on another thread:
+ * under fiber mode, a vCPU's, while a fiber waits in read or sleeps. Each signal is sent once the
+ * previous byte has been read (so none merge). Also checks that sigaction reports the handlers
+ * as the program installed them. Prints "ok" and exits 0 if every check held. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ROUNDS 300
+static int sp[2];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int bytes, stop;
+
+static void on_signal(int sig) {
+    const int saved = errno;
+    char c = (char)sig;
+    if (write(sp[1], &c, 1) != 1) _exit(3);
+    errno = saved;
+}
+
+static void* reader(void* arg) {
+    (void)arg;
+    char c;
+    while (read(sp[0], &c, 1) == 1) {
+        if (c != SIGUSR1 && c != SIGUSR2) _exit(4);
+        pthread_mutex_lock(&mu);
+        ++bytes;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        if (bytes == ROUNDS) break;
+    }
+    return NULL;
+}
+
+static void* sleeper(void* arg) {
+    (void)arg;
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) usleep(50);
+    return NULL;
+}
+
+int main(void) {
+    alarm(30);
+    if (pipe2(sp, O_CLOEXEC) != 0) return 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGUSR1, &sa, NULL) != 0 || signal(SIGUSR2, on_signal) == SIG_ERR) return 1;
+    struct sigaction got;
+    if (sigaction(SIGUSR1, NULL, &got) != 0 || got.sa_handler != on_signal || (got.sa_flags & SA_SIGINFO)) {
+        printf("sigaction does not report the handler installed\n");
+        return 1;
+    }
+    if (signal(SIGUSR2, on_signal) != on_signal) {
+        printf("signal does not report the handler installed\n");
+        return 1;
+    }
+    pthread_t r, s;
+    pthread_create(&r, NULL, reader, NULL);
+    pthread_create(&s, NULL, sleeper, NULL);
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGUSR1);
+    sigaddset(&block, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &block, NULL);
+    for (int i = 0; i < ROUNDS; ++i) {
+        kill(getpid(), i % 2 ? SIGUSR1 : SIGUSR2);
+        pthread_mutex_lock(&mu);
+        while (bytes <= i) pthread_cond_wait(&cv, &mu);
+        pthread_mutex_unlock(&mu);
+    }
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+    pthread_join(r, NULL);
+    pthread_join(s, NULL);
+    printf("ok\n");
+    return 0;
+}
