@@ -53,7 +53,9 @@ using namespace gluon::preload;
 extern "C" {
 
 int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
-    if (current_mode() != mode::fibers || sig <= 0 || sig >= NSIG) return GLUON_REAL(sigaction)(sig, act, old);
+    // (gluon's own handlers, such as its stack-overflow report, are installed as they are.)
+    if (current_mode() != mode::fibers || sig <= 0 || sig >= NSIG || own_code(__builtin_return_address(0)))
+        return GLUON_REAL(sigaction)(sig, act, old);
     struct sigaction mine;
     const struct sigaction* give = act;
     const bool wrap = act && is_handler(act);
@@ -89,7 +91,7 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexc
 // glibc's signal(): BSD semantics (the handler stays, the signal is blocked while it runs,
 // interrupted calls restart), made through sigaction so that the handler is wrapped.
 sighandler_t signal(int sig, sighandler_t handler) noexcept {
-    if (current_mode() != mode::fibers) return GLUON_REAL(signal)(sig, handler);
+    if (current_mode() != mode::fibers || own_code(__builtin_return_address(0))) return GLUON_REAL(signal)(sig, handler);
     struct sigaction act {}, old {};
     act.sa_handler = handler;
     sigemptyset(&act.sa_mask);
