@@ -42,20 +42,8 @@ bool is_handler(const struct sigaction* a) {
                                       : a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
 }
 
-}  // namespace
-
-bool in_signal_handler() noexcept { return t_handler_depth > 0; }
-
-}  // namespace gluon::preload
-
-using namespace gluon::preload;
-
-extern "C" {
-
-int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
-    // (gluon's own handlers, such as its stack-overflow report, are installed as they are.)
-    if (current_mode() != mode::fibers || sig <= 0 || sig >= NSIG || own_code(__builtin_return_address(0)))
-        return GLUON_REAL(sigaction)(sig, act, old);
+// sigaction for the program: a handler goes in behind the trampoline.
+int install(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
     struct sigaction mine;
     const struct sigaction* give = act;
     const bool wrap = act && is_handler(act);
@@ -88,16 +76,37 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexc
     return 0;
 }
 
+}  // namespace
+
+bool in_signal_handler() noexcept { return t_handler_depth > 0; }
+
+}  // namespace gluon::preload
+
+using namespace gluon::preload;
+
+extern "C" {
+
+int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+    // (gluon's own handlers, such as its stack-overflow report, are installed as they are.)
+    if (current_mode() != mode::fibers || sig <= 0 || sig >= NSIG || own_code(__builtin_return_address(0)))
+        return GLUON_REAL(sigaction)(sig, act, old);
+    return install(sig, act, old);
+}
+
 // glibc's signal(): BSD semantics (the handler stays, the signal is blocked while it runs,
-// interrupted calls restart), made through sigaction so that the handler is wrapped.
+// interrupted calls restart), installed as sigaction does.
 sighandler_t signal(int sig, sighandler_t handler) noexcept {
     if (current_mode() != mode::fibers || own_code(__builtin_return_address(0))) return GLUON_REAL(signal)(sig, handler);
+    if (sig <= 0 || sig >= NSIG) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
     struct sigaction act {}, old {};
     act.sa_handler = handler;
     sigemptyset(&act.sa_mask);
-    if (sig > 0 && sig < NSIG) sigaddset(&act.sa_mask, sig);
+    sigaddset(&act.sa_mask, sig);
     act.sa_flags = SA_RESTART;
-    if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
+    if (install(sig, &act, &old) != 0) return SIG_ERR;
     if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
     return old.sa_handler;
 }
