@@ -1,8 +1,9 @@
-// Fiber mode's reader-writer locks, barriers and pthread_once: like its mutexes (threads.cc), a
+// Fiber mode's reader-writer locks, barriers, pthread_once, spin locks and sched_yield: like its mutexes (threads.cc), a
 // gluon object hung off the program's pthread_rwlock_t or pthread_barrier_t (a once control has
 // no room: its lock is found by address), so a fiber that waits parks instead of blocking its
 // vCPU (docs/preload.md). Process-shared ones stay libc's.
 #include <pthread.h>
+#include <sched.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "gluon/runtime/fiber.h"
 #include "gluon/sync/condition_variable.h"
 #include "gluon/sync/mutex.h"
 #include "preload.h"
@@ -119,6 +121,20 @@ using namespace gluon::preload;
 using gluon::duration;
 
 extern "C" {
+
+// Spin locks and yields: a fiber spinning for a lock (or a flag) that a fiber of its own vCPU
+// holds would spin for good, the holder never getting the vCPU back. Each failed try, and each
+// sched_yield, lets the vCPU's other fibers run.
+int pthread_spin_lock(pthread_spinlock_t* l) noexcept {
+    if (!program_fiber() || own_code(__builtin_return_address(0))) return GLUON_REAL(pthread_spin_lock)(l);
+    while (GLUON_REAL(pthread_spin_trylock)(l) != 0) gluon::this_fiber::yield();
+    return 0;
+}
+int sched_yield() noexcept {
+    if (!program_fiber() || own_code(__builtin_return_address(0))) return GLUON_REAL(sched_yield)();
+    gluon::this_fiber::yield();
+    return 0;
+}
 
 // A routine that ends by cancellation or an exception leaves the control not done, as glibc's.
 int pthread_once(pthread_once_t* o, void (*init)(void)) {

@@ -1,7 +1,8 @@
 #define _GNU_SOURCE
 /* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
  * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
- * without a signal mask, pthread_once whose routine sleeps, a name lookup and system(). In each, one thread waits until another
+ * without a signal mask, pthread_once whose routine sleeps, a spin lock held across a sleep,
+ * a flag awaited with sched_yield, a name lookup and system(). In each, one thread waits until another
  * does something, and that other thread only gets to it after the first has started waiting:
  * on one vCPU, a wait that blocked the vCPU instead of parking its fiber would never end (an
  * alarm then kills the process). Prints "ok" and exits 0 if every check held; a failed check
@@ -12,6 +13,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <spawn.h>
@@ -237,6 +239,39 @@ static void* once_caller(void* arg) {
     return NULL;
 }
 
+/* ---- a spin lock held across a sleep, and a flag awaited with sched_yield ------------------ */
+static pthread_spinlock_t spin;
+static int spin_value, yield_flag;
+static void* spin_holder(void* arg) {
+    (void)arg;
+    CHECK(pthread_spin_lock(&spin) == 0);
+    announce(10);
+    usleep(20000); /* parks the fiber holding the lock */
+    spin_value = 5;
+    CHECK(pthread_spin_unlock(&spin) == 0);
+    return NULL;
+}
+static void* spin_waiter(void* arg) {
+    (void)arg;
+    await_stage(10);
+    CHECK(pthread_spin_lock(&spin) == 0);
+    CHECK(spin_value == 5);
+    CHECK(pthread_spin_unlock(&spin) == 0);
+    return NULL;
+}
+static void* yielder(void* arg) {
+    (void)arg;
+    announce(11);
+    while (!__atomic_load_n(&yield_flag, __ATOMIC_ACQUIRE)) sched_yield();
+    return NULL;
+}
+static void* flagger(void* arg) {
+    (void)arg;
+    await_stage(11);
+    __atomic_store_n(&yield_flag, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
 /* ---- lookups and system(): offloaded, each from a thread of its own ------------------------ */
 static void* lookups(void* arg) {
     (void)arg;
@@ -304,6 +339,9 @@ int main(void) {
     for (int i = 0; i < 8; ++i) CHECK(pthread_create(&ot[i], NULL, once_caller, NULL) == 0);
     for (int i = 0; i < 8; ++i) pthread_join(ot[i], NULL);
     CHECK(once_runs == 1 && once_seen == 8);
+    CHECK(pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE) == 0);
+    pair(spin_holder, spin_waiter, NULL);
+    pair(yielder, flagger, NULL);
     pthread_t lk;
     CHECK(pthread_create(&lk, NULL, lookups, NULL) == 0);
     pthread_join(lk, NULL);
