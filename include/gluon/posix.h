@@ -39,6 +39,10 @@ int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept;
 /// On a blocking socket, waits for the handshake; on a non-blocking one, EINPROGRESS.
 int connect(int fd, const sockaddr* addr, socklen_t len) noexcept;
 int shutdown(int fd, int how) noexcept;
+/// setsockopt(2). SO_RCVTIMEO and SO_SNDTIMEO also bound this facade's own waits on fd, as the
+/// kernel's would bound a blocking call: a receive (read, recv*, accept) or a send (write,
+/// send*) that waits longer fails with EAGAIN, a connect with EINPROGRESS.
+int setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept;
 
 // ---- transfers ----------------------------------------------------------------------------------
 ssize_t read(int fd, void* buf, size_t n) noexcept;

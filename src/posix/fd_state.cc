@@ -1,6 +1,7 @@
 #include "fd_state.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -37,7 +38,30 @@ uint8_t state(int fd) noexcept {
     return s;
 }
 
+// SO_RCVTIMEO and SO_SNDTIMEO of each fd, in microseconds (0: none).
+struct limits {
+    std::atomic<int64_t> receive_us{0}, send_us{0};
+};
+fd_table<limits>& limit_table() {
+    static fd_table<limits> t(sys::fd_limit());
+    return t;
+}
+
 }  // namespace
+
+duration wait_limit(int fd, short events) noexcept {
+    const limits* l = limit_table().find(fd);
+    if (!l) return duration::zero();
+    const int64_t us = ((events & POLLIN) ? l->receive_us : l->send_us).load(std::memory_order_relaxed);
+    return std::chrono::microseconds(us);
+}
+
+void set_wait_limit(int fd, bool receive, duration d) noexcept {
+    limits* l = limit_table().get(fd);
+    if (!l) return;
+    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+    (receive ? l->receive_us : l->send_us).store(us, std::memory_order_relaxed);
+}
 
 bool nonblocking(int fd) noexcept { return state(fd) & k_nonblocking; }
 bool seekable(int fd) noexcept {
@@ -54,6 +78,10 @@ void set_nonblocking(int fd, bool on) noexcept {
 
 void forget(int fd) noexcept {
     if (std::atomic<uint8_t>* e = table().find(fd)) e->store(0, std::memory_order_relaxed);
+    if (limits* l = limit_table().find(fd)) {
+        l->receive_us.store(0, std::memory_order_relaxed);
+        l->send_us.store(0, std::memory_order_relaxed);
+    }
 }
 
 long set_errno(long r) noexcept {

@@ -4,6 +4,8 @@
 // whether the fd is seekable.
 #pragma once
 
+#include "gluon/common/clock.h"
+
 namespace gluon::posix::detail {
 
 /// True if calls on fd should not wait (the caller set O_NONBLOCK). An fd seen here for the
@@ -14,6 +16,10 @@ bool nonblocking(int fd) noexcept;
 bool seekable(int fd) noexcept;
 /// Records the caller's wish for fd (at socket, accept4, fcntl F_SETFL).
 void set_nonblocking(int fd, bool on) noexcept;
+/// SO_RCVTIMEO / SO_SNDTIMEO as the caller set them on fd (setsockopt): how long a receive
+/// (POLLIN) or a send (POLLOUT) may wait; zero: without limit.
+duration wait_limit(int fd, short events) noexcept;
+void set_wait_limit(int fd, bool receive, duration d) noexcept;
 /// Forgets fd (at close), so the next fd with its number is asked of the kernel again.
 void forget(int fd) noexcept;
 

@@ -4,7 +4,9 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdarg>
+#include <cstdint>
 
 #include "fd_state.h"
 #include "gluon/engine/engine.h"
@@ -23,14 +25,27 @@ using engine::opcode;
 // One operation on fd: through the engine (parking the fiber) when on a vCPU and the caller
 // wants to wait; otherwise the system call itself. A thread that is not a vCPU and finds
 // EAGAIN on an fd it wants blocking (the epoll engine made it O_NONBLOCK) waits in poll(2).
+// The wait is bounded by the socket's SO_RCVTIMEO (input) or SO_SNDTIMEO (output) as the
+// caller set it; when it runs out the call fails with EAGAIN, as the kernel's does.
 template <typename Direct>
 long run(int fd, bool dontwait, short events, io_op op, Direct direct) noexcept {
     const bool wait = !dontwait && !nonblocking(fd);
-    if (wait && is_vcpu()) return run_op(op);
+    const duration limit = wait ? detail::wait_limit(fd, events) : duration::zero();
+    const deadline_t deadline = limit > duration::zero() ? deadline_after(limit) : k_no_deadline;
+    if (wait && is_vcpu()) {
+        const long r = run_op(op, deadline);
+        return r == -ETIMEDOUT && deadline != k_no_deadline ? -EAGAIN : r;
+    }
     for (;;) {
         long r = direct();
         if (r != -EAGAIN || !wait) return r;
-        if (long p = sys::poll1(fd, events, -1); p < 0) return p;
+        int ms = -1;
+        if (deadline != k_no_deadline) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(time_left(deadline));
+            if (left <= duration::zero()) return -EAGAIN;
+            ms = static_cast<int>(std::min<int64_t>(left.count() + 1, INT32_MAX));
+        }
+        if (long p = sys::poll1(fd, events, ms); p < 0) return p;
     }
 }
 
@@ -44,6 +59,15 @@ int socket(int domain, int type, int protocol) noexcept {
     long fd = sys::socket(domain, type, protocol);
     if (fd >= 0) detail::set_nonblocking(static_cast<int>(fd), type & SOCK_NONBLOCK);
     return static_cast<int>(set_errno(fd));
+}
+
+int setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept {
+    long r = sys::setsockopt(fd, level, name, value, len);
+    if (r == 0 && level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_SNDTIMEO) && len >= sizeof(timeval)) {
+        const auto* tv = static_cast<const timeval*>(value);
+        detail::set_wait_limit(fd, name == SO_RCVTIMEO, std::chrono::seconds(tv->tv_sec) + std::chrono::microseconds(tv->tv_usec));
+    }
+    return static_cast<int>(set_errno(r));
 }
 
 int bind(int fd, const sockaddr* a, socklen_t l) noexcept { return static_cast<int>(set_errno(sys::bind(fd, a, l))); }
@@ -63,11 +87,17 @@ int connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
     if (nonblocking(fd)) return static_cast<int>(set_errno(sys::connect(fd, addr, len)));
     if (is_vcpu()) {
         auto op = io_op::connect(fd, addr, len);
-        return static_cast<int>(set_errno(run_op(op)));
+        const duration limit = detail::wait_limit(fd, POLLOUT);
+        const deadline_t deadline = limit > duration::zero() ? deadline_after(limit) : k_no_deadline;
+        long r = run_op(op, deadline);
+        if (r == -ETIMEDOUT && deadline != k_no_deadline) r = -EINPROGRESS;  // (the kernel's answer)
+        return static_cast<int>(set_errno(r));
     }
     long r = sys::connect(fd, addr, len);
     if (r == -EINPROGRESS) {  // blocking for the caller, O_NONBLOCK in the kernel
-        r = sys::poll1(fd, POLLOUT, -1);
+        const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(detail::wait_limit(fd, POLLOUT));
+        r = sys::poll1(fd, POLLOUT, limit.count() > 0 ? static_cast<int>(std::min<int64_t>(limit.count(), INT32_MAX)) : -1);
+        if (r == 0) return static_cast<int>(set_errno(-EINPROGRESS));  // SO_SNDTIMEO ran out
         if (r >= 0) r = sys::socket_error(fd);
     }
     return static_cast<int>(set_errno(r));

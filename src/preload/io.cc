@@ -101,6 +101,9 @@ int epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept {
     return static_cast<int>(with_errno(listen::epoll_ctl(ep, op, fd, ev)));
 }
 int connect(int fd, const sockaddr* a, socklen_t l) { return GLUON_FORWARD(connect, fd, a, l); }
+int setsockopt(int fd, int level, int name, const void* v, socklen_t l) noexcept {
+    return GLUON_FORWARD(setsockopt, fd, level, name, v, l);
+}
 ssize_t read(int fd, void* b, size_t n) { return GLUON_FORWARD(read, fd, b, n); }
 ssize_t write(int fd, const void* b, size_t n) { return GLUON_FORWARD(write, fd, b, n); }
 ssize_t readv(int fd, const iovec* v, int c) { return GLUON_FORWARD(readv, fd, v, c); }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -254,6 +255,55 @@ TEST_P(posix_test, blocking_read_parks_only_the_fiber) {
     EXPECT_EQ(posix::write(p.client, "abc", 3), 3);
     ASSERT_TRUE(reader->join());
     EXPECT_STREQ(b, "abc");
+}
+
+// SO_RCVTIMEO and SO_SNDTIMEO bound a parked call as they bound a blocking one: EAGAIN when
+// they run out (thread-per-connection servers drop idle clients this way); zero removes them.
+TEST_P(posix_test, socket_timeouts_bound_the_waits) {
+    using clk = std::chrono::steady_clock;
+    tcp_pair p;
+    timeval tv{0, 50'000};
+    ASSERT_EQ(posix::setsockopt(p.server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    timeval kernel{};
+    socklen_t kl = sizeof kernel;
+    ASSERT_EQ(getsockopt(p.server, SOL_SOCKET, SO_RCVTIMEO, &kernel, &kl), 0);
+    EXPECT_GE(kernel.tv_usec, 50'000);  // the kernel has it too (rounded up to its clock tick)
+    EXPECT_LT(kernel.tv_usec, 70'000);
+    char b[8];
+    for (auto call : {+[](int fd, char* buf) { return long{posix::read(fd, buf, 8)}; },
+                      +[](int fd, char* buf) { return long{posix::recv(fd, buf, 8, 0)}; }}) {
+        const auto t0 = clk::now();
+        errno = 0;
+        EXPECT_EQ(call(p.server, b), -1);
+        EXPECT_EQ(errno, EAGAIN);
+        const auto waited = clk::now() - t0;
+        EXPECT_GE(waited, std::chrono::milliseconds(45));
+        EXPECT_LT(waited, std::chrono::seconds(5));
+    }
+    ASSERT_EQ(posix::write(p.client, "x", 1), 1);
+    EXPECT_EQ(posix::read(p.server, b, sizeof b), 1);  // data within the limit reads as usual
+    // A send that finds the buffers full waits at most SO_SNDTIMEO.
+    ASSERT_EQ(posix::setsockopt(p.client, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv), 0);
+    const std::string chunk(1 << 16, 'y');
+    long sent;
+    int rounds = 0;
+    while ((sent = posix::send(p.client, chunk.data(), chunk.size(), 0)) > 0 && ++rounds < 10'000) {
+    }
+    EXPECT_EQ(sent, -1);
+    EXPECT_EQ(errno, EAGAIN);
+    // A listener's accept is a receive.
+    ASSERT_EQ(posix::setsockopt(p.listener, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    EXPECT_EQ(posix::accept4(p.listener, nullptr, nullptr, SOCK_CLOEXEC), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    // Zero: no limit again; the read waits for its data.
+    tcp_pair q;
+    timeval zero{};
+    ASSERT_EQ(posix::setsockopt(q.server, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    ASSERT_EQ(posix::setsockopt(q.server, SOL_SOCKET, SO_RCVTIMEO, &zero, sizeof zero), 0);
+    auto reader = spawn([&] { EXPECT_EQ(posix::read(q.server, b, 1), 1); });
+    ASSERT_TRUE(this_fiber::sleep_for(std::chrono::milliseconds(100)));  // past the old limit
+    EXPECT_EQ(posix::write(q.client, "z", 1), 1);
+    ASSERT_TRUE(reader->join());
 }
 
 TEST_P(posix_test, nonblocking_sockets_keep_eagain) {

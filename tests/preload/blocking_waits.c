@@ -2,7 +2,8 @@
 /* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
  * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
  * without a signal mask, pthread_once whose routine sleeps, a spin lock held across a sleep,
- * a flag awaited with sched_yield, a name lookup and system(). In each, one thread waits until another
+ * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, a name lookup and
+ * system(). In each, one thread waits until another
  * does something, and that other thread only gets to it after the first has started waiting:
  * on one vCPU, a wait that blocked the vCPU instead of parking its fiber would never end (an
  * alarm then kills the process). Prints "ok" and exits 0 if every check held; a failed check
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/select.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -272,6 +274,23 @@ static void* flagger(void* arg) {
     return NULL;
 }
 
+/* ---- SO_RCVTIMEO: a receive with nothing to read gives up, as it would in a thread ---------- */
+static void* timed_receiver(void* arg) {
+    (void)arg;
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    struct timeval tv = {0, 30000};
+    CHECK(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+    char c;
+    errno = 0;
+    CHECK(recv(sv[0], &c, 1, 0) == -1 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    CHECK(write(sv[1], "k", 1) == 1);
+    CHECK(read(sv[0], &c, 1) == 1 && c == 'k');
+    close(sv[0]);
+    close(sv[1]);
+    return NULL;
+}
+
 /* ---- lookups and system(): offloaded, each from a thread of its own ------------------------ */
 static void* lookups(void* arg) {
     (void)arg;
@@ -342,6 +361,9 @@ int main(void) {
     CHECK(pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE) == 0);
     pair(spin_holder, spin_waiter, NULL);
     pair(yielder, flagger, NULL);
+    pthread_t tr;
+    CHECK(pthread_create(&tr, NULL, timed_receiver, NULL) == 0);
+    pthread_join(tr, NULL);
     pthread_t lk;
     CHECK(pthread_create(&lk, NULL, lookups, NULL) == 0);
     pthread_join(lk, NULL);
