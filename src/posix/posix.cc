@@ -79,7 +79,13 @@ int accept(int fd, sockaddr* addr, socklen_t* len) noexcept { return posix::acce
 int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
     long r = run(fd, false, POLLIN, io_op::accept(fd, addr, len, flags),
                  [&] { return sys::accept(fd, addr, len, flags); });
-    if (r >= 0) detail::set_nonblocking(static_cast<int>(r), flags & SOCK_NONBLOCK);
+    if (r >= 0) {
+        detail::set_nonblocking(static_cast<int>(r), flags & SOCK_NONBLOCK);
+        // An accepted socket has its listener's timeouts, as in the kernel.
+        for (bool receive : {true, false})
+            if (duration d = detail::wait_limit(fd, receive ? POLLIN : POLLOUT); d > duration::zero())
+                detail::set_wait_limit(static_cast<int>(r), receive, d);
+    }
     return static_cast<int>(set_errno(r));
 }
 

@@ -295,6 +295,15 @@ TEST_P(posix_test, socket_timeouts_bound_the_waits) {
     ASSERT_EQ(posix::setsockopt(p.listener, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
     EXPECT_EQ(posix::accept4(p.listener, nullptr, nullptr, SOCK_CLOEXEC), -1);
     EXPECT_EQ(errno, EAGAIN);
+    // And the sockets it accepts have its limit.
+    int c = posix::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(posix::connect(c, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr), 0);
+    int s = posix::accept4(p.listener, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(s, 0);
+    EXPECT_EQ(posix::read(s, b, 1), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    posix::close(s);
+    posix::close(c);
     // Zero: no limit again; the read waits for its data.
     tcp_pair q;
     timeval zero{};
