@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,6 +138,12 @@ protected:
         return o;
     }
     net::address address() const { return *net::address::unix_path(sock_); }
+    // What the Go peer wrote to stderr so far (for a failure's message).
+    std::string go_stderr() const {
+        std::ifstream f(out_ + ".err");
+        std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        return all.empty() ? std::string() : "\nGo peer's stderr:\n" + all;
+    }
     // Connects, retrying while the Go server starts.
     result<session> connect_go(const session_options& o) {
         for (int i = 0; i < 1000; ++i) {
@@ -247,13 +254,18 @@ TEST_P(ipc_interop, gluon_client_follows_a_go_hot_restart) {
     // old server after it had asked its clients to move, and it then closed them.)
     test::child go({peer(), "server", "-addr", sock_, "-hot-restart-after", "1s", "-epoch", "42"}, "/dev/null", out_);
     ASSERT_TRUE(go.started());
-    (void)connect_go(options());  // waits until the server listens (this session is dropped)
+    // Waits until the server listens. This first session stays open until the manager's are up,
+    // so that its teardown in the server does not overlap their handshakes (one CI run saw a
+    // manager's connection reset 78 ms into the test).
+    auto first = connect_go(options());
+    ASSERT_TRUE(first) << first.error().message() << go_stderr();
     manager_options mo;
     mo.address = address();
     mo.session = options();
     mo.sessions = 2;
     auto m = session_manager::connect(mo);
-    ASSERT_TRUE(m) << m.error().message();
+    ASSERT_TRUE(m) << m.error().message() << go_stderr();
+    ASSERT_TRUE(first->close());
     // Round trips before, during and after the restart. The deadline is generous: under a sanitizer on a loaded machine each round trip
     // waits for both processes to be scheduled, and 2000 of them took over 5 s.
     int errors = 0, done = 0, done_after = 0;
