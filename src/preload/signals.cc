@@ -5,6 +5,7 @@
 // vCPU's run queue. So the program's handlers are installed behind a trampoline that marks the
 // thread as running a handler, and every interposer passes calls made there to libc
 // (docs/preload.md).
+#include <setjmp.h>
 #include <signal.h>
 
 #include <atomic>
@@ -80,6 +81,18 @@ int install(int sig, const struct sigaction* act, struct sigaction* old) noexcep
 
 bool in_signal_handler() noexcept { return t_handler_depth > 0; }
 
+// A handler may leave by a long jump (back to a sigsetjmp before the signal): the thread is no
+// longer in a handler, whatever depth it was at. The jump functions reset the depth, then jump.
+[[noreturn]] void jump(const char* name, void* env, int val) noexcept {
+    t_handler_depth = 0;
+    static auto* real_longjmp = real<void (*)(void*, int)>("longjmp");
+    static auto* real_siglongjmp = real<void (*)(void*, int)>("siglongjmp");
+    static auto* real_longjmp_chk = real<void (*)(void*, int)>("__longjmp_chk");
+    auto* fn = name[0] == 's' ? real_siglongjmp : name[0] == '_' ? real_longjmp_chk : real_longjmp;
+    fn(env, val);
+    __builtin_unreachable();
+}
+
 }  // namespace gluon::preload
 
 using namespace gluon::preload;
@@ -95,6 +108,11 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexc
 
 // glibc's signal(): BSD semantics (the handler stays, the signal is blocked while it runs,
 // interrupted calls restart), installed as sigaction does.
+[[noreturn]] void longjmp(jmp_buf env, int val) noexcept { jump("longjmp", env, val); }
+[[noreturn]] void _longjmp(jmp_buf env, int val) noexcept { jump("longjmp", env, val); }
+[[noreturn]] void siglongjmp(sigjmp_buf env, int val) noexcept { jump("siglongjmp", env, val); }
+[[noreturn]] void __longjmp_chk(jmp_buf env, int val) noexcept { jump("__longjmp_chk", env, val); }
+
 sighandler_t signal(int sig, sighandler_t handler) noexcept {
     if (current_mode() != mode::fibers || own_code(__builtin_return_address(0))) return GLUON_REAL(signal)(sig, handler);
     if (sig <= 0 || sig >= NSIG) {

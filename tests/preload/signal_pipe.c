@@ -3,11 +3,14 @@
  * blocks the signals once its threads exist, so the kernel runs the handlers on another thread:
  * under fiber mode, a vCPU's, while a fiber waits in read or sleeps. Each signal is sent once the
  * previous byte has been read (so none merge). Also checks that sigaction reports the handlers
- * as the program installed them. Prints "ok" and exits 0 if every check held. */
+ * as the program installed them, and that a thread whose handler left by siglongjmp parks
+ * again in its next read. Prints "ok" and exits 0 if every check held. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +43,34 @@ static void* reader(void* arg) {
     return NULL;
 }
 
+/* A handler that leaves by siglongjmp (back into the thread that raised the signal): after the
+ * jump the thread is no longer in a handler, and its next read must park it again (on one vCPU,
+ * the writer below runs only then). */
+static int jp[2];
+static sigjmp_buf jenv;
+static volatile sig_atomic_t jumped;
+static void jump_out(int sig) {
+    (void)sig;
+    siglongjmp(jenv, 1);
+}
+static void* jumper(void* arg) {
+    (void)arg;
+    if (sigsetjmp(jenv, 1) == 0) {
+        raise(SIGWINCH);
+        return (void*)1; /* the handler came back instead of jumping */
+    }
+    jumped = 1;
+    char c;
+    if (read(jp[0], &c, 1) != 1 || c != 'j') return (void*)2;
+    return NULL;
+}
+static void* jump_writer(void* arg) {
+    (void)arg;
+    while (!jumped) sched_yield();
+    if (write(jp[1], "j", 1) != 1) return (void*)3;
+    return NULL;
+}
+
 static void* sleeper(void* arg) {
     (void)arg;
     while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) usleep(50);
@@ -61,6 +92,20 @@ int main(void) {
     }
     if (signal(SIGUSR2, on_signal) != on_signal) {
         printf("signal does not report the handler installed\n");
+        return 1;
+    }
+    struct sigaction ja;
+    memset(&ja, 0, sizeof ja);
+    ja.sa_handler = jump_out;
+    if (pipe2(jp, O_CLOEXEC) != 0 || sigaction(SIGWINCH, &ja, NULL) != 0) return 1;
+    pthread_t j, w;
+    void *jr, *wr;
+    pthread_create(&j, NULL, jumper, NULL);
+    pthread_create(&w, NULL, jump_writer, NULL);
+    pthread_join(j, &jr);
+    pthread_join(w, &wr);
+    if (jr || wr) {
+        printf("after the handler's siglongjmp: %p %p\n", jr, wr);
         return 1;
     }
     pthread_t r, s;
