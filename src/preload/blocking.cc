@@ -223,15 +223,4 @@ int epoll_pwait2(int ep, epoll_event* e, int n, const timespec* t, const sigset_
     return keep_errno([&] { return px::epoll_wait(ep, e, n, ms); });
 }
 
-// ---- still passed on as they are ----------------------------------------------------------------
-// pause and sigsuspend wait for a signal handler to run on the calling thread, which for a fiber
-// is its vCPU's thread, where the kernel may never deliver the signal: they are not moved.
-#define GLUON_BLOCKS_VCPU(ret, fn, params, args)       \
-    ret fn params {                                    \
-        if (GLUON_PROGRAM_FIBER()) note_vcpu_blocking(#fn); \
-        return GLUON_REAL(fn) args;                    \
-    }
-GLUON_BLOCKS_VCPU(int, sigsuspend, (const sigset_t* s), (s))
-GLUON_BLOCKS_VCPU(int, pause, (), ())
-
 }  // extern "C"

@@ -3,14 +3,18 @@
 // handler makes (write to a self-pipe, above all) must then be libc's plain system calls: as
 // gluon calls they would park "the current fiber" from inside the handler and corrupt the
 // vCPU's run queue. So the program's handlers are installed behind a trampoline that marks the
-// thread as running a handler, and every interposer passes calls made there to libc
-// (docs/preload.md).
+// thread as running a handler, and every interposer passes calls made there to libc. The
+// trampoline also wakes fibers in pause or sigsuspend (docs/preload.md).
 #include <setjmp.h>
+#include <sys/eventfd.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 
+#include "gluon/posix.h"
+#include "gluon/sys/ops.h"
 #include "preload.h"
 
 namespace gluon::preload {
@@ -27,6 +31,11 @@ struct installed {
 };
 installed g_handlers[NSIG];
 
+// Fibers in pause or sigsuspend wait on this eventfd (a semaphore: one per handler run); a
+// handler that has run, on whichever thread, posts it while any wait.
+std::atomic<int> g_pause_fd{-1};
+std::atomic<int> g_pausing{0};
+
 void trampoline(int sig, siginfo_t* info, void* ctx) {
     ++t_handler_depth;
     const installed& h = g_handlers[sig];
@@ -35,12 +44,44 @@ void trampoline(int sig, siginfo_t* info, void* ctx) {
         reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, info, ctx);
     else if (fn)
         reinterpret_cast<void (*)(int)>(fn)(sig);
+    if (g_pausing.load(std::memory_order_acquire) > 0) {
+        const uint64_t one = 1;
+        (void)sys::write(g_pause_fd.load(std::memory_order_relaxed), &one, sizeof one, -1);  // (a system call)
+    }
     --t_handler_depth;
 }
 
 bool is_handler(const struct sigaction* a) {
     return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != nullptr
                                       : a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+// pause and sigsuspend for a fiber: parks it until one of the program's handlers has run, on
+// any thread (the kernel may run it on another vCPU's, which a fiber cannot tell from its own).
+// With a mask (sigsuspend), the vCPU thread has that mask while the fiber waits.
+int wait_for_handler(const sigset_t* mask) {
+    int fd = g_pause_fd.load(std::memory_order_acquire);
+    if (fd < 0) {
+        const long made = sys::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+        if (made < 0) {
+            errno = static_cast<int>(-made);
+            return -1;
+        }
+        int expected = -1;
+        if (!g_pause_fd.compare_exchange_strong(expected, static_cast<int>(made))) (void)sys::close(static_cast<int>(made));
+        fd = g_pause_fd.load(std::memory_order_acquire);
+    }
+    g_pausing.fetch_add(1, std::memory_order_acq_rel);
+    sigset_t old;
+    if (mask) pthread_sigmask(SIG_SETMASK, mask, &old);  // (a pending signal is taken here)
+    uint64_t v;
+    const int saved = errno;
+    (void)gluon::posix::read(fd, &v, sizeof v);
+    errno = saved;
+    if (mask) pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    g_pausing.fetch_sub(1, std::memory_order_acq_rel);
+    errno = EINTR;
+    return -1;
 }
 
 // sigaction for the program: a handler goes in behind the trampoline.
@@ -112,6 +153,15 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexc
 [[noreturn]] void _longjmp(jmp_buf env, int val) noexcept { jump("longjmp", env, val); }
 [[noreturn]] void siglongjmp(sigjmp_buf env, int val) noexcept { jump("siglongjmp", env, val); }
 [[noreturn]] void __longjmp_chk(jmp_buf env, int val) noexcept { jump("__longjmp_chk", env, val); }
+
+int pause() {
+    if (!program_fiber()) return GLUON_REAL(pause)();
+    return wait_for_handler(nullptr);
+}
+int sigsuspend(const sigset_t* mask) {
+    if (!program_fiber()) return GLUON_REAL(sigsuspend)(mask);
+    return wait_for_handler(mask);
+}
 
 sighandler_t signal(int sig, sighandler_t handler) noexcept {
     if (current_mode() != mode::fibers || own_code(__builtin_return_address(0))) return GLUON_REAL(signal)(sig, handler);

@@ -4,7 +4,8 @@
  * under fiber mode, a vCPU's, while a fiber waits in read or sleeps. Each signal is sent once the
  * previous byte has been read (so none merge). Also checks that sigaction reports the handlers
  * as the program installed them, and that a thread whose handler left by siglongjmp parks
- * again in its next read. Prints "ok" and exits 0 if every check held. */
+ * again in its next read, and that pause and sigsuspend park a thread's fiber until a handler
+ * has run. Prints "ok" and exits 0 if every check held. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +72,48 @@ static void* jump_writer(void* arg) {
     return NULL;
 }
 
+/* pause() and sigsuspend() in a thread while another thread of the same vCPU must run before
+ * the signal is sent: the waiting fiber parks instead of holding its vCPU. */
+static volatile sig_atomic_t rt_caught;
+static int stage;
+static void on_rt(int sig) {
+    (void)sig;
+    rt_caught++;
+}
+static void set_stage(int s) {
+    pthread_mutex_lock(&mu);
+    stage = s;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+}
+static void wait_stage(int s) {
+    pthread_mutex_lock(&mu);
+    while (stage < s) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+static void* pauser(void* arg) {
+    (void)arg;
+    set_stage(1);
+    while (rt_caught < 1)
+        if (pause() != -1 || errno != EINTR) return (void*)1;
+    /* sigsuspend with the signal blocked in this thread around the check, as programs do. */
+    sigset_t rt, old;
+    sigemptyset(&rt);
+    sigaddset(&rt, SIGRTMIN);
+    pthread_sigmask(SIG_BLOCK, &rt, &old);
+    set_stage(3);
+    while (rt_caught < 2)
+        if (sigsuspend(&old) != -1 || errno != EINTR) return (void*)2;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return NULL;
+}
+static void* bystander(void* arg) {
+    const int at = (int)(long)arg; /* 1: while the pauser is in pause; 3: in sigsuspend */
+    wait_stage(at);
+    set_stage(at + 1); /* runs only if the pauser's fiber parked */
+    return NULL;
+}
+
 static void* sleeper(void* arg) {
     (void)arg;
     while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) usleep(50);
@@ -106,6 +149,30 @@ int main(void) {
     pthread_join(w, &wr);
     if (jr || wr) {
         printf("after the handler's siglongjmp: %p %p\n", jr, wr);
+        return 1;
+    }
+    struct sigaction rta;
+    memset(&rta, 0, sizeof rta);
+    rta.sa_handler = on_rt;
+    if (sigaction(SIGRTMIN, &rta, NULL) != 0) return 1;
+    pthread_t pz, by;
+    void* pr;
+    pthread_create(&pz, NULL, pauser, NULL);
+    pthread_create(&by, NULL, bystander, (void*)1L);
+    sigset_t rtset;
+    sigemptyset(&rtset);
+    sigaddset(&rtset, SIGRTMIN);
+    pthread_sigmask(SIG_BLOCK, &rtset, NULL); /* the signal goes to the threads */
+    wait_stage(2);
+    pthread_join(by, NULL); /* (gone: the pauser's is the one thread left to take the signal) */
+    kill(getpid(), SIGRTMIN);
+    pthread_create(&by, NULL, bystander, (void*)3L);
+    wait_stage(4);
+    pthread_join(by, NULL);
+    kill(getpid(), SIGRTMIN);
+    pthread_join(pz, &pr);
+    if (pr) {
+        printf("pause or sigsuspend failed: %p\n", pr);
         return 1;
     }
     pthread_t r, s;
