@@ -24,7 +24,7 @@ targets=(
   "chunked tests/http/fuzz/chunked_fuzz.cc tests/http/fuzz/seeds/chunked $http_sources"
   "websocket tests/http/fuzz/websocket_fuzz.cc tests/http/fuzz/seeds/websocket $http_sources"
   # HTTP: the Range field of static-file requests.
-  "ranges tests/http/fuzz/ranges_fuzz.cc tests/http/fuzz/seeds/ranges src/http/ranges.cc"
+  "ranges tests/http/fuzz/ranges_fuzz.cc tests/http/fuzz/seeds/ranges src/http/ranges.cc $http_sources"
   # Shared-memory IPC: the control messages off the socket, and a buffer region the peer controls.
   "ipc_control tests/ipc/fuzz/control_fuzz.cc tests/ipc/fuzz/seeds/control $ipc_sources"
   "ipc_chain tests/ipc/fuzz/chain_fuzz.cc tests/ipc/fuzz/seeds/chain $ipc_sources"

@@ -5,10 +5,14 @@
 #include <cstring>
 
 #include "chars.h"
+#include "lists.h"
 
 namespace gluon::http {
 
+using detail::for_each_element;
 using detail::is_tchar;
+using detail::parse_decimal;
+using detail::trim;
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
     if (a.size() != b.size()) return false;
@@ -88,37 +92,6 @@ const char* scan_value(const char* p, const char* end) noexcept {
         if (*p == '\r' && p + 1 < end && p[1] == '\n') return p;
         return nullptr;
     }
-}
-
-std::string_view trim(const char* b, const char* e) noexcept {
-    while (b < e && (*b == ' ' || *b == '\t')) ++b;
-    while (e > b && (e[-1] == ' ' || e[-1] == '\t')) --e;
-    return {b, static_cast<size_t>(e - b)};
-}
-
-/// Calls f(element) for each non-empty element of a comma-separated list (RFC 9110 5.6.1).
-template <typename F>
-bool for_each_element(std::string_view v, F&& f) {
-    size_t i = 0;
-    while (i <= v.size()) {
-        size_t c = v.find(',', i);
-        if (c == std::string_view::npos) c = v.size();
-        std::string_view e = trim(v.data() + i, v.data() + c);
-        if (!e.empty() && !f(e)) return false;
-        i = c + 1;
-    }
-    return true;
-}
-
-bool parse_decimal(std::string_view s, uint64_t& out) noexcept {
-    if (s.empty() || s.size() > 18) return false;  // 18 digits cannot overflow int64
-    uint64_t v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return false;
-        v = v * 10 + static_cast<uint64_t>(c - '0');
-    }
-    out = v;
-    return true;
 }
 
 /// What the field section says about framing and the connection.

@@ -1,30 +1,13 @@
 #include "ranges.h"
 
 #include <algorithm>
-#include <charconv>
 #include <random>
+
+#include "gluon/http/parser.h"
+#include "lists.h"
 
 namespace gluon::http::detail {
 namespace {
-
-bool number(std::string_view s, uint64_t& v) {
-    if (s.empty()) return false;
-    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-    return r.ec == std::errc{} && r.ptr == s.data() + s.size();
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-}
-
-bool bytes_unit(std::string_view u) {
-    if (u.size() != 5) return false;
-    for (size_t i = 0; i < 5; ++i)
-        if ((u[i] | 0x20) != "bytes"[i]) return false;
-    return true;
-}
 
 // One range-spec: "first-last", "first-" or "-suffix". False if malformed; `r.len` 0 when it
 // does not overlap the representation.
@@ -34,13 +17,13 @@ bool one_range(std::string_view spec, uint64_t size, byte_range& r) {
     std::string_view a = spec.substr(0, dash), b = spec.substr(dash + 1);
     uint64_t first = 0, last = 0;
     if (a.empty()) {  // the last `last` bytes
-        if (!number(b, last)) return false;
+        if (!parse_decimal(b, last)) return false;
         r = {size - std::min(last, size), std::min(last, size)};
         return true;
     }
-    if (!number(a, first)) return false;
+    if (!parse_decimal(a, first)) return false;
     if (b.empty()) last = UINT64_MAX;
-    else if (!number(b, last) || last < first) return false;
+    else if (!parse_decimal(b, last) || last < first) return false;
     if (first >= size) {
         r = {first, 0};
         return true;
@@ -53,22 +36,15 @@ bool one_range(std::string_view spec, uint64_t size, byte_range& r) {
 range_answer parse_into(std::string_view field, uint64_t size, std::vector<byte_range>& out) {
     out.clear();
     const size_t eq = field.find('=');
-    if (eq == std::string_view::npos || !bytes_unit(trim(field.substr(0, eq)))) return range_answer::whole;
-    std::string_view list = field.substr(eq + 1);
+    if (eq == std::string_view::npos || !iequals(trim(field.data(), field.data() + eq), "bytes")) return range_answer::whole;
     size_t specs = 0;
-    while (true) {
-        const size_t comma = list.find(',');
-        std::string_view spec = trim(list.substr(0, comma));
-        if (!spec.empty()) {  // (empty list elements are allowed)
-            if (++specs > k_max_ranges) return range_answer::whole;
-            byte_range r;
-            if (!one_range(spec, size, r)) return range_answer::whole;
-            if (r.len) out.push_back(r);
-        }
-        if (comma == std::string_view::npos) break;
-        list.remove_prefix(comma + 1);
-    }
-    if (specs == 0) return range_answer::whole;
+    const bool valid = for_each_element(field.substr(eq + 1), [&](std::string_view spec) {
+        byte_range r;
+        if (++specs > k_max_ranges || !one_range(spec, size, r)) return false;
+        if (r.len) out.push_back(r);
+        return true;
+    });
+    if (!valid || specs == 0) return range_answer::whole;
     if (out.empty()) return range_answer::unsatisfiable;
     std::sort(out.begin(), out.end(), [](const byte_range& x, const byte_range& y) { return x.first < y.first; });
     size_t kept = 0;

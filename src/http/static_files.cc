@@ -13,6 +13,7 @@
 
 #include "chars.h"
 #include "date.h"
+#include "lists.h"
 #include "ranges.h"
 #include "gluon/common/spinlock.h"
 #include "gluon/sys/ops.h"
@@ -177,19 +178,10 @@ file_info describe(const struct stat& sb, const std::string& name) {
 }
 
 bool etag_listed(std::string_view list, std::string_view etag) {
-    bool found = false;
-    size_t i = 0;
-    while (i < list.size() && !found) {
-        size_t c = list.find(',', i);
-        if (c == std::string_view::npos) c = list.size();
-        std::string_view t = list.substr(i, c - i);
-        while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-        while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+    return !detail::for_each_element(list, [etag](std::string_view t) {
         if (t.substr(0, 2) == "W/") t.remove_prefix(2);  // weak comparison (RFC 9110 13.1.2)
-        found = t == "*" || t == etag;
-        i = c + 1;
-    }
-    return found;
+        return !(t == "*" || t == etag);  // (false: found, stop)
+    });
 }
 
 /// 304 if the client's copy is current.
@@ -258,13 +250,14 @@ std::optional<selection> select_parts(request& req, response& res, const file_in
     return sel;
 }
 
-bool read_whole(int fd, std::string& out, uint64_t size) {
-    out.resize(size);
-    uint64_t got = 0;
-    while (got < size) {
-        long n = sys::read(fd, out.data() + got, size - got, static_cast<int64_t>(got));
-        if (n <= 0) return false;
-        got += static_cast<uint64_t>(n);
+/// Appends n bytes of fd from offset off to out; false if the file ends early or fails.
+bool append_from(int fd, uint64_t off, uint64_t n, std::string& out) {
+    const size_t at = out.size();
+    out.resize(at + n);
+    for (uint64_t got = 0; got < n;) {
+        long r = sys::read(fd, out.data() + at + got, n - got, static_cast<int64_t>(off + got));
+        if (r <= 0) return false;
+        got += static_cast<uint64_t>(r);
     }
     return true;
 }
@@ -278,34 +271,25 @@ void serve_cached(request& req, response& res, std::shared_ptr<cached_file> f) {
         res.body(bytes, std::move(f));  // (bytes first: an argument's move may come before the other)
         return;
     }
-    std::string body;
-    detail::multipart_body(sel->parts, f->info.size, f->info.mime, sel->boundary, body,
+    auto body = std::make_shared<std::string>();
+    detail::multipart_body(sel->parts, f->info.size, f->info.mime, sel->boundary, *body,
                            [&f](const detail::byte_range& r, std::string& out) {
                                out.append(f->bytes, static_cast<size_t>(r.first), r.len);
                                return true;
                            });
-    res.body(body);
+    res.body(*body, body);  // (the response keeps the string; its bytes are not copied again)
 }
 
 // Several ranges of a file too large for the cache: read into one multipart body.
 void serve_multipart(response& res, int fd, const file_info& fi, const selection& sel) {
-    std::string body;
-    const bool ok = detail::multipart_body(sel.parts, fi.size, fi.mime, sel.boundary, body,
+    auto body = std::make_shared<std::string>();
+    const bool ok = detail::multipart_body(sel.parts, fi.size, fi.mime, sel.boundary, *body,
                                            [fd](const detail::byte_range& r, std::string& out) {
-                                               const size_t at = out.size();
-                                               out.resize(at + r.len);
-                                               uint64_t got = 0;
-                                               while (got < r.len) {
-                                                   long n = sys::read(fd, out.data() + at + got, r.len - got,
-                                                                      static_cast<int64_t>(r.first + got));
-                                                   if (n <= 0) return false;
-                                                   got += static_cast<uint64_t>(n);
-                                               }
-                                               return true;
+                                               return append_from(fd, r.first, r.len, out);
                                            });
     (void)sys::close(fd);
     if (!ok) return res.abort();  // (the head is set: a read error ends the connection instead)
-    res.body(body);
+    res.body(*body, body);
 }
 
 void serve(static_state& st, request& req, response& res) {
@@ -339,7 +323,7 @@ void serve(static_state& st, request& req, response& res) {
         auto entry = std::make_shared<cached_file>();
         entry->info = fi;
         entry->checked_ns = now;
-        bool ok = read_whole(static_cast<int>(fd), entry->bytes, fi.size);
+        bool ok = append_from(static_cast<int>(fd), 0, fi.size, entry->bytes);
         (void)sys::close(static_cast<int>(fd));
         if (!ok) return plain(res, 500);
         st.cache.put(*rel, entry);

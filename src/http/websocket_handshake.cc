@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "chars.h"
+#include "gluon/http/parser.h"
+#include "lists.h"
 #include "gluon/sys/ops.h"
 
 namespace gluon::http::ws {
@@ -106,20 +108,7 @@ std::string new_key() {
 }
 
 bool has_token(std::string_view value, std::string_view token) noexcept {
-    while (!value.empty()) {
-        size_t comma = value.find(',');
-        std::string_view t = value.substr(0, comma);
-        while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-        while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
-        if (t.size() == token.size()) {
-            bool eq = true;
-            for (size_t i = 0; i < t.size() && eq; ++i) eq = detail::lower(t[i]) == detail::lower(token[i]);
-            if (eq) return true;
-        }
-        if (comma == std::string_view::npos) break;
-        value.remove_prefix(comma + 1);
-    }
-    return false;
+    return !detail::for_each_element(value, [token](std::string_view t) { return !iequals(t, token); });
 }
 
 void random_bytes(void* out, size_t n) noexcept {
