@@ -22,6 +22,19 @@ using detail::set_errno;
 using engine::io_op;
 using engine::opcode;
 
+// The caller's SO_RCVTIMEO (input) or SO_SNDTIMEO (output) on fd, as a deadline from now.
+deadline_t limit_deadline(int fd, short events) noexcept {
+    const duration d = detail::wait_limit(fd, events);
+    return d > duration::zero() ? deadline_after(d) : k_no_deadline;
+}
+
+// poll(2)'s timeout until d (-1: no deadline); 0 once it has passed.
+int poll_timeout(deadline_t d) noexcept {
+    if (d == k_no_deadline) return -1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(time_left(d));
+    return left <= duration::zero() ? 0 : static_cast<int>(std::min<int64_t>(left.count() + 1, INT32_MAX));
+}
+
 // One operation on fd: through the engine (parking the fiber) when on a vCPU and the caller
 // wants to wait; otherwise the system call itself. A thread that is not a vCPU and finds
 // EAGAIN on an fd it wants blocking (the epoll engine made it O_NONBLOCK) waits in poll(2).
@@ -30,8 +43,7 @@ using engine::opcode;
 template <typename Direct>
 long run(int fd, bool dontwait, short events, io_op op, Direct direct) noexcept {
     const bool wait = !dontwait && !nonblocking(fd);
-    const duration limit = wait ? detail::wait_limit(fd, events) : duration::zero();
-    const deadline_t deadline = limit > duration::zero() ? deadline_after(limit) : k_no_deadline;
+    const deadline_t deadline = wait ? limit_deadline(fd, events) : k_no_deadline;
     if (wait && is_vcpu()) {
         const long r = run_op(op, deadline);
         return r == -ETIMEDOUT && deadline != k_no_deadline ? -EAGAIN : r;
@@ -39,12 +51,8 @@ long run(int fd, bool dontwait, short events, io_op op, Direct direct) noexcept 
     for (;;) {
         long r = direct();
         if (r != -EAGAIN || !wait) return r;
-        int ms = -1;
-        if (deadline != k_no_deadline) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(time_left(deadline));
-            if (left <= duration::zero()) return -EAGAIN;
-            ms = static_cast<int>(std::min<int64_t>(left.count() + 1, INT32_MAX));
-        }
+        const int ms = poll_timeout(deadline);
+        if (ms == 0) return -EAGAIN;  // the timeout ran out
         if (long p = sys::poll1(fd, events, ms); p < 0) return p;
     }
 }
@@ -91,18 +99,16 @@ int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
 
 int connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
     if (nonblocking(fd)) return static_cast<int>(set_errno(sys::connect(fd, addr, len)));
+    const deadline_t deadline = limit_deadline(fd, POLLOUT);
     if (is_vcpu()) {
         auto op = io_op::connect(fd, addr, len);
-        const duration limit = detail::wait_limit(fd, POLLOUT);
-        const deadline_t deadline = limit > duration::zero() ? deadline_after(limit) : k_no_deadline;
         long r = run_op(op, deadline);
         if (r == -ETIMEDOUT && deadline != k_no_deadline) r = -EINPROGRESS;  // (the kernel's answer)
         return static_cast<int>(set_errno(r));
     }
     long r = sys::connect(fd, addr, len);
     if (r == -EINPROGRESS) {  // blocking for the caller, O_NONBLOCK in the kernel
-        const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(detail::wait_limit(fd, POLLOUT));
-        r = sys::poll1(fd, POLLOUT, limit.count() > 0 ? static_cast<int>(std::min<int64_t>(limit.count(), INT32_MAX)) : -1);
+        r = sys::poll1(fd, POLLOUT, poll_timeout(deadline));
         if (r == 0) return static_cast<int>(set_errno(-EINPROGRESS));  // SO_SNDTIMEO ran out
         if (r >= 0) r = sys::socket_error(fd);
     }
