@@ -62,12 +62,26 @@ int with_blocked(const sigset_t* set, F call) {
     return r;
 }
 
-// A timespec timeout as poll(2)'s milliseconds, rounded up (null: no limit).
+// A timespec timeout as poll(2)'s milliseconds, rounded up (null: no limit; k_bad_time: not a
+// valid time).
+constexpr int k_bad_time = -2;
 int to_ms(const timespec* t) {
     if (!t) return -1;
-    if (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L) return -2;
+    if (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L) return k_bad_time;
     const long long ms = t->tv_sec * 1000LL + (t->tv_nsec + 999'999) / 1'000'000;
     return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+int einval() {
+    errno = EINVAL;
+    return -1;
+}
+
+// A call of the poll family goes to libc when the caller is not a program fiber, or when it has
+// a signal mask, which a fiber cannot have to itself (said once, by name: it blocks the vCPU).
+bool to_libc(bool program_fiber, const sigset_t* mask, const char* what) {
+    if (program_fiber && mask) note_vcpu_blocking(what);
+    return !program_fiber || mask;
 }
 
 // Takes a semaphore that has a count without waiting; errno is left alone when it has none.
@@ -89,58 +103,33 @@ namespace px = gluon::posix;
 
 extern "C" {
 
-// ---- children, file locks, commands -------------------------------------------------------------
-pid_t waitpid(pid_t p, int* st, int o) {
-    if (!GLUON_PROGRAM_FIBER() || (o & WNOHANG)) return GLUON_REAL(waitpid)(p, st, o);
-    return offloaded([&] { return GLUON_REAL(waitpid)(p, st, o); });
-}
-pid_t wait(int* st) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(wait)(st);
-    return offloaded([&] { return GLUON_REAL(wait)(st); });
-}
-pid_t wait4(pid_t p, int* st, int o, struct rusage* u) noexcept {
-    if (!GLUON_PROGRAM_FIBER() || (o & WNOHANG)) return GLUON_REAL(wait4)(p, st, o, u);
-    return offloaded([&] { return GLUON_REAL(wait4)(p, st, o, u); });
-}
-int waitid(idtype_t t, id_t id, siginfo_t* i, int o) {
-    if (!GLUON_PROGRAM_FIBER() || (o & WNOHANG)) return GLUON_REAL(waitid)(t, id, i, o);
-    return offloaded([&] { return GLUON_REAL(waitid)(t, id, i, o); });
-}
-int flock(int fd, int op) noexcept {
-    if (!GLUON_PROGRAM_FIBER() || (op & LOCK_NB) || (op & LOCK_UN)) return GLUON_REAL(flock)(fd, op);
-    return offloaded([&] { return GLUON_REAL(flock)(fd, op); });
-}
-int system(const char* cmd) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(system)(cmd);
-    return offloaded([&] { return GLUON_REAL(system)(cmd); });
-}
+// A call that waits, made by a program fiber, runs on the offload pool; `waits` says whether
+// this call would wait at all (WNOHANG, LOCK_NB: libc's answer comes at once).
+#define GLUON_OFFLOADED(ret, fn, params, args, waits)                            \
+    ret fn params {                                                             \
+        if (!GLUON_PROGRAM_FIBER() || !(waits)) return GLUON_REAL(fn) args;      \
+        return offloaded([&] { return GLUON_REAL(fn) args; });                  \
+    }
 
-// ---- name lookups -------------------------------------------------------------------------------
-int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** res) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(getaddrinfo)(node, service, hints, res);
-    return offloaded([&] { return px::getaddrinfo(node, service, hints, res); });
-}
-int getnameinfo(const sockaddr* a, socklen_t al, char* host, socklen_t hl, char* serv, socklen_t sl, int f) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(getnameinfo)(a, al, host, hl, serv, sl, f);
-    return offloaded([&] { return GLUON_REAL(getnameinfo)(a, al, host, hl, serv, sl, f); });
-}
-// (glibc's result is one static buffer for the whole process, whichever thread asks.)
-hostent* gethostbyname(const char* name) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname)(name);
-    return offloaded([&] { return GLUON_REAL(gethostbyname)(name); });
-}
-hostent* gethostbyname2(const char* name, int af) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname2)(name, af);
-    return offloaded([&] { return GLUON_REAL(gethostbyname2)(name, af); });
-}
-int gethostbyname_r(const char* name, hostent* ret, char* buf, size_t n, hostent** result, int* h_errnop) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname_r)(name, ret, buf, n, result, h_errnop);
-    return offloaded([&] { return GLUON_REAL(gethostbyname_r)(name, ret, buf, n, result, h_errnop); });
-}
-hostent* gethostbyaddr(const void* addr, socklen_t len, int type) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyaddr)(addr, len, type);
-    return offloaded([&] { return GLUON_REAL(gethostbyaddr)(addr, len, type); });
-}
+// ---- children, file locks, commands, name lookups -----------------------------------------------
+GLUON_OFFLOADED(pid_t, waitpid, (pid_t p, int* st, int o), (p, st, o), !(o & WNOHANG))
+GLUON_OFFLOADED(pid_t, wait, (int* st), (st), true)
+GLUON_OFFLOADED(pid_t, wait4, (pid_t p, int* st, int o, struct rusage* u) noexcept, (p, st, o, u), !(o & WNOHANG))
+GLUON_OFFLOADED(int, waitid, (idtype_t t, id_t id, siginfo_t* i, int o), (t, id, i, o), !(o & WNOHANG))
+GLUON_OFFLOADED(int, flock, (int fd, int op) noexcept, (fd, op), !(op & (LOCK_NB | LOCK_UN)))
+GLUON_OFFLOADED(int, system, (const char* cmd), (cmd), true)
+GLUON_OFFLOADED(int, getnameinfo,
+                (const sockaddr* a, socklen_t al, char* host, socklen_t hl, char* serv, socklen_t sl, int f),
+                (a, al, host, hl, serv, sl, f), true)
+// (glibc's gethostbyname* result is one static buffer for the whole process, whichever thread asks.)
+GLUON_OFFLOADED(hostent*, gethostbyname, (const char* name), (name), true)
+GLUON_OFFLOADED(hostent*, gethostbyname2, (const char* name, int af), (name, af), true)
+GLUON_OFFLOADED(int, gethostbyname_r,
+                (const char* name, hostent* ret, char* buf, size_t n, hostent** result, int* h_errnop),
+                (name, ret, buf, n, result, h_errnop), true)
+GLUON_OFFLOADED(hostent*, gethostbyaddr, (const void* addr, socklen_t len, int type), (addr, len, type), true)
+GLUON_OFFLOADED(int, getaddrinfo, (const char* node, const char* service, const addrinfo* hints, addrinfo** res),
+                (node, service, hints, res), true)
 
 // ---- signals ------------------------------------------------------------------------------------
 int sigwait(const sigset_t* s, int* sig) {
@@ -178,48 +167,28 @@ int sem_clockwait(sem_t* s, clockid_t c, const timespec* t) {
 // Without a mask they are poll, select and epoll_wait with a finer timeout. A mask cannot be
 // swapped in for a fiber alone (it is the vCPU thread's): those calls are passed on, and block.
 int ppoll(pollfd* f, nfds_t n, const timespec* t, const sigset_t* m) {
-    if (!GLUON_PROGRAM_FIBER() || m) {
-        if (m && GLUON_PROGRAM_FIBER()) note_vcpu_blocking("ppoll with a signal mask");
-        return GLUON_REAL(ppoll)(f, n, t, m);
-    }
+    if (to_libc(GLUON_PROGRAM_FIBER(), m, "ppoll with a signal mask")) return GLUON_REAL(ppoll)(f, n, t, m);
     const int ms = to_ms(t);
-    if (ms == -2) {
-        errno = EINVAL;
-        return -1;
-    }
+    if (ms == k_bad_time) return einval();
     return keep_errno([&] { return px::poll(f, n, ms); });
 }
 int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* t, const sigset_t* m) {
-    if (!GLUON_PROGRAM_FIBER() || m) {
-        if (m && GLUON_PROGRAM_FIBER()) note_vcpu_blocking("pselect with a signal mask");
-        return GLUON_REAL(pselect)(n, r, w, e, t, m);
-    }
-    if (t && (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L)) {
-        errno = EINVAL;
-        return -1;
-    }
+    if (to_libc(GLUON_PROGRAM_FIBER(), m, "pselect with a signal mask")) return GLUON_REAL(pselect)(n, r, w, e, t, m);
+    if (to_ms(t) == k_bad_time) return einval();
     // (select's timeval is rounded up to the microsecond; pselect leaves its timespec alone.)
     timeval tv{};
     if (t) tv = {t->tv_sec, static_cast<suseconds_t>((t->tv_nsec + 999) / 1000)};
     return keep_errno([&] { return px::select(n, r, w, e, t ? &tv : nullptr); });
 }
 int epoll_pwait(int ep, epoll_event* e, int n, int t, const sigset_t* m) {
-    if (!GLUON_PROGRAM_FIBER() || m) {
-        if (m && GLUON_PROGRAM_FIBER()) note_vcpu_blocking("epoll_pwait with a signal mask");
-        return GLUON_REAL(epoll_pwait)(ep, e, n, t, m);
-    }
+    if (to_libc(GLUON_PROGRAM_FIBER(), m, "epoll_pwait with a signal mask")) return GLUON_REAL(epoll_pwait)(ep, e, n, t, m);
     return keep_errno([&] { return px::epoll_wait(ep, e, n, t); });
 }
 int epoll_pwait2(int ep, epoll_event* e, int n, const timespec* t, const sigset_t* m) {
-    if (!GLUON_PROGRAM_FIBER() || m) {
-        if (m && GLUON_PROGRAM_FIBER()) note_vcpu_blocking("epoll_pwait2 with a signal mask");
+    if (to_libc(GLUON_PROGRAM_FIBER(), m, "epoll_pwait2 with a signal mask"))
         return GLUON_REAL(epoll_pwait2)(ep, e, n, t, m);
-    }
     const int ms = to_ms(t);
-    if (ms == -2) {
-        errno = EINVAL;
-        return -1;
-    }
+    if (ms == k_bad_time) return einval();
     return keep_errno([&] { return px::epoll_wait(ep, e, n, ms); });
 }
 

@@ -333,7 +333,8 @@ long select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noex
         return sys::pselect(nfds, rd, wr, ex, tsp);
     }
     if (nfds < 0 || nfds > FD_SETSIZE || (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0))) return -EINVAL;
-    std::vector<pollfd> p;
+    thread_local std::vector<pollfd> p;  // (kept: a worker selects again and again)
+    p.clear();
     for (int fd = 0; fd < nfds; ++fd) {
         short ev = static_cast<short>((rd && FD_ISSET(fd, rd) ? POLLIN : 0) | (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
                                       (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));

@@ -1,7 +1,7 @@
-// Fiber mode's reader-writer locks, barriers, pthread_once, spin locks and sched_yield: like its mutexes (threads.cc), a
-// gluon object hung off the program's pthread_rwlock_t or pthread_barrier_t (a once control has
-// no room: its lock is found by address), so a fiber that waits parks instead of blocking its
-// vCPU (docs/preload.md). Process-shared ones stay libc's.
+// Fiber mode's reader-writer locks, barriers, pthread_once, spin locks and sched_yield. Like its
+// mutexes (threads.cc), a gluon object hung off the program's pthread_rwlock_t or
+// pthread_barrier_t (a once control has no room: its lock is found by address), so a fiber that
+// waits parks instead of blocking its vCPU (docs/preload.md). Process-shared ones stay libc's.
 #include <pthread.h>
 #include <sched.h>
 

@@ -123,16 +123,8 @@ int install(int sig, const struct sigaction* act, struct sigaction* old) noexcep
 bool in_signal_handler() noexcept { return t_handler_depth > 0; }
 
 // A handler may leave by a long jump (back to a sigsetjmp before the signal): the thread is no
-// longer in a handler, whatever depth it was at. The jump functions reset the depth, then jump.
-[[noreturn]] void jump(const char* name, void* env, int val) noexcept {
-    t_handler_depth = 0;
-    static auto* real_longjmp = real<void (*)(void*, int)>("longjmp");
-    static auto* real_siglongjmp = real<void (*)(void*, int)>("siglongjmp");
-    static auto* real_longjmp_chk = real<void (*)(void*, int)>("__longjmp_chk");
-    auto* fn = name[0] == 's' ? real_siglongjmp : name[0] == '_' ? real_longjmp_chk : real_longjmp;
-    fn(env, val);
-    __builtin_unreachable();
-}
+// longer in a handler, whatever depth it was at. The jump functions clear it, then jump.
+void left_handlers() noexcept { t_handler_depth = 0; }
 
 }  // namespace gluon::preload
 
@@ -147,12 +139,28 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexc
     return install(sig, act, old);
 }
 
-// glibc's signal(): BSD semantics (the handler stays, the signal is blocked while it runs,
-// interrupted calls restart), installed as sigaction does.
-[[noreturn]] void longjmp(jmp_buf env, int val) noexcept { jump("longjmp", env, val); }
-[[noreturn]] void _longjmp(jmp_buf env, int val) noexcept { jump("longjmp", env, val); }
-[[noreturn]] void siglongjmp(sigjmp_buf env, int val) noexcept { jump("siglongjmp", env, val); }
-[[noreturn]] void __longjmp_chk(jmp_buf env, int val) noexcept { jump("__longjmp_chk", env, val); }
+[[noreturn]] void longjmp(jmp_buf env, int val) noexcept {
+    left_handlers();
+    GLUON_REAL(longjmp)(env, val);
+    __builtin_unreachable();
+}
+[[noreturn]] void _longjmp(jmp_buf env, int val) noexcept {
+    left_handlers();
+    GLUON_REAL(_longjmp)(env, val);
+    __builtin_unreachable();
+}
+[[noreturn]] void siglongjmp(sigjmp_buf env, int val) noexcept {
+    left_handlers();
+    GLUON_REAL(siglongjmp)(env, val);
+    __builtin_unreachable();
+}
+// (What longjmp becomes under _FORTIFY_SOURCE.)
+[[noreturn]] void __longjmp_chk(jmp_buf env, int val) noexcept {
+    left_handlers();
+    static auto* real_chk = real<void (*)(jmp_buf, int)>("__longjmp_chk");
+    real_chk(env, val);
+    __builtin_unreachable();
+}
 
 int pause() {
     if (!program_fiber()) return GLUON_REAL(pause)();
@@ -163,6 +171,8 @@ int sigsuspend(const sigset_t* mask) {
     return wait_for_handler(mask);
 }
 
+// glibc's signal(): BSD semantics (the handler stays, the signal is blocked while it runs,
+// interrupted calls restart), installed as sigaction does.
 sighandler_t signal(int sig, sighandler_t handler) noexcept {
     if (current_mode() != mode::fibers || own_code(__builtin_return_address(0))) return GLUON_REAL(signal)(sig, handler);
     if (sig <= 0 || sig >= NSIG) {

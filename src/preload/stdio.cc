@@ -104,17 +104,25 @@ FILE* fdopen(int fd, const char* mode) noexcept {
     return f;
 }
 
+// A FILE of fdopen's here is the one kind libc has no fd for (its fileno fails): only those
+// are looked up.
 int fileno(FILE* f) noexcept {
-    if (current_mode() == mode::fibers) {
-        std::lock_guard g(g_mu);
-        if (auto it = files().find(f); it != files().end()) return it->second;
+    const int saved = errno;
+    const int fd = GLUON_REAL(fileno)(f);
+    if (fd >= 0 || current_mode() != mode::fibers) return fd;
+    std::lock_guard g(g_mu);
+    if (auto it = files().find(f); it != files().end()) {
+        errno = saved;
+        return it->second;
     }
-    return GLUON_REAL(fileno)(f);
+    return fd;
 }
 int fileno_unlocked(FILE* f) noexcept { return fileno(f); }
 
 int fclose(FILE* f) {
-    if (current_mode() == mode::fibers) {
+    const int saved = errno;
+    if (current_mode() == mode::fibers && GLUON_REAL(fileno)(f) < 0) {
+        errno = saved;
         std::lock_guard g(g_mu);
         files().erase(f);
     }
