@@ -82,12 +82,11 @@ void run(task_sched* s) noexcept {
     s->w = &w;
     s->stack_base = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
     for (;;) {
-        unsigned n = 0;
         while (!s->ready.empty()) {
             s->ready.pop().resume();
             if (s->finished) finish_roots(s);
             // Fibers and the event loop get a turn now and then under a steady flow of tasks.
-            if ((++n & 63) == 0) this_fiber::yield();
+            if ((++s->turns & 63) == 0) this_fiber::yield();
         }
         if (s->stopping && s->live.empty()) break;
         if (s->submitted && poll_before_parking(s)) continue;

@@ -22,6 +22,12 @@ public:
         buf_[tail_++ & (cap_ - 1)] = h;
     }
     std::coroutine_handle<> pop() noexcept { return buf_[head_++ & (cap_ - 1)]; }
+    /// Takes h back if it is the last handle pushed.
+    bool pop_back_if(std::coroutine_handle<> h) noexcept {
+        if (empty() || buf_[(tail_ - 1) & (cap_ - 1)] != h) return false;
+        --tail_;
+        return true;
+    }
 
 private:
     void grow();
@@ -52,6 +58,9 @@ struct task_sched {
     unsigned eager_misses = 0;
     unsigned eager_probe = 0;  // the vCPU is shutting down: tasks are cancelled, no new ones run
     uintptr_t stack_base = 0;  // the runner's frame, from which it resumes every task
+    // Tasks resumed, from the ready queue or by a direct start (take_spawned); every 64th turn
+    // of the runner gives fibers and the event loop a turn.
+    unsigned turns = 0;
 
     void schedule(std::coroutine_handle<> h) {
         ready.push(h);
@@ -59,6 +68,15 @@ struct task_sched {
             wake_runner();
     }
     void wake_runner() noexcept;
+
+    /// A task awaits h, the task it has just spawned here and that has not run yet: true if
+    /// h is taken off the ready queue, for the awaiter to transfer to it at once (the queue's
+    /// round trip through the runner saved), unless this turn is the one that lets fibers run.
+    bool take_spawned(std::coroutine_handle<> h) noexcept {
+        if (((turns + 1) & 63) == 0 || !ready.pop_back_if(h)) return false;
+        ++turns;
+        return true;
+    }
 };
 
 extern thread_local constinit task_sched* t_sched;

@@ -241,9 +241,17 @@ long root_wait_until(root_base* r, deadline_t deadline, bool interruptible) noex
 #pragma GCC diagnostic pop
 #endif
 
-bool root_await(root_base* r, joiner& j) noexcept {
-    j.sched = t_sched;
-    return join(r, j);
+std::coroutine_handle<> root_await(root_base* r, joiner& j) noexcept {
+    task_sched* s = t_sched;
+    j.sched = s;
+    if (!at_home(r)) {
+        post_joiner(r, &j);
+        return std::noop_coroutine();
+    }
+    if (r->done) return j.h;
+    r->j = &j;
+    if (s->take_spawned(r->h)) return transfer(r->h);
+    return std::noop_coroutine();
 }
 
 }  // namespace gluon::task_detail

@@ -101,6 +101,26 @@ TEST_P(task_test, spawned_tasks_are_joined_from_tasks) {
     EXPECT_EQ(block_on(parent()).value(), 9900);
 }
 
+TEST_P(task_test, a_task_that_spawns_and_awaits_in_a_loop_lets_fibers_run) {
+    // A task awaited right after its spawn starts at once, without the runner's queue; fibers
+    // of the vCPU must still get their turns, or this loop never ends (in an optimised build:
+    // where transfers nest frames, the depth guard sends some through the queue as well).
+    bool started = false, stop = false;
+    auto f = spawn([&] {
+        while (!started) this_fiber::yield();
+        stop = true;
+    });
+    ASSERT_TRUE(f);
+    auto loop = [](bool* started, bool* s) -> task<long> {
+        *started = true;
+        long n = 0;
+        while (!*s) n += co_await co_spawn(add(1, 0)).value();
+        co_return n;
+    };
+    EXPECT_GT(block_on(loop(&started, &stop)).value(), 0);
+    (void)f->join();
+}
+
 TEST_P(task_test, detached_tasks_run_to_their_end) {
     int done = 0;
     auto bump = [](int* d) -> task<void> {

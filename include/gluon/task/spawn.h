@@ -76,8 +76,10 @@ void root_wait(root_base* r) noexcept;
 /// interrupted, when interruptible), cancels it and waits for its end all the same. Returns 0
 /// or -ETIMEDOUT / -ECANCELED.
 long root_wait_until(root_base* r, deadline_t deadline, bool interruptible = true) noexcept;
-/// For a task awaiting r: true if it must suspend (j is then registered).
-bool root_await(root_base* r, joiner& j) noexcept;
+/// For a task j.h awaiting r: what its suspension transfers to: j.h itself if r has ended,
+/// else (j is then registered) r when it has not run yet and is started at once, or the no-op
+/// coroutine.
+std::coroutine_handle<> root_await(root_base* r, joiner& j) noexcept;
 /// The awaiting task was cancelled: pass it on to the task it awaits.
 void root_forward_cancel(root_base* r, int err) noexcept;
 
@@ -136,9 +138,10 @@ public:
         task_detail::joiner j;
         bool await_ready() const noexcept { return false; }
         template <typename P>
-        bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
             j.h = h;
-            if (!task_detail::root_await(self->r_, j)) return false;
+            const std::coroutine_handle<> next = task_detail::root_await(self->r_, j);
+            if (next == h) return h;  // ended already
             ctx = task_detail::ctx_of(h);
             if (ctx) {
                 fn = [](cancel_hook* c, int err) noexcept {
@@ -147,7 +150,7 @@ public:
                 ctx->hook = this;
                 if (ctx->cancelled) task_detail::root_forward_cancel(self->r_, ctx->cancelled);
             }
-            return true;
+            return next;
         }
         T await_resume() {
             if (ctx) ctx->hook = nullptr;
@@ -163,14 +166,15 @@ public:
         bool timed_out = false;
         vcpu_timer timer;
         template <typename P>
-        bool await_suspend(std::coroutine_handle<P> h) noexcept {
-            if (!awaiter::await_suspend(h)) return false;
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+            const std::coroutine_handle<> next = awaiter::await_suspend(h);
+            if (next == h) return h;
             (void)timer.arm(deadline, [](vcpu_timer* t) noexcept {
                 auto* a = reinterpret_cast<timed_awaiter*>(reinterpret_cast<char*>(t) - offsetof(timed_awaiter, timer));
                 a->timed_out = true;
                 task_detail::root_cancel(a->self->r_);
             });
-            return true;
+            return next;
         }
         result<T> await_resume() {
             timer.disarm();
