@@ -38,40 +38,23 @@ public:
     /// closed), or links the continuation waiter `w` (k_waiting): v must then stay alive until
     /// the continuation is called, with 0 once a receiver has moved v out, or -EPIPE (closed).
     long send_async(waiter& w, T& v) {
-        for (;;) {
-            lk_.lock();
-            if (!closed_ && receivers_.empty() && count_ >= cap_) {  // it would wait: link w
-                w.data = &v;  // a receiver moves the value out, then wakes w
-                senders_.push_back(w);
-                lk_.unlock();
-                return k_waiting;
-            }
-            lk_.unlock();
-            auto r = send_impl(v, 0);  // completes, unless another sender took the room meanwhile
-            if (r) return 0;
-            if (r.error() != std::errc::resource_unavailable_try_again) return -r.error().value();
-        }
+        lk_.lock();
+        if (const long r = send_locked(v); r != k_waiting) return r;
+        w.data = &v;  // a receiver moves the value out, then wakes w
+        senders_.push_back(w);
+        lk_.unlock();
+        return k_waiting;
     }
     /// Receives into `slot` now (0), fails now (-ENODATA: closed and drained), or links the
     /// continuation waiter `w` (k_waiting), called with 0 once `slot` holds a value, or
     /// -ENODATA. `slot` must stay alive until then.
     long recv_async(waiter& w, std::optional<T>& slot) {
-        for (;;) {
-            lk_.lock();
-            if (!closed_ && count_ == 0 && senders_.empty()) {  // it would wait: link w
-                w.data = &slot;
-                receivers_.push_back(w);
-                lk_.unlock();
-                return k_waiting;
-            }
-            lk_.unlock();
-            auto r = recv_impl(0);  // completes, unless another receiver took the value meanwhile
-            if (r) {
-                slot.emplace(std::move(*r));
-                return 0;
-            }
-            if (r.error() != std::errc::resource_unavailable_try_again) return -r.error().value();
-        }
+        lk_.lock();
+        if (const long r = recv_locked(slot); r != k_waiting) return r;
+        w.data = &slot;
+        receivers_.push_back(w);
+        lk_.unlock();
+        return k_waiting;
     }
     /// Unlinks a waiter of send_async/recv_async that has not been served. True: it never will
     /// be (a sender's value was not taken); false: its continuation runs or has run.
@@ -120,25 +103,64 @@ public:
     iterator end() { return iterator(); }
 
 private:
-    // deadline 0 means "do not wait" (try_*).
-    result<void> send_impl(T& v, deadline_t deadline) {
-        lk_.lock();
+    // With lk_ held: sends v now (0, lk_ released, a waiting receiver woken), fails now
+    // (-EPIPE, lk_ released), or returns k_waiting with lk_ still held (no receiver, no room).
+    // One lock per operation: the waiting paths link their waiter under the same hold.
+    long send_locked(T& v) {
         if (closed_) {
             lk_.unlock();
-            return errno_error(EPIPE);
+            return -EPIPE;
         }
         if (waiter* r = receivers_.pop_front()) {  // a receiver waits: hand it over
             static_cast<std::optional<T>*>(r->data)->emplace(std::move(v));
             lk_.unlock();
             wake(*r, 0);
-            return {};
+            return 0;
         }
         if (count_ < cap_) {
             buf_[(head_ + count_) % cap_].emplace(std::move(v));
             ++count_;
             lk_.unlock();
-            return {};
+            return 0;
         }
+        return k_waiting;
+    }
+
+    // With lk_ held: receives into slot now (0, lk_ released, a sender released), fails now
+    // (-ENODATA: closed and drained, lk_ released), or returns k_waiting with lk_ still held.
+    long recv_locked(std::optional<T>& slot) {
+        if (count_ > 0) {
+            slot.emplace(std::move(*buf_[head_]));
+            buf_[head_].reset();
+            head_ = (head_ + 1) % cap_;
+            --count_;
+            // Room now: move a blocked sender's value into the buffer and release it.
+            waiter* s = senders_.pop_front();
+            if (s) {
+                buf_[(head_ + count_) % cap_].emplace(std::move(*static_cast<T*>(s->data)));
+                ++count_;
+            }
+            lk_.unlock();
+            if (s) wake(*s, 0);
+            return 0;
+        }
+        if (waiter* s = senders_.pop_front()) {  // unbuffered: take straight from a sender
+            slot.emplace(std::move(*static_cast<T*>(s->data)));
+            lk_.unlock();
+            wake(*s, 0);
+            return 0;
+        }
+        if (closed_) {
+            lk_.unlock();
+            return -ENODATA;
+        }
+        return k_waiting;
+    }
+
+    // deadline 0 means "do not wait" (try_*).
+    result<void> send_impl(T& v, deadline_t deadline) {
+        lk_.lock();
+        if (const long r = send_locked(v); r != k_waiting) return void_from_syscall(r);
         if (deadline == 0) {
             lk_.unlock();
             return errno_error(EAGAIN);
@@ -151,36 +173,18 @@ private:
     }
 
     result<T> recv_impl(deadline_t deadline) {
-        lk_.lock();
-        if (count_ > 0) {
-            T v = std::move(*buf_[head_]);
-            buf_[head_].reset();
-            head_ = (head_ + 1) % cap_;
-            --count_;
-            // Room now: move a blocked sender's value into the buffer and release it.
-            waiter* s = senders_.pop_front();
-            if (s) {
-                buf_[(head_ + count_) % cap_].emplace(std::move(*static_cast<T*>(s->data)));
-                ++count_;
-            }
-            lk_.unlock();
-            if (s) wake(*s, 0);
-            return v;
-        }
-        if (waiter* s = senders_.pop_front()) {  // unbuffered: take straight from a sender
-            T v = std::move(*static_cast<T*>(s->data));
-            lk_.unlock();
-            wake(*s, 0);
-            return v;
-        }
-        if (closed_ || deadline == 0) {
-            lk_.unlock();
-            return errno_error(closed_ ? ENODATA : EAGAIN);
-        }
         std::optional<T> slot;
-        waiter w;
-        w.data = &slot;
-        long r = detail::wait_in(lk_, receivers_, w, {.deadline = deadline});
+        lk_.lock();
+        long r = recv_locked(slot);
+        if (r == k_waiting) {
+            if (deadline == 0) {
+                lk_.unlock();
+                return errno_error(EAGAIN);
+            }
+            waiter w;
+            w.data = &slot;
+            r = detail::wait_in(lk_, receivers_, w, {.deadline = deadline});
+        }
         if (r < 0) return errno_error(static_cast<int>(-r));
         return std::move(*slot);
     }
