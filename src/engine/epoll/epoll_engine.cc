@@ -82,8 +82,9 @@ bool consumes_input(const io_op& op) noexcept {
 }  // namespace
 
 // Runs op now and notes whether a stream read emptied the socket (a short read or EAGAIN).
-// Only small short reads count (request/response traffic, as for io_uring's POLL_FIRST): a
-// stream's data keeps coming while its handler sends, so its next read usually finds some.
+// Only small short reads count (request/response traffic): a stream's data keeps coming while
+// its handler sends, so its next read usually finds some. (Unlike io_uring's POLL_FIRST, which
+// guesses, this knows: no edge has come since the read; ADR 0010, decision 2.)
 // Not once the peer has closed or an error is pending: the data before it can leave the queue
 // empty while the end of stream (or the error) is still to be read, and no edge would follow.
 long epoll_engine::exec_tracked(io_op& op, fd_state& st) noexcept {

@@ -242,10 +242,8 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
             io_uring_prep_writev(sqe, op.fd, static_cast<iovec*>(op.buf), static_cast<unsigned>(op.len), off);
             break;
         case opcode::recv:
+            // Tried at once, never IORING_RECVSEND_POLL_FIRST: ADR 0010, decision 2.
             io_uring_prep_recv(sqe, op.fd, op.buf, op.len, op.flags);
-            // The last recv on this socket emptied it: data is unlikely to be there yet, so
-            // wait for it before trying (saves a failed attempt and its poll set-up).
-            if (drained(op.fd)) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
             break;
         case opcode::recv_pooled:
             // With a buffer ring the kernel picks the buffer when data is there (the CQE names
@@ -255,7 +253,6 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
                 sqe->flags |= IOSQE_BUFFER_SELECT;
                 sqe->buf_group = 0;
             }
-            if (drained(op.fd)) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
             break;
         case opcode::send: io_uring_prep_send(sqe, op.fd, op.buf, op.len, op.flags | MSG_NOSIGNAL); break;
         case opcode::recvmsg: io_uring_prep_recvmsg(sqe, op.fd, static_cast<msghdr*>(op.buf), op.flags); break;
@@ -430,10 +427,6 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
         }
         if (flags & IORING_CQE_F_NOTIF) res = static_cast<int>(op->engine_result);
     }
-    // Request/response traffic: a small recv that emptied the socket. The next recv on it will
-    // most likely have to wait, so it polls first (streams keep trying at once).
-    if ((op->code == opcode::recv || op->code == opcode::recv_pooled) && res > 0 && op->fd >= 0)
-        note_drained(op->fd, res < 4096 && !(flags & IORING_CQE_F_SOCK_NONEMPTY));
     long r = cancelled_result(*op, res);
     if (r == -EOPNOTSUPP && op->code == opcode::send_zc && !op->cancel_errno) {
         op->code = opcode::send;  // not a socket type with zero-copy (e.g. AF_UNIX): copy

@@ -31,7 +31,6 @@ public:
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
     void forget_fd(int fd, bool) noexcept override {
-        if (fd >= 0 && static_cast<size_t>(fd) < drained_.size()) drained_[fd] = 0;
         drop_accept_queue(fd);
         drop_recv_queue(fd);
     }
@@ -128,18 +127,6 @@ private:
     std::vector<accept_queue*> dropped_accepts_;  // closed, their cancelled accept not yet ended
     std::vector<recv_queue*> recvs_;  // by socket fd
     std::vector<recv_queue*> dropped_recvs_;  // closed, their cancelled receive not yet ended
-    // Per socket fd: its last recv was small and left it empty (no IORING_CQE_F_SOCK_NONEMPTY).
-    std::vector<uint8_t> drained_;
-    bool drained(int fd) const noexcept {
-        return fd >= 0 && static_cast<size_t>(fd) < drained_.size() && drained_[fd];
-    }
-    void note_drained(int fd, bool drained) noexcept {
-        if (static_cast<size_t>(fd) >= drained_.size()) {
-            if (!drained) return;
-            drained_.resize(static_cast<size_t>(fd) + 64, 0);
-        }
-        drained_[fd] = drained;
-    }  // the kernel flags deferred completions in the SQ ring
 };
 
 }  // namespace gluon::engine
