@@ -37,6 +37,25 @@ task<std::string> words() {
     co_return s;
 }
 
+// Runs loop(&stop) as a task on this vCPU while a fiber of the same vCPU waits for it to start
+// and then sets stop: the loop ends only if the fiber gets a turn. Returns the loop's value.
+template <typename Loop>
+long until_a_fiber_stops_it(Loop loop) {
+    bool started = false, stop = false;
+    auto f = spawn([&] {
+        while (!started) this_fiber::yield();
+        stop = true;
+    });
+    if (!f) return -1;
+    auto body = [](Loop l, bool* started, const bool* stop) -> task<long> {
+        *started = true;
+        co_return co_await l(stop);
+    };
+    const long n = block_on(body(loop, &started, &stop)).value();
+    (void)f->join();
+    return n;
+}
+
 TEST_P(task_test, value_void_and_nested) {
     EXPECT_EQ(block_on(forty_two()).value(), 42);
     EXPECT_TRUE(block_on(nothing()).has_value());
@@ -105,20 +124,12 @@ TEST_P(task_test, a_task_that_spawns_and_awaits_in_a_loop_lets_fibers_run) {
     // A task awaited right after its spawn starts at once, without the runner's queue; fibers
     // of the vCPU must still get their turns, or this loop never ends (in an optimised build:
     // where transfers nest frames, the depth guard sends some through the queue as well).
-    bool started = false, stop = false;
-    auto f = spawn([&] {
-        while (!started) this_fiber::yield();
-        stop = true;
-    });
-    ASSERT_TRUE(f);
-    auto loop = [](bool* started, bool* s) -> task<long> {
-        *started = true;
-        long n = 0;
-        while (!*s) n += co_await co_spawn(add(1, 0)).value();
-        co_return n;
-    };
-    EXPECT_GT(block_on(loop(&started, &stop)).value(), 0);
-    (void)f->join();
+    EXPECT_GT(until_a_fiber_stops_it([](const bool* stop) -> task<long> {
+                  long n = 0;
+                  while (!*stop) n += co_await co_spawn(add(1, 0)).value();
+                  co_return n;
+              }),
+              0);
 }
 
 TEST_P(task_test, detached_tasks_run_to_their_end) {
@@ -219,20 +230,12 @@ TEST_P(task_test, a_loop_of_operations_that_complete_at_once_lets_fibers_run) {
     // parks; fibers of the vCPU must still get their turns however fast that goes round.
     // (epoll answers a nop without suspending at all.)
     if (GetParam() == engine::kind::epoll) GTEST_SKIP() << "epoll's nop never suspends";
-    bool started = false, stop = false;
-    auto f = spawn([&] {
-        while (!started) this_fiber::yield();
-        stop = true;
-    });
-    ASSERT_TRUE(f);
-    auto loop = [](bool* started, bool* s) -> task<long> {
-        *started = true;
-        long n = 0;
-        while (!*s) n += 1 + co_await co::nop();
-        co_return n;
-    };
-    EXPECT_GT(block_on(loop(&started, &stop)).value(), 0);
-    (void)f->join();
+    EXPECT_GT(until_a_fiber_stops_it([](const bool* stop) -> task<long> {
+                  long n = 0;
+                  while (!*stop) n += 1 + co_await co::nop();
+                  co_return n;
+              }),
+              0);
 }
 
 TEST_P(task_test, sleep_waits) {
