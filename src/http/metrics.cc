@@ -123,7 +123,7 @@ std::string metrics_text() {
     per_vcpu(out, vs, "gluon_run_queue_length", "gauge", "Ready fibers on the vCPU (sampled every 20 ms, up to 1024).",
              [](std::string& o, V v) { number(o, v.run_queue); });
     per_vcpu(out, vs, "gluon_vcpu_busy_seconds_total", "counter",
-             "Time the vCPU was not blocked waiting for events.",
+             "CPU time of the vCPU's thread (user and kernel).",
              [](std::string& o, V v) { seconds(o, v.busy_ns); });
     per_vcpu(out, vs, "gluon_vcpu_uptime_seconds_total", "counter", "Time since the vCPU started.",
              [](std::string& o, V v) { seconds(o, v.uptime_ns); });

@@ -146,12 +146,10 @@ void poll(vcpu* v, bool may_block) noexcept {
             if (!v->remote.empty()) timeout = 0;
         }
     }
-    const int64_t wait_start = slept ? mono_now_ns() : 0;
     v->eng->wait(timeout);
     v->last_poll_ns = mono_now_ns();
     note_runq(v);
     if (slept) {
-        v->counters.slept_ns.add(static_cast<uint64_t>(v->last_poll_ns - wait_start));
         v->sleeping.store(false, std::memory_order_relaxed);
         drain_remote(v);
         if (!v->timers.empty()) v->timers.fire_expired(mono_now_ns());

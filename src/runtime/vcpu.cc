@@ -2,9 +2,11 @@
 // stack-overflow reporter.
 #include "gluon/runtime/vcpu.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -162,6 +164,11 @@ result<void> init(const init_options& opts) {
     v->eng = std::move(eng);
     v->tid = static_cast<pid_t>(sys::gettid());
     v->counters.started_ns = mono_now_ns();
+    if (pthread_getcpuclockid(pthread_self(), &v->counters.cpu_clock) == 0) {
+        timespec ts{};
+        v->counters.has_cpu_clock = clock_gettime(v->counters.cpu_clock, &ts) == 0;
+        v->counters.cpu_base_ns = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+    }
     unsigned spin_us = opts.idle_spin_us;
     if (const char* env = std::getenv("GLUON_IDLE_SPIN_US")) spin_us = static_cast<unsigned>(std::atoi(env));
     v->idle_spin_ns = static_cast<int64_t>(spin_us) * 1000;
@@ -227,13 +234,29 @@ result<void> fini() {
     return {};
 }
 
+namespace {
+// The vCPU thread's CPU time since init, at most its uptime, never less than reported before.
+uint64_t busy_ns(vcpu_counters& c, uint64_t uptime_ns) noexcept {
+    uint64_t busy = c.busy_seen.load(std::memory_order_relaxed);
+    timespec ts{};
+    if (c.has_cpu_clock && clock_gettime(c.cpu_clock, &ts) == 0) {
+        const int64_t cpu = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec - c.cpu_base_ns;
+        busy = std::max(busy, std::min(uptime_ns, static_cast<uint64_t>(std::max<int64_t>(cpu, 0))));
+        uint64_t seen = c.busy_seen.load(std::memory_order_relaxed);
+        while (seen < busy && !c.busy_seen.compare_exchange_weak(seen, busy, std::memory_order_relaxed)) {
+        }
+    }
+    return busy;
+}
+}  // namespace
+
 std::vector<vcpu_stats> vcpu_statistics() {
     std::vector<vcpu_stats> out;
     const int64_t now = mono_now_ns();
     // The registry lock keeps every listed vCPU alive while its counters are read.
     std::lock_guard lk(g_registry_mu);
     for (vcpu* v = gluon_vcpu_list; v; v = v->next_registered) {
-        const vcpu_counters& c = v->counters;
+        vcpu_counters& c = v->counters;
         vcpu_stats s;
         s.index = v->index;
         s.engine = v->eng->name();
@@ -241,8 +264,7 @@ std::vector<vcpu_stats> vcpu_statistics() {
         s.fibers_created = c.fibers_created.get();
         s.run_queue = c.runq.get();
         s.uptime_ns = static_cast<uint64_t>(now - c.started_ns);
-        const uint64_t slept = c.slept_ns.get();
-        s.busy_ns = s.uptime_ns > slept ? s.uptime_ns - slept : 0;
+        s.busy_ns = busy_ns(c, s.uptime_ns);
         s.engine_ops = c.ops.get();
         s.engine_errors = c.op_errors.get();
         s.bytes_in = c.bytes_in.get();

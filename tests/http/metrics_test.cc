@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -57,6 +58,29 @@ TEST_P(http_metrics_test, runtime_counters_move) {
         EXPECT_LE(a.busy_ns, a.uptime_ns);
         EXPECT_STREQ(a.engine, engine::kind_name(GetParam()));
     }
+}
+
+// The busy time grows by the CPU the vCPU spends and not by the time it sleeps.
+TEST_P(http_metrics_test, busy_time_is_the_cpu_the_vcpu_spent) {
+    const int me = current_vcpu_index();
+    auto busy = [me] {
+        for (auto& v : vcpu_statistics())
+            if (v.index == me) return static_cast<int64_t>(v.busy_ns);
+        return int64_t{-1};
+    };
+    auto thread_cpu = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+    };
+    const int64_t b0 = busy();
+    ASSERT_GE(b0, 0);
+    for (const int64_t c0 = thread_cpu(); thread_cpu() - c0 < 30'000'000;) {
+    }
+    const int64_t b1 = busy();
+    EXPECT_GE(b1 - b0, 30'000'000);
+    ASSERT_TRUE(this_fiber::sleep_for(100ms));
+    EXPECT_LT(busy() - b1, 50'000'000);  // asleep in the engine: no CPU
 }
 
 TEST_P(http_metrics_test, prometheus_text_parses_with_an_independent_parser) {

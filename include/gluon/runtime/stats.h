@@ -15,7 +15,7 @@ struct vcpu_stats {
     uint64_t fibers_created = 0;  // since the vCPU started
     uint64_t run_queue = 0;       // ready fibers, sampled every 20 ms (up to 1024)
     uint64_t uptime_ns = 0;       // since init()
-    uint64_t busy_ns = 0;         // of uptime_ns, not blocked in the engine waiting for work
+    uint64_t busy_ns = 0;         // of uptime_ns, the vCPU thread's CPU time (user and kernel)
     uint64_t engine_ops = 0;      // I/O operations run through the engine (completed or failed)
     uint64_t engine_errors = 0;   // of those, the ones that failed (timeouts and cancels included)
     uint64_t bytes_in = 0;        // read or received by those operations
