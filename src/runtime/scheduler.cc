@@ -106,15 +106,15 @@ void note_runq(vcpu* v) noexcept {
 void poll(vcpu* v, bool may_block) noexcept {
     if (v->zombies) reap_zombies(v);
     drain_remote(v);
-    int64_t now = 0;  // read once, when there are timers to compare it with
+    int64_t now = 0;  // read once, when there are timers (the only ones to compare it with)
     if (!v->timers.empty()) v->timers.fire_expired(now = mono_now_ns());
     int64_t timeout = 0;
     bool slept = false;
     if (may_block && v->runq.empty()) {
         timeout = -1;
-        if (!v->timers.empty()) {
-            // (Timer callbacks are short: a deadline from `now` is late by their run at most.)
-            int64_t left = v->timers.next_deadline() - (now ? now : mono_now_ns());
+        if (!v->timers.empty()) {  // (then they were before firing: `now` was read)
+            // Timer callbacks are short: a deadline from `now` is late by their run at most.
+            int64_t left = v->timers.next_deadline() - now;
             timeout = left > 0 ? left : 0;
         }
         // Spin only while other threads have been waking us lately: a vCPU fed by the kernel

@@ -77,7 +77,6 @@ struct vcpu_counters {
     clockid_t cpu_clock = 0;
     bool has_cpu_clock = false;
     int64_t cpu_base_ns = 0;
-    std::atomic<uint64_t> busy_seen{0};  // the largest busy time reported (never goes back)
     int64_t next_runq_sample_ns = 0;
 };
 

@@ -164,10 +164,10 @@ result<void> init(const init_options& opts) {
     v->eng = std::move(eng);
     v->tid = static_cast<pid_t>(sys::gettid());
     v->counters.started_ns = mono_now_ns();
-    if (pthread_getcpuclockid(pthread_self(), &v->counters.cpu_clock) == 0) {
-        timespec ts{};
-        v->counters.has_cpu_clock = clock_gettime(v->counters.cpu_clock, &ts) == 0;
-        v->counters.cpu_base_ns = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+    if (timespec ts; pthread_getcpuclockid(pthread_self(), &v->counters.cpu_clock) == 0 &&
+                     clock_gettime(v->counters.cpu_clock, &ts) == 0) {
+        v->counters.has_cpu_clock = true;
+        v->counters.cpu_base_ns = timespec_ns(ts);
     }
     unsigned spin_us = opts.idle_spin_us;
     if (const char* env = std::getenv("GLUON_IDLE_SPIN_US")) spin_us = static_cast<unsigned>(std::atoi(env));
@@ -235,18 +235,12 @@ result<void> fini() {
 }
 
 namespace {
-// The vCPU thread's CPU time since init, at most its uptime, never less than reported before.
-uint64_t busy_ns(vcpu_counters& c, uint64_t uptime_ns) noexcept {
-    uint64_t busy = c.busy_seen.load(std::memory_order_relaxed);
-    timespec ts{};
-    if (c.has_cpu_clock && clock_gettime(c.cpu_clock, &ts) == 0) {
-        const int64_t cpu = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec - c.cpu_base_ns;
-        busy = std::max(busy, std::min(uptime_ns, static_cast<uint64_t>(std::max<int64_t>(cpu, 0))));
-        uint64_t seen = c.busy_seen.load(std::memory_order_relaxed);
-        while (seen < busy && !c.busy_seen.compare_exchange_weak(seen, busy, std::memory_order_relaxed)) {
-        }
-    }
-    return busy;
+// The vCPU thread's CPU time since init, at most its uptime. (Both only grow, and a listed
+// vCPU's thread is alive, so the value never goes back.)
+uint64_t busy_ns(const vcpu_counters& c, uint64_t uptime_ns) noexcept {
+    timespec ts;
+    if (!c.has_cpu_clock || clock_gettime(c.cpu_clock, &ts) != 0) return 0;
+    return std::min(uptime_ns, static_cast<uint64_t>(std::max<int64_t>(timespec_ns(ts) - c.cpu_base_ns, 0)));
 }
 }  // namespace
 
@@ -256,7 +250,7 @@ std::vector<vcpu_stats> vcpu_statistics() {
     // The registry lock keeps every listed vCPU alive while its counters are read.
     std::lock_guard lk(g_registry_mu);
     for (vcpu* v = gluon_vcpu_list; v; v = v->next_registered) {
-        vcpu_counters& c = v->counters;
+        const vcpu_counters& c = v->counters;
         vcpu_stats s;
         s.index = v->index;
         s.engine = v->eng->name();

@@ -16,10 +16,12 @@ inline constexpr duration forever = duration::max();
 using deadline_t = int64_t;
 inline constexpr deadline_t k_no_deadline = INT64_MAX;
 
+inline int64_t timespec_ns(const timespec& ts) noexcept { return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec; }
+
 inline int64_t mono_now_ns() noexcept {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+    return timespec_ns(ts);
 }
 
 /// CLOCK_MONOTONIC at the kernel tick's resolution (a few ms), read without the TSC: for ages
@@ -27,7 +29,7 @@ inline int64_t mono_now_ns() noexcept {
 inline int64_t mono_coarse_ns() noexcept {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+    return timespec_ns(ts);
 }
 
 /// The deadline `d` from now (saturating; negative durations are "now").
