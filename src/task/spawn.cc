@@ -141,6 +141,19 @@ result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const 
     return r;
 }
 
+result<root_base*> spawn_root_here(std::coroutine_handle<> h, promise_base& p) noexcept {
+    task_sched* here = t_sched;
+    if (!here) [[unlikely]]
+        return spawn_root(h, p, {});
+    auto* r = new root_base;
+    r->h = h;
+    r->target = here->vcpu;
+    p.root = r;
+    p.ctx = &r->ctx;
+    start_here(r, here);
+    return r;
+}
+
 namespace {
 void destroy(root_base* r) noexcept {
     if (r->h) r->h.destroy();

@@ -64,6 +64,8 @@ struct root_base {
 /// Spawns the coroutine h (whose promise is p). Errors: EPERM (no target and the calling thread
 /// is not a vCPU).
 result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const spawn_options& o) noexcept;
+/// spawn_root with no options: on the calling vCPU, no stop token.
+result<root_base*> spawn_root_here(std::coroutine_handle<> h, promise_base& p) noexcept;
 /// Lets the task run on alone (it frees itself when it ends).
 void root_detach(root_base* r) noexcept;
 /// Requests cancellation; any thread.
@@ -225,10 +227,22 @@ private:
 /// but the task's state from the frame pool. Errors: EPERM (no vCPU given and the calling
 /// thread is not one).
 template <typename T>
-result<join_handle<T>> co_spawn(task<T> t, const spawn_options& opts = {}) noexcept {
+result<join_handle<T>> co_spawn(task<T> t, const spawn_options& opts) noexcept {
     auto h = t.release();
     auto r = task_detail::spawn_root(h, h.promise(), opts);
     if (!r) {
+        h.destroy();
+        return unexpected(r.error());
+    }
+    return join_handle<T>(*r);
+}
+
+/// co_spawn on the calling vCPU. Errors: EPERM (the calling thread is not a vCPU).
+template <typename T>
+result<join_handle<T>> co_spawn(task<T> t) noexcept {
+    auto h = t.release();
+    auto r = task_detail::spawn_root_here(h, h.promise());
+    if (!r) [[unlikely]] {
         h.destroy();
         return unexpected(r.error());
     }
