@@ -12,10 +12,9 @@
 //   The epoll engine makes fds O_NONBLOCK in the kernel; posix::fcntl(F_GETFL) reports what
 //   the caller asked for.
 // - An interrupted fiber (fiber::interrupt) gets EINTR, as a signal would give a thread.
-// - send, sendto and sendmsg never raise SIGPIPE (MSG_NOSIGNAL is added): a closed peer is
-//   EPIPE. write and writev to a socket whose peer is gone raise it, as POSIX says (ignore
-//   SIGPIPE or use send where that matters).
-// - SO_RCVTIMEO/SO_SNDTIMEO are not honoured; use poll with a timeout.
+// - send, sendto, sendmsg and sendfile never raise SIGPIPE (MSG_NOSIGNAL is added; sendfile
+//   blocks it around the call): a closed peer is EPIPE. write and writev to a socket whose
+//   peer is gone raise it, as POSIX says (ignore SIGPIPE or use send where that matters).
 // Errors: those of the system call of the same name, and EINTR as above.
 #pragma once
 

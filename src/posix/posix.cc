@@ -13,6 +13,7 @@
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/vcpu.h"
 #include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 
 namespace gluon::posix {
 namespace {
@@ -216,7 +217,7 @@ ssize_t sendfile(int out_fd, int in_fd, off_t* off, size_t count) noexcept {
         r = n ? static_cast<long>(*n) : -n.error().value();
     } else {
         int64_t o = pos;
-        r = sys::sendfile(out_fd, in_fd, &o, count);
+        r = sys::without_sigpipe([&] { return sys::sendfile(out_fd, in_fd, &o, count); });
     }
     if (r > 0) {
         if (off) *off = static_cast<off_t>(pos + r);

@@ -6,6 +6,7 @@
 
 #include "gluon/common/misuse.h"
 #include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 #include "scheduler.h"
 
 namespace gluon {
@@ -245,7 +246,7 @@ result<size_t> sendfile(int out_fd, int in_fd, int64_t off, size_t n, duration t
     return retry_ready(
         [&](int& wfd, short& ev) {
             int64_t o = off;
-            long r = sys::sendfile(out_fd, in_fd, &o, n);
+            long r = sys::without_sigpipe([&] { return sys::sendfile(out_fd, in_fd, &o, n); });
             wfd = out_fd;
             ev = POLLOUT;
             return r;
@@ -260,7 +261,7 @@ result<size_t> splice(int in_fd, int out_fd, size_t n, duration t) noexcept {
     }
     return retry_ready(
         [&](int& wfd, short& ev) {
-            long r = sys::splice(in_fd, out_fd, n, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+            long r = sys::without_sigpipe([&] { return sys::splice(in_fd, out_fd, n, SPLICE_F_NONBLOCK | SPLICE_F_MOVE); });
             if (r == -EAGAIN) {
                 // Which side is not ready: wait for input unless input is already there.
                 const bool readable = sys::poll1(in_fd, POLLIN, 0) > 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -247,6 +248,40 @@ TEST_P(fd_test, sendfile_and_splice_move_file_bytes) {
     ::close(p[1]);
     ::close(file);
     EXPECT_EQ(fd::sendfile(sv_[0], file, 0, 10).error(), std::errc::bad_file_descriptor);
+}
+
+// sendfile and splice into a peer that is gone: EPIPE, never the SIGPIPE whose default action
+// would end this process, and nothing left pending for the thread.
+TEST_P(fd_test, a_gone_peer_is_epipe_never_sigpipe) {
+    struct sigaction dfl{}, old{};
+    dfl.sa_handler = SIG_DFL;
+    ASSERT_EQ(::sigaction(SIGPIPE, &dfl, &old), 0);
+    char path[] = "/tmp/gluon-sendfile-XXXXXX";
+    int file = mkstemp(path);
+    ASSERT_GE(file, 0);
+    ::unlink(path);
+    std::string data(4096, 'x');
+    ASSERT_EQ(::pwrite(file, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+
+    ASSERT_TRUE(fd::close(sv_[1]).has_value());
+    sv_[1] = -1;
+    auto r = fd::sendfile(sv_[0], file, 0, data.size());
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error(), std::errc::broken_pipe);
+
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    ::close(p[0]);  // no reader
+    auto s = fd::splice(file, p[1], data.size());
+    ASSERT_FALSE(s.has_value());
+    EXPECT_EQ(s.error(), std::errc::broken_pipe);
+    ::close(p[1]);
+    ::close(file);
+
+    sigset_t pending;
+    ASSERT_EQ(::sigpending(&pending), 0);
+    EXPECT_FALSE(sigismember(&pending, SIGPIPE));
+    ::sigaction(SIGPIPE, &old, nullptr);
 }
 
 }  // namespace

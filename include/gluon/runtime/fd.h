@@ -68,12 +68,13 @@ void closing(int fd) noexcept;
 /// Sends up to n bytes of in_fd (a regular file) from offset off to the socket out_fd
 /// (sendfile(2): no copy through user space). May be short; returns the bytes sent. out_fd is
 /// made O_NONBLOCK (both engines handle such sockets). Reading the file may still wait for the
-/// disk on the vCPU's thread: for cold files prefer reading through gluon::file_io.
+/// disk on the vCPU's thread: for cold files prefer reading through gluon::file_io. A peer
+/// that is gone is EPIPE, never SIGPIPE (as send with MSG_NOSIGNAL).
 /// Errors: those of sendfile(2) (EPIPE, ECONNRESET, EINVAL), ETIMEDOUT, ECANCELED.
 result<size_t> sendfile(int out_fd, int in_fd, int64_t off, size_t n, duration timeout = forever) noexcept;
 /// Moves up to n bytes from in_fd to out_fd where one of them is a pipe (splice(2)); 0 means
-/// end of input. Sockets involved are made O_NONBLOCK. Errors: those of splice(2), ETIMEDOUT,
-/// ECANCELED.
+/// end of input. Sockets involved are made O_NONBLOCK. Never raises SIGPIPE (EPIPE instead).
+/// Errors: those of splice(2), ETIMEDOUT, ECANCELED.
 result<size_t> splice(int in_fd, int out_fd, size_t n, duration timeout = forever) noexcept;
 
 /// Loops until all n bytes are written; a timeout applies to the whole call.

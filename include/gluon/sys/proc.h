@@ -51,6 +51,31 @@ inline long sleep_until_mono(const timespec* t) noexcept {
 inline long sigaltstack(const stack_t* ss, stack_t* old) noexcept {
     return GLUON_SYSCALL(::sigaltstack(ss, old), SYS_sigaltstack, ss, old);
 }
+/// Changes the calling thread's signal mask (rt_sigprocmask with the kernel's 8-byte set).
+inline long thread_sigmask(int how, const sigset_t* set, sigset_t* old) noexcept {
+    return GLUON_SYSCALL(::sigprocmask(how, set, old), SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
+}
+/// Takes one pending signal of *set off the calling thread without waiting: its number, or
+/// -EAGAIN if none is pending.
+inline long take_pending_signal(const sigset_t* set) noexcept {
+    static constexpr timespec zero{};
+    return GLUON_SYSCALL(::sigtimedwait(set, nullptr, &zero), SYS_rt_sigtimedwait, set, nullptr, &zero, _NSIG / 8);
+}
+/// Runs f (a system call writing to a socket or pipe that has no MSG_NOSIGNAL: sendfile,
+/// splice) with SIGPIPE blocked on the calling thread, and takes back the SIGPIPE an -EPIPE
+/// left pending: the caller sees EPIPE only, never the signal whose default action ends the
+/// process. A thread that blocks SIGPIPE itself keeps what is pending for it. Returns f().
+template <typename F>
+long without_sigpipe(F&& f) {
+    sigset_t pipe, old;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    if (thread_sigmask(SIG_BLOCK, &pipe, &old) < 0) return f();
+    const long r = f();
+    if (r == -EPIPE && !sigismember(&old, SIGPIPE)) (void)take_pending_signal(&pipe);
+    (void)thread_sigmask(SIG_SETMASK, &old, nullptr);
+    return r;
+}
 /// Installs a signal handler. Through libc on purpose: on x86-64 a handler needs libc's
 /// sa_restorer trampoline (rt_sigreturn), and libc translates its sigaction layout to the
 /// kernel's. Called once at start-up, never on an I/O path, and not a function an I/O
