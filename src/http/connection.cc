@@ -441,7 +441,7 @@ result<void> connection::write_raw(std::string_view a, std::string_view b) {
     if (!a.empty()) v[cnt++] = {const_cast<char*>(a.data()), a.size()};
     if (!b.empty()) v[cnt++] = {const_cast<char*>(b.data()), b.size()};
     if (!cnt) return {};
-    auto r = s_.writev_all(v, cnt, opts_.send_timeout);
+    auto r = s_.writev_all(v, cnt, stall_timeout{opts_.send_timeout});
     out_.clear();
     if (!r) {
         keep_alive_ = false;
@@ -494,7 +494,7 @@ bool connection::send_file(response& r) {
     // then whatever fits each time the send buffer drains.
     net::socket_fd* sock = s_.socket();
     bool cork = sock && sock->set_option(IPPROTO_TCP, TCP_CORK, 1);
-    bool ok = flush() && s_.send_file(r.file_fd_, r.file_off_, r.file_len_, opts_.send_timeout);
+    bool ok = flush() && s_.send_file(r.file_fd_, r.file_off_, r.file_len_, stall_timeout{opts_.send_timeout});
     if (cork) (void)sock->set_option(IPPROTO_TCP, TCP_CORK, 0);
     return ok;
 }

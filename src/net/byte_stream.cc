@@ -43,8 +43,7 @@ result<void> byte_stream::read_exactly(void* buf, size_t n, duration timeout) {
     return {};
 }
 
-result<void> byte_stream::write_all(const void* buf, size_t n, duration timeout) {
-    step_timeouts left(timeout);
+result<void> byte_stream::write_all(const void* buf, size_t n, step_timeouts& left) {
     auto* p = static_cast<const char*>(buf);
     while (n > 0) {
         size_t put = GLUON_TRY(do_write_some(p, n, left.next()));
@@ -55,9 +54,8 @@ result<void> byte_stream::write_all(const void* buf, size_t n, duration timeout)
     return {};
 }
 
-result<void> byte_stream::writev_all(const iovec* iov, int cnt, duration timeout) {
+result<void> byte_stream::writev_all(const iovec* iov, int cnt, step_timeouts& left) {
     if (cnt < 0 || cnt > IOV_MAX) return errno_error(EINVAL);
-    step_timeouts left(timeout);
     // The caller's array is const: after a short write, continue from a copy of the rest.
     constexpr int k_batch = 64;
     iovec rest[k_batch];
@@ -86,17 +84,16 @@ result<void> byte_stream::writev_all(const iovec* iov, int cnt, duration timeout
     return {};
 }
 
-result<void> byte_stream::do_send_file(int file_fd, int64_t off, size_t n, duration timeout) {
+result<void> byte_stream::do_send_file(int file_fd, int64_t off, size_t n, step_timeouts& t) {
     if (off < 0) return errno_error(EINVAL);
-    const deadline_t d = deadline_after(timeout);
     constexpr size_t k_chunk = 64 * 1024;
     std::unique_ptr<char[]> buf(new (std::nothrow) char[n < k_chunk ? n : k_chunk]);
     if (!buf) return errno_error(ENOMEM);
     while (n > 0) {
         size_t want = n < k_chunk ? n : k_chunk;
-        size_t got = GLUON_TRY(fd::pread(file_fd, buf.get(), want, off, time_left(d)));
+        size_t got = GLUON_TRY(fd::pread(file_fd, buf.get(), want, off, t.next()));
         if (got == 0) return errno_error(ENODATA);
-        GLUON_TRY(write_all(buf.get(), got, time_left(d)));
+        GLUON_TRY(write_all(buf.get(), got, t));
         off += static_cast<int64_t>(got);
         n -= got;
     }

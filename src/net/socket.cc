@@ -94,10 +94,9 @@ result<void> stream::write_all_zerocopy(const void* buf, size_t n, duration time
     return fd::send_all_zerocopy(fd_, buf, n, timeout);
 }
 
-result<void> stream::do_send_file(int file_fd, int64_t off, size_t n, duration timeout) {
-    const deadline_t d = deadline_after(timeout);
+result<void> stream::do_send_file(int file_fd, int64_t off, size_t n, step_timeouts& t) {
     while (n > 0) {
-        const duration left = time_left(d);
+        const duration left = t.next();
         if (left.count() == 0) return errno_error(ETIMEDOUT);
         auto r = GLUON_TRY(fd::sendfile(fd_, file_fd, off, n, left));
         if (r == 0) return errno_error(ENODATA);

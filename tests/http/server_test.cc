@@ -3,6 +3,8 @@
 #include "gluon/http/server.h"
 
 #include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <linux/tcp.h>  // tcp_info with tcpi_data_segs_in (glibc's is older)
 #include <gtest/gtest.h>
@@ -496,6 +498,45 @@ TEST_P(http_server_test, clients_that_reset_or_never_read_cost_nothing_lasting) 
     }
     EXPECT_TRUE(eventually([&] { return srv_->connections() == 0; }));
     EXPECT_TRUE(eventually([&] { return open_fds() == fds; })) << open_fds() << " fds, " << fds << " before";
+}
+
+// send_timeout bounds each wait between two writes, not the whole response: a client that
+// reads a large body slowly but steadily gets all of it, from memory (writev) and from a file
+// (sendfile), although the transfer takes several send timeouts.
+TEST_P(http_server_test, a_slow_steady_reader_gets_a_body_that_outlasts_the_send_timeout) {
+    constexpr size_t k_size = 16 << 20;
+    char path[] = "/tmp/gluon-slowread-XXXXXX";
+    int file = mkstemp(path);
+    ASSERT_GE(file, 0);
+    ::unlink(path);
+    std::string data(k_size, 'f');
+    ASSERT_EQ(::pwrite(file, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+    server_options o;
+    // Long enough for the wait until a full send buffer (up to 4 MiB) has drained far enough
+    // to be writable again at this reader's pace; far shorter than the whole transfer.
+    o.send_timeout = 400ms;
+    router r = test_router();
+    r.get("/mem", [](request&, response& res) { res.body(std::string(k_size, 'm')); });
+    r.get("/file", [file](request&, response& res) { res.file(file, 0, k_size, false); });
+    start(r.as_handler(), o);
+    for (const char* target : {"/mem", "/file"}) {
+        auto c = connect();
+        ASSERT_TRUE(send_text(c, std::string("GET ") + target + " HTTP/1.1\r\nHost: t\r\n\r\n"));
+        const auto t0 = std::chrono::steady_clock::now();
+        size_t got = 0;
+        char buf[64 * 1024];
+        for (;;) {  // a steady reader: up to 64 KiB, then a pause far shorter than the timeout
+            auto n = c.read_some(buf, sizeof buf, 5s);
+            if (!n || *n == 0) break;
+            got += *n;
+            if (got >= k_size) break;  // (the head's bytes too: enough to have it all)
+            (void)this_fiber::sleep_for(3ms);
+        }
+        const auto took = std::chrono::steady_clock::now() - t0;
+        EXPECT_GE(got, k_size) << target;
+        EXPECT_GT(took, 3 * o.send_timeout / 2) << target << ": the transfer must outlast the timeout to mean anything";
+    }
+    ::close(file);
 }
 
 TEST_P(http_server_test, after_the_hostile_corpus_no_connection_or_fd_is_left) {

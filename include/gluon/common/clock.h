@@ -77,25 +77,36 @@ inline duration time_left(deadline_t d) noexcept {
     return duration(left > 0 ? left : 0);
 }
 
+/// A timeout on each wait of a transfer instead of on the whole call: a transfer that keeps
+/// moving never times out, one that makes no progress for `gap` does. What servers call a send
+/// timeout "between two successive writes": a slow but steady client gets a large file.
+struct stall_timeout {
+    duration gap;
+};
+
 /// The timeouts of the steps of one call bounded by one deadline: the first step gets the whole
 /// timeout (the deadline was set a moment ago), later ones what is left. Saves a clock read in
-/// the common case of a call done in one step.
+/// the common case of a call done in one step. Made from a stall_timeout, every step gets the
+/// whole gap (each step of a transfer either moves bytes or fails).
 class step_timeouts {
 public:
     explicit step_timeouts(duration t) noexcept : t_(t), d_(timeout_deadline(t)) {}
+    explicit step_timeouts(stall_timeout s) noexcept : t_(s.gap), d_(k_no_deadline), stall_(true) {}
     duration next() noexcept {
-        if (first_) {
+        if (first_ || stall_) {
             first_ = false;
             return t_;
         }
         return time_left(d_);
     }
+    /// The whole call's deadline (k_no_deadline for stall timeouts).
     deadline_t deadline() const noexcept { return d_; }
 
 private:
     duration t_;
     deadline_t d_;
     bool first_ = true;
+    bool stall_ = false;
 };
 
 /// Converts a std::chrono::steady_clock time point (CLOCK_MONOTONIC on Linux) to a deadline.

@@ -53,16 +53,38 @@ public:
     result<void> read_exactly(void* buf, size_t n, duration timeout = forever);
     /// Writes all n bytes. Errors: those of write_some; on an error, how much was written is not
     /// known.
-    result<void> write_all(const void* buf, size_t n, duration timeout = forever);
+    result<void> write_all(const void* buf, size_t n, duration timeout = forever) {
+        step_timeouts t(timeout);
+        return write_all(buf, n, t);
+    }
+    /// write_all that fails only when a wait makes no progress for t.gap (ETIMEDOUT).
+    result<void> write_all(const void* buf, size_t n, stall_timeout t) {
+        step_timeouts s(t);
+        return write_all(buf, n, s);
+    }
     /// Writes every byte of the buffers (one system call when the transport takes them all at
     /// once: a response's header and body in one send). Errors: those of write_all, EINVAL.
-    result<void> writev_all(const iovec* iov, int cnt, duration timeout = forever);
+    result<void> writev_all(const iovec* iov, int cnt, duration timeout = forever) {
+        step_timeouts t(timeout);
+        return writev_all(iov, cnt, t);
+    }
+    /// writev_all that fails only when a wait makes no progress for t.gap (ETIMEDOUT).
+    result<void> writev_all(const iovec* iov, int cnt, stall_timeout t) {
+        step_timeouts s(t);
+        return writev_all(iov, cnt, s);
+    }
     /// Sends n bytes of the regular file file_fd from offset off: without a copy through user
     /// space where the transport allows it (sendfile on a plain socket), else read and written
     /// in chunks. Errors: those of write_all, ENODATA (the file ended first), the file's read
     /// errors (EIO, EBADF, EINVAL).
     result<void> send_file(int file_fd, int64_t off, size_t n, duration timeout = forever) {
-        return do_send_file(file_fd, off, n, timeout);
+        step_timeouts t(timeout);
+        return do_send_file(file_fd, off, n, t);
+    }
+    /// send_file that fails only when a wait makes no progress for t.gap (ETIMEDOUT).
+    result<void> send_file(int file_fd, int64_t off, size_t n, stall_timeout t) {
+        step_timeouts s(t);
+        return do_send_file(file_fd, off, n, s);
     }
     /// Ends this side's writing (TCP FIN, TLS close_notify); reading goes on. Errors: those of
     /// write_some; ENOTCONN on a socket that is not connected.
@@ -85,8 +107,11 @@ protected:
     /// Defaults: the first non-empty buffer only (correct, as the calls may be short).
     virtual result<size_t> do_readv(const iovec* iov, int cnt, duration timeout);
     virtual result<size_t> do_writev(const iovec* iov, int cnt, duration timeout);
-    /// Default: pread into a buffer and write_all, 64 KiB at a time.
-    virtual result<void> do_send_file(int file_fd, int64_t off, size_t n, duration timeout);
+    /// Default: pread into a buffer and write_all, 64 KiB at a time. Each wait takes t.next().
+    virtual result<void> do_send_file(int file_fd, int64_t off, size_t n, step_timeouts& t);
+    /// The loops of write_all and writev_all, each wait bounded by t.next().
+    result<void> write_all(const void* buf, size_t n, step_timeouts& t);
+    result<void> writev_all(const iovec* iov, int cnt, step_timeouts& t);
     virtual result<void> do_shutdown(duration timeout) = 0;
     virtual result<void> do_close() noexcept = 0;
 };

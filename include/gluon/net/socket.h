@@ -90,7 +90,7 @@ private:
     result<size_t> do_write_some(const void* buf, size_t n, duration timeout) override;
     result<size_t> do_readv(const iovec* iov, int cnt, duration timeout) override;
     result<size_t> do_writev(const iovec* iov, int cnt, duration timeout) override;
-    result<void> do_send_file(int file_fd, int64_t off, size_t n, duration timeout) override;
+    result<void> do_send_file(int file_fd, int64_t off, size_t n, step_timeouts& t) override;
     result<void> do_shutdown(duration timeout) override;
     result<void> do_close() noexcept override { return socket_fd::close(); }
     bool ahead_ = false;
