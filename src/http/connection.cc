@@ -200,7 +200,7 @@ connection::got connection::read_head() {
                 return got::head;
             }
             if (r.state == parse_result::invalid) {
-                send_error(r.status, r.why);
+                send_error(r.status, r.why, false);
                 return got::failed;
             }
             if (deadline == k_no_deadline) deadline = deadline_after(opts_.header_timeout);
@@ -221,7 +221,7 @@ connection::got connection::read_head() {
         if (end_ == cap_) grow(cap_ * 2 < max_cap ? cap_ * 2 : max_cap);
         auto n = s_.read_some(in_ + end_, cap_ - end_, time_left(deadline));
         if (!n) {
-            if (n.error() == std::errc::timed_out) send_error(408, "header timeout");
+            if (n.error() == std::errc::timed_out) send_error(408, "header timeout", false);
             return got::closed;
         }
         if (*n == 0) return got::closed;
@@ -264,12 +264,10 @@ void connection::handle() {
     } catch (const std::exception& e) {
         GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: http handler for {} threw: {}",
                                h.target, e.what());
-        if (res_.head_sent_) keep_alive_ = false;
-        else res_.reset(), res_.status(500);
+        fail_response();
     } catch (...) {
         GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: http handler for {} threw", h.target);
-        if (res_.head_sent_) keep_alive_ = false;
-        else res_.reset(), res_.status(500);
+        fail_response();
     }
     if (!res_.detached_ && !finish_body()) {
         keep_alive_ = false;
@@ -499,7 +497,15 @@ bool connection::send_file(response& r) {
     return ok;
 }
 
-void connection::send_error(int status, const char* why) {
+// The handler threw: a 500 if nothing of its response has left yet; otherwise the response is
+// aborted (the connection closes without the last chunk), so the client cannot take the part
+// that was sent for a whole body.
+void connection::fail_response() {
+    if (res_.head_sent_) res_.abort();
+    else res_.reset(), res_.status(500);
+}
+
+void connection::send_error(int status, const char* why, bool parsed) {
     GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http: {} ({})", status, why);
     keep_alive_ = false;
     must_linger_ = true;  // the client may still be sending what we refused
@@ -512,7 +518,9 @@ void connection::send_error(int status, const char* why) {
     body += '\n';
     res_.body(body);
     append_head(res_, false, res_.body_.size());
-    if (req_.head_.verb != method::head) out_ += res_.body_;
+    // (A request that failed to parse may hold the previous request's method: its error
+    // answer always has its body.)
+    if (!parsed || req_.head_.verb != method::head) out_ += res_.body_;
 }
 
 void connection::lingering_close() {

@@ -45,7 +45,10 @@ private:
     got read_head();
     void handle();
     void run_h2(std::string_view preread);
-    void send_error(int status, const char* why);
+    /// An error answer that closes the connection; `parsed`: the request's head was parsed (a
+    /// HEAD request's answer then has no body).
+    void send_error(int status, const char* why, bool parsed = true);
+    void fail_response();
     bool finish_body();
     void finish_response();
     void lingering_close();

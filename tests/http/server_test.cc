@@ -539,6 +539,45 @@ TEST_P(http_server_test, a_slow_steady_reader_gets_a_body_that_outlasts_the_send
     ::close(file);
 }
 
+// A handler that throws after its streamed response has begun: the connection closes without
+// the last chunk, so the client sees a broken body, never a short one that looks complete.
+TEST_P(http_server_test, a_handler_throwing_mid_stream_leaves_the_body_unterminated) {
+    router r = test_router();
+    r.get("/half", [](request&, response& res) {
+        ASSERT_TRUE(res.write("first part;"));
+        throw std::runtime_error("boom");
+    });
+    start(r.as_handler());
+    auto c = connect();
+    ASSERT_TRUE(send_text(c, "GET /half HTTP/1.1\r\nHost: t\r\n\r\n"));
+    std::string all;
+    char buf[4096];
+    for (;;) {
+        auto n = c.read_some(buf, sizeof buf, 5s);
+        ASSERT_TRUE(n);
+        if (*n == 0) break;
+        all.append(buf, *n);
+    }
+    EXPECT_NE(all.find("first part;"), std::string::npos) << all;
+    EXPECT_EQ(all.find("\r\n0\r\n"), std::string::npos) << all;
+}
+
+// The error answer to a request that does not parse has its body even right after a HEAD
+// request on the same connection.
+TEST_P(http_server_test, an_unparsable_request_after_a_head_gets_a_whole_error_answer) {
+    start(test_router().as_handler());
+    auto c = connect();
+    ASSERT_TRUE(send_text(c, "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n BAD / HTTP/1.1\r\n\r\n"));
+    std::string buf;
+    auto head = read_reply(c, buf, method::head);
+    ASSERT_TRUE(head);
+    EXPECT_EQ(head->status, 200);
+    auto bad = read_reply(c, buf);
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400);
+    EXPECT_EQ(bad->body, "400 Bad Request\n");
+}
+
 TEST_P(http_server_test, after_the_hostile_corpus_no_connection_or_fd_is_left) {
     start(test_router().as_handler());
     size_t fds = open_fds();

@@ -76,6 +76,13 @@ int h2_stream::make_request() {
     return 0;
 }
 
+// The handler threw: a 500 if nothing of its response has left yet; otherwise the stream is
+// reset, so the client cannot take the part that was sent for a whole body.
+void h2_stream::fail_response() {
+    if (res.head_sent_) res.abort();
+    else res.reset(), res.status(500);
+}
+
 void h2_stream::serve() {
     int refused = refuse ? refuse : make_request();
     if (refused) {
@@ -86,11 +93,11 @@ void h2_stream::serve() {
         } catch (const std::exception& e) {
             GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: http handler for {} threw: {}",
                                    req.head_.target, e.what());
-            if (!res.head_sent_) res.reset(), res.status(500);
+            fail_response();
         } catch (...) {
             GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: http handler for {} threw",
                                    req.head_.target);
-            if (!res.head_sent_) res.reset(), res.status(500);
+            fail_response();
         }
         if (!res.head_sent_ && (in_error == EMSGSIZE || in_error == ETIMEDOUT)) {
             res.reset();

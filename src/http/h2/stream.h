@@ -32,6 +32,7 @@ public:
     int make_request();
     /// Runs the handler and submits what it answered.
     void serve();
+    void fail_response();
     /// Hands received body bytes on; false: the stream refuses them (they are consumed).
     void on_data(const uint8_t* data, size_t len);
     /// nghttp2 closed the stream: wakes the handler's waits.
