@@ -10,7 +10,7 @@
 
 namespace gluon::http::detail {
 
-enum : uint8_t { c_tchar = 1, c_vchar_sp = 2, c_target = 4, c_hex = 8 };
+enum : uint8_t { c_tchar = 1, c_vchar_sp = 2, c_target = 4, c_hex = 8, c_reg_name = 16 };
 
 constexpr std::array<uint8_t, 256> make_classes() {
     std::array<uint8_t, 256> t{};
@@ -27,6 +27,11 @@ constexpr std::array<uint8_t, 256> make_classes() {
         // request-target: visible ASCII; no SP, no controls, no obs-text (URIs are percent-encoded)
         if (c > 0x20 && c < 0x7f) k |= c_target;
         if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) k |= c_hex;
+        // reg-name = *( unreserved / pct-encoded / sub-delims ) (RFC 3986 3.2.2); '%' starts a
+        // pct-encoded triplet, whose two hex digits the caller checks
+        bool sub_delim = c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' ||
+                         c == '*' || c == '+' || c == ',' || c == ';' || c == '=';
+        if (alnum || c == '-' || c == '.' || c == '_' || c == '~' || sub_delim || c == '%') k |= c_reg_name;
         t[static_cast<size_t>(c)] = k;
     }
     return t;
@@ -37,6 +42,7 @@ inline constexpr std::array<uint8_t, 256> k_classes = make_classes();
 inline bool is_tchar(char c) noexcept { return k_classes[static_cast<uint8_t>(c)] & c_tchar; }
 inline bool is_vchar_or_sp(char c) noexcept { return k_classes[static_cast<uint8_t>(c)] & c_vchar_sp; }
 inline bool is_target_char(char c) noexcept { return k_classes[static_cast<uint8_t>(c)] & c_target; }
+inline bool is_reg_name_char(char c) noexcept { return k_classes[static_cast<uint8_t>(c)] & c_reg_name; }
 inline bool is_hex(char c) noexcept { return k_classes[static_cast<uint8_t>(c)] & c_hex; }
 inline char lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
 inline int hex_value(char c) noexcept {

@@ -231,17 +231,9 @@ connection::got connection::read_head() {
 
 void connection::handle() {
     request_head& h = req_.head_;
-    // origin-form "/p?q"; absolute-form "http://host/p?q" (its path is the part after the
-    // authority, RFC 9112 3.2.2); authority-form (CONNECT) and "*" have no path of their own.
-    std::string_view t = h.target;
-    if (!t.empty() && t[0] != '/' && h.verb != method::connect && t != "*") {
-        size_t scheme = t.find("://");
-        size_t slash = scheme == std::string_view::npos ? std::string_view::npos : t.find('/', scheme + 3);
-        t = slash == std::string_view::npos ? std::string_view("/") : t.substr(slash);
-    }
-    size_t q = t.find('?');
-    req_.path_ = t.substr(0, q);
-    req_.query_ = q == std::string_view::npos ? std::string_view{} : t.substr(q + 1);
+    // The parser split the target (the path of an absolute-form one follows its authority).
+    req_.path_ = h.path;
+    req_.query_ = h.query;
     req_.params_.clear();
     req_.body_.clear();
     res_.reset();

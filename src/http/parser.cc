@@ -2,6 +2,9 @@
 // validating pass over the complete head, table-driven, with a 16-byte scan over field values.
 #include "gluon/http/parser.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstring>
 
 #include "chars.h"
@@ -10,6 +13,8 @@
 namespace gluon::http {
 
 using detail::for_each_element;
+using detail::is_hex;
+using detail::is_reg_name_char;
 using detail::is_tchar;
 using detail::parse_decimal;
 using detail::trim;
@@ -92,6 +97,100 @@ const char* scan_value(const char* p, const char* end) noexcept {
         if (*p == '\r' && p + 1 < end && p[1] == '\n') return p;
         return nullptr;
     }
+}
+
+/// The inside of an IP-literal's brackets: an IPv6 address in any of its text forms, or an
+/// IPvFuture ("v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ), RFC 3986 3.2.2).
+bool valid_ip_literal(std::string_view s) noexcept {
+    if (!s.empty() && (s[0] == 'v' || s[0] == 'V')) {
+        size_t i = 1;
+        while (i < s.size() && is_hex(s[i])) ++i;
+        if (i == 1 || i + 1 >= s.size() || s[i] != '.') return false;
+        for (++i; i < s.size(); ++i)
+            if (s[i] != ':' && (!is_reg_name_char(s[i]) || s[i] == '%')) return false;
+        return true;
+    }
+    char text[INET6_ADDRSTRLEN];
+    if (s.size() >= sizeof text) return false;
+    std::memcpy(text, s.data(), s.size());
+    text[s.size()] = '\0';
+    in6_addr a;
+    return ::inet_pton(AF_INET6, text, &a) == 1;
+}
+
+/// Whether `a` is uri-host [ ":" port ] (RFC 3986 3.2.2, 3.2.3), the form of a Host field and
+/// of a target's authority: an IP literal in brackets or a reg-name (an IPv4 address is one
+/// too). The host may be empty unless need_host; the port may be absent unless need_port.
+/// Userinfo is refused with the rest: '@' is no reg-name character, and an http(s) URI may not
+/// carry it (RFC 9110 4.2.4).
+bool valid_authority(std::string_view a, bool need_host, bool need_port) noexcept {
+    size_t i = 0;
+    if (!a.empty() && a[0] == '[') {
+        size_t close = a.find(']');
+        if (close == std::string_view::npos || !valid_ip_literal(a.substr(1, close - 1))) return false;
+        i = close + 1;
+    } else {
+        while (i < a.size() && a[i] != ':') {
+            if (!is_reg_name_char(a[i])) return false;
+            if (a[i] == '%') {
+                if (i + 2 >= a.size() || !is_hex(a[i + 1]) || !is_hex(a[i + 2])) return false;
+                i += 2;
+            }
+            ++i;
+        }
+        if (i == 0 && need_host) return false;
+    }
+    if (i == a.size()) return !need_port;
+    if (a[i] != ':') return false;
+    size_t digits = 0;
+    for (++i; i < a.size(); ++i, ++digits)
+        if (a[i] < '0' || a[i] > '9') return false;
+    return digits > 0 || !need_port;
+}
+
+/// Splits a request target into path, query and (absolute-form) authority, or returns why it
+/// is none of the forms RFC 9112 3.2 allows: origin-form ("/p?q") with any method,
+/// absolute-form with an http or https URI, authority-form ("host:port") with CONNECT, which
+/// takes nothing else, and "*" with OPTIONS. A request that means something else than what a
+/// proxy in front of the server read must not be served as if it were "/": that is how access
+/// rules are bypassed. A fragment is the client's own and never sent (RFC 9110 4.2.5), so '#'
+/// is refused too. Authority-form and "*" are their own path.
+const char* split_target(std::string_view t, method verb, request_head& out) noexcept {
+    out.path = out.query = out.target_authority = {};
+    if (t.find('#') != std::string_view::npos) return "fragment in request target";
+    if (verb == method::connect) {
+        if (!valid_authority(t, true, true)) return "CONNECT target is not host:port";
+        out.path = t;
+        return nullptr;
+    }
+    std::string_view rest = t;
+    if (t == "*") {
+        if (verb != method::options) return "asterisk-form without OPTIONS";
+        out.path = t;
+        return nullptr;
+    }
+    if (t[0] != '/') {
+        size_t colon = t.find("://");
+        std::string_view scheme = t.substr(0, colon);
+        if (colon == std::string_view::npos || !(iequals(scheme, "http") || iequals(scheme, "https")))
+            return "request target in no valid form";
+        std::string_view after = t.substr(colon + 3);
+        size_t end = after.find_first_of("/?");
+        std::string_view authority = after.substr(0, end);
+        if (!valid_authority(authority, true, false)) return "invalid authority in request target";
+        out.target_authority = authority;
+        rest = end == std::string_view::npos ? std::string_view() : after.substr(end);
+        // "http://h" and "http://h?q" have the empty path, which origin-form writes "/" (RFC 9112 3.2.1).
+        if (rest.empty() || rest[0] == '?') {
+            out.path = "/";
+            if (!rest.empty()) out.query = rest.substr(1);
+            return nullptr;
+        }
+    }
+    size_t q = rest.find('?');
+    out.path = rest.substr(0, q);
+    if (q != std::string_view::npos) out.query = rest.substr(q + 1);
+    return nullptr;
 }
 
 /// What the field section says about framing and the connection.
@@ -257,6 +356,7 @@ parse_result parse_request(std::string_view buf, request_head& out, const limits
     if (p[0] != '\r' || p[1] != '\n') return bad(400, "invalid request line");
     p += 2;
     out.version_minor = static_cast<uint8_t>(minor > 1 ? 1 : minor);
+    if (const char* why = split_target(out.target, out.verb, out)) return bad(400, why);
 
     field_facts f;
     parse_result fr = parse_fields(p, end, out, f, lim);
@@ -277,7 +377,9 @@ parse_result parse_request(std::string_view buf, request_head& out, const limits
     if (out.version_minor == 1 && f.hosts != 1) return bad(400, f.hosts ? "repeated Host" : "missing Host");
     if (f.hosts > 1) return bad(400, "repeated Host");
     if (f.expect_other) return bad(417, "unsupported expectation");
-    out.host = f.host;
+    // An absolute-form target names the host itself, and the Host field is then ignored (RFC
+    // 9112 3.2.2); it must still be there and valid, for a proxy's sake.
+    out.host = out.target_authority.empty() ? f.host : out.target_authority;
     out.expect_continue = f.expect_continue && out.version_minor == 1;
     out.keep_alive = out.version_minor == 1 ? !f.conn_close : (f.conn_keep_alive && !f.conn_close);
     out.upgrade = f.conn_upgrade && f.has_upgrade;

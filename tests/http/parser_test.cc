@@ -107,6 +107,59 @@ TEST(http_parser, methods_are_classified_and_unknown_tokens_kept) {
     EXPECT_EQ(p.head.method_name, "PROPFIND");
 }
 
+TEST(http_parser, request_targets_take_one_of_the_four_forms_their_method_allows) {
+    std::string req;  // the views of a result point into it until the next call
+    auto target_of = [&](std::string_view line) {
+        req = std::string(line) + " HTTP/1.1\r\nHost: a\r\n\r\n";
+        return parse(req);
+    };
+    auto p = target_of("GET /a/b?x=1&y");
+    ASSERT_EQ(p.r.state, parse_result::complete);
+    EXPECT_EQ(p.head.path, "/a/b");
+    EXPECT_EQ(p.head.query, "x=1&y");
+    EXPECT_EQ(p.head.target_authority, "");
+    p = target_of("OPTIONS *");
+    ASSERT_EQ(p.r.state, parse_result::complete);
+    EXPECT_EQ(p.head.path, "*");
+    p = target_of("CONNECT example.com:443");
+    ASSERT_EQ(p.r.state, parse_result::complete);
+    EXPECT_EQ(p.head.path, "example.com:443");
+    EXPECT_EQ(target_of("CONNECT [2001:db8::1]:443").r.state, parse_result::complete);
+    EXPECT_EQ(target_of("HEAD HTTPS://h/").r.state, parse_result::complete);
+    EXPECT_EQ(target_of("GET http://[2001:db8::1]:8080/").r.state, parse_result::complete);
+    for (const char* bad : {"GET foo", "GET *", "POST a:80", "GET /a#b", "GET http://a/#f", "CONNECT /",
+                            "CONNECT a", "CONNECT a:", "CONNECT a:x", "CONNECT http://a:80", "OPTIONS a:80",
+                            "GET ftp://a/", "GET http:/a", "GET http:///x", "GET http://u@a/",
+                            "GET http://a<b/", "GET http://[::1/", "GET http://[zz]/", "GET http://a:8x/",
+                            "GET http://a%2/"}) {
+        auto b = target_of(bad);
+        EXPECT_EQ(b.r.state, parse_result::invalid) << bad;
+        EXPECT_EQ(b.r.status, 400) << bad;
+    }
+}
+
+TEST(http_parser, an_absolute_form_target_gives_host_path_and_query) {
+    // The authority names the host; the Host field is ignored (RFC 9112 3.2.2).
+    auto p = parse("GET http://h.example:8080/p/q?x=1 HTTP/1.1\r\nHost: other\r\n\r\n");
+    ASSERT_EQ(p.r.state, parse_result::complete);
+    EXPECT_EQ(p.head.host, "h.example:8080");
+    EXPECT_EQ(p.head.path, "/p/q");
+    EXPECT_EQ(p.head.query, "x=1");
+    // No path: it is "/", and a query stays the query, even with a '/' in it.
+    p = parse("GET http://h?x=/y HTTP/1.1\r\nHost: h\r\n\r\n");
+    ASSERT_EQ(p.r.state, parse_result::complete);
+    EXPECT_EQ(p.head.host, "h");
+    EXPECT_EQ(p.head.path, "/");
+    EXPECT_EQ(p.head.query, "x=/y");
+    p = parse("GET https://h HTTP/1.0\r\n\r\n");
+    ASSERT_EQ(p.r.state, parse_result::complete);
+    EXPECT_EQ(p.head.host, "h");
+    EXPECT_EQ(p.head.path, "/");
+    EXPECT_EQ(p.head.query, "");
+    // HTTP/1.1 still needs the Host field.
+    EXPECT_EQ(parse("GET http://h/ HTTP/1.1\r\n\r\n").r.status, 400);
+}
+
 TEST(http_parser, limits_give_414_and_431) {
     limits lim;
     lim.max_head_bytes = 1024;

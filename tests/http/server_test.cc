@@ -367,6 +367,28 @@ TEST_P(http_server_test, a_body_that_stalls_gets_408_and_absolute_form_targets_r
     EXPECT_EQ(r->body, "http://t/path?x=1");  // the handler sees the target as sent
 }
 
+TEST_P(http_server_test, targets_in_no_allowed_form_get_400_and_absolute_form_names_the_host) {
+    start([](request& req, response& res) {
+        res.body(std::string(req.host()) + " " + std::string(req.path()) + " " + std::string(req.query()));
+    });
+    auto c = connect();
+    auto r = roundtrip(c, "GET http://h.example:8080?x=/y HTTP/1.1\r\nHost: other\r\n\r\n");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "h.example:8080 / x=/y");
+    for (const char* bad : {"GET foo HTTP/1.1\r\nHost: t\r\n\r\n", "GET /a#b HTTP/1.1\r\nHost: t\r\n\r\n",
+                            "GET * HTTP/1.1\r\nHost: t\r\n\r\n", "POST t:80 HTTP/1.1\r\nHost: t\r\n\r\n",
+                            "GET ftp://t/ HTTP/1.1\r\nHost: t\r\n\r\n"}) {
+        auto d = connect();
+        std::string buf;
+        ASSERT_TRUE(send_text(d, bad)) << bad;
+        r = read_reply(d, buf);
+        ASSERT_TRUE(r) << bad;
+        EXPECT_EQ(r->status, 400) << bad;
+        EXPECT_TRUE(closed_by_server(d)) << bad;
+    }
+}
+
 TEST_P(http_server_test, the_last_request_allowed_on_a_connection_says_close) {
     server_options o;
     o.max_requests_per_connection = 2;

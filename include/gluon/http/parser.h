@@ -6,7 +6,8 @@
 // Whatever RFC 9112 calls invalid is an error with the status a server answers it with, and the
 // connection must then be closed: bare CR or LF, NUL or other control bytes in a field, obs-fold,
 // whitespace before a field's colon, Content-Length beside Transfer-Encoding, two different
-// Content-Lengths, a transfer coding other than chunked, a missing or repeated Host in HTTP/1.1.
+// Content-Lengths, a transfer coding other than chunked, a missing or repeated Host in HTTP/1.1,
+// a request target in none of the four forms of RFC 9112 3.2 or in a form its method may not use.
 #pragma once
 
 #include <cstddef>
@@ -63,6 +64,13 @@ struct request_head : message_head {
     method verb = method::other;
     std::string_view method_name;
     std::string_view target;  // as sent (origin-form, absolute-form, authority-form or "*")
+    /// The target's path, before '?': origin-form's and absolute-form's ("/" when the URI has
+    /// none), the whole target for authority-form and "*".
+    std::string_view path;
+    std::string_view query;             // after the target's '?', or empty
+    std::string_view target_authority;  // an absolute-form target's authority, or empty
+    /// The absolute-form target's authority (the Host field is then ignored, RFC 9112 3.2.2),
+    /// or the Host field's value.
     std::string_view host;
     bool expect_continue = false;
 };
@@ -75,6 +83,10 @@ struct response_head : message_head {
 /// Parses a request head at the start of buf. out.headers must point at room for
 /// lim.max_headers fields. `scanned` (in/out, start at 0) remembers how far an incomplete buffer
 /// was searched for the blank line, so that reading a head in many pieces costs linear time.
+/// Errors (an invalid result with its status): 400 for a target that is not origin-form ("/p?q"),
+/// absolute-form with an http or https URI, authority-form ("host:port", which CONNECT must use
+/// and no other method may) or "*" (OPTIONS only), or that holds '#'; the statuses of
+/// parse_result for the rest of what the comment at the top lists.
 parse_result parse_request(std::string_view buf, request_head& out, const limits& lim,
                            size_t& scanned) noexcept;
 

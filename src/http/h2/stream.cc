@@ -71,8 +71,9 @@ int h2_stream::make_request() {
         if (v > sess.options().max_body_bytes) return 413;
     }
     size_t q = path.find('?');
-    req.path_ = path.substr(0, q);
-    req.query_ = q == std::string_view::npos ? std::string_view{} : path.substr(q + 1);
+    req.path_ = h.path = path.substr(0, q);
+    req.query_ = h.query = q == std::string_view::npos ? std::string_view{} : path.substr(q + 1);
+    h.target_authority = {};
     return 0;
 }
 

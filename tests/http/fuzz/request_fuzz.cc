@@ -40,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check(in.substr(whole.consumed - 4, 4) == "\r\n\r\n");
         auto inside = [&](std::string_view v) { return v.empty() || (v.data() >= in.data() && v.data() + v.size() <= in.data() + whole.consumed); };
         check(inside(h.target) && inside(h.method_name) && inside(h.host));
+        check((inside(h.path) || h.path == "/") && !h.path.empty() && inside(h.query) && inside(h.target_authority));
         for (size_t i = 0; i < h.header_count; ++i) check(inside(h.headers[i].name) && inside(h.headers[i].value));
         check(h.body != framing::to_close);
         check(h.body != framing::length || h.content_length > 0);
