@@ -376,6 +376,9 @@ parse_result parse_request(std::string_view buf, request_head& out, const limits
     out.content_length = f.has_length ? f.length : 0;
     if (out.version_minor == 1 && f.hosts != 1) return bad(400, f.hosts ? "repeated Host" : "missing Host");
     if (f.hosts > 1) return bad(400, "repeated Host");
+    // RFC 9112 3.2: a Host that is not uri-host[:port] is 400. The empty value is valid: it is
+    // what a client sends for a URI without an authority.
+    if (f.hosts == 1 && !valid_authority(f.host, false, false)) return bad(400, "invalid Host");
     if (f.expect_other) return bad(417, "unsupported expectation");
     // An absolute-form target names the host itself, and the Host field is then ignored (RFC
     // 9112 3.2.2); it must still be there and valid, for a proxy's sake.

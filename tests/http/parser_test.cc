@@ -160,6 +160,29 @@ TEST(http_parser, an_absolute_form_target_gives_host_path_and_query) {
     EXPECT_EQ(parse("GET http://h/ HTTP/1.1\r\n\r\n").r.status, 400);
 }
 
+TEST(http_parser, a_host_that_is_not_uri_host_and_port_is_400) {
+    std::string req;
+    auto with_host = [&](std::string_view host) {
+        req = "GET / HTTP/1.1\r\nHost: " + std::string(host) + "\r\n\r\n";
+        return parse(req);
+    };
+    for (const char* good : {"example.com", "example.com:8080", "192.0.2.1:80", "[2001:db8::1]",
+                             "[::ffff:192.0.2.1]:443", "[v1.x]", "a%20b", "h:", ""}) {
+        auto p = with_host(good);
+        EXPECT_EQ(p.r.state, parse_result::complete) << good;
+        EXPECT_EQ(p.head.host, good);
+    }
+    for (const char* bad : {"a b", "a\tb", "u@a", "a/b", "a?b", "a#b", "a:8x", "a:80:80", "[::1", "[zz]",
+                            "[::1]x", "a%2", "a%zz", "a\"b"}) {
+        auto p = with_host(bad);
+        EXPECT_EQ(p.r.state, parse_result::invalid) << bad;
+        EXPECT_EQ(p.r.status, 400) << bad;
+    }
+    // Whatever the version, and even where an absolute-form target names the host.
+    EXPECT_EQ(parse("GET / HTTP/1.0\r\nHost: a b\r\n\r\n").r.status, 400);
+    EXPECT_EQ(parse("GET http://h/ HTTP/1.1\r\nHost: a b\r\n\r\n").r.status, 400);
+}
+
 TEST(http_parser, limits_give_414_and_431) {
     limits lim;
     lim.max_head_bytes = 1024;

@@ -6,8 +6,9 @@
 // Whatever RFC 9112 calls invalid is an error with the status a server answers it with, and the
 // connection must then be closed: bare CR or LF, NUL or other control bytes in a field, obs-fold,
 // whitespace before a field's colon, Content-Length beside Transfer-Encoding, two different
-// Content-Lengths, a transfer coding other than chunked, a missing or repeated Host in HTTP/1.1,
-// a request target in none of the four forms of RFC 9112 3.2 or in a form its method may not use.
+// Content-Lengths, a transfer coding other than chunked, a missing or repeated Host in HTTP/1.1, a
+// Host that is not uri-host[:port], a request target in none of the four forms of RFC 9112 3.2 or
+// in a form its method may not use.
 #pragma once
 
 #include <cstddef>
