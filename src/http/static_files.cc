@@ -184,14 +184,32 @@ bool etag_listed(std::string_view list, std::string_view etag) {
     });
 }
 
-/// 304 if the client's copy is current.
-bool not_modified(const request& req, const file_info& fi) {
-    std::string_view inm = req.header("If-None-Match");
-    if (!inm.empty()) return etag_listed(inm, fi.etag);
-    std::string_view ims = req.header("If-Modified-Since");
-    if (ims.empty()) return false;
-    time_t t = detail::parse_http_date(ims);
-    return t >= 0 && fi.mtime_s <= t;
+/// If-Match's comparison: strong (RFC 9110 13.1.1), so a weak tag never matches, and "*"
+/// matches the file, which exists.
+bool etag_listed_strong(std::string_view list, std::string_view etag) {
+    return !detail::for_each_element(list, [etag](std::string_view t) { return !(t == "*" || t == etag); });
+}
+
+/// The status the preconditions answer with (412 or 304), or 0 to serve the file. RFC 9110
+/// 13.2.2's order: If-Match, or without it If-Unmodified-Since, comes first, so that a client
+/// that updates only an unchanged file is never told 304 about a changed one; If-None-Match,
+/// or without it If-Modified-Since (GET and HEAD only), next. A date that is not an HTTP-date
+/// is ignored.
+int precondition_status(const request& req, const file_info& fi) {
+    if (std::string_view im = req.header("If-Match"); !im.empty()) {
+        if (!etag_listed_strong(im, fi.etag)) return 412;
+    } else if (std::string_view ius = req.header("If-Unmodified-Since"); !ius.empty()) {
+        time_t t = detail::parse_http_date(ius);
+        if (t >= 0 && fi.mtime_s > t) return 412;
+    }
+    const bool get_or_head = req.method() == method::get || req.method() == method::head;
+    if (std::string_view inm = req.header("If-None-Match"); !inm.empty()) {
+        if (etag_listed(inm, fi.etag)) return get_or_head ? 304 : 412;
+    } else if (std::string_view ims = req.header("If-Modified-Since"); !ims.empty() && get_or_head) {
+        time_t t = detail::parse_http_date(ims);
+        if (t >= 0 && fi.mtime_s <= t) return 304;
+    }
+    return 0;
 }
 
 /// Several ranges are sent as one multipart/byteranges body built in memory, up to this many
@@ -207,11 +225,11 @@ struct selection {
 };
 
 /// Applies conditionals and Range, and sets the status and fields; nullopt if that answered
-/// the request (304, 416).
+/// the request (304, 412, 416).
 std::optional<selection> select_parts(request& req, response& res, const file_info& fi) {
-    if (not_modified(req, fi)) {
-        res.header_lines(fi.fields);
-        res.status(304);
+    if (int s = precondition_status(req, fi)) {
+        if (s == 304) res.header_lines(fi.fields);  // (a 412 has no body and describes none)
+        res.status(s);
         return std::nullopt;
     }
     selection sel;

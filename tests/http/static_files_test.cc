@@ -105,6 +105,42 @@ TEST_P(static_files_test, conditionals_give_304) {
     EXPECT_EQ(get("/static/big.bin", "If-Modified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n")->status, 200);
 }
 
+TEST_P(static_files_test, if_match_and_if_unmodified_since_give_412_in_rfc_9110_order) {
+    start();
+    auto r = get("/static/small.txt");
+    ASSERT_TRUE(r);
+    std::string etag = field(r->head, "ETag");
+    std::string lm = field(r->head, "Last-Modified");
+    ASSERT_FALSE(etag.empty());
+    const std::string past = "Thu, 01 Jan 1970 00:00:00 GMT";
+    for (const char* file : {"/static/small.txt", "/static/big.bin"}) {  // cached and not
+        auto b = get(file);
+        ASSERT_TRUE(b);
+        std::string tag = field(b->head, "ETag");
+        auto failed = get(file, "If-Match: \"other\"\r\n");
+        ASSERT_TRUE(failed) << file;
+        EXPECT_EQ(failed->status, 412) << file;
+        EXPECT_EQ(failed->body, "") << file;
+        EXPECT_EQ(get(file, "If-Match: " + tag + "\r\n")->status, 200) << file;
+        EXPECT_EQ(get(file, "If-Match: \"other\", " + tag + "\r\n")->status, 200) << file;
+        EXPECT_EQ(get(file, "If-Match: *\r\n")->status, 200) << file;
+        EXPECT_EQ(get(file, "If-Match: W/" + tag + "\r\n")->status, 412) << file;  // strong comparison
+        EXPECT_EQ(get(file, "If-Unmodified-Since: " + past + "\r\n")->status, 412) << file;
+        EXPECT_EQ(get(file, "If-Match: \"other\"\r\nRange: bytes=0-1\r\n")->status, 412) << file;
+    }
+    EXPECT_EQ(get("/static/small.txt", "If-Unmodified-Since: " + lm + "\r\n")->status, 200);
+    EXPECT_EQ(get("/static/small.txt", "If-Unmodified-Since: yesterday\r\n")->status, 200);  // not a date
+    // If-Match decides and If-Unmodified-Since is then ignored; both come before If-None-Match.
+    EXPECT_EQ(get("/static/small.txt", "If-Match: " + etag + "\r\nIf-Unmodified-Since: " + past + "\r\n")->status, 200);
+    EXPECT_EQ(get("/static/small.txt", "If-Match: \"other\"\r\nIf-None-Match: " + etag + "\r\n")->status, 412);
+    EXPECT_EQ(get("/static/small.txt", "If-Unmodified-Since: " + past + "\r\nIf-None-Match: " + etag + "\r\n")->status, 412);
+    EXPECT_EQ(get("/static/small.txt", "If-Match: " + etag + "\r\nIf-None-Match: " + etag + "\r\n")->status, 304);
+    // Preconditions are ignored where the answer would not be 2xx (RFC 9110 13.2.1).
+    auto missing = get("/static/none.txt", "If-Match: *\r\n");
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+}
+
 TEST_P(static_files_test, ranges_give_206_and_416) {
     start();
     auto r = get("/static/small.txt", "Range: bytes=7-12\r\n");
