@@ -16,6 +16,60 @@ bool valid_target(std::string_view t) {
 
 uint16_t default_port(std::string_view scheme) { return scheme == "https" ? 443 : 80; }
 
+/// Whether a reference starts with a scheme (RFC 3986 3.1: ALPHA *( ALPHA / DIGIT / "+" / "-" /
+/// "." ) ":"), as opposed to a relative reference whose query or path holds "://".
+bool has_scheme(std::string_view r) {
+    auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+    if (r.empty() || !alpha(r[0])) return false;
+    for (char c : r.substr(1)) {
+        if (c == ':') return true;
+        if (!alpha(c) && !(c >= '0' && c <= '9') && c != '+' && c != '-' && c != '.') return false;
+    }
+    return false;
+}
+
+/// RFC 3986 5.2.4: "." and ".." segments removed from a path, so that a redirect cannot name
+/// a target a server would read as another.
+std::string remove_dot_segments(std::string_view in) {
+    std::string out;
+    auto drop_last = [&out] {
+        size_t slash = out.rfind('/');
+        out.erase(slash == std::string::npos ? 0 : slash);
+    };
+    while (!in.empty()) {
+        if (in.starts_with("../")) {
+            in.remove_prefix(3);
+        } else if (in.starts_with("./")) {
+            in.remove_prefix(2);
+        } else if (in.starts_with("/./")) {
+            in.remove_prefix(2);
+        } else if (in == "/.") {
+            in = "/";
+        } else if (in.starts_with("/../")) {
+            in.remove_prefix(3);
+            drop_last();
+        } else if (in == "/..") {
+            in = "/";
+            drop_last();
+        } else if (in == "." || in == "..") {
+            in = {};
+        } else {
+            size_t end = in.find('/', in[0] == '/' ? 1 : 0);
+            out.append(in.substr(0, end));
+            in.remove_prefix(end == std::string_view::npos ? in.size() : end);
+        }
+    }
+    return out;
+}
+
+/// The target with dot segments removed from its path (its query is left as it is).
+std::string without_dot_segments(std::string_view target) {
+    size_t q = target.find('?');
+    std::string t = remove_dot_segments(target.substr(0, q));
+    if (q != std::string_view::npos) t.append(target.substr(q));
+    return t;
+}
+
 }  // namespace
 
 result<url> url::parse(std::string_view s) {
@@ -63,17 +117,31 @@ result<url> url::parse(std::string_view s) {
 }
 
 result<url> url::resolve(std::string_view loc) const {
-    if (loc.find("://") != std::string_view::npos) return parse(loc);
-    if (loc.substr(0, 2) == "//") return parse(scheme + ":" + std::string(loc));
-    url u = *this;
+    // RFC 3986 5.2.2, for http(s) bases: the fragment is the client's own, not part of the target.
     loc = loc.substr(0, loc.find('#'));
-    if (loc.empty()) return u;
-    if (loc[0] == '/') {
-        u.target = std::string(loc);
+    url u;
+    if (has_scheme(loc)) {
+        u = GLUON_TRY(parse(loc));
+    } else if (loc.starts_with("//")) {  // a network-path reference: a new authority
+        u = GLUON_TRY(parse(scheme + ":" + std::string(loc)));
     } else {
-        std::string_view path = std::string_view(target).substr(0, target.find('?'));
-        u.target = std::string(path.substr(0, path.rfind('/') + 1)) + std::string(loc);
+        u = *this;
+        std::string_view base_path = std::string_view(target).substr(0, target.find('?'));
+        size_t q = loc.find('?');
+        std::string_view path = loc.substr(0, q);
+        std::string_view query = q == std::string_view::npos ? std::string_view() : loc.substr(q);
+        if (path.empty()) {  // the base's path, and its query unless the reference has one
+            if (q == std::string_view::npos) return u;
+            u.target = std::string(base_path) + std::string(query);
+        } else if (path[0] == '/') {
+            u.target = std::string(path) + std::string(query);
+        } else {  // merged with the base path's directory (RFC 3986 5.2.3)
+            u.target = std::string(base_path.substr(0, base_path.rfind('/') + 1)) + std::string(path) +
+                       std::string(query);
+        }
     }
+    u.target = without_dot_segments(u.target);
+    if (u.target.empty() || u.target[0] != '/') u.target.insert(0, "/");
     if (!valid_target(u.target)) return errno_error(EINVAL);
     return u;
 }

@@ -532,6 +532,30 @@ TEST(http_url, parses_and_resolves) {
     EXPECT_EQ(u->resolve("e")->target, "/a/e");
     EXPECT_EQ(u->resolve("/x")->to_string(), "https://[::1]:8443/x");
     EXPECT_EQ(u->resolve("//other/y")->to_string(), "https://other/y");
+    // RFC 3986 5.2: a query-only reference keeps the path, dot segments go, the fragment is dropped.
+    auto b = url::parse("http://a/b/c/d;p?q");
+    ASSERT_TRUE(b);
+    for (auto [ref, want] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"g", "http://a/b/c/g"},          {"./g", "http://a/b/c/g"},
+             {"g/", "http://a/b/c/g/"},        {"/g", "http://a/g"},
+             {"//g", "http://g/"},             {"?y", "http://a/b/c/d;p?y"},
+             {"g?y", "http://a/b/c/g?y"},      {"#s", "http://a/b/c/d;p?q"},
+             {"g#s", "http://a/b/c/g"},        {"g?y#s", "http://a/b/c/g?y"},
+             {"", "http://a/b/c/d;p?q"},       {".", "http://a/b/c/"},
+             {"./", "http://a/b/c/"},          {"..", "http://a/b/"},
+             {"../", "http://a/b/"},           {"../g", "http://a/b/g"},
+             {"../..", "http://a/"},           {"../../g", "http://a/g"},
+             {"../../../g", "http://a/g"},     {"/./g", "http://a/g"},
+             {"/../g", "http://a/g"},          {"g.", "http://a/b/c/g."},
+             {"..g", "http://a/b/c/..g"},      {"./../g", "http://a/b/g"},
+             {"g/./h", "http://a/b/c/g/h"},    {"g/../h", "http://a/b/c/h"},
+             {"g?y/./x", "http://a/b/c/g?y/./x"}, {"/p?next=http://x/", "http://a/p?next=http://x/"},
+             {"http://o/x/../y#f", "http://o/y"}, {"//o:81/../z?k", "http://o:81/z?k"}}) {
+        auto r = b->resolve(ref);
+        ASSERT_TRUE(r) << ref;
+        EXPECT_EQ(r->to_string(), want) << ref;
+    }
+    EXPECT_FALSE(b->resolve("ftp://o/x"));
     EXPECT_EQ(url::parse("http://h")->target, "/");
     EXPECT_EQ(url::parse("http://h?q")->target, "/?q");
     for (const char* bad : {"h/x", "http://", "http://u@h/", "http://h:0/", "http://h:x/", "http://[::1/", "http://h/ a"})

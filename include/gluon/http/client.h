@@ -135,7 +135,10 @@ struct url {
     uint16_t port = 0;
     std::string target;  // path and query, "/" if empty
     static result<url> parse(std::string_view s);
-    /// A Location value resolved against this URL (absolute, or absolute-path, or relative).
+    /// A Location value resolved against this URL as RFC 3986 5.2 says: absolute, network-path
+    /// ("//host/p"), absolute-path, relative ("../p", "p") or query-only ("?q", which keeps the
+    /// path); "." and ".." segments are removed and a fragment is dropped. Errors: EINVAL (a
+    /// scheme other than http and https, a malformed authority, a byte a target may not hold).
     result<url> resolve(std::string_view location) const;
     /// "host" or "host:port" as a Host field (the port only when not the scheme's default).
     std::string authority() const;
