@@ -521,7 +521,11 @@ struct client::impl {
             if (redirects == opts.max_redirects) return errno_error(ELOOP);
             if (req.body_source && (out.status == 307 || out.status == 308)) return {};  // cannot resend
             url next = GLUON_TRY(u.resolve(loc));
-            if (out.status == 303 || ((out.status == 301 || out.status == 302) && verb == method::post)) {
+            // 303 turns the request into a retrieval, and 301 and 302 a POST into a GET (RFC 9110
+            // 15.4.2-4); a HEAD is a retrieval already, and a GET would fetch the body it did
+            // not ask for.
+            if (verb != method::head &&
+                (out.status == 303 || ((out.status == 301 || out.status == 302) && verb == method::post))) {
                 verb = method::get;
                 with_body = false;
             }

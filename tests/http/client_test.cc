@@ -165,6 +165,36 @@ TEST_P(http_client_test, follows_redirects_within_bounds_and_drops_credentials_a
     EXPECT_EQ(got->status, 302);
 }
 
+TEST_P(http_client_test, a_head_request_stays_head_through_301_302_and_303) {
+    std::string origin = serve([](request& req, response& res) {
+        if (req.path() == "/method") {
+            res.header("X-Method", req.method_name());
+            res.body("a body that HEAD must not fetch");
+            return;
+        }
+        res.status(req.path() == "/r301" ? 301 : req.path() == "/r302" ? 302 : 303);
+        res.header("Location", "/method");
+    });
+    client c;
+    for (const char* from : {"/r301", "/r302", "/r303"}) {
+        client_request head;
+        head.method = method::head;
+        head.url = origin + from;
+        auto got = c.send(head);
+        ASSERT_TRUE(got) << from;
+        EXPECT_EQ(got->status, 200) << from;
+        EXPECT_EQ(got->header("X-Method"), "HEAD") << from;
+        EXPECT_TRUE(got->body.empty()) << from;
+        client_request post;
+        post.method = method::post;
+        post.url = origin + from;
+        post.body = "x";
+        got = c.send(post);
+        ASSERT_TRUE(got) << from;
+        EXPECT_EQ(got->header("X-Method"), "GET") << from;  // (unchanged: POST becomes GET)
+    }
+}
+
 TEST_P(http_client_test, retries_an_idempotent_request_once_when_the_connection_dies_unanswered) {
     std::atomic<bool> hang_next{false};
     uint16_t port = serve_raw([&](net::byte_stream& s) {
