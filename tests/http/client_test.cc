@@ -195,6 +195,37 @@ TEST_P(http_client_test, a_head_request_stays_head_through_301_302_and_303) {
     }
 }
 
+TEST_P(http_client_test, a_field_name_that_is_not_a_token_is_refused_and_nothing_sent) {
+    std::atomic<int> served{0};
+    std::string origin = serve([&served](request&, response& res) {
+        ++served;
+        res.body("ok");
+    });
+    client c;
+    for (const char* name : {"Transfer-Encoding ", "", "X Y", "X:Y", "X\r\nY", "X\nY", " X", "X\tY"}) {
+        client_request req;
+        req.method = method::post;
+        req.url = origin + "/";
+        req.headers = {{name, "chunked"}};
+        req.body = "abc";
+        auto got = c.send(req);
+        ASSERT_FALSE(got) << name;
+        EXPECT_EQ(got.error(), std::errc::invalid_argument) << name;
+    }
+    client_request value;
+    value.url = origin + "/";
+    value.headers = {{"X-V", std::string("a\0b", 3)}};
+    EXPECT_EQ(c.send(value).error(), std::errc::invalid_argument);
+    EXPECT_EQ(served.load(), 0);
+    EXPECT_EQ(c.statistics().connections_opened, 0u);
+    client_request fine;
+    fine.url = origin + "/";
+    fine.headers = {{"X-Fine_!#$%&'*+-.^`|~", "v"}};
+    auto got = c.send(fine);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->body, "ok");
+}
+
 TEST_P(http_client_test, retries_an_idempotent_request_once_when_the_connection_dies_unanswered) {
     std::atomic<bool> hang_next{false};
     uint16_t port = serve_raw([&](net::byte_stream& s) {

@@ -64,6 +64,9 @@ struct client_response {
 struct client_request {
     http::method method = method::get;
     std::string url;
+    /// Extra fields. A name must be a token (RFC 9110 5.1: no space, colon, CR or LF) and a
+    /// value may not hold CR, LF or NUL: send() fails with EINVAL otherwise. Host,
+    /// Content-Length and Transfer-Encoding are the client's own and are skipped.
     std::vector<std::pair<std::string, std::string>> headers;
     std::string body;
     /// A body streamed with chunked coding instead of `body`: called until it returns 0 (or an
@@ -93,8 +96,9 @@ public:
     client(const client&) = delete;
     client& operator=(const client&) = delete;
 
-    /// Sends a request and reads the whole response. Errors: EINVAL (a malformed URL or an
-    /// unsupported scheme), resolution and connect errors, TLS errors (verify_failed, ...),
+    /// Sends a request and reads the whole response. Errors: EINVAL (a malformed URL, an
+    /// unsupported scheme, a field name that is not a token or CR, LF or NUL in a field value:
+    /// nothing is sent), resolution and connect errors, TLS errors (verify_failed, ...),
     /// ETIMEDOUT (connect, read or total timeout), EPROTO (a malformed response), EMSGSIZE (a
     /// body over max_body_bytes), ELOOP (more redirects than max_redirects... when following),
     /// ECONNRESET / ENODATA (the server closed mid-response), ECANCELED.
