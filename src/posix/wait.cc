@@ -24,6 +24,22 @@ deadline_t deadline_ms(int timeout_ms) {
 
 timespec to_timespec(int ms) { return {ms / 1000, (ms % 1000) * 1'000'000L}; }
 
+// The longest wait a timeout is taken for: about 285 years. More seconds would overflow the
+// nanoseconds of a duration (a "sleep for ever" idiom such as tv_sec = LONG_MAX then came out
+// negative and returned at once); a wait this long is for ever in practice.
+constexpr time_t k_longest_wait_s = 9'000'000'000;
+
+// A valid (non-negative) seconds and sub-second count as a duration, capped at the longest wait.
+duration wait_of(time_t sec, duration sub) {
+    if (sec >= k_longest_wait_s) return std::chrono::seconds(k_longest_wait_s);
+    return std::chrono::seconds(sec) + sub;
+}
+
+timespec timespec_of(duration d) {
+    const int64_t ns = d.count();
+    return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+}
+
 // Parks until one of fds may be ready or the deadline passes (-ETIMEDOUT). One fd: a poll
 // operation on it. Several: a temporary epoll instance holding them all, waited on as one fd
 // (fds it refuses, regular files, are always ready, which the caller's first check saw).
@@ -54,22 +70,30 @@ long wait_any(const pollfd* fds, nfds_t n, deadline_t d) {
     return r;
 }
 
+// poll until deadline d (k_no_deadline: no limit; wait false: one look, whatever d is), as
+// -errno or the number of entries with events. Errors: those of ppoll(2), EINTR for an
+// interrupted fiber.
+long poll_until(pollfd* fds, nfds_t n, deadline_t d, bool wait) {
+    timespec zero{};
+    if (!is_vcpu()) {
+        if (!wait) return sys::ppoll(fds, n, &zero);
+        if (d == k_no_deadline) return sys::ppoll(fds, n, nullptr);
+        timespec left = timespec_of(time_left(d));
+        return sys::ppoll(fds, n, &left);
+    }
+    for (;;) {
+        long r = sys::ppoll(fds, n, &zero);
+        if (r != 0 || !wait) return r;
+        long w = wait_any(fds, n, d);
+        if (w == -ETIMEDOUT) return sys::ppoll(fds, n, &zero);
+        if (w < 0) return w;
+    }
+}
+
 }  // namespace
 
 int poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept {
-    if (!is_vcpu()) {
-        timespec ts = to_timespec(timeout_ms);
-        return static_cast<int>(set_errno(sys::ppoll(fds, n, timeout_ms < 0 ? nullptr : &ts)));
-    }
-    const deadline_t d = deadline_ms(timeout_ms);
-    for (;;) {
-        timespec zero{};
-        long r = sys::ppoll(fds, n, &zero);
-        if (r != 0 || timeout_ms == 0) return static_cast<int>(set_errno(r));
-        long w = wait_any(fds, n, d);
-        if (w == -ETIMEDOUT) return static_cast<int>(set_errno(sys::ppoll(fds, n, &zero)));
-        if (w < 0) return static_cast<int>(set_errno(w));
-    }
+    return static_cast<int>(set_errno(poll_until(fds, n, deadline_ms(timeout_ms), timeout_ms != 0)));
 }
 
 int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexcept {
@@ -96,9 +120,11 @@ int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexc
     n = 0;
     for (int fd = 0; fd < nfds; ++fd)
         if (short ev = events_of(fd)) pfds[n++] = {fd, ev, 0};
-    int ms = -1;
-    if (timeout) ms = static_cast<int>(timeout->tv_sec * 1000 + (timeout->tv_usec + 999) / 1000);
-    int r = posix::poll(pfds, n, ms);
+    // (A deadline, not poll's int milliseconds: tv_sec * 1000 overflowed an int beyond 24 days.)
+    deadline_t d = k_no_deadline;
+    if (timeout) d = deadline_after(wait_of(timeout->tv_sec, std::chrono::microseconds(timeout->tv_usec)));
+    const long polled = poll_until(pfds, n, d, !timeout || timeout->tv_sec != 0 || timeout->tv_usec != 0);
+    const int r = static_cast<int>(set_errno(polled));
     if (r < 0) return r;
     for (nfds_t i = 0; i < n; ++i)
         if (pfds[i].revents & POLLNVAL) return static_cast<int>(set_errno(-EBADF));
@@ -136,15 +162,10 @@ int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noe
 int nanosleep(const timespec* req, timespec* rem) noexcept {
     if (!req || req->tv_nsec < 0 || req->tv_nsec >= 1'000'000'000L || req->tv_sec < 0)
         return static_cast<int>(set_errno(-EINVAL));
-    const duration want = std::chrono::seconds(req->tv_sec) + std::chrono::nanoseconds(req->tv_nsec);
-    const deadline_t end = deadline_after(want);
+    const deadline_t end = deadline_after(wait_of(req->tv_sec, std::chrono::nanoseconds(req->tv_nsec)));
     auto r = this_fiber::sleep_until(end);
     if (r) return 0;
-    if (rem) {
-        const int64_t left = time_left(end).count();
-        rem->tv_sec = static_cast<time_t>(left / 1'000'000'000);
-        rem->tv_nsec = static_cast<long>(left % 1'000'000'000);
-    }
+    if (rem) *rem = timespec_of(time_left(end));
     return static_cast<int>(set_errno(-r.error().value()));
 }
 

@@ -148,7 +148,8 @@ int usleep(useconds_t us) { return GLUON_FORWARD(usleep, us); }
 unsigned sleep(unsigned s) { return GLUON_FORWARD(sleep, s); }
 
 // Returns an error number, not -1 (POSIX). An absolute time is turned into a relative sleep
-// on the same clock, read now.
+// on the same clock, read now, in seconds and nanoseconds (a far time such as tv_sec =
+// LONG_MAX overflowed a count of nanoseconds and became no sleep; nanosleep caps it).
 int clock_nanosleep(clockid_t c, int flags, const timespec* t, timespec* rem) {
     if (!program_fiber()) return GLUON_REAL(clock_nanosleep)(c, flags, t, rem);
     if (!t || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L) return EINVAL;
@@ -156,9 +157,14 @@ int clock_nanosleep(clockid_t c, int flags, const timespec* t, timespec* rem) {
     if (flags & TIMER_ABSTIME) {
         timespec now;
         if (clock_gettime(c, &now) != 0) return EINVAL;
-        int64_t ns = (t->tv_sec - now.tv_sec) * 1'000'000'000LL + (t->tv_nsec - now.tv_nsec);
-        if (ns < 0) ns = 0;
-        rel = {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+        time_t sec;
+        long ns = t->tv_nsec - now.tv_nsec;
+        if (__builtin_sub_overflow(t->tv_sec, now.tv_sec, &sec)) sec = t->tv_sec < 0 ? -1 : INT64_MAX;
+        if (ns < 0) {
+            ns += 1'000'000'000L;
+            --sec;
+        }
+        rel = sec < 0 ? timespec{0, 0} : timespec{sec, ns};
     }
     const int saved = errno;
     const int r = px::nanosleep(&rel, (flags & TIMER_ABSTIME) ? nullptr : rem);

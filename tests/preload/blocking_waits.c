@@ -3,7 +3,8 @@
  * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
  * without a signal mask, pthread_once whose routine sleeps, a spin lock held across a sleep,
  * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, a name lookup and
- * system(). In each, one thread waits until another
+ * system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
+ * once. In each, one thread waits until another
  * does something, and that other thread only gets to it after the first has started waiting:
  * on one vCPU, a wait that blocked the vCPU instead of parking its fiber would never end (an
  * alarm then kills the process). Prints "ok" and exits 0 if every check held; a failed check
@@ -11,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -311,6 +313,29 @@ static void* lookups(void* arg) {
     return NULL;
 }
 
+/* ---- "sleep for ever": far timeouts must not wrap into short ones -------------------------- */
+/* Each sleeper marks when its call returned; none may within the main thread's look. */
+static int woke_early[4];
+static void* long_sleeper(void* arg) {
+    const long which = (long)arg;
+    if (which == 0) {
+        struct timespec t = {LONG_MAX, 0}; /* seconds as nanoseconds overflowed: no sleep */
+        nanosleep(&t, NULL);
+    } else if (which == 1) {
+        struct timespec t = {20000000000L, 0};
+        clock_nanosleep(CLOCK_MONOTONIC, 0, &t, NULL);
+    } else if (which == 2) {
+        struct timespec t = {LONG_MAX, 0};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
+    } else {
+        /* 4294967.4 s as an int of milliseconds wrapped to 104 ms */
+        struct timeval tv = {4294967, 400000};
+        select(0, NULL, NULL, NULL, &tv);
+    }
+    __atomic_store_n(&woke_early[which], 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
 int main(void) {
     alarm(20); /* a wait that blocked its vCPU for good ends the process (SIGALRM) */
     /* Before any thread: the signal thread's signal blocked in every thread, cat started, the
@@ -367,6 +392,17 @@ int main(void) {
     pthread_t lk;
     CHECK(pthread_create(&lk, NULL, lookups, NULL) == 0);
     pthread_join(lk, NULL);
+    /* The long sleepers are left asleep: the process ends with them. */
+    for (long i = 0; i < 4; ++i) {
+        pthread_t ls;
+        CHECK(pthread_create(&ls, NULL, long_sleeper, (void*)i) == 0);
+        pthread_detach(ls);
+    }
+    usleep(300000);
+    for (int i = 0; i < 4; ++i) {
+        if (__atomic_load_n(&woke_early[i], __ATOMIC_ACQUIRE)) fprintf(stderr, "long sleep %d returned at once\n", i);
+        CHECK(!__atomic_load_n(&woke_early[i], __ATOMIC_ACQUIRE));
+    }
     sem_destroy(&sem);
     if (failures) return 1;
     printf("ok\n");
