@@ -63,7 +63,7 @@ ssize_t sendfile(int out_fd, int in_fd, off_t* off, size_t count) noexcept;
 
 // ---- waiting ------------------------------------------------------------------------------------
 int poll(pollfd* fds, nfds_t nfds, int timeout_ms) noexcept;
-/// timeout is left unchanged (Linux updates it; portable programs do not rely on either).
+/// As Linux's: the time left is written back into *timeout (zero when it ran out).
 int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, timeval* timeout) noexcept;
 /// Parks until epfd (an epoll instance) has events or timeout_ms passes.
 int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept;

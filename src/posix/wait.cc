@@ -124,6 +124,14 @@ int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexc
     deadline_t d = k_no_deadline;
     if (timeout) d = deadline_after(wait_of(timeout->tv_sec, std::chrono::microseconds(timeout->tv_usec)));
     const long polled = poll_until(pfds, n, d, !timeout || timeout->tv_sec != 0 || timeout->tv_usec != 0);
+    // Linux writes the time left back into the timeout, whatever the outcome; programs that
+    // loop on one timeval to keep an overall deadline rely on it (a timeout beyond the cap
+    // comes back as if the cap had been asked).
+    if (timeout) {
+        const auto left = std::chrono::duration_cast<std::chrono::microseconds>(time_left(d)).count();
+        timeout->tv_sec = static_cast<time_t>(left / 1'000'000);
+        timeout->tv_usec = static_cast<suseconds_t>(left % 1'000'000);
+    }
     const int r = static_cast<int>(set_errno(polled));
     if (r < 0) return r;
     for (nfds_t i = 0; i < n; ++i)

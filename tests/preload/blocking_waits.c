@@ -1,7 +1,8 @@
 #define _GNU_SOURCE
 /* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
  * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
- * without a signal mask, pthread_once whose routine sleeps, a spin lock held across a sleep,
+ * without a signal mask, select (which gives back the time left), pthread_once whose routine
+ * sleeps, a spin lock held across a sleep,
  * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, a name lookup and
  * system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
  * once. In each, one thread waits until another
@@ -229,6 +230,35 @@ static void* writer(void* arg) {
     return NULL;
 }
 
+/* ---- select writes the time left back into its timeout, as Linux's does --------------------- */
+static int sp[2];
+static void* select_waiter(void* arg) {
+    (void)arg;
+    fd_set r;
+    FD_ZERO(&r);
+    FD_SET(sp[0], &r);
+    struct timeval tv = {10, 0};
+    announce(12);
+    CHECK(select(sp[0] + 1, &r, NULL, NULL, &tv) == 1 && FD_ISSET(sp[0], &r));
+    CHECK(tv.tv_sec >= 5 && tv.tv_sec < 10); /* some time went, most is left */
+    char c;
+    CHECK(read(sp[0], &c, 1) == 1);
+    FD_ZERO(&r);
+    FD_SET(sp[0], &r);
+    tv.tv_sec = 0;
+    tv.tv_usec = 20000;
+    CHECK(select(sp[0] + 1, &r, NULL, NULL, &tv) == 0);
+    CHECK(tv.tv_sec == 0 && tv.tv_usec == 0); /* ran out */
+    return NULL;
+}
+static void* select_writer(void* arg) {
+    (void)arg;
+    await_stage(12);
+    usleep(10000); /* some of the timeout goes */
+    CHECK(write(sp[1], "s", 1) == 1);
+    return NULL;
+}
+
 /* ---- pthread_once whose routine parks: the others wait for it, it runs once --------------- */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int once_runs, once_seen;
@@ -379,6 +409,8 @@ int main(void) {
     pair(lock_holder, lock_waiter, NULL);
     pair(signal_thread, signal_sender, &set);
     pair(poller, writer, NULL);
+    CHECK(pipe2(sp, O_CLOEXEC) == 0);
+    pair(select_waiter, select_writer, NULL);
     pthread_t ot[8];
     for (int i = 0; i < 8; ++i) CHECK(pthread_create(&ot[i], NULL, once_caller, NULL) == 0);
     for (int i = 0; i < 8; ++i) pthread_join(ot[i], NULL);
