@@ -42,7 +42,9 @@ timespec timespec_of(duration d) {
 
 // Parks until one of fds may be ready or the deadline passes (-ETIMEDOUT). One fd: a poll
 // operation on it. Several: a temporary epoll instance holding them all, waited on as one fd
-// (fds it refuses, regular files, are always ready, which the caller's first check saw).
+// (fds it refuses, regular files, are always ready, which the caller's first check saw). An fd
+// listed in several entries, as poll allows, is watched for the events of them all (which
+// entry got what is the kernel's poll's answer, read after the wake-up).
 long wait_any(const pollfd* fds, nfds_t n, deadline_t d) {
     if (n == 1 && fds[0].fd >= 0) {
         auto op = engine::io_op::poll(fds[0].fd, fds[0].events);
@@ -51,12 +53,21 @@ long wait_any(const pollfd* fds, nfds_t n, deadline_t d) {
     long ep = sys::epoll_create(EPOLL_CLOEXEC);
     if (ep < 0) return ep;
     const int epfd = static_cast<int>(ep);
+    constexpr uint32_t k_watched = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP;
     int added = 0;
     for (nfds_t i = 0; i < n; ++i) {
         if (fds[i].fd < 0) continue;
         epoll_event ev{};
-        ev.events = static_cast<uint32_t>(fds[i].events) & (EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP);
-        added += sys::epoll_ctl(epfd, EPOLL_CTL_ADD, fds[i].fd, &ev) == 0;
+        ev.events = static_cast<uint32_t>(fds[i].events) & k_watched;
+        long a = sys::epoll_ctl(epfd, EPOLL_CTL_ADD, fds[i].fd, &ev);
+        if (a == -EEXIST) {
+            // An earlier entry added this fd: watch it for the events of every entry so far.
+            // (The search runs only for repeated fds, so the common case stays linear.)
+            for (nfds_t j = 0; j < i; ++j)
+                if (fds[j].fd == fds[i].fd) ev.events |= static_cast<uint32_t>(fds[j].events) & k_watched;
+            a = sys::epoll_ctl(epfd, EPOLL_CTL_MOD, fds[i].fd, &ev);
+        }
+        added += a == 0;
     }
     long r;
     if (added == 0) {

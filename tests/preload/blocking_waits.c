@@ -1,8 +1,8 @@
 #define _GNU_SOURCE
 /* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
  * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
- * without a signal mask, select (which gives back the time left), pthread_once whose routine
- * sleeps, a spin lock held across a sleep,
+ * without a signal mask, select (which gives back the time left), poll with one socket in two
+ * entries, pthread_once whose routine sleeps, a spin lock held across a sleep,
  * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, a name lookup and
  * system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
  * once. In each, one thread waits until another
@@ -259,6 +259,35 @@ static void* select_writer(void* arg) {
     return NULL;
 }
 
+/* ---- poll with one socket in two entries (POLLIN in one, POLLOUT in the other) ---------------- */
+static int dup_sv[2];
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+static void* dup_poller(void* arg) {
+    (void)arg;
+    char b[4096] = {0};
+    while (send(dup_sv[0], b, sizeof b, MSG_DONTWAIT) > 0) {
+    } /* full: not writable until the peer reads */
+    struct pollfd p[2] = {{dup_sv[0], POLLIN, 0}, {dup_sv[0], POLLOUT, 0}};
+    announce(13);
+    const double t0 = seconds_now();
+    CHECK(poll(p, 2, 5000) == 1);
+    CHECK(seconds_now() - t0 < 4); /* woken by the second entry's event, not the timeout */
+    CHECK(p[0].revents == 0 && (p[1].revents & POLLOUT));
+    return NULL;
+}
+static void* dup_drainer(void* arg) {
+    (void)arg;
+    await_stage(13);
+    char b[65536];
+    while (recv(dup_sv[1], b, sizeof b, MSG_DONTWAIT) > 0) {
+    }
+    return NULL;
+}
+
 /* ---- pthread_once whose routine parks: the others wait for it, it runs once --------------- */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int once_runs, once_seen;
@@ -411,6 +440,8 @@ int main(void) {
     pair(poller, writer, NULL);
     CHECK(pipe2(sp, O_CLOEXEC) == 0);
     pair(select_waiter, select_writer, NULL);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dup_sv) == 0);
+    pair(dup_poller, dup_drainer, NULL);
     pthread_t ot[8];
     for (int i = 0; i < 8; ++i) CHECK(pthread_create(&ot[i], NULL, once_caller, NULL) == 0);
     for (int i = 0; i < 8; ++i) pthread_join(ot[i], NULL);
