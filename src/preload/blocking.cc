@@ -49,6 +49,21 @@ auto offloaded(F call) -> decltype(call()) {
     return r;
 }
 
+// A gethostbyname-family call on the offload pool: glibc says why it failed in h_errno, which is
+// per thread, so the offload thread's is copied back to the caller's, as errno is.
+template <typename F>
+hostent* offloaded_lookup(F call) {
+    int h = h_errno;
+    hostent* r = offloaded([&] {
+        h_errno = h;
+        hostent* e = call();
+        h = h_errno;
+        return e;
+    });
+    h_errno = h;
+    return r;
+}
+
 // A sigwait-family call on an offload thread: the signals waited for are blocked there for the
 // call (sigwait takes only blocked signals), as the program has them blocked in its threads.
 template <typename F>
@@ -121,13 +136,24 @@ GLUON_OFFLOADED(int, system, (const char* cmd), (cmd), true)
 GLUON_OFFLOADED(int, getnameinfo,
                 (const sockaddr* a, socklen_t al, char* host, socklen_t hl, char* serv, socklen_t sl, int f),
                 (a, al, host, hl, serv, sl, f), true)
-// (glibc's gethostbyname* result is one static buffer for the whole process, whichever thread asks.)
-GLUON_OFFLOADED(hostent*, gethostbyname, (const char* name), (name), true)
-GLUON_OFFLOADED(hostent*, gethostbyname2, (const char* name, int af), (name, af), true)
 GLUON_OFFLOADED(int, gethostbyname_r,
                 (const char* name, hostent* ret, char* buf, size_t n, hostent** result, int* h_errnop),
                 (name, ret, buf, n, result, h_errnop), true)
-GLUON_OFFLOADED(hostent*, gethostbyaddr, (const void* addr, socklen_t len, int type), (addr, len, type), true)
+
+// (glibc's gethostbyname* result is one static buffer for the whole process, whichever thread
+// asks; their h_errno is the calling thread's, carried back from the offload thread.)
+hostent* gethostbyname(const char* name) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname)(name);
+    return offloaded_lookup([&] { return GLUON_REAL(gethostbyname)(name); });
+}
+hostent* gethostbyname2(const char* name, int af) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname2)(name, af);
+    return offloaded_lookup([&] { return GLUON_REAL(gethostbyname2)(name, af); });
+}
+hostent* gethostbyaddr(const void* addr, socklen_t len, int type) {
+    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyaddr)(addr, len, type);
+    return offloaded_lookup([&] { return GLUON_REAL(gethostbyaddr)(addr, len, type); });
+}
 GLUON_OFFLOADED(int, getaddrinfo, (const char* node, const char* service, const addrinfo* hints, addrinfo** res),
                 (node, service, hints, res), true)
 

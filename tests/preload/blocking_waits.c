@@ -3,8 +3,8 @@
  * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
  * without a signal mask, select (which gives back the time left), poll with one socket in two
  * entries, pthread_once whose routine sleeps, a spin lock held across a sleep,
- * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, a name lookup and
- * system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
+ * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, name lookups (and
+ * their h_errno) and system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
  * once. In each, one thread waits until another
  * does something, and that other thread only gets to it after the first has started waiting:
  * on one vCPU, a wait that blocked the vCPU instead of parking its fiber would never end (an
@@ -367,6 +367,13 @@ static void* lookups(void* arg) {
     CHECK(getnameinfo((struct sockaddr*)&a, sizeof a, host, sizeof host, serv, sizeof serv,
                       NI_NUMERICHOST | NI_NUMERICSERV) == 0);
     CHECK(strcmp(host, "127.0.0.1") == 0 && strcmp(serv, "80") == 0);
+    /* Failed lookups say why in h_errno, the calling thread's (these fail without asking DNS:
+     * an address of the wrong length, an address family that has no hosts). */
+    unsigned char addr[4] = {192, 0, 2, 77};
+    h_errno = 0;
+    CHECK(gethostbyaddr(addr, 3, AF_INET) == NULL && h_errno != 0);
+    h_errno = 0;
+    CHECK(gethostbyname2("localhost", 12345) == NULL && h_errno != 0);
     int st = system("exit 3");
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3);
     return NULL;
