@@ -118,6 +118,35 @@ int install(int sig, const struct sigaction* act, struct sigaction* old) noexcep
     return 0;
 }
 
+// The signal()-style installers (signal, bsd_signal, ssignal, sysv_signal, sigset) for the
+// program: handler goes in as install() puts it (behind the trampoline), with flags and, if
+// mask_self, sig blocked while it runs. glibc's own versions call an internal sigaction that no
+// interposer sees, so a handler installed by them ran without the trampoline: its write() to a
+// self-pipe parked "the current fiber" from inside the handler. Returns the previous handler as
+// the program gave it. Errors: EINVAL (sig out of range, handler SIG_ERR), those of sigaction.
+sighandler_t install_simple(int sig, sighandler_t handler, int flags, bool mask_self) noexcept {
+    if (sig <= 0 || sig >= NSIG || handler == SIG_ERR) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    struct sigaction act {}, old {};
+    act.sa_handler = handler;
+    sigemptyset(&act.sa_mask);
+    if (mask_self) sigaddset(&act.sa_mask, sig);
+    act.sa_flags = flags;
+    if (install(sig, &act, &old) != 0) return SIG_ERR;
+    if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
+    return old.sa_handler;
+}
+
+// The handler of sig as the program gave it (SIG_ERR if sigaction fails).
+sighandler_t current_handler(int sig) noexcept {
+    struct sigaction old {};
+    if (install(sig, nullptr, &old) != 0) return SIG_ERR;
+    if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
+    return old.sa_handler;
+}
+
 }  // namespace
 
 bool in_signal_handler() noexcept { return t_handler_depth > 0; }
@@ -171,22 +200,68 @@ int sigsuspend(const sigset_t* mask) {
     return wait_for_handler(mask);
 }
 
-// glibc's signal(): BSD semantics (the handler stays, the signal is blocked while it runs,
-// interrupted calls restart), installed as sigaction does.
+#define GLUON_SIGNAL_PASSED_ON() (current_mode() != mode::fibers || own_code(__builtin_return_address(0)))
+
+// glibc's signal() and its other names, bsd_signal and ssignal: BSD semantics (the handler
+// stays, the signal is blocked while it runs, interrupted calls restart), installed as
+// sigaction does. Errors: EINVAL, those of sigaction.
 sighandler_t signal(int sig, sighandler_t handler) noexcept {
-    if (current_mode() != mode::fibers || own_code(__builtin_return_address(0))) return GLUON_REAL(signal)(sig, handler);
-    if (sig <= 0 || sig >= NSIG) {
+    if (GLUON_SIGNAL_PASSED_ON()) return GLUON_REAL(signal)(sig, handler);
+    return install_simple(sig, handler, SA_RESTART, true);
+}
+sighandler_t bsd_signal(int sig, sighandler_t handler) noexcept {
+    if (GLUON_SIGNAL_PASSED_ON()) return GLUON_REAL(bsd_signal)(sig, handler);
+    return install_simple(sig, handler, SA_RESTART, true);
+}
+sighandler_t ssignal(int sig, sighandler_t handler) noexcept {
+    if (GLUON_SIGNAL_PASSED_ON()) return GLUON_REAL(ssignal)(sig, handler);
+    return install_simple(sig, handler, SA_RESTART, true);
+}
+
+// System V's signal(): the disposition goes back to SIG_DFL as the handler starts, the signal
+// is not blocked while it runs, interrupted calls fail with EINTR. (__sysv_signal is what
+// signal() becomes in a program compiled with _XOPEN_SOURCE and without _DEFAULT_SOURCE.)
+// Errors: EINVAL, those of sigaction.
+sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
+    if (GLUON_SIGNAL_PASSED_ON()) return GLUON_REAL(sysv_signal)(sig, handler);
+    return install_simple(sig, handler, SA_RESETHAND | SA_NODEFER, false);
+}
+sighandler_t __sysv_signal(int sig, sighandler_t handler) noexcept {
+    if (GLUON_SIGNAL_PASSED_ON()) return GLUON_REAL(__sysv_signal)(sig, handler);
+    return install_simple(sig, handler, SA_RESETHAND | SA_NODEFER, false);
+}
+
+// System V's sigset(), as glibc does it: SIG_HOLD adds sig to the mask (of the calling thread:
+// for a fiber, its vCPU's, as pthread_sigmask) and leaves the handler; any other disposition is
+// installed (no flags, sig not blocked while the handler runs) and sig taken out of the mask.
+// Returns SIG_HOLD if sig was blocked before, else the previous handler. Errors: EINVAL, those
+// of sigaction.
+sighandler_t sigset(int sig, sighandler_t disp) noexcept {
+    if (GLUON_SIGNAL_PASSED_ON()) {
+        static auto* real_sigset = real<sighandler_t (*)(int, sighandler_t)>("sigset");  // (deprecated in the header)
+        return real_sigset(sig, disp);
+    }
+    if (sig <= 0 || sig >= NSIG || disp == SIG_ERR) {
         errno = EINVAL;
         return SIG_ERR;
     }
-    struct sigaction act {}, old {};
-    act.sa_handler = handler;
-    sigemptyset(&act.sa_mask);
-    sigaddset(&act.sa_mask, sig);
-    act.sa_flags = SA_RESTART;
-    if (install(sig, &act, &old) != 0) return SIG_ERR;
-    if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
-    return old.sa_handler;
+    sigset_t one, before;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    if (disp == SIG_HOLD) {
+        if (const int e = pthread_sigmask(SIG_BLOCK, &one, &before); e != 0) {
+            errno = e;
+            return SIG_ERR;
+        }
+        return sigismember(&before, sig) ? SIG_HOLD : current_handler(sig);
+    }
+    const sighandler_t prev = install_simple(sig, disp, 0, false);
+    if (prev == SIG_ERR) return SIG_ERR;
+    if (const int e = pthread_sigmask(SIG_UNBLOCK, &one, &before); e != 0) {
+        errno = e;
+        return SIG_ERR;
+    }
+    return sigismember(&before, sig) ? SIG_HOLD : prev;
 }
 
 }  // extern "C"

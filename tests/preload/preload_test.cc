@@ -247,7 +247,8 @@ TEST_P(preload, stdio_on_sockets_parks_the_fiber) {
 // Signal handlers that write to a self-pipe, run by the kernel on a vCPU's thread in the middle
 // of whatever it was doing: their writes must be plain system calls (as gluon calls they parked
 // "the current fiber" from inside the handler and broke the vCPU's run queue: "resumed while
-// ready", then an abort). 300 signals, each byte read by a thread of the program.
+// ready", then an abort). 360 signals (handlers installed by sigaction, signal, sigset,
+// bsd_signal and sysv_signal), each byte read by a thread of the program.
 TEST_P(preload, signal_handlers_writing_to_a_pipe_on_a_vcpu_thread) {
     for (bool preload : {false, true}) {
         SCOPED_TRACE(preload ? "preload" : "plain");

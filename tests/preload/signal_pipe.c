@@ -5,7 +5,8 @@
  * previous byte has been read (so none merge). Also checks that sigaction reports the handlers
  * as the program installed them, and that a thread whose handler left by siglongjmp parks
  * again in its next read, and that pause and sigsuspend park a thread's fiber until a handler
- * has run. Prints "ok" and exits 0 if every check held. */
+ * has run. Then the same with handlers installed by sigset, bsd_signal and sysv_signal. Prints
+ * "ok" and exits 0 if every check held. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +18,13 @@
 #include <string.h>
 #include <unistd.h>
 
+/* (Still in glibc, no longer declared under _GNU_SOURCE.) */
+sighandler_t bsd_signal(int sig, sighandler_t handler);
+/* sigset is deprecated in the header, and tested here because programs still call it. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 #define ROUNDS 300
+#define OTHER_ROUNDS 60 /* with handlers installed by sigset, bsd_signal and sysv_signal */
 static int sp[2];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -33,13 +40,17 @@ static void on_signal(int sig) {
 static void* reader(void* arg) {
     (void)arg;
     char c;
-    while (read(sp[0], &c, 1) == 1) {
+    for (;;) {
+        /* (sigset's and sysv_signal's handlers interrupt the read instead of restarting it) */
+        const ssize_t r = read(sp[0], &c, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r != 1) break;
         if (c != SIGUSR1 && c != SIGUSR2) _exit(4);
         pthread_mutex_lock(&mu);
         ++bytes;
         pthread_cond_broadcast(&cv);
         pthread_mutex_unlock(&mu);
-        if (bytes == ROUNDS) break;
+        if (bytes == ROUNDS + OTHER_ROUNDS) break;
     }
     return NULL;
 }
@@ -187,6 +198,36 @@ int main(void) {
         kill(getpid(), i % 2 ? SIGUSR1 : SIGUSR2);
         pthread_mutex_lock(&mu);
         while (bytes <= i) pthread_cond_wait(&cv, &mu);
+        pthread_mutex_unlock(&mu);
+    }
+    /* The other ways to install a handler (glibc's make it with an internal sigaction): each
+     * must put it behind the trampoline too, with its own semantics. */
+    for (int i = 0; i < OTHER_ROUNDS; ++i) {
+        int sig = SIGUSR1;
+        if (i % 3 == 0) {
+            /* sigset unblocks the signal in the calling thread: main blocks it again. */
+            if (sigset(SIGUSR1, on_signal) != SIG_HOLD) {
+                printf("sigset does not report the signal as held\n");
+                return 1;
+            }
+            pthread_sigmask(SIG_BLOCK, &block, NULL);
+        } else if (i % 3 == 1) {
+            if (bsd_signal(SIGUSR1, on_signal) != on_signal) {
+                printf("bsd_signal does not report the handler installed\n");
+                return 1;
+            }
+        } else {
+            /* System V: the disposition was reset to the default when the last handler ran. */
+            sig = SIGUSR2;
+            sighandler_t prev = sysv_signal(SIGUSR2, on_signal);
+            if (i > 2 && prev != SIG_DFL) {
+                printf("sysv_signal's handler was not reset when it ran\n");
+                return 1;
+            }
+        }
+        kill(getpid(), sig);
+        pthread_mutex_lock(&mu);
+        while (bytes <= ROUNDS + i) pthread_cond_wait(&cv, &mu);
         pthread_mutex_unlock(&mu);
     }
     __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
