@@ -79,9 +79,17 @@ unsigned sleep(unsigned seconds) noexcept;
 int close(int fd) noexcept;
 int fsync(int fd) noexcept;
 int fdatasync(int fd) noexcept;
-/// F_GETFL reports O_NONBLOCK as the caller set it; F_SETFL records it. Other commands take an
-/// integer argument and go to the kernel as they are.
+/// F_GETFL reports O_NONBLOCK as the caller set it; F_SETFL records it; F_DUPFD and
+/// F_DUPFD_CLOEXEC are dup(). Other commands take an integer argument and go to the kernel as
+/// they are.
 int fcntl(int fd, int cmd, ...) noexcept;
+/// The new number gets fd's O_NONBLOCK as the caller set it and its SO_RCVTIMEO/SO_SNDTIMEO
+/// (which the facade keeps per number).
+int dup(int fd) noexcept;
+/// As dup, onto `to`: `to` is first closed as close() would (operations waiting on it fail with
+/// EBADF), and then has from's state, nothing of the file it named before.
+int dup2(int from, int to) noexcept;
+int dup3(int from, int to, int flags) noexcept;
 
 // ---- names --------------------------------------------------------------------------------------
 /// getaddrinfo(3) run on the offload pool (it may read files and wait for DNS). Returns 0 or an

@@ -84,6 +84,17 @@ void forget(int fd) noexcept {
     }
 }
 
+std::uint8_t state_of(int from) noexcept { return state(from); }
+
+void copy_state(std::uint8_t s, int from, int to) noexcept {
+    if (std::atomic<uint8_t>* e = table().get(to)) e->store(s, std::memory_order_relaxed);
+    const limits* src = limit_table().find(from);
+    limits* dst = src ? limit_table().get(to) : limit_table().find(to);
+    if (!dst) return;
+    dst->receive_us.store(src ? src->receive_us.load(std::memory_order_relaxed) : 0, std::memory_order_relaxed);
+    dst->send_us.store(src ? src->send_us.load(std::memory_order_relaxed) : 0, std::memory_order_relaxed);
+}
+
 long set_errno(long r) noexcept {
     if (r >= 0) return r;
     errno = r == -ECANCELED ? EINTR : static_cast<int>(-r);

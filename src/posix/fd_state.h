@@ -4,6 +4,8 @@
 // whether the fd is seekable.
 #pragma once
 
+#include <cstdint>
+
 #include "gluon/common/clock.h"
 
 namespace gluon::posix::detail {
@@ -22,6 +24,14 @@ duration wait_limit(int fd, short events) noexcept;
 void set_wait_limit(int fd, bool receive, duration d) noexcept;
 /// Forgets fd (at close), so the next fd with its number is asked of the kernel again.
 void forget(int fd) noexcept;
+/// Gives `to`, a new number for from's open file (dup, dup2, dup3, F_DUPFD), from's state: the
+/// caller's O_NONBLOCK wish and the wait limits. Asking the kernel instead would read the
+/// O_NONBLOCK the epoll engine may have set on the shared file; keeping what the number had
+/// before would make a reused number act on its previous file's wish (a recv on a blocking
+/// socket dup2'ed over a non-blocking one then made a blocking system call on the vCPU).
+/// `s` is from's state read before the duplicate was made: take it with state_of().
+std::uint8_t state_of(int from) noexcept;
+void copy_state(std::uint8_t s, int from, int to) noexcept;
 
 /// Returns r, or -1 with errno = -r (ECANCELED, an interrupted fiber, becomes EINTR). The
 /// last thing every facade function does.

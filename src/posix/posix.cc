@@ -232,6 +232,26 @@ int close(int fd) noexcept {
     return static_cast<int>(set_errno(r ? 0 : -r.error().value()));
 }
 
+int dup(int fd) noexcept { return posix::fcntl(fd, F_DUPFD, 0); }
+
+int dup2(int from, int to) noexcept {
+    if (from == to) {  // (dup2 leaves a valid fd as it is; dup3 refuses this)
+        const long v = sys::fcntl(from, F_GETFD);
+        return static_cast<int>(set_errno(v < 0 ? v : to));
+    }
+    return posix::dup3(from, to, 0);
+}
+
+int dup3(int from, int to, int flags) noexcept {
+    // What close() does for the number replaced, only once the call cannot fail on its
+    // arguments (its waiters must not get EBADF from a dup3 that did nothing).
+    if (from != to && to >= 0 && (flags & ~O_CLOEXEC) == 0 && sys::fcntl(from, F_GETFD) >= 0) fd::closing(to);
+    const uint8_t s = detail::state_of(from);
+    const long r = sys::dup3(from, to, flags);
+    if (r >= 0) detail::copy_state(s, from, to);
+    return static_cast<int>(set_errno(r));
+}
+
 int fsync(int fd) noexcept {
     if (!is_vcpu()) return static_cast<int>(set_errno(sys::fsync(fd, false)));
     auto r = fd::fsync(fd, false);
@@ -253,6 +273,12 @@ int fcntl(int fd, int cmd, ...) noexcept {
         const bool nb = nonblocking(fd);
         long r = sys::fcntl(fd, F_GETFL);
         if (r >= 0) r = nb ? (r | O_NONBLOCK) : (r & ~long{O_NONBLOCK});
+        return static_cast<int>(set_errno(r));
+    }
+    if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+        const uint8_t s = detail::state_of(fd);
+        const long r = sys::fcntl(fd, cmd, arg);
+        if (r >= 0) detail::copy_state(s, fd, static_cast<int>(r));
         return static_cast<int>(set_errno(r));
     }
     if (cmd == F_SETFL) {

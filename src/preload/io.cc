@@ -173,8 +173,16 @@ int clock_nanosleep(clockid_t c, int flags, const timespec* t, timespec* rem) {
     return err;
 }
 
+// A new number for an open file takes its blocking state from the one it copies (a number
+// dup2'ed over kept its previous file's: "non-blocking" made a recv on a blocking socket a
+// blocking system call on the vCPU).
+int dup(int fd) noexcept { return GLUON_FORWARD(dup, fd); }
+int dup2(int from, int to) noexcept { return GLUON_FORWARD(dup2, from, to); }
+int dup3(int from, int to, int flags) noexcept { return GLUON_FORWARD(dup3, from, to, flags); }
+
 static int fcntl_any(const char* real_name, int fd, int cmd, long arg) {
-    if (on() && (cmd == F_GETFL || cmd == F_SETFL)) return px::fcntl(fd, cmd, arg);
+    if (on() && (cmd == F_GETFL || cmd == F_SETFL || cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+        return px::fcntl(fd, cmd, arg);
     static auto* real_fcntl = gluon::preload::real<int (*)(int, int, ...)>("fcntl");
     static auto* real_fcntl64 = gluon::preload::real<int (*)(int, int, ...)>("fcntl64");
     auto* f = std::strcmp(real_name, "fcntl64") == 0 && real_fcntl64 ? real_fcntl64 : real_fcntl;

@@ -2,7 +2,8 @@
 /* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
  * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
  * without a signal mask, select (which gives back the time left), poll with one socket in two
- * entries, pthread_once whose routine sleeps, a spin lock held across a sleep,
+ * entries, receives on numbers made by dup2, dup and F_DUPFD, pthread_once whose routine
+ * sleeps, a spin lock held across a sleep,
  * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, name lookups (and
  * their h_errno) and system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
  * once. In each, one thread waits until another
@@ -288,6 +289,45 @@ static void* dup_drainer(void* arg) {
     return NULL;
 }
 
+/* ---- a new number for a file (dup2, F_DUPFD, dup) waits as the file's own does -------------- */
+static int dsv[2]; /* blocking */
+static void* dup_receiver(void* arg) {
+    (void)arg;
+    char b[4];
+    int nb = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    CHECK(nb >= 0 && recv(nb, b, sizeof b, 0) == -1); /* (at once: nb's number is seen non-blocking) */
+    /* A receive that blocked the vCPU instead of parking gives up after 3 s (and fails). */
+    struct timeval tv = {3, 0};
+    CHECK(setsockopt(dsv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+    CHECK(dup2(dsv[0], nb) == nb); /* nb now names the blocking socket */
+    announce(14);
+    CHECK(recv(nb, b, 1, 0) == 1 && b[0] == 'a');
+    /* dsv[0] has waited: the epoll engine has made its file O_NONBLOCK in the kernel, which a
+     * new number must not take for the program's wish. */
+    int d = fcntl(dsv[0], F_DUPFD_CLOEXEC, 0);
+    CHECK(d >= 0);
+    announce(15);
+    CHECK(recv(d, b, 1, 0) == 1 && b[0] == 'b');
+    int e = dup(dsv[0]);
+    CHECK(e >= 0);
+    announce(16);
+    CHECK(recv(e, b, 1, 0) == 1 && b[0] == 'c');
+    close(nb);
+    close(d);
+    close(e);
+    return NULL;
+}
+static void* dup_sender(void* arg) {
+    (void)arg;
+    await_stage(14);
+    CHECK(send(dsv[1], "a", 1, 0) == 1);
+    await_stage(15);
+    CHECK(send(dsv[1], "b", 1, 0) == 1);
+    await_stage(16);
+    CHECK(send(dsv[1], "c", 1, 0) == 1);
+    return NULL;
+}
+
 /* ---- pthread_once whose routine parks: the others wait for it, it runs once --------------- */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int once_runs, once_seen;
@@ -445,10 +485,6 @@ int main(void) {
     pair(lock_holder, lock_waiter, NULL);
     pair(signal_thread, signal_sender, &set);
     pair(poller, writer, NULL);
-    CHECK(pipe2(sp, O_CLOEXEC) == 0);
-    pair(select_waiter, select_writer, NULL);
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dup_sv) == 0);
-    pair(dup_poller, dup_drainer, NULL);
     pthread_t ot[8];
     for (int i = 0; i < 8; ++i) CHECK(pthread_create(&ot[i], NULL, once_caller, NULL) == 0);
     for (int i = 0; i < 8; ++i) pthread_join(ot[i], NULL);
@@ -456,6 +492,13 @@ int main(void) {
     CHECK(pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE) == 0);
     pair(spin_holder, spin_waiter, NULL);
     pair(yielder, flagger, NULL);
+    /* (The stages go on rising: the pairs from here on use 12 and up.) */
+    CHECK(pipe2(sp, O_CLOEXEC) == 0);
+    pair(select_waiter, select_writer, NULL);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dup_sv) == 0);
+    pair(dup_poller, dup_drainer, NULL);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dsv) == 0);
+    pair(dup_receiver, dup_sender, NULL);
     pthread_t tr;
     CHECK(pthread_create(&tr, NULL, timed_receiver, NULL) == 0);
     pthread_join(tr, NULL);

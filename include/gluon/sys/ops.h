@@ -175,6 +175,10 @@ inline long utimensat(int dir, const char* path, const timespec times[2], int fl
 inline long getdents64(int fd, void* buf, size_t n) noexcept {
     return GLUON_SYSCALL(::syscall(SYS_getdents64, fd, buf, n), SYS_getdents64, fd, buf, n);
 }
+/// dup3(2); flags: 0 or O_CLOEXEC. (dup2 is dup3 but for from == to, which dup3 refuses.)
+inline long dup3(int from, int to, int flags) noexcept {
+    return GLUON_SYSCALL(::dup3(from, to, flags), SYS_dup3, from, to, flags);
+}
 /// fcntl with an integer (or no) argument: F_GETFL, F_SETFL, F_GETFD, F_DUPFD_CLOEXEC...
 inline long fcntl(int fd, int cmd, long arg = 0) noexcept {
     return GLUON_SYSCALL(::fcntl(fd, cmd, arg), SYS_fcntl, fd, cmd, arg);
