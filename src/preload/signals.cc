@@ -31,10 +31,21 @@ struct installed {
 };
 installed g_handlers[NSIG];
 
-// Fibers in pause or sigsuspend wait on this eventfd (a semaphore: one per handler run); a
-// handler that has run, on whichever thread, posts it while any wait.
-std::atomic<int> g_pause_fd{-1};
-std::atomic<int> g_pausing{0};
+// pause and sigsuspend: a fiber returns once a handler has run since its call began. The
+// trampoline counts handler runs; a waiter notes the count when it starts and waits until it
+// has moved. A shared semaphore of wake-ups (one token per handler run) was wrong both ways:
+// a handler that raised a second signal left a spare token, so the next pause returned at
+// once. Each waiter has a slot with an eventfd of its own (a counter, made once and kept), and
+// a handler run writes to every busy slot's: a wake-up that is spare by the count only makes
+// its waiter look again.
+constexpr int k_wait_slots = 256;
+struct wait_slot {
+    std::atomic<bool> busy{false};
+    std::atomic<int> fd{-1};
+};
+wait_slot g_slots[k_wait_slots];
+std::atomic<uint64_t> g_handler_runs{0};
+std::atomic<int> g_pausing{0};  // waiters, so that a handler run with none looks at no slot
 
 void trampoline(int sig, siginfo_t* info, void* ctx) {
     ++t_handler_depth;
@@ -44,12 +55,29 @@ void trampoline(int sig, siginfo_t* info, void* ctx) {
         reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, info, ctx);
     else if (fn)
         reinterpret_cast<void (*)(int)>(fn)(sig);
-    if (g_pausing.load(std::memory_order_acquire) > 0) {
+    // (seq_cst, as the waiter's side: a waiter that this run does not see counted in g_pausing
+    // or whose slot it finds without an eventfd read the count after this increment.)
+    g_handler_runs.fetch_add(1);
+    if (g_pausing.load() > 0) {
         const uint64_t one = 1;
-        (void)sys::write(g_pause_fd.load(std::memory_order_relaxed), &one, sizeof one, -1);  // (a system call)
+        for (wait_slot& w : g_slots) {
+            if (!w.busy.load()) continue;
+            const int fd = w.fd.load();
+            if (fd >= 0) (void)sys::write(fd, &one, sizeof one, -1);  // (a system call)
+        }
     }
     --t_handler_depth;
 }
+
+// sigsuspend's masks on one vCPU thread, which every fiber there shares: the mask the thread
+// had before the first of them began, restored when the last one leaves (each restoring the
+// mask it found undid the others': the second found the first's sigsuspend mask). While
+// several wait, a signal unblocked by any of their masks is unblocked.
+struct suspend_masks {
+    int waiting = 0;
+    sigset_t before;
+};
+__attribute__((tls_model("initial-exec"))) thread_local suspend_masks t_suspend;
 
 bool is_handler(const struct sigaction* a) {
     return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != nullptr
@@ -57,29 +85,55 @@ bool is_handler(const struct sigaction* a) {
 }
 
 // pause and sigsuspend for a fiber: parks it until one of the program's handlers has run, on
-// any thread (the kernel may run it on another vCPU's, which a fiber cannot tell from its own).
-// With a mask (sigsuspend), the vCPU thread has that mask while the fiber waits.
+// any thread (the kernel may run it on another vCPU's, which a fiber cannot tell from its own)
+// since the call began. With a mask (sigsuspend), the vCPU thread has that mask while the fiber
+// waits. Errors: always -1 with EINTR, as pause and sigsuspend; EAGAIN or ENOMEM if no eventfd
+// can be made; with every slot busy, the fiber looks for a handler run every 10 ms instead.
 int wait_for_handler(const sigset_t* mask) {
-    int fd = g_pause_fd.load(std::memory_order_acquire);
-    if (fd < 0) {
-        const long made = sys::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    g_pausing.fetch_add(1);
+    wait_slot* slot = nullptr;
+    for (wait_slot& w : g_slots) {
+        bool idle = false;
+        if (w.busy.compare_exchange_strong(idle, true)) {
+            slot = &w;
+            break;
+        }
+    }
+    if (slot && slot->fd.load() < 0) {
+        const long made = sys::eventfd(0, EFD_CLOEXEC);
         if (made < 0) {
+            slot->busy.store(false);
+            g_pausing.fetch_sub(1);
             errno = static_cast<int>(-made);
             return -1;
         }
-        int expected = -1;
-        if (!g_pause_fd.compare_exchange_strong(expected, static_cast<int>(made))) (void)sys::close(static_cast<int>(made));
-        fd = g_pause_fd.load(std::memory_order_acquire);
+        slot->fd.store(static_cast<int>(made));
     }
-    g_pausing.fetch_add(1, std::memory_order_acq_rel);
-    sigset_t old;
-    if (mask) pthread_sigmask(SIG_SETMASK, mask, &old);  // (a pending signal is taken here)
-    uint64_t v;
+    const uint64_t seen = g_handler_runs.load();
+    if (mask) {
+        if (t_suspend.waiting++ == 0) {
+            pthread_sigmask(SIG_SETMASK, mask, &t_suspend.before);  // (a pending signal is taken here)
+        } else {
+            sigset_t cur, both;
+            pthread_sigmask(SIG_SETMASK, nullptr, &cur);
+            sigandset(&both, &cur, mask);  // blocked only where both block
+            pthread_sigmask(SIG_SETMASK, &both, nullptr);
+        }
+    }
     const int saved = errno;
-    (void)gluon::posix::read(fd, &v, sizeof v);
+    while (g_handler_runs.load() == seen) {
+        if (slot) {
+            uint64_t v;
+            if (gluon::posix::read(slot->fd.load(), &v, sizeof v) < 0 && errno != EINTR) break;
+        } else {
+            const timespec ten_ms{0, 10'000'000};
+            (void)gluon::posix::nanosleep(&ten_ms, nullptr);
+        }
+    }
     errno = saved;
-    if (mask) pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    g_pausing.fetch_sub(1, std::memory_order_acq_rel);
+    if (mask && --t_suspend.waiting == 0) pthread_sigmask(SIG_SETMASK, &t_suspend.before, nullptr);
+    if (slot) slot->busy.store(false);
+    g_pausing.fetch_sub(1);
     errno = EINTR;
     return -1;
 }

@@ -5,7 +5,8 @@
  * previous byte has been read (so none merge). Also checks that sigaction reports the handlers
  * as the program installed them, and that a thread whose handler left by siglongjmp parks
  * again in its next read, and that pause and sigsuspend park a thread's fiber until a handler
- * has run. Then the same with handlers installed by sigset, bsd_signal and sysv_signal. Prints
+ * has run (and not at once after a handler that raised a second signal; in two threads of one
+ * vCPU, each thread's mask restored). Then the same with handlers installed by sigset, bsd_signal and sysv_signal. Prints
  * "ok" and exits 0 if every check held. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -125,6 +126,61 @@ static void* bystander(void* arg) {
     return NULL;
 }
 
+/* A handler that raises a second signal: two handlers run for one pause(). The next pause()
+ * must still wait for a handler that runs after it began (a spare wake-up from the first pair
+ * ended it at once). */
+static volatile sig_atomic_t late_sent;
+static void on_chain(int sig) {
+    (void)sig;
+    kill(getpid(), SIGRTMIN); /* its handler runs too, before the waiter resumes */
+}
+static void* chain_pauser(void* arg) {
+    (void)arg;
+    sigset_t both; /* (blocked in main, which made this thread) */
+    sigemptyset(&both);
+    sigaddset(&both, SIGRTMIN);
+    sigaddset(&both, SIGRTMIN + 1);
+    pthread_sigmask(SIG_UNBLOCK, &both, NULL);
+    const int before = rt_caught;
+    set_stage(5);
+    while (rt_caught == before)
+        if (pause() != -1 || errno != EINTR) return (void*)1;
+    set_stage(6);
+    if (pause() != -1 || errno != EINTR) return (void*)2;
+    if (!late_sent) return (void*)3; /* returned before the one handler that ran after it began */
+    return NULL;
+}
+
+/* Two threads of one vCPU in sigsuspend with SIGRTMIN unblocked, SIGRTMIN blocked around it:
+ * after both return, each finds SIGRTMIN blocked again (the second restored the first's
+ * sigsuspend mask, which it found, and left it unblocked). */
+static int suspenders_in;
+static void* suspender(void* arg) {
+    (void)arg;
+    sigset_t rt, old;
+    sigemptyset(&rt);
+    sigaddset(&rt, SIGRTMIN);
+    pthread_sigmask(SIG_BLOCK, &rt, &old);
+    sigdelset(&old, SIGRTMIN);
+    const int before = rt_caught;
+    pthread_mutex_lock(&mu);
+    ++suspenders_in;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    while (rt_caught == before)
+        if (sigsuspend(&old) != -1 || errno != EINTR) return (void*)1;
+    pthread_mutex_lock(&mu);
+    --suspenders_in;
+    pthread_cond_broadcast(&cv);
+    while (suspenders_in > 0) pthread_cond_wait(&cv, &mu); /* both have left sigsuspend */
+    pthread_mutex_unlock(&mu);
+    sigset_t now;
+    pthread_sigmask(SIG_SETMASK, NULL, &now);
+    if (!sigismember(&now, SIGRTMIN)) return (void*)2;
+    pthread_sigmask(SIG_UNBLOCK, &rt, NULL);
+    return NULL;
+}
+
 static void* sleeper(void* arg) {
     (void)arg;
     while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) usleep(50);
@@ -184,6 +240,40 @@ int main(void) {
     pthread_join(pz, &pr);
     if (pr) {
         printf("pause or sigsuspend failed: %p\n", pr);
+        return 1;
+    }
+    struct sigaction ca;
+    memset(&ca, 0, sizeof ca);
+    ca.sa_handler = on_chain;
+    sigaddset(&rtset, SIGRTMIN + 1);
+    if (sigaction(SIGRTMIN + 1, &ca, NULL) != 0) return 1;
+    pthread_sigmask(SIG_BLOCK, &rtset, NULL);
+    pthread_create(&pz, NULL, chain_pauser, NULL);
+    wait_stage(5);
+    usleep(20000);
+    kill(getpid(), SIGRTMIN + 1);
+    wait_stage(6);
+    usleep(100000); /* the second pause has had time to return, if it was going to */
+    late_sent = 1;
+    kill(getpid(), SIGRTMIN);
+    pthread_join(pz, &pr);
+    if (pr) {
+        printf("pause after a handler that raised another: %p\n", pr);
+        return 1;
+    }
+    pthread_t su[2];
+    void* sr[2];
+    for (int i = 0; i < 2; ++i) pthread_create(&su[i], NULL, suspender, NULL);
+    pthread_mutex_lock(&mu);
+    while (suspenders_in < 2) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    usleep(20000);
+    kill(getpid(), SIGRTMIN); /* one signal: both return (a fiber cannot tell whose thread took it) */
+    usleep(20000);
+    kill(getpid(), SIGRTMIN); /* (without the preload, the other thread's) */
+    for (int i = 0; i < 2; ++i) pthread_join(su[i], &sr[i]);
+    if (sr[0] || sr[1]) {
+        printf("sigsuspend in two threads: %p %p\n", sr[0], sr[1]);
         return 1;
     }
     pthread_t r, s;
