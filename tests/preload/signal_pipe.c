@@ -155,6 +155,7 @@ static void* chain_pauser(void* arg) {
  * after both return, each finds SIGRTMIN blocked again (the second restored the first's
  * sigsuspend mask, which it found, and left it unblocked). */
 static int suspenders_in;
+static int suspenders_checked;
 static void* suspender(void* arg) {
     (void)arg;
     sigset_t rt, old;
@@ -176,7 +177,14 @@ static void* suspender(void* arg) {
     pthread_mutex_unlock(&mu);
     sigset_t now;
     pthread_sigmask(SIG_SETMASK, NULL, &now);
-    if (!sigismember(&now, SIGRTMIN)) return (void*)2;
+    const int blocked = sigismember(&now, SIGRTMIN);
+    /* Both look before either unblocks: under the preload the two share the vCPU thread's mask. */
+    pthread_mutex_lock(&mu);
+    ++suspenders_checked;
+    pthread_cond_broadcast(&cv);
+    while (suspenders_checked < 2) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    if (!blocked) return (void*)2;
     pthread_sigmask(SIG_UNBLOCK, &rt, NULL);
     return NULL;
 }
@@ -267,9 +275,8 @@ int main(void) {
     pthread_mutex_lock(&mu);
     while (suspenders_in < 2) pthread_cond_wait(&cv, &mu);
     pthread_mutex_unlock(&mu);
-    usleep(20000);
+    /* Sent before or after they are in sigsuspend: SIGRTMIN is blocked until then, and pends. */
     kill(getpid(), SIGRTMIN); /* one signal: both return (a fiber cannot tell whose thread took it) */
-    usleep(20000);
     kill(getpid(), SIGRTMIN); /* (without the preload, the other thread's) */
     for (int i = 0; i < 2; ++i) pthread_join(su[i], &sr[i]);
     if (sr[0] || sr[1]) {
