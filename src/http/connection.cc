@@ -20,6 +20,7 @@
 #include "gluon/sys/mm.h"
 #include "gluon/sys/ops.h"
 #include "http_counters.h"
+#include "path.h"
 
 namespace gluon::http::detail {
 
@@ -232,7 +233,8 @@ connection::got connection::read_head() {
 void connection::handle() {
     request_head& h = req_.head_;
     // The parser split the target (the path of an absolute-form one follows its authority).
-    req_.path_ = h.path;
+    auto normal = detail::normal_path(h.path, req_.path_storage_);
+    req_.path_ = normal ? *normal : h.path;
     req_.query_ = h.query;
     req_.params_.clear();
     req_.body_.clear();
@@ -249,6 +251,10 @@ void connection::handle() {
 
     if (h.body == framing::length && h.content_length > opts_.max_body_bytes) {
         send_error(413, "body too large");
+        return;
+    }
+    if (!normal) {
+        send_error(400, "path above the root");
         return;
     }
     try {

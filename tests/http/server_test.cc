@@ -522,6 +522,33 @@ TEST_P(http_server_test, clients_that_reset_or_never_read_cost_nothing_lasting) 
     EXPECT_TRUE(eventually([&] { return open_fds() == fds; })) << open_fds() << " fds, " << fds << " before";
 }
 
+// Routes match the path's normal form: no spelling of "/admin" gets past its route to a
+// catch-all behind it, and a ".." above the root is refused before any handler.
+TEST_P(http_server_test, no_spelling_of_a_path_gets_past_its_route) {
+    router r;
+    r.get("/admin/*", [](request&, response& res) {
+        res.status(403);
+        res.body("denied");
+    });
+    r.get("/*", [](request& req, response& res) { res.body("open:" + std::string(req.param("*"))); });
+    start(r.as_handler());
+    auto c = connect();
+    for (const char* t : {"/admin/x", "/%61dmin/x", "/%61%64%6D%69%6E/x", "//admin/x", "/./admin/x", "/y/../admin/x",
+                          "/y/%2e%2e/admin/x", "/admin//x"}) {
+        auto reply = roundtrip(c, std::string("GET ") + t + " HTTP/1.1\r\nHost: t\r\n\r\n");
+        ASSERT_TRUE(reply) << t;
+        EXPECT_EQ(reply->status, 403) << t;
+        EXPECT_EQ(reply->body, "denied") << t;
+    }
+    auto open = roundtrip(c, "GET /admins/x HTTP/1.1\r\nHost: t\r\n\r\n");
+    ASSERT_TRUE(open);
+    EXPECT_EQ(open->body, "open:admins/x");
+    auto c2 = connect();
+    auto above = roundtrip(c2, "GET /a/../../etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n");
+    ASSERT_TRUE(above);
+    EXPECT_EQ(above->status, 400);
+}
+
 // send_timeout bounds each wait between two writes, not the whole response: a client that
 // reads a large body slowly but steadily gets all of it, from memory (writev) and from a file
 // (sendfile), although the transfer takes several send timeouts.

@@ -33,8 +33,14 @@ public:
     std::string_view method_name() const noexcept { return head_.method_name; }
     /// The request target as sent (percent-encoded).
     std::string_view target() const noexcept { return head_.target; }
-    /// The target's path (before '?'), as sent.
+    /// The target's path (before '?') in its normal form, the one routes and static files
+    /// match: percent-encoded unreserved characters decoded, "." and ".." segments resolved,
+    /// repeated '/' merged (RFC 3986 6.2.2), so that "/%61dmin", "//admin" and "/x/../admin"
+    /// reach what "/admin" reaches. Other escapes stay encoded. A ".." above the root is
+    /// answered 400 before any handler runs.
     std::string_view path() const noexcept { return path_; }
+    /// The target's path as sent.
+    std::string_view raw_path() const noexcept { return head_.path; }
     /// The target's query (after '?'), or empty.
     std::string_view query() const noexcept { return query_; }
     std::string_view host() const noexcept { return head_.host; }
@@ -87,6 +93,7 @@ private:
     detail::exchange& conn_;
     request_head head_;
     std::string_view path_, query_;
+    std::string path_storage_;  // path_, when normalising changed it
     std::vector<std::pair<std::string_view, std::string_view>> params_;
     std::string body_;
 };

@@ -5,6 +5,7 @@
 
 #include "../date.h"
 #include "../http_counters.h"
+#include "../path.h"
 #include "fields.h"
 #include "gluon/common/log.h"
 #include "gluon/sys/ops.h"
@@ -71,7 +72,10 @@ int h2_stream::make_request() {
         if (v > sess.options().max_body_bytes) return 413;
     }
     size_t q = path.find('?');
-    req.path_ = h.path = path.substr(0, q);
+    h.path = path.substr(0, q);
+    auto normal = detail::normal_path(h.path, req.path_storage_);
+    if (!normal) return 400;
+    req.path_ = *normal;
     req.query_ = h.query = q == std::string_view::npos ? std::string_view{} : path.substr(q + 1);
     h.target_authority = {};
     return 0;

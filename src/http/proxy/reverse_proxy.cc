@@ -49,7 +49,7 @@ struct reverse_state {
         std::string origin_form;
         std::string_view target = req.target();
         if (!target.empty() && target[0] != '/' && target != "*") {
-            origin_form.assign(req.path());
+            origin_form.assign(req.raw_path());
             if (!req.query().empty()) origin_form.append("?").append(req.query());
             target = origin_form;
         }
