@@ -282,10 +282,18 @@ int fcntl(int fd, int cmd, ...) noexcept {
         return static_cast<int>(set_errno(r));
     }
     if (cmd == F_SETFL) {
-        // O_NONBLOCK the engine set stays: clearing it would let a wait block the vCPU.
-        long cur = sys::fcntl(fd, F_GETFL);
-        if (cur < 0) return static_cast<int>(set_errno(cur));
-        long r = sys::fcntl(fd, F_SETFL, arg | (cur & O_NONBLOCK));
+        // The epoll engine needs O_NONBLOCK on every fd it waits on: the one it set stays, or a
+        // wait would block the vCPU. io_uring waits on blocking fds itself, so there (and only
+        // there: off a vCPU the engine is unknown) the program's flag reaches the kernel as
+        // given, and a child sharing the open file sees what the program asked for.
+        long keep = 0;
+        engine::engine* e = is_vcpu() ? current_engine() : nullptr;
+        if (!e || e->type() != engine::kind::io_uring) {
+            long cur = sys::fcntl(fd, F_GETFL);
+            if (cur < 0) return static_cast<int>(set_errno(cur));
+            keep = cur & O_NONBLOCK;
+        }
+        long r = sys::fcntl(fd, F_SETFL, arg | keep);
         if (r >= 0) detail::set_nonblocking(fd, arg & O_NONBLOCK);
         return static_cast<int>(set_errno(r));
     }

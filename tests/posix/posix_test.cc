@@ -19,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "gluon/engine/engine.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/vcpu.h"
 #include "test_support.h"
 
 namespace gluon {
@@ -327,6 +329,14 @@ TEST_P(posix_test, nonblocking_sockets_keep_eagain) {
     EXPECT_TRUE(posix::fcntl(p.server, F_GETFL) & O_NONBLOCK);
     EXPECT_EQ(posix::read(p.server, b, sizeof b), -1);
     EXPECT_EQ(errno, EAGAIN);
+    // Cleared again: the program's view follows, and on io_uring (which needs no O_NONBLOCK of
+    // its own) so does the kernel's, which a child sharing the open file would see.
+    ASSERT_EQ(posix::fcntl(p.server, F_SETFL, fl), 0);
+    EXPECT_FALSE(posix::fcntl(p.server, F_GETFL) & O_NONBLOCK);
+    if (current_engine()->type() == engine::kind::io_uring) {
+        EXPECT_FALSE(::fcntl(p.server, F_GETFL) & O_NONBLOCK);
+    }
+    ASSERT_EQ(posix::fcntl(p.server, F_SETFL, fl | O_NONBLOCK), 0);
     int nb = posix::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     errno = 0;
     EXPECT_EQ(posix::connect(nb, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr), -1);
