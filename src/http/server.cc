@@ -33,9 +33,17 @@ result<std::unique_ptr<server>> server::start(const net::address& addr, handler 
             detail::connection c(s, st->h, st->opts, &st->stopping);
             st->conns.push_back(c);
             ++st->count;
+            // Off the list however run() ends (bad_alloc growing a buffer escapes it): stop()
+            // walks the list.
+            struct unlist {
+                state* st;
+                detail::connection& c;
+                ~unlist() {
+                    st->conns.erase(c);
+                    --st->count;
+                }
+            } guard{st, c};
             c.run();
-            st->conns.erase(c);
-            --st->count;
         },
         st->opts));
     return srv;
