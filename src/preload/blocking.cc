@@ -109,6 +109,11 @@ bool try_first(sem_t* s) {
 }
 
 }  // namespace
+
+int offloaded_fcntl(int (*real)(int, int, ...), int fd, int cmd, long arg) noexcept {
+    return offloaded([&] { return real(fd, cmd, arg); });
+}
+
 }  // namespace gluon::preload
 
 using namespace gluon::preload;
@@ -132,6 +137,8 @@ GLUON_OFFLOADED(pid_t, wait, (int* st), (st), true)
 GLUON_OFFLOADED(pid_t, wait4, (pid_t p, int* st, int o, struct rusage* u) noexcept, (p, st, o, u), !(o & WNOHANG))
 GLUON_OFFLOADED(int, waitid, (idtype_t t, id_t id, siginfo_t* i, int o), (t, id, i, o), !(o & WNOHANG))
 GLUON_OFFLOADED(int, flock, (int fd, int op) noexcept, (fd, op), !(op & (LOCK_NB | LOCK_UN)))
+GLUON_OFFLOADED(int, lockf, (int fd, int cmd, off_t len), (fd, cmd, len), cmd == F_LOCK)
+GLUON_OFFLOADED(int, lockf64, (int fd, int cmd, off64_t len), (fd, cmd, len), cmd == F_LOCK)
 GLUON_OFFLOADED(int, system, (const char* cmd), (cmd), true)
 GLUON_OFFLOADED(int, getnameinfo,
                 (const sockaddr* a, socklen_t al, char* host, socklen_t hl, char* serv, socklen_t sl, int f),

@@ -180,12 +180,15 @@ int dup(int fd) noexcept { return GLUON_FORWARD(dup, fd); }
 int dup2(int from, int to) noexcept { return GLUON_FORWARD(dup2, from, to); }
 int dup3(int from, int to, int flags) noexcept { return GLUON_FORWARD(dup3, from, to, flags); }
 
-static int fcntl_any(const char* real_name, int fd, int cmd, long arg) {
+// `program`: a program fiber made the call (a waiting record lock then parks it instead of
+// blocking the vCPU: it waits on the offload pool).
+static int fcntl_any(const char* real_name, int fd, int cmd, long arg, bool program) {
     if (on() && (cmd == F_GETFL || cmd == F_SETFL || cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
         return px::fcntl(fd, cmd, arg);
     static auto* real_fcntl = gluon::preload::real<int (*)(int, int, ...)>("fcntl");
     static auto* real_fcntl64 = gluon::preload::real<int (*)(int, int, ...)>("fcntl64");
     auto* f = std::strcmp(real_name, "fcntl64") == 0 && real_fcntl64 ? real_fcntl64 : real_fcntl;
+    if (program && (cmd == F_SETLKW || cmd == F_OFD_SETLKW)) return gluon::preload::offloaded_fcntl(f, fd, cmd, arg);
     return f(fd, cmd, arg);  // every fcntl command's argument fits in a long
 }
 int fcntl(int fd, int cmd, ...) {
@@ -193,14 +196,16 @@ int fcntl(int fd, int cmd, ...) {
     va_start(ap, cmd);
     long arg = va_arg(ap, long);
     va_end(ap);
-    return fcntl_any("fcntl", fd, cmd, arg);
+    return fcntl_any("fcntl", fd, cmd, arg,
+                     on() && program_fiber() && !gluon::preload::own_code(__builtin_return_address(0)));
 }
 int fcntl64(int fd, int cmd, ...) {
     va_list ap;
     va_start(ap, cmd);
     long arg = va_arg(ap, long);
     va_end(ap);
-    return fcntl_any("fcntl64", fd, cmd, arg);
+    return fcntl_any("fcntl64", fd, cmd, arg,
+                     on() && program_fiber() && !gluon::preload::own_code(__builtin_return_address(0)));
 }
 
 pid_t fork() {

@@ -49,6 +49,10 @@ bool in_signal_handler() noexcept;
 /// context.
 bool program_fiber() noexcept;
 
+/// fcntl's waiting lock commands (F_SETLKW, F_OFD_SETLKW) for a program fiber: run by `real`
+/// on the offload pool while the fiber parks (blocking.cc).
+int offloaded_fcntl(int (*real)(int, int, ...), int fd, int cmd, long arg) noexcept;
+
 /// Runs f (an interposed call that returns -1 on failure) and, if it succeeds, gives the caller
 /// back the errno it had: another fiber of the vCPU may have set the thread's errno while the
 /// caller was parked.

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 /* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
- * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, sigwait, ppoll and pselect
+ * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, fcntl's F_OFD_SETLKW,
+ * sigwait, ppoll and pselect
  * without a signal mask, select (which gives back the time left), poll with one socket in two
  * entries, receives on numbers made by dup2, dup and F_DUPFD, pthread_once whose routine
  * sleeps, a spin lock held across a sleep,
@@ -184,6 +185,31 @@ static void* lock_waiter(void* arg) {
     CHECK(flock(lock_b, LOCK_EX) == 0);
     CHECK(lock_value == 7);
     CHECK(flock(lock_b, LOCK_UN) == 0);
+    return NULL;
+}
+
+/* ---- fcntl F_OFD_SETLKW: a record lock on one open file, waited for through another ------- */
+static void* ofd_holder(void* arg) {
+    (void)arg;
+    struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    CHECK(fcntl(lock_a, F_OFD_SETLK, &l) == 0);
+    announce(17);
+    await_stage(18);
+    lock_value = 9;
+    l.l_type = F_UNLCK;
+    CHECK(fcntl(lock_a, F_OFD_SETLK, &l) == 0);
+    return NULL;
+}
+static void* ofd_waiter(void* arg) {
+    (void)arg;
+    await_stage(17);
+    struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    CHECK(fcntl(lock_b, F_OFD_SETLK, &l) == -1 && (errno == EAGAIN || errno == EACCES));
+    announce(18);
+    CHECK(fcntl(lock_b, F_OFD_SETLKW, &l) == 0);
+    CHECK(lock_value == 9);
+    l.l_type = F_UNLCK;
+    CHECK(fcntl(lock_b, F_OFD_SETLK, &l) == 0);
     return NULL;
 }
 
@@ -499,6 +525,7 @@ int main(void) {
     pair(dup_poller, dup_drainer, NULL);
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dsv) == 0);
     pair(dup_receiver, dup_sender, NULL);
+    pair(ofd_holder, ofd_waiter, NULL);
     pthread_t tr;
     CHECK(pthread_create(&tr, NULL, timed_receiver, NULL) == 0);
     pthread_join(tr, NULL);
