@@ -193,6 +193,51 @@ TEST_P(read_ahead_test, closing_the_stream_closes_the_connection_at_once) {
     EXPECT_EQ(buffers_out(), 0u);
 }
 
+// Closing a stream that another fiber is reading fails that read at once (EBADF) and ends
+// the connection: for the first read of a socket (a single receive in the kernel) as for later
+// ones (the armed multishot receive), and on plain streams too.
+TEST_P(read_ahead_test, closing_fails_a_read_parked_on_the_stream_at_once) {
+    for (int reads_before : {0, 1}) {
+        for (bool ahead : {true, false}) {
+            SCOPED_TRACE(testing::Message() << "reads before: " << reads_before << ", read ahead: " << ahead);
+            auto l = listener::listen(address::ipv4_loopback(0));
+            ASSERT_TRUE(l);
+            auto s = stream::connect(*l->local_address(), 5s);
+            ASSERT_TRUE(s);
+            auto c = l->accept(5s);
+            ASSERT_TRUE(c);
+            if (ahead) s->read_ahead();
+            for (int i = 0; i < reads_before; ++i) {
+                char w = 0;
+                ASSERT_TRUE(c->write_all("w", 1, 5s));
+                ASSERT_TRUE(s->read_exactly(&w, 1, 5s));
+            }
+            bool started = false;
+            std::error_code got;
+            auto reader = spawn([&] {
+                char b[16];
+                ASSERT_TRUE(s->write_all("request", 7, 5s));  // (as a client: it asks, then waits)
+                started = true;
+                auto r = s->read_some(b, sizeof b, 10s);
+                if (!r) got = r.error();
+            });
+            ASSERT_TRUE(reader);
+            while (!started) this_fiber::yield();
+            this_fiber::yield();  // the reader runs on until it parks in its read
+            current_engine()->flush();  // and its receive is in the kernel, not only queued
+            const auto t0 = std::chrono::steady_clock::now();
+            ASSERT_TRUE(s->close());
+            ASSERT_TRUE(reader->join());
+            EXPECT_EQ(got, std::errc::bad_file_descriptor) << got.message();
+            EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+            char r[8];
+            ASSERT_TRUE(c->read_exactly(r, 7, 5s));
+            auto n = c->read_some(r, sizeof r, 5s);  // then the peer sees the end at once
+            EXPECT_TRUE(n && *n == 0) << (n ? "data" : n.error().message());
+        }
+    }
+}
+
 // A socket that gets the number of a closed one starts afresh: nothing kept for the old one
 // (its data, its end of stream) is read from the new one.
 TEST_P(read_ahead_test, a_new_socket_on_a_closed_ones_number_starts_afresh) {

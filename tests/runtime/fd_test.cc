@@ -10,7 +10,9 @@
 #include <cstring>
 #include <string>
 
+#include "gluon/engine/engine.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/vcpu.h"
 #include "high_fd.h"
 #include "test_support.h"
 
@@ -248,6 +250,32 @@ TEST_P(fd_test, sendfile_and_splice_move_file_bytes) {
     ::close(p[1]);
     ::close(file);
     EXPECT_EQ(fd::sendfile(sv_[0], file, 0, 10).error(), std::errc::bad_file_descriptor);
+}
+
+// close() from another fiber fails a receive parked on the socket with EBADF at once (and the
+// socket is really closed: the peer sees its end), on every engine.
+TEST_P(fd_test, close_fails_a_parked_receive_with_ebadf) {
+    bool started = false;
+    std::error_code got;
+    auto reader = spawn([&] {
+        char b[16];
+        started = true;
+        auto r = fd::recv_some(sv_[0], b, sizeof b, 0, std::chrono::seconds(10));
+        if (!r) got = r.error();
+    });
+    while (!started) this_fiber::yield();
+    this_fiber::yield();  // the reader runs on until it parks in its receive
+    current_engine()->flush();  // and its receive is in the kernel, not only queued
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(fd::close(sv_[0]).has_value());
+    sv_[0] = -1;
+    ASSERT_TRUE(reader->join().has_value());
+    EXPECT_EQ(got, std::errc::bad_file_descriptor) << got.message();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    char b[4];
+    auto eof = fd::recv_some(sv_[1], b, sizeof b, 0, std::chrono::seconds(5));
+    ASSERT_TRUE(eof.has_value()) << eof.error().message();
+    EXPECT_EQ(*eof, 0u);  // the peer sees the end of the stream
 }
 
 // sendfile and splice into a peer that is gone: EPIPE, never the SIGPIPE whose default action

@@ -158,6 +158,7 @@ struct io_op {
     list_hook hook;
     int cancel_errno = 0;  // why the op was cancelled (ECANCELED, ETIMEDOUT); 0 = not cancelled
     bool engine_busy = false;
+    bool engine_counted = false;  // counted among its fd's operations in the kernel (io_uring)
     long engine_result = 0;     // a result held back until a later completion (SEND_ZC)
 };
 

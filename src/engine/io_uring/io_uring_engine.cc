@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 #include <time.h>
 
+#include <algorithm>
+
 #include "gluon/sys/mm.h"
 #include "gluon/sys/ops.h"
 
@@ -87,9 +89,11 @@ bool is_socket_like(opcode c) {
 constexpr unsigned k_file_io_batch = 4;
 
 // -ECANCELED from the kernel after cancel(): say why it was cancelled.
+// ECANCELED is the reason we cancelled for (ETIMEDOUT, ...), or, when we gave none, the fd was
+// closed under the operation (cancel_in_kernel): EBADF, as on epoll.
 long cancelled_result(const io_op& op, long r) {
     if (r != -ECANCELED) return r;
-    return op.cancel_errno ? -op.cancel_errno : r;
+    return op.cancel_errno ? -op.cancel_errno : -EBADF;
 }
 
 short wanted_events(const io_op& op) {
@@ -314,6 +318,7 @@ void io_uring_engine::queue(io_op& op, bool poll_phase) noexcept {
         op.buf = pool_.at(static_cast<unsigned>(id));
         ++pool_.out;  // held by the kernel until the recv completes
     }
+    count_in(op);
     io_uring_sqe* sqe = get_sqe();
     if (poll_phase) {
         io_uring_prep_poll_add(sqe, op.fd, static_cast<unsigned>(wanted_events(op)));
@@ -342,6 +347,7 @@ long io_uring_engine::submit(io_op& op) noexcept {
     op.engine_busy = false;
     if (plain_[static_cast<unsigned>(op.code)] && !op.shared_recv) [[likely]] {
         prep(get_sqe(), op);
+        count_in(op);
         return pending;
     }
     // An opcode this kernel lacks runs as a blocking syscall, like on epoll.
@@ -372,7 +378,7 @@ void io_uring_engine::cancel(io_op& op, int err) noexcept {
     if (cancel_recv_waiter(op, err)) return;    // waiting for a multishot receive: the same
     if (op.code == opcode::recv_pooled && op.hook.linked()) {  // waiting for a buffer: not in the kernel
         buffer_waiters_.unlink(op);
-        op.on_complete(&op, -err);
+        complete(op, -err);
         return;
     }
     io_uring_sqe* sqe = get_sqe();
@@ -406,11 +412,11 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     if (tag & k_poll_bit) {
         auto* op = reinterpret_cast<io_op*>(tag & ~k_poll_bit);
         if (res < 0 || op->cancel_errno) {
-            op->on_complete(op, cancelled_result(*op, res < 0 ? res : -ECANCELED));
+            complete(*op, cancelled_result(*op, res < 0 ? res : -ECANCELED));
             return;
         }
         if (op->engine_busy) {  // a non-blocking connect finished: its outcome is SO_ERROR
-            op->on_complete(op, sys::socket_error(op->fd));
+            complete(*op, sys::socket_error(op->fd));
             return;
         }
         queue(*op, false);  // ready now: run the op itself again
@@ -440,7 +446,38 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
         queue(*op, true);
         return;
     }
-    op->on_complete(op, r);
+    complete(*op, r);
+}
+
+void io_uring_engine::count_in(io_op& op) noexcept {
+    if (op.engine_counted || op.fd < 0 || op.fixed_file) return;
+    const auto fd = static_cast<size_t>(op.fd);
+    if (fd >= in_kernel_.size()) {
+        try {
+            in_kernel_.resize(std::max(fd + 1, in_kernel_.size() * 2));
+        } catch (...) {
+            return;  // not counted: closing it will not cancel it (as before counting)
+        }
+    }
+    ++in_kernel_[fd];
+    op.engine_counted = true;
+}
+
+void io_uring_engine::count_out(io_op& op) noexcept {
+    if (!op.engine_counted) return;
+    op.engine_counted = false;
+    --in_kernel_[static_cast<size_t>(op.fd)];
+}
+
+// Before close(2): the kernel finds the requests by the file the fd names, so they are
+// cancelled while it still names it. They complete with ECANCELED and no cancel_errno of
+// ours, which cancelled_result reports as EBADF.
+void io_uring_engine::cancel_in_kernel(int fd) noexcept {
+    if (fd < 0 || static_cast<size_t>(fd) >= in_kernel_.size() || in_kernel_[static_cast<size_t>(fd)] == 0) return;
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_cancel_fd(sqe, fd, IORING_ASYNC_CANCEL_ALL);
+    io_uring_sqe_set_data64(sqe, k_ignore_tag);
+    io_uring_submit(&ring_);
 }
 
 // A recv_pooled's completion: with data, the buffer is handed out in op.buf; otherwise any

@@ -30,9 +30,10 @@ public:
 
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
-    void forget_fd(int fd, bool) noexcept override {
+    void forget_fd(int fd, bool closing) noexcept override {
         drop_accept_queue(fd);
         drop_recv_queue(fd);
+        if (closing) cancel_in_kernel(fd);
     }
     void flush() noexcept override { io_uring_submit(&ring_); }
     bool holds_input(int fd) const noexcept override { return accepts_queued(fd) || recv_queued(fd); }
@@ -71,6 +72,16 @@ private:
     bool wake_by_msg_ring(io_uring_engine& target) noexcept;
     void on_cqe(uint64_t tag, int res, unsigned flags) noexcept;
     void queue(io_op& op, bool poll_phase) noexcept;
+    // Operations of each fd in the kernel (single-shot ones: the multishot queues keep their
+    // own): closing an fd with some cancels them first, or they would hold the file open and
+    // wait on until data came.
+    void count_in(io_op& op) noexcept;
+    void count_out(io_op& op) noexcept;
+    void cancel_in_kernel(int fd) noexcept;
+    void complete(io_op& op, long r) noexcept {
+        count_out(op);
+        op.on_complete(&op, r);
+    }
     long setup_pool() noexcept;
     bool on_pooled_cqe(io_op& op, int& res, unsigned flags) noexcept;
     void recycle(unsigned id) noexcept;
@@ -126,6 +137,7 @@ private:
     std::vector<accept_queue*> accepts_;  // by listening fd
     std::vector<accept_queue*> dropped_accepts_;  // closed, their cancelled accept not yet ended
     std::vector<recv_queue*> recvs_;  // by socket fd
+    std::vector<uint32_t> in_kernel_;  // by fd: count_in
     std::vector<recv_queue*> dropped_recvs_;  // closed, their cancelled receive not yet ended
 };
 
