@@ -74,11 +74,16 @@ int blob(cursor& c, int64_t n, std::string& out) {
 
 int aggregate(cursor& c, reply& r, int64_t n, unsigned depth, size_t per) {
     r.elements.clear();
-    if (static_cast<size_t>(c.end - c.p) < static_cast<size_t>(n) * per * 3)  // each element >= 3 bytes
+    const size_t count = static_cast<size_t>(n) * per;
+    if (static_cast<size_t>(c.end - c.p) < count * 3)  // each element >= 3 bytes
         return k_more;
-    r.elements.resize(static_cast<size_t>(n) * per);
-    for (auto& e : r.elements)
-        if (int s = value(c, e, depth + 1)) return s;
+    // Grown as elements decode, never sized from the header: nested headers would each claim
+    // the same remaining bytes, and a few of them made a hostile reply of megabytes allocate
+    // gigabytes before any element was read.
+    for (size_t i = 0; i < count; ++i) {
+        r.elements.emplace_back();
+        if (int s = value(c, r.elements.back(), depth + 1)) return s;
+    }
     return k_ok;
 }
 

@@ -81,6 +81,22 @@ TEST(resp, a_reply_cut_anywhere_is_incomplete_and_then_complete) {
     EXPECT_EQ(r.elements[1].elements[1].number, 1.5);
 }
 
+// Nested aggregate headers all claim the same remaining bytes: nothing is allocated for
+// elements before they decode (it used to be 80 MB per header level here).
+TEST(resp, nested_headers_allocate_nothing_ahead_of_their_elements) {
+    std::string hostile;
+    for (int i = 0; i < 8; ++i) hostile += "*1000000\r\n";
+    hostile += std::string(3'000'100, '?');
+    reply r;
+    size_t used = 0;
+    EXPECT_EQ(decode(hostile.data(), hostile.size(), r, used), decode_status::invalid);
+    const reply* level = &r;
+    for (int i = 0; i < 8 && level; ++i) {
+        EXPECT_LE(level->elements.capacity(), 16u) << "level " << i;
+        level = level->elements.empty() ? nullptr : &level->elements.back();
+    }
+}
+
 TEST(resp, garbage_and_limits_are_invalid) {
     decode_limits lim;
     lim.max_bulk = 1024;
