@@ -14,36 +14,65 @@ struct client::impl {
     options opts;
     spinlock lock;
     gluon::mutex opening;  // one fiber opens a connection at a time; the others wait for it
-    std::map<std::thread::id, std::vector<std::unique_ptr<connection>>> pools;
+    // Shared: a caller holds the connection it is in (a reader blocked in a read, a writer in a
+    // write) while the pool drops a broken one or close() empties the pool; the last one out
+    // frees it.
+    std::map<std::thread::id, std::vector<std::shared_ptr<connection>>> pools;
 
     /// This vCPU's least busy usable connection, a new one while the pool has room and every
     /// connection is busy.
-    result<connection*> pick() {
+    result<std::shared_ptr<connection>> pick() {
         if (!is_vcpu()) return errno_error(EPERM);
-        auto take = [&]() -> connection* {
+        auto take = [&]() -> std::shared_ptr<connection> {
             std::lock_guard g(lock);
             auto& v = pools[std::this_thread::get_id()];
             std::erase_if(v, [](const auto& c) { return !c->usable() && c->in_flight() == 0; });
             connection* best = nullptr;
-            for (auto& c : v)
-                if (c->usable() && (!best || c->in_flight() < best->in_flight())) best = c.get();
-            if (best && (best->in_flight() == 0 || v.size() >= opts.pool_size)) return best;
+            size_t at = 0;
+            for (size_t i = 0; i < v.size(); ++i)
+                if (v[i]->usable() && (!best || v[i]->in_flight() < best->in_flight())) best = v[i].get(), at = i;
+            if (best && (best->in_flight() == 0 || v.size() >= opts.pool_size)) return v[at];
             return nullptr;
         };
-        if (auto* c = take()) return c;
+        if (auto c = take()) return c;
         std::unique_lock g(opening);
-        if (auto* c = take()) return c;
-        auto c = GLUON_TRY(connection::open(opts));
-        connection* raw = c.get();
+        if (auto c = take()) return c;
+        std::shared_ptr<connection> c = GLUON_TRY(connection::open(opts));
         std::lock_guard l(lock);
-        pools[std::this_thread::get_id()].push_back(std::move(c));
-        return raw;
+        pools[std::this_thread::get_id()].push_back(c);
+        return c;
     }
 
     template <typename Range>
     result<reply> command(const Range& args) {
-        connection* c = GLUON_TRY(pick());
+        if (changes_connection(args)) return errno_error(EINVAL);
+        std::shared_ptr<connection> c = GLUON_TRY(pick());
         return c->call(args);
+    }
+
+    /// Commands that change what a pooled connection answers (replies that are not one per
+    /// command: SUBSCRIBE and its kin, MONITOR, CLIENT REPLY) or the state every caller of it
+    /// shares (SELECT, HELLO, RESET): the pipeline would hand later callers the wrong replies,
+    /// or another database. subscriber and options.database / options.protocol serve these.
+    template <typename Range>
+    static bool changes_connection(const Range& args) {
+        auto it = std::begin(args);
+        if (it == std::end(args)) return false;
+        const std::string_view name = *it;
+        static constexpr std::string_view refused[] = {"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE",
+                                                       "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR", "SELECT",
+                                                       "HELLO", "RESET"};
+        for (std::string_view r : refused)
+            if (iequals(name, r)) return true;
+        if (iequals(name, "CLIENT") && ++it != std::end(args)) return iequals(*it, "REPLY");
+        return false;
+    }
+    static bool iequals(std::string_view a, std::string_view b) noexcept {
+        if (a.size() != b.size()) return false;
+        auto up = [](char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; };
+        for (size_t i = 0; i < a.size(); ++i)
+            if (up(a[i]) != up(b[i])) return false;
+        return true;
     }
 };
 
@@ -52,7 +81,7 @@ client::client(options o) : im_(std::make_unique<impl>()) { im_->opts = std::mov
 client::~client() = default;
 
 void client::close() noexcept {
-    std::vector<std::unique_ptr<connection>> mine;
+    std::vector<std::shared_ptr<connection>> mine;
     {
         std::lock_guard g(im_->lock);
         auto it = im_->pools.find(std::this_thread::get_id());

@@ -196,6 +196,56 @@ TEST_P(redis_test, a_timeout_closes_the_connection_and_the_next_command_gets_a_n
     EXPECT_EQ(db.get("k")->value_or(""), "v");
 }
 
+// close() while a fiber waits inside a connection (a blocking BLPOP): the fiber gets
+// ECONNABORTED and the connection is freed by the last one out, never under it.
+TEST_P(redis_test, close_with_a_caller_blocked_inside_the_connection) {
+    client db(opts());
+    client watcher(opts());
+    std::error_code got;
+    bool returned = false;
+    auto f = *spawn([&] {
+        auto r = db.command({"BLPOP", "never-filled", "10"});
+        returned = true;
+        if (!r) got = r.error();
+    });
+    // Until the server reports the BLPOP blocked: then the fiber is in its read.
+    bool blocked = false;
+    for (int i = 0; i < 5000 && !blocked; ++i) {
+        auto info = watcher.command({"INFO", "clients"});
+        ASSERT_TRUE(info);
+        blocked = info->str.find("blocked_clients:1") != std::string::npos;
+        if (!blocked) (void)this_fiber::sleep_for(1ms);
+    }
+    ASSERT_TRUE(blocked);
+    EXPECT_FALSE(returned);
+    db.close();
+    ASSERT_TRUE(f.join());
+    EXPECT_TRUE(returned);
+    EXPECT_EQ(got, std::errc::connection_aborted) << got.message();
+    ASSERT_TRUE(db.set("after", "close"));  // a new connection
+    EXPECT_EQ(db.get("after")->value_or(""), "close");
+}
+
+// Commands that would change a pooled connection for its other callers are refused; the
+// pipeline stays in step.
+TEST_P(redis_test, commands_that_change_the_connection_are_refused) {
+    client db(opts());
+    ASSERT_TRUE(db.set("x", "1"));
+    for (auto args : {std::vector<std::string>{"SUBSCRIBE", "a", "b"}, {"psubscribe", "n*"}, {"Monitor"},
+                      {"CLIENT", "REPLY", "OFF"}, {"SELECT", "1"}, {"HELLO", "3"}, {"RESET"}, {"unsubscribe"}}) {
+        auto r = db.command(args);
+        ASSERT_FALSE(r) << args[0];
+        EXPECT_EQ(r.error(), std::errc::invalid_argument) << args[0];
+    }
+    EXPECT_EQ(db.get("x")->value_or(""), "1");
+    auto list = db.command({"CLIENT", "ID"});
+    ASSERT_TRUE(list);
+    EXPECT_EQ(list->type, reply::kind::integer);
+    auto ping = db.command({"PING"});
+    ASSERT_TRUE(ping);
+    EXPECT_EQ(ping->str, "PONG");
+}
+
 TEST_P(redis_test, auth_is_checked) {
     std::string why;
     auto secured = test::redis_server::start(why, {"--requirepass", "s3cret"});
