@@ -1,11 +1,14 @@
 // The shmipc handshakes. v2: the client sends ShareMemoryByFilePath and goes straight to the data
 // phase. v3: ExchangeProtoVersion both ways (header only), ShareMemoryByMemfd, AckReadyRecvFD,
 // then one data byte carrying exactly two fds (buffer, queue), then AckShareMemory.
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <string>
 
 #include "gluon/common/log.h"
+#include "gluon/sys/ops.h"
 #include "gluon/sys/proc.h"
 #include "session_impl.h"
 
@@ -79,18 +82,41 @@ result<void> map_region(session_impl& si, shm_file f) {
     r->map = GLUON_TRY(f.map());
     r->file = std::move(f);
     r->region = GLUON_TRY(buffer_region::attach(r->map.data(), r->map.size()));
+    // A file is removed with the region's last session, and only once it proved to be a region.
+    r->file.remove_on_close();
     slot = r;
     si.region = std::move(r);
     return {};
 }
 
+// The directory whose files a client may name: that of this side's path_prefix (/dev/shm by
+// default).
+std::string shm_directory(const std::string& prefix) {
+    size_t slash = prefix.rfind('/');
+    if (slash == std::string::npos) return "/dev/shm";
+    return slash == 0 ? "/" : prefix.substr(0, slash);
+}
+
+// The uid of the process at the other end of the socket.
+result<uid_t> peer_uid(const net::stream& s) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (long r = sys::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len); r < 0) return errno_error(int(-r));
+    return cred.uid;
+}
+
 result<void> open_files(session_impl& si, const wire::share_memory_paths& p) {
-    // The queue is this session's alone: once mapped, its file is not needed. The buffer file is
-    // removed when the last session using it ends (a Go client often exits before its own
-    // clean-up runs).
-    shm_file q = GLUON_TRY(shm_file::open_file(p.queue_path, true));
-    shm_file b = GLUON_TRY(shm_file::open_file(p.buffer_path, true));
+    // The client names the files, and this side removes them: only its own files, by plain
+    // names in the shared-memory directory, and removed only once they proved to be a queue and
+    // a region (a failed handshake removes nothing). The queue is this session's alone: once
+    // mapped, its file is not needed. The buffer file is removed when the last session using it
+    // ends (a Go client often exits before its own clean-up runs).
+    const std::string dir = shm_directory(si.opts.path_prefix);
+    const uid_t owner = GLUON_TRY(peer_uid(si.sock));
+    shm_file q = GLUON_TRY(shm_file::open_peer_file(dir, p.queue_path, owner));
+    shm_file b = GLUON_TRY(shm_file::open_peer_file(dir, p.buffer_path, owner));
     GLUON_TRY(map_queues(si, std::move(q)));
+    si.queue_file.remove_on_close();
     si.queue_file.unlink();
     return map_region(si, std::move(b));
 }

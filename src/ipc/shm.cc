@@ -44,9 +44,10 @@ shm_file& shm_file::operator=(shm_file&& o) noexcept {
     return *this;
 }
 
-result<void> shm_file::stat_fd() {
+result<void> shm_file::stat_fd(uid_t* owner) {
     struct stat st {};
     GLUON_TRY(check(sys::fstat(fd_, &st)));
+    if (owner) *owner = st.st_uid;
     if (!S_ISREG(st.st_mode) || st.st_size <= 0) return errno_error(EINVAL);
     size_ = size_t(st.st_size);
     dev_ = st.st_dev;
@@ -86,14 +87,28 @@ result<shm_file> shm_file::create_file(const std::string& path, size_t size) {
     return f;
 }
 
-result<shm_file> shm_file::open_file(const std::string& path, bool unlink_on_close) {
-    shm_file f;
-    long fd = sys::openat(AT_FDCWD, path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+result<shm_file> shm_file::open_peer_file(const std::string& dir, const std::string& path, uid_t owner) {
+    // The peer chooses the path, and this side may remove the file later: only a plain name
+    // directly in the shared-memory directory, so no path leads to another of our files.
+    const std::string lead = dir.ends_with('/') ? dir : dir + "/";
+    if (dir.empty() || !path.starts_with(lead)) return errno_error(EPERM);
+    const std::string name = path.substr(lead.size());
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos)
+        return errno_error(EPERM);
+    long dfd = sys::openat(AT_FDCWD, dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+    GLUON_TRY(check(dfd));
+    // O_NOFOLLOW: a symbolic link under the name fails (ELOOP) rather than leading elsewhere;
+    // O_NONBLOCK | O_NOCTTY: a FIFO or a terminal under the name is refused below, not waited on.
+    long fd = sys::openat(int(dfd), name.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+    (void)sys::close(int(dfd));
     GLUON_TRY(check(fd));
+    shm_file f;
     f.fd_ = int(fd);
-    f.path_ = path;
-    f.unlink_ = unlink_on_close;
-    GLUON_TRY(f.stat_fd());
+    uid_t uid = 0;
+    GLUON_TRY(f.stat_fd(&uid));
+    if (uid != owner) return errno_error(EPERM);
+    f.path_ = lead + name;
     return f;
 }
 

@@ -52,9 +52,14 @@ public:
     /// A new file at path (O_EXCL) of `size` zero bytes, unlinked when this object is closed
     /// (or earlier with unlink()). Errors: EEXIST, ENOSPC, those of open(2) and ftruncate(2).
     static result<shm_file> create_file(const std::string& path, size_t size);
-    /// An existing file made by the peer; unlink_on_close makes this side remove it.
-    /// Errors: those of open(2) and fstat(2); EINVAL (not a regular file).
-    static result<shm_file> open_file(const std::string& path, bool unlink_on_close);
+    /// A file the peer made, named by `path`, which must be a plain entry of directory `dir`
+    /// ("<dir>/<name>", the name without '/' and neither "." nor ".."). It is opened relative to
+    /// dir with O_NOFOLLOW, so neither "..", a symbolic link nor a subdirectory leads elsewhere,
+    /// and refused unless `owner` (the peer's uid) owns it: a peer names only its own files.
+    /// Nothing is removed unless remove_on_close() is called, once the mapping has been checked.
+    /// Errors: EPERM (a path outside dir, a file of another owner), ELOOP (a symbolic link),
+    /// those of open(2) and fstat(2), EINVAL (not a regular file).
+    static result<shm_file> open_peer_file(const std::string& dir, const std::string& path, uid_t owner);
     /// Takes a received fd (memfd). Errors: those of fstat(2); EINVAL (not a regular file).
     static result<shm_file> adopt(int fd);
 
@@ -64,6 +69,8 @@ public:
     void unlink() noexcept;
     /// Leaves the file in place when this object is closed (another object removes it).
     void keep_file() noexcept { unlink_ = false; }
+    /// Removes the file (if this object has a path) when it is closed.
+    void remove_on_close() noexcept { unlink_ = !path_.empty(); }
     void close() noexcept;
 
     int fd() const noexcept { return fd_; }
@@ -73,7 +80,7 @@ public:
     std::pair<dev_t, ino_t> identity() const noexcept { return {dev_, ino_}; }
 
 private:
-    result<void> stat_fd();
+    result<void> stat_fd(uid_t* owner = nullptr);
 
     int fd_ = -1;
     std::string path_;

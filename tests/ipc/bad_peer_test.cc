@@ -1,7 +1,9 @@
 // A peer that breaks the protocol gets its session closed with an error that says why, and
 // never makes the server read outside its mappings: a hand-made client (the private layout
 // classes, no session code) sends bad offsets, chains, queue indices, statuses, headers and fds.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -105,6 +107,69 @@ protected:
     }
 };
 GLUON_ENGINE_TEST_SUITE(ipc_bad_peer);
+
+// A v2 client that names files of its choosing: the error the server's accept ends with.
+std::error_code paths_error(const std::string& queue, const std::string& buffer) {
+    static std::atomic<int> n{0};
+    auto addr = *net::address::unix_abstract("gluon-ipc-paths-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    auto l = listener::listen(addr);
+    EXPECT_TRUE(l);
+    std::error_code seen;
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        seen = s ? s->error() : s.error();
+    });
+    auto s = net::stream::connect(addr, 5s);
+    EXPECT_TRUE(s);
+    auto m = wire::encode_paths(wire::type::share_memory_by_file_path, 2, queue, buffer);
+    EXPECT_TRUE(s->write_all(m->data(), m->size(), 5s));
+    EXPECT_TRUE(srv.join());
+    return seen;
+}
+
+bool exists(const std::string& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0;
+}
+
+// A file of `size` zero bytes at path.
+void make_file(const std::string& path, size_t size) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0) << path;
+    ASSERT_EQ(::ftruncate(fd, off_t(size)), 0);
+    ::close(fd);
+}
+
+// The server removes the files a v2 client names once it has mapped them, so it must open
+// nothing but plain names in its shared-memory directory, and remove nothing that failed.
+TEST_P(ipc_bad_peer, file_paths_outside_the_shared_memory_directory) {
+    const std::string tag = "gluon-ipc-victim-" + std::to_string(::getpid());
+    std::string tmp = ::testing::TempDir();
+    if (!tmp.ends_with('/')) tmp += '/';
+    const std::string victim = tmp + tag;
+    make_file(victim, 4096);
+    const std::string link = "/dev/shm/" + tag + "-link";
+    ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+    const std::string junk = "/dev/shm/" + tag + "-junk";
+    make_file(junk, 4096);
+
+    auto e = paths_error(victim, victim);  // elsewhere
+    EXPECT_EQ(e, std::errc::operation_not_permitted) << e.message();
+    e = paths_error("/dev/shm/.." + victim, "/dev/shm/.." + victim);  // out through ".."
+    EXPECT_EQ(e, std::errc::operation_not_permitted) << e.message();
+    e = paths_error(link, link);  // out through a symbolic link
+    EXPECT_EQ(e, std::errc::too_many_symbolic_link_levels) << e.message();
+    EXPECT_TRUE(exists(victim));
+    EXPECT_TRUE(exists(link));
+    // A plain name in /dev/shm that is no queue: refused, and left in place.
+    e = paths_error(junk, junk);
+    EXPECT_EQ(e, errc::bad_queue) << e.message();
+    EXPECT_TRUE(exists(junk));
+
+    ::unlink(victim.c_str());
+    ::unlink(link.c_str());
+    ::unlink(junk.c_str());
+}
 
 TEST_P(ipc_bad_peer, an_offset_inside_a_slice) {
     auto e = session_error([](raw_client& c) { c.put(2, c.message("hello") + 8); });
