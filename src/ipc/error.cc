@@ -22,6 +22,7 @@ public:
         case errc::handshake_failed: return "handshake failed";
         case errc::session_closed: return "session closed";
         case errc::message_too_large: return "message too large";
+        case errc::unsealed_memory: return "peer's shared memory is not sealed against shrinking";
         }
         return "unknown ipc error";
     }

@@ -72,6 +72,8 @@ result<void> map_region(session_impl& si, shm_file f) {
     std::lock_guard lk(si.registry->mu);
     auto& slot = si.registry->by_identity[f.identity()];
     if (auto r = slot.lock()) {
+        // The same object, perhaps shrunk since the first session mapped it.
+        if (f.size() < r->map.size()) return fail(errc::bad_region);
         // f is closed here; the mapping we have is the same memory, and its file is removed
         // with the region's last session, not now: the client may dial more sessions on it.
         f.keep_file();
@@ -105,6 +107,12 @@ result<uid_t> peer_uid(const net::stream& s) {
     return cred.uid;
 }
 
+// Refuses memory the client could shrink under our mappings, if the options say so.
+result<void> check_sealed(const session_options& opts, const shm_file& q, const shm_file& b) {
+    if (opts.require_sealed && (!q.shrink_sealed() || !b.shrink_sealed())) return fail(errc::unsealed_memory);
+    return {};
+}
+
 result<void> open_files(session_impl& si, const wire::share_memory_paths& p) {
     // The client names the files, and this side removes them: only its own files, by plain
     // names in the shared-memory directory, and removed only once they proved to be a queue and
@@ -115,6 +123,7 @@ result<void> open_files(session_impl& si, const wire::share_memory_paths& p) {
     const uid_t owner = GLUON_TRY(peer_uid(si.sock));
     shm_file q = GLUON_TRY(shm_file::open_peer_file(dir, p.queue_path, owner));
     shm_file b = GLUON_TRY(shm_file::open_peer_file(dir, p.buffer_path, owner));
+    GLUON_TRY(check_sealed(si.opts, q, b));
     GLUON_TRY(map_queues(si, std::move(q)));
     si.queue_file.remove_on_close();
     si.queue_file.unlink();
@@ -220,6 +229,7 @@ result<std::shared_ptr<session_impl>> server_handshake(net::stream sock, const s
         auto b = got.second >= 1 ? shm_file::adopt(fds[0]) : errno_error(EBADF);
         auto q = got.second >= 2 ? shm_file::adopt(fds[1]) : errno_error(EBADF);
         if (got.first != 1 || got.second != 2 || !b || !q) return fail(errc::handshake_failed);
+        GLUON_TRY(check_sealed(si->opts, *q, *b));
         GLUON_TRY(map_queues(*si, std::move(*q)));
         GLUON_TRY(map_region(*si, std::move(*b)));
     } else {

@@ -125,7 +125,18 @@ result<mapping> shm_file::map() const {
     // first messages (the free lists hand slices out in order, so traffic walks the whole region).
     void* p = sys::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
     if (sys::is_error(p)) return errno_error(int(-reinterpret_cast<long>(p)));
-    return mapping(static_cast<uint8_t*>(p), size_);
+    mapping m(static_cast<uint8_t*>(p), size_);
+    // A page past the object's end raises SIGBUS when touched: the size is checked again now
+    // that the mapping exists. (Unless the object is sealed, the peer can still shrink it later.)
+    struct stat st {};
+    GLUON_TRY(check(sys::fstat(fd_, &st)));
+    if (st.st_size < 0 || size_t(st.st_size) < size_) return errno_error(EINVAL);
+    return m;
+}
+
+bool shm_file::shrink_sealed() const noexcept {
+    long seals = sys::fcntl(fd_, F_GET_SEALS);
+    return seals >= 0 && (seals & F_SEAL_SHRINK) != 0;
 }
 
 void shm_file::unlink() noexcept {

@@ -63,8 +63,13 @@ public:
     /// Takes a received fd (memfd). Errors: those of fstat(2); EINVAL (not a regular file).
     static result<shm_file> adopt(int fd);
 
-    /// Maps the whole object read-write, shared. Errors: those of mmap(2), EINVAL (empty).
+    /// Maps the whole object read-write, shared, and checks that the object still holds every
+    /// mapped byte (a peer may have shrunk it since it was opened). Errors: those of mmap(2) and
+    /// fstat(2), EINVAL (empty, or now smaller than when opened).
     result<mapping> map() const;
+    /// True if the object is sealed against shrinking (F_SEAL_SHRINK): only then can no other
+    /// process cut pages from under a mapping of it.
+    bool shrink_sealed() const noexcept;
     /// Removes the file now, if this side is to remove it (ENOENT ignored).
     void unlink() noexcept;
     /// Leaves the file in place when this object is closed (another object removes it).

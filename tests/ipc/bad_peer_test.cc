@@ -3,6 +3,7 @@
 // classes, no session code) sends bad offsets, chains, queue indices, statuses, headers and fds.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,13 +42,21 @@ struct raw_client {
         ASSERT_TRUE(s.read_exactly(h, 8, 5s));
         ASSERT_EQ(h[7], uint8_t(t));
     }
-    // Up to the fds; `fds` of them are sent.
-    void connect(const net::address& a, int fds = 2) {
-        buf = *shm_file::create_memfd("bad-buffer", 1u << 20);
+    // A memfd of n zero bytes without seals, as shmipc-go makes them.
+    static shm_file unsealed_memfd(size_t n) {
+        int fd = ::memfd_create("shmipc-unsealed", MFD_CLOEXEC);
+        EXPECT_GE(fd, 0);
+        EXPECT_EQ(::ftruncate(fd, off_t(n)), 0);
+        return *shm_file::adopt(fd);
+    }
+    // Up to the fds; `fds` of them are sent. sealed: memfds sealed as gluon's; acked: the
+    // server is expected to take them.
+    void connect(const net::address& a, int fds = 2, bool sealed = true, bool acked = true) {
+        buf = sealed ? *shm_file::create_memfd("bad-buffer", 1u << 20) : unsealed_memfd(1u << 20);
         bm = *buf.map();
         const slice_class c[] = {{4092, 100}};
         region = *buffer_region::format(bm.data(), bm.size(), c);
-        q = *shm_file::create_memfd("bad-queue", 2 * queue_bytes(k_cap));
+        q = sealed ? *shm_file::create_memfd("bad-queue", 2 * queue_bytes(k_cap)) : unsealed_memfd(2 * queue_bytes(k_cap));
         qm = *q.map();
         queue_view::format(qm.data(), k_cap);
         queue_view::format(qm.data() + queue_bytes(k_cap), k_cap);
@@ -61,7 +70,7 @@ struct raw_client {
         const uint8_t zero = 0;
         const int both[2] = {buf.fd(), q.fd()};
         ASSERT_TRUE(s.send_fds(&zero, 1, std::span<const int>(both, size_t(fds)), 5s));
-        if (fds == 2) expect(wire::type::ack_share_memory);
+        if (fds == 2 && acked) expect(wire::type::ack_share_memory);
     }
     void put(uint32_t id, uint32_t off, uint32_t status = 0) {
         ASSERT_EQ(send_q.put({id, off, status}), queue_view::outcome::ok);
@@ -79,10 +88,11 @@ struct raw_client {
 class ipc_bad_peer : public test::engine_test {
 protected:
     // Runs `attack` against a listener and returns the error the server's session ended with.
-    std::error_code session_error(const std::function<void(raw_client&)>& attack, int fds = 2) {
+    std::error_code session_error(const std::function<void(raw_client&)>& attack, int fds = 2,
+                                  const session_options& opts = {}, bool sealed = true) {
         static std::atomic<int> n{0};
         auto addr = *net::address::unix_abstract("gluon-ipc-bad-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-        auto l = listener::listen(addr);
+        auto l = listener::listen(addr, opts);
         EXPECT_TRUE(l);
         std::error_code seen;
         fiber srv = *spawn([&] {
@@ -100,8 +110,9 @@ protected:
             seen = s->error();
         });
         raw_client c;
-        c.connect(addr, fds);
-        if (fds == 2) attack(c);
+        const bool refused = opts.require_sealed && !sealed;
+        c.connect(addr, fds, sealed, !refused);
+        if (fds == 2 && !refused) attack(c);
         EXPECT_TRUE(srv.join());
         return seen;
     }
@@ -230,6 +241,17 @@ TEST_P(ipc_bad_peer, a_handshake_message_in_the_data_phase) {
 TEST_P(ipc_bad_peer, one_fd_instead_of_two) {
     auto e = session_error([](raw_client&) {}, 1);
     EXPECT_EQ(e, errc::handshake_failed) << e.message();
+}
+
+// Memory the client could shrink under the server's mapping (a SIGBUS when touched) is refused
+// when sealed memory is required, and taken otherwise (as shmipc-go clients make it).
+TEST_P(ipc_bad_peer, unsealed_memory_where_sealed_memory_is_required) {
+    session_options o;
+    o.require_sealed = true;
+    auto e = session_error([](raw_client&) {}, 2, o, false);
+    EXPECT_EQ(e, errc::unsealed_memory) << e.message();
+    e = session_error([](raw_client& c) { c.put(2, c.message("hello") + 8); }, 2, {}, false);
+    EXPECT_EQ(e, errc::bad_offset) << e.message();  // a session, ended by the bad offset
 }
 
 TEST_P(ipc_bad_peer, a_fallback_larger_than_allowed) {

@@ -567,6 +567,45 @@ TEST_P(ipc_session, session_managers_and_sessions_never_share_a_file_name) {
     srv.stop(false);
 }
 
+// A server that requires sealed memory takes a gluon client's memfds (sealed against shrinking)
+// and refuses /dev/shm files, which cannot be sealed.
+TEST_P(ipc_session, required_seals_take_memfds_and_refuse_files) {
+    for (memory_mode m : {memory_mode::memfd, memory_mode::dev_shm}) {
+        SCOPED_TRACE(int(m));
+        auto o = options(m, 1u << 20);
+        o.require_sealed = true;
+        auto addr = unique_address();
+        auto l = listener::listen(addr, o);
+        ASSERT_TRUE(l);
+        std::error_code seen;
+        fiber srv = *spawn([&] {
+            auto s = l->accept(10s);
+            if (!s) {
+                seen = s.error();
+                return;
+            }
+            echo_streams(*s, true);
+        });
+        auto c = session::connect(addr, o);  // v2 sends its paths and does not wait for an answer
+        ASSERT_TRUE(c) << c.error().message();
+        if (m == memory_mode::memfd) {
+            auto st = c->open_stream();
+            ASSERT_TRUE(st);
+            round_trip(*st, 5000, 1);
+            ASSERT_TRUE(st->close());
+            ASSERT_TRUE(c->close());
+            ASSERT_TRUE(srv.join());
+        } else {
+            ASSERT_TRUE(srv.join());  // before the client removes its files
+            ASSERT_TRUE(c->close());
+        }
+        if (m == memory_mode::memfd)
+            EXPECT_FALSE(seen) << seen.message();
+        else
+            EXPECT_EQ(seen, errc::unsealed_memory) << seen.message();
+    }
+}
+
 // With fallback_after, a writer that waited that long for space sends over the socket instead.
 TEST_P(ipc_session, fallback_after_waiting_for_space) {
     auto o = options(memory_mode::memfd, 1u << 20);

@@ -19,6 +19,7 @@ enum class errc : int {
     handshake_failed,     ///< the handshake ended early or sent the wrong file descriptors
     session_closed,       ///< the session was closed by this side
     message_too_large,    ///< a message larger than the session accepts
+    unsealed_memory,      ///< shared memory the peer could shrink, where sealed memory is required
 };
 
 /// The "ipc" error category.

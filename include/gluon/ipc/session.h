@@ -58,6 +58,12 @@ struct session_options {
     uint32_t queue_cap = 8192;
     /// Both: the whole handshake, counted from connect or accept.
     duration handshake_timeout = std::chrono::seconds(5);
+    /// Server: accept only memory sealed against shrinking (a memfd with F_SEAL_SHRINK, as gluon
+    /// clients make), so that no client can make this process take SIGBUS by shrinking its
+    /// memory under the mapping. shmipc-go clients do not seal (their memfds are made without
+    /// MFD_ALLOW_SEALING) and /dev/shm files cannot be sealed: with this set, both are refused
+    /// (ipc::errc::unsealed_memory).
+    bool require_sealed = false;
     /// Both: the largest FallbackData message accepted from the peer.
     uint32_t max_fallback = 64u << 20;
     /// Both: how long the reader keeps looking at an empty queue before clearing its working
@@ -159,8 +165,9 @@ public:
     /// (ENOSPC, EMFILE, ...), EINVAL (bad options), ETIMEDOUT, ipc::errc::handshake_failed.
     static result<session> connect(const net::address& addr, const session_options& opts = {});
     /// Server: runs the handshake on an accepted connection. Errors: ETIMEDOUT,
-    /// ipc::errc::handshake_failed / unsupported_version / bad_region / bad_queue, those of
-    /// opening and mapping the client's memory.
+    /// ipc::errc::handshake_failed / unsupported_version / bad_region / bad_queue /
+    /// unsealed_memory, those of opening and mapping the client's memory (EPERM: a file outside
+    /// the shared-memory directory or not the client's).
     static result<session> accept(net::stream sock, const session_options& opts = {});
 
     /// Client: a new stream (nothing is sent until its first message). Errors: EPERM (server
