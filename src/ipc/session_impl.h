@@ -122,6 +122,8 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
 
     // writer.cc
     result<void> write_control(const uint8_t* p, size_t n, duration timeout = forever);
+    /// Sends n bytes of stream id as FallbackData: messages of at most opts.max_fallback bytes.
+    /// Errors: ETIMEDOUT, ECANCELED, ECONNRESET (the session then fails).
     result<void> write_fallback(uint32_t id, const uint8_t* p, size_t n, duration timeout);
     /// Puts e on the send queue (waiting while it is full) and wakes the peer if needed.
     result<void> enqueue(const queue_element& e, deadline_t dl);

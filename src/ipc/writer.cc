@@ -32,22 +32,30 @@ result<void> session_impl::write_control(const uint8_t* p, size_t n, duration ti
 }
 
 result<void> session_impl::write_fallback(uint32_t id, const uint8_t* p, size_t n, duration timeout) {
-    if (n > UINT32_MAX - 16) return unexpected(make_error_code(errc::message_too_large));
-    uint8_t prefix[16];
-    wire::encode_fallback_prefix(prefix, version, id, n);
-    iovec iov[2] = {{prefix, sizeof prefix}, {const_cast<uint8_t*>(p), n}};
-    {
-        std::lock_guard lk(write_mu);
-        auto r = sock.writev_all(iov, n ? 2 : 1, timeout);
-        if (!r) {
-            if (r.error() != std::errc::timed_out && r.error() != std::errc::operation_canceled)
-                fail(errno_code(ECONNRESET));
-            return r;
+    // A receiver ends the session on FallbackData above its max_fallback (64 MiB by default, on
+    // both sides): a larger write goes as several messages of at most that many bytes, in order.
+    const size_t piece = std::clamp<size_t>(opts.max_fallback, 1, UINT32_MAX - 16);
+    deadline_t dl = deadline_after(timeout);
+    size_t done = 0;
+    do {
+        const size_t k = std::min(piece, n - done);
+        uint8_t prefix[16];
+        wire::encode_fallback_prefix(prefix, version, id, uint32_t(k));
+        iovec iov[2] = {{prefix, sizeof prefix}, {const_cast<uint8_t*>(p + done), k}};
+        {
+            std::lock_guard lk(write_mu);
+            auto r = sock.writev_all(iov, k ? 2 : 1, time_left(dl));
+            if (!r) {
+                if (r.error() != std::errc::timed_out && r.error() != std::errc::operation_canceled)
+                    fail(errno_code(ECONNRESET));
+                return r;
+            }
         }
-    }
-    stats.fallbacks_sent.fetch_add(1, std::memory_order_relaxed);
-    stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
-    stats.bytes_sent.fetch_add(n, std::memory_order_relaxed);
+        stats.fallbacks_sent.fetch_add(1, std::memory_order_relaxed);
+        stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
+        stats.bytes_sent.fetch_add(k, std::memory_order_relaxed);
+        done += k;
+    } while (done < n);
     return {};
 }
 

@@ -208,6 +208,28 @@ TEST_P(ipc_session, fallback_when_a_message_exceeds_the_region) {
     ASSERT_TRUE(srv.join());
 }
 
+// A write beyond the region and beyond max_fallback goes as several FallbackData messages, each
+// within what the peer accepts (one message of it all ended the peer's session).
+TEST_P(ipc_session, fallback_larger_than_max_fallback_goes_in_pieces) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    o.max_fallback = 256u << 10;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    std::atomic<bool> done{false};
+    fiber srv = echo_server(*l, done);
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c);
+    auto st = c->open_stream();
+    round_trip(*st, 3u << 20, 7);  // 12 messages of 256 KiB (the echo comes back in slices)
+    EXPECT_TRUE(st->in_fallback());
+    EXPECT_GE(c->counters().fallbacks_sent, 12u);
+    EXPECT_TRUE(c->healthy()) << c->error().message();
+    ASSERT_TRUE(st->close());
+    ASSERT_TRUE(c->close());
+    ASSERT_TRUE(srv.join());
+    EXPECT_TRUE(done);
+}
+
 TEST_P(ipc_session, a_full_region_blocks_the_writer_until_its_timeout) {
     auto o = options(memory_mode::memfd, 1u << 20);
     o.slices = {{65532, 100}};

@@ -64,7 +64,8 @@ struct session_options {
     /// MFD_ALLOW_SEALING) and /dev/shm files cannot be sealed: with this set, both are refused
     /// (ipc::errc::unsealed_memory).
     bool require_sealed = false;
-    /// Both: the largest FallbackData message accepted from the peer.
+    /// Both: the largest FallbackData message accepted from the peer, and the largest sent (a
+    /// larger write goes as several messages, so set it alike on both sides).
     uint32_t max_fallback = 64u << 20;
     /// Both: how long the reader keeps looking at an empty queue before clearing its working
     /// flag. While the flag is set the peer sends no wake-up, so a peer that answers within the
