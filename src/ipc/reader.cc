@@ -66,16 +66,9 @@ std::error_code session_impl::on_message(const wire::message& m) noexcept {
     case type::polling:
         stats.polls_received.fetch_add(1, std::memory_order_relaxed);
         return drain_queue();
-    case type::stream_close: {
-        uint32_t id = wire::get_u32(m.body.data());
-        std::lock_guard lk(mu);
-        auto it = streams.find(id);
-        if (it != streams.end()) {
-            it->second->remote_closed = true;
-            it->second->cv.notify_all();
-        }
+    case type::stream_close:
+        remote_close(wire::get_u32(m.body.data()));
         return {};
-    }
     case type::fallback_data: {
         auto f = wire::decode_fallback(m.body);
         if (!f) return f.error();
@@ -138,12 +131,7 @@ std::error_code session_impl::drain_queue() noexcept {
 std::error_code session_impl::on_element(const queue_element& e) noexcept {
     uint32_t status = e.status & 0xff;  // shmipc-go reads only the low byte
     if (status == 1) {
-        std::lock_guard lk(mu);
-        auto it = streams.find(e.stream_id);
-        if (it != streams.end()) {
-            it->second->remote_closed = true;
-            it->second->cv.notify_all();
-        }
+        remote_close(e.stream_id);
         return {};
     }
     if (status != 0) return code(errc::bad_queue);
@@ -166,6 +154,17 @@ std::error_code session_impl::on_element(const queue_element& e) noexcept {
     st->readable += total;
     st->cv.notify_all();
     return {};
+}
+
+void session_impl::remote_close(uint32_t id) noexcept {
+    std::lock_guard lk(mu);
+    auto it = streams.find(id);
+    if (it == streams.end()) return;
+    it->second->remote_closed = true;
+    it->second->cv.notify_all();
+    // Closed on both sides: nothing more comes for this id. (A server keeps a stream it closed
+    // first until now, so that data for it would not open a new one.)
+    if (it->second->local_closed) streams.erase(it);
 }
 
 std::shared_ptr<stream_impl> session_impl::stream_for(uint32_t id, bool create) {

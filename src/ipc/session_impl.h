@@ -117,6 +117,9 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     std::error_code drain_queue() noexcept;
     std::error_code on_element(const queue_element& e) noexcept;
     std::error_code on_message(const wire::message& m) noexcept;
+    /// The peer closed stream id (a close element or StreamClose): wakes its reader, and
+    /// forgets the stream if this side closed it too.
+    void remote_close(uint32_t id) noexcept;
     std::shared_ptr<stream_impl> stream_for(uint32_t id, bool create);
     void free_pieces(const std::vector<buffer_region::piece>& p) noexcept;
 

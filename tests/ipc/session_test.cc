@@ -18,6 +18,7 @@
 #include "gluon/ipc/session_manager.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
+#include "ipc/session_impl.h"
 #include "test_support.h"
 
 namespace gluon::ipc {
@@ -626,6 +627,50 @@ TEST_P(ipc_session, required_seals_take_memfds_and_refuse_files) {
         else
             EXPECT_EQ(seen, errc::unsealed_memory) << seen.message();
     }
+}
+
+// Streams a session still keeps (closed ones it forgot are not counted).
+size_t kept_streams(const session& s) {
+    auto* si = const_cast<detail::session_impl*>(static_cast<const detail::session_impl*>(s.impl_owner()));
+    std::lock_guard lk(si->mu);
+    return si->streams.size();
+}
+
+// A server forgets a stream it closed first once the client closes it too (it used to keep
+// every such stream for the session's life).
+TEST_P(ipc_session, the_server_forgets_streams_it_closed_first) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    ASSERT_TRUE(l);
+    std::optional<session> s;
+    fiber acc = *spawn([&] {
+        auto r = l->accept(10s);
+        ASSERT_TRUE(r) << r.error().message();
+        s = std::move(*r);
+    });
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_TRUE(acc.join());
+    ASSERT_TRUE(s);
+    for (int i = 0; i < 50; ++i) {
+        auto st = c->open_stream();
+        ASSERT_TRUE(st);
+        ASSERT_TRUE(st->send("ping", 4));
+        auto ss = s->accept_stream(10s);
+        ASSERT_TRUE(ss);
+        char b[4];
+        ASSERT_TRUE(ss->recv_exactly(b, 4, 10s));
+        ASSERT_TRUE(ss->send("pong", 4));
+        ASSERT_TRUE(ss->close());  // the server first
+        ASSERT_TRUE(st->recv_exactly(b, 4, 10s));
+        ASSERT_TRUE(st->close());
+    }
+    EXPECT_TRUE(eventually([&] { return kept_streams(*s) == 0; })) << kept_streams(*s) << " streams kept";
+    EXPECT_EQ(kept_streams(*c), 0u);
+    expect_full(*c);
+    ASSERT_TRUE(c->close());
+    ASSERT_TRUE(s->close());
 }
 
 // With fallback_after, a writer that waited that long for space sends over the socket instead.
