@@ -218,23 +218,27 @@ result<std::span<const uint8_t>> stream::read_view(duration timeout) {
     stream_impl& st = *impl_;
     session_impl& s = *st.s;
     deadline_t dl = deadline_after(timeout);
-    std::vector<uint32_t> empty;
+    std::vector<uint32_t> empty;  // empty slices passed over: already off their messages
     std::unique_lock lk(s.mu);
+    // Every return gives those back (after unlocking: give_back may take s.mu), or they would
+    // be lost to both sides for the region's life.
+    auto finish = [&](result<std::span<const uint8_t>> v) {
+        lk.unlock();
+        if (!empty.empty()) give_back(s, empty);
+        return v;
+    };
     for (;;) {
         while (!st.rx.empty()) {
             detail::rx_message& m = st.rx.front();
             if (m.pieces.empty()) {
-                if (m.pos < m.heap.size()) return std::span<const uint8_t>(m.heap.data() + m.pos, m.heap.size() - m.pos);
+                if (m.pos < m.heap.size())
+                    return finish(std::span<const uint8_t>(m.heap.data() + m.pos, m.heap.size() - m.pos));
                 st.rx.pop_front();
                 continue;
             }
             if (m.index < m.pieces.size()) {
                 const auto& p = m.pieces[m.index];
-                if (m.pos < p.size) {
-                    lk.unlock();
-                    if (!empty.empty()) give_back(s, empty);
-                    return std::span<const uint8_t>(p.data + m.pos, p.size - m.pos);
-                }
+                if (m.pos < p.size) return finish(std::span<const uint8_t>(p.data + m.pos, p.size - m.pos));
                 empty.push_back(p.abs);  // an empty slice in a chain: nothing to read in it
                 ++m.index;
                 m.pos = 0;
@@ -242,15 +246,11 @@ result<std::span<const uint8_t>> stream::read_view(duration timeout) {
             }
             st.rx.pop_front();
         }
-        if (st.local_closed) return errno_error(EPIPE);
-        if (s.err) return unexpected(s.err);
-        if (st.remote_closed) return errno_error(ENODATA);
+        if (st.local_closed) return finish(errno_error(EPIPE));
+        if (s.err) return finish(unexpected(s.err));
+        if (st.remote_closed) return finish(errno_error(ENODATA));
         long r = st.cv.wait_interruptible(lk, dl);
-        if (r < 0 && st.rx.empty()) {
-            lk.unlock();
-            if (!empty.empty()) give_back(s, empty);
-            return errno_error(int(-r));
-        }
+        if (r < 0 && st.rx.empty()) return finish(errno_error(int(-r)));
     }
 }
 
