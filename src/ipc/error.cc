@@ -23,6 +23,7 @@ public:
         case errc::session_closed: return "session closed";
         case errc::message_too_large: return "message too large";
         case errc::unsealed_memory: return "peer's shared memory is not sealed against shrinking";
+        case errc::backlog_exceeded: return "peer sent more than is held unread (FallbackData or new streams)";
         }
         return "unknown ipc error";
     }

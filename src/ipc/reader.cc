@@ -76,8 +76,15 @@ std::error_code session_impl::on_message(const wire::message& m) noexcept {
         stats.messages_received.fetch_add(1, std::memory_order_relaxed);
         stats.bytes_received.fetch_add(f->payload.size(), std::memory_order_relaxed);
         std::lock_guard lk(mu);
-        auto st = stream_for(f->stream_id, !client);
+        std::error_code ec;
+        auto st = stream_for(f->stream_id, !client, ec);
+        if (ec) return ec;
         if (!st || st->local_closed || f->payload.empty()) return {};
+        // Unlike slices (bounded by the region), FallbackData is held on the heap until read: a
+        // peer that sends more than the reader takes would exhaust this process's memory.
+        if (fallback_buffered + f->payload.size() > std::max<size_t>(opts.max_buffered_fallback, opts.max_fallback))
+            return code(errc::backlog_exceeded);
+        fallback_buffered += f->payload.size();
         rx_message msg;
         msg.heap.assign(f->payload.begin(), f->payload.end());
         st->rx.push_back(std::move(msg));
@@ -142,7 +149,13 @@ std::error_code session_impl::on_element(const queue_element& e) noexcept {
     stats.messages_received.fetch_add(1, std::memory_order_relaxed);
     stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
     std::unique_lock lk(mu);
-    auto st = stream_for(e.stream_id, !client);
+    std::error_code ec;
+    auto st = stream_for(e.stream_id, !client, ec);
+    if (ec) {
+        lk.unlock();
+        free_pieces(pieces);
+        return ec;
+    }
     if (!st || st->local_closed) {
         lk.unlock();
         free_pieces(pieces);  // data for a stream nobody reads: back to the lists
@@ -167,10 +180,16 @@ void session_impl::remote_close(uint32_t id) noexcept {
     if (it->second->local_closed) streams.erase(it);
 }
 
-std::shared_ptr<stream_impl> session_impl::stream_for(uint32_t id, bool create) {
+std::shared_ptr<stream_impl> session_impl::stream_for(uint32_t id, bool create, std::error_code& ec) {
     auto it = streams.find(id);
     if (it != streams.end()) return it->second;
     if (!create || closing || err) return nullptr;
+    // Each new id costs memory until accepted: a client starting streams faster than the
+    // server accepts them is refused rather than followed.
+    if (accepted.size() >= opts.max_pending_streams) {
+        ec = code(errc::backlog_exceeded);
+        return nullptr;
+    }
     auto st = make_stream(shared_from_this(), id);
     st->announced = true;  // the client opened it
     streams.emplace(id, st);

@@ -88,6 +88,7 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     std::atomic<int> space_waiters{0};  // writers in wait_space (give_back skips the lock without)
     std::deque<std::shared_ptr<stream_impl>> accepted;
     std::unordered_map<uint32_t, std::shared_ptr<stream_impl>> streams;
+    size_t fallback_buffered = 0;  // FallbackData bytes received and not yet read or dropped
     std::error_code err;
     bool peer_gone = false;
     bool closing = false;
@@ -120,7 +121,10 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     /// The peer closed stream id (a close element or StreamClose): wakes its reader, and
     /// forgets the stream if this side closed it too.
     void remote_close(uint32_t id) noexcept;
-    std::shared_ptr<stream_impl> stream_for(uint32_t id, bool create);
+    /// Stream id (under mu); if unknown and create, a new one the client started, queued for
+    /// accept_stream. nullptr if none. Errors (in ec): ipc::errc::backlog_exceeded
+    /// (opts.max_pending_streams not yet accepted).
+    std::shared_ptr<stream_impl> stream_for(uint32_t id, bool create, std::error_code& ec);
     void free_pieces(const std::vector<buffer_region::piece>& p) noexcept;
 
     // writer.cc

@@ -268,6 +268,7 @@ void stream::consume(size_t n) noexcept {
             m.pos += k;
             n -= k;
             st.readable -= k;
+            if (m.pieces.empty()) s.fallback_buffered -= k;
             if (k < avail) break;
             if (!m.pieces.empty()) {
                 done.push_back(m.pieces[m.index].abs);
@@ -325,6 +326,8 @@ result<void> stream::do_close() noexcept {
         st.local_closed = true;
         rx.swap(st.rx);
         st.readable = 0;
+        for (const auto& m : rx)
+            if (m.pieces.empty()) s.fallback_buffered -= m.heap.size() - m.pos;
         // The client forgets the stream now (the peer's data for it is dropped); the server keeps
         // it until the client closes it too, or data for it would open a new stream.
         if (s.client || st.remote_closed) s.streams.erase(st.id);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "gluon/ipc/listener.h"
 #include "gluon/runtime/fiber.h"
@@ -71,6 +72,18 @@ struct raw_client {
         const int both[2] = {buf.fd(), q.fd()};
         ASSERT_TRUE(s.send_fds(&zero, 1, std::span<const int>(both, size_t(fds)), 5s));
         if (fds == 2 && acked) expect(wire::type::ack_share_memory);
+    }
+    // FallbackData of n bytes for stream id, once for each id in ids, in one write (which may
+    // fail: the server hangs up once it has seen too much).
+    void fallback(const std::vector<uint32_t>& ids, size_t n) {
+        std::vector<uint8_t> all;
+        for (uint32_t id : ids) {
+            uint8_t prefix[16];
+            wire::encode_fallback_prefix(prefix, 3, id, n);
+            all.insert(all.end(), prefix, prefix + 16);
+            all.resize(all.size() + n, 'x');
+        }
+        (void)s.write_all(all.data(), all.size(), 5s);
     }
     void put(uint32_t id, uint32_t off, uint32_t status = 0) {
         ASSERT_EQ(send_q.put({id, off, status}), queue_view::outcome::ok);
@@ -270,6 +283,31 @@ TEST_P(ipc_bad_peer, an_empty_slice_before_the_end_of_a_stream) {
         ASSERT_TRUE(c.s.close());  // the server's session ends only now: its clean-up came after
     });
     EXPECT_EQ(e, std::errc::connection_reset) << e.message();
+}
+
+// FallbackData is held on the heap until read: a peer that sends more than the server reads
+// ends its session instead of exhausting the server's memory.
+TEST_P(ipc_bad_peer, more_fallback_data_than_the_reader_takes) {
+    session_options o;
+    o.max_fallback = 64u << 10;
+    o.max_buffered_fallback = 256u << 10;
+    auto e = session_error([](raw_client& c) { c.fallback({2, 2, 2, 2, 2, 2}, 64u << 10); }, 2, o);
+    EXPECT_EQ(e, errc::backlog_exceeded) << e.message();
+}
+
+// Every new stream id costs the server memory until it is accepted: a client that starts more
+// streams than the server has accepted ends its session.
+TEST_P(ipc_bad_peer, more_new_streams_than_the_server_accepts) {
+    session_options o;
+    o.max_pending_streams = 8;
+    auto e = session_error(
+        [](raw_client& c) {
+            std::vector<uint32_t> ids;
+            for (uint32_t id = 2; id < 2 + 2 * 64; id += 2) ids.push_back(id);
+            c.fallback(ids, 1);
+        },
+        2, o);
+    EXPECT_EQ(e, errc::backlog_exceeded) << e.message();
 }
 
 TEST_P(ipc_bad_peer, a_fallback_larger_than_allowed) {

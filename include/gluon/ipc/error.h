@@ -20,6 +20,7 @@ enum class errc : int {
     session_closed,       ///< the session was closed by this side
     message_too_large,    ///< a message larger than the session accepts
     unsealed_memory,      ///< shared memory the peer could shrink, where sealed memory is required
+    backlog_exceeded,     ///< the peer sent more than this side holds unread (FallbackData bytes or new streams)
 };
 
 /// The "ipc" error category.

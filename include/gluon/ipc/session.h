@@ -67,6 +67,13 @@ struct session_options {
     /// Both: the largest FallbackData message accepted from the peer, and the largest sent (a
     /// larger write goes as several messages, so set it alike on both sides).
     uint32_t max_fallback = 64u << 20;
+    /// Both: FallbackData bytes received and not read yet, over all streams of the session (at
+    /// least max_fallback). Slices are bounded by the region; these are heap memory, so a peer
+    /// that sends more ends the session (ipc::errc::backlog_exceeded).
+    size_t max_buffered_fallback = 256u << 20;
+    /// Server: streams the client started that accept_stream has not taken yet (shmipc-go's
+    /// server queues 1024); one more ends the session (ipc::errc::backlog_exceeded).
+    uint32_t max_pending_streams = 1024;
     /// Both: how long the reader keeps looking at an empty queue before clearing its working
     /// flag. While the flag is set the peer sends no wake-up, so a peer that answers within the
     /// linger costs neither side a system call; the price is up to this much CPU after each
