@@ -213,6 +213,52 @@ TEST_P(grpc_client_test, a_server_that_is_not_grpc_maps_its_http_status) {
     EXPECT_EQ(st.code, code::unimplemented) << st.message;
 }
 
+TEST_P(grpc_client_test, an_answer_with_a_body_that_is_not_grpc_maps_its_head) {
+    // What a proxy or load balancer in front of a gRPC server sends: error pages with a body.
+    // Their bytes are not gRPC messages; the code comes from the head alone.
+    auto s = http::server::start(net::address::ipv4_loopback(0), [](http::request& req, http::response& res) {
+        std::string_view p = req.path();
+        if (p == "/t.S/Busy") {
+            res.status(503);
+            res.body("Service Unavailable\n");
+        } else if (p == "/t.S/Login") {
+            res.status(401);
+            res.body("log in first\n");
+        } else if (p == "/t.S/Page") {
+            res.content_type("text/html");
+            res.body("<html>not gRPC</html>\n");
+        } else if (p == "/t.S/TrailersOnly") {
+            // A gRPC status in the head wins over the HTTP status it came with.
+            res.status(429);
+            res.content_type("application/grpc");
+            res.header("grpc-status", "8");
+            res.header("grpc-message", "slow down");
+            res.body("Too Many Requests\n");
+        }
+    });
+    ASSERT_TRUE(s);
+    channel ch("127.0.0.1", (*s)->local_address().port());
+    auto call = [&](std::string_view method) {
+        std::string out;
+        return ch.unary(method, "request", out);
+    };
+    status st = call("/t.S/Busy");
+    EXPECT_EQ(st.code, code::unavailable) << code_name(st.code) << " " << st.message;
+    st = call("/t.S/Login");
+    EXPECT_EQ(st.code, code::unauthenticated) << code_name(st.code) << " " << st.message;
+    st = call("/t.S/Page");
+    EXPECT_EQ(st.code, code::unknown) << code_name(st.code) << " " << st.message;
+    st = call("/t.S/TrailersOnly");
+    EXPECT_EQ(st.code, code::resource_exhausted) << code_name(st.code) << " " << st.message;
+    EXPECT_EQ(st.message, "slow down");
+    // A streaming call learns it at its first read, without half-closing first.
+    client_call c = ch.call("/t.S/Busy");
+    (void)c.write("request");  // the answer may have closed the stream already
+    std::string m;
+    EXPECT_FALSE(c.read(m));
+    EXPECT_EQ(c.finish().code, code::unavailable);
+}
+
 TEST_P(grpc_client_test, many_fibers_share_one_connection) {
     channel ch("127.0.0.1", start_gluon_server(nullptr));
     constexpr int k = 50;

@@ -38,6 +38,18 @@ code from_http(int s) noexcept {
     }
 }
 
+/// True for application/grpc and its variants (application/grpc+proto, ...; parameters after
+/// ';' allowed).
+bool is_grpc_type(std::string_view ct) noexcept {
+    constexpr std::string_view base = "application/grpc";
+    if (ct.size() < base.size()) return false;
+    for (size_t i = 0; i < base.size(); ++i) {
+        char c = ct[i] >= 'A' && ct[i] <= 'Z' ? static_cast<char>(ct[i] + 32) : ct[i];  // media types ignore case
+        if (c != base[i]) return false;
+    }
+    return ct.size() == base.size() || ct[base.size()] == '+' || ct[base.size()] == ';';
+}
+
 }  // namespace
 
 struct channel::impl {
@@ -121,7 +133,12 @@ struct client_call::state {
     }
     duration left() const noexcept { return time_left(deadline); }
 
-    /// Waits for the response head and checks it is gRPC's.
+    /// Waits for the response head and checks it is gRPC's. A head that carries grpc-status
+    /// (a trailers-only answer) ends the responses: finish() takes the status from it, whatever
+    /// the HTTP status. Otherwise an HTTP status other than 200 ends the call with its mapped
+    /// code, and a 200 whose content-type is not gRPC's with UNKNOWN: the body of such an answer
+    /// (an error page from a proxy, ...) is not made of gRPC messages, so reading it as such
+    /// would turn an "unavailable" into INTERNAL.
     bool wait_head() {
         if (head) return true;
         if (auto r = call->wait_head(left()); !r) {
@@ -129,6 +146,19 @@ struct client_call::state {
             return false;
         }
         head = true;
+        const fields& h = call->headers();
+        if (!find(h, "grpc-status").empty()) {
+            eof = call->status() != 200;  // no messages follow a status; skip an error page's body
+            return true;
+        }
+        if (int st = call->status(); st != 200) {
+            fail({from_http(st), "HTTP status " + std::to_string(st)});
+            return false;
+        }
+        if (std::string_view ct = find(h, "content-type"); !is_grpc_type(ct)) {
+            fail({code::unknown, "content-type \"" + std::string(ct) + "\" is not gRPC's"});
+            return false;
+        }
         return true;
     }
 };
@@ -219,12 +249,13 @@ status client_call::finish() {
         int c = 0;
         bool valid = !code_text.empty() && code_text.size() <= 2;
         for (char ch : code_text) valid = valid && ch >= '0' && ch <= '9', c = c * 10 + (ch - '0');
-        if (s.call->status() != 200)
-            s.final = {from_http(s.call->status()), "HTTP status " + std::to_string(s.call->status())};
-        else if (!valid || c > 16)
-            s.final = {code::internal, code_text.empty() ? "no grpc-status in the answer" : "malformed grpc-status"};
-        else
+        // A grpc-status wins over the HTTP status (a trailers-only error may come with any).
+        if (valid && c <= 16)
             s.final = {static_cast<code>(c), detail::percent_decode(msg)};
+        else if (s.call->status() != 200)
+            s.final = {from_http(s.call->status()), "HTTP status " + std::to_string(s.call->status())};
+        else
+            s.final = {code::internal, code_text.empty() ? "no grpc-status in the answer" : "malformed grpc-status"};
     }
     if (s.call) s.call->cancel();  // gives the stream back (a no-op once it closed)
     return s.final;

@@ -8,7 +8,8 @@
 // status that finish() returns: transport failures become UNAVAILABLE, a passed deadline
 // DEADLINE_EXCEEDED, a cancelled call CANCELLED, a stream the server reset CANCELLED or
 // INTERNAL; answers that are not gRPC map as the gRPC-over-HTTP/2 protocol says (404 →
-// UNIMPLEMENTED, 503 → UNAVAILABLE, ...).
+// UNIMPLEMENTED, 503 → UNAVAILABLE, ..., a 200 that is not application/grpc → UNKNOWN) as soon
+// as their head arrives, unless they carry a grpc-status, which wins.
 #pragma once
 
 #include <cstdint>
