@@ -8,9 +8,11 @@
 // offered (a compressed message is refused with UNIMPLEMENTED).
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,7 +36,7 @@ public:
     deadline_t deadline() const noexcept { return deadline_; }
     /// The next request message into msg; false once the client has sent its last. Errors:
     /// ECANCELED (the client cancelled: RST_STREAM), ETIMEDOUT (the deadline passed), EPROTO (a
-    /// malformed or compressed message, or one over max_message_bytes), the stream's.
+    /// malformed or compressed message), EMSGSIZE (one over max_message_bytes), the stream's.
     result<bool> read(std::string& msg);
     /// The same without a copy: msg views the message in the call's buffer, valid until the
     /// next read.
@@ -104,6 +106,20 @@ result<void> write_message(server_context& ctx, const Msg& m) {
     if (!w && w.error() == std::errc::invalid_argument) return errno_error(EMSGSIZE);
     return w;
 }
+
+/// The status a typed helper ends its call with when `got`, a result of server_context::read,
+/// brought no request message: the client's end of stream before one came is INTERNAL; a failed
+/// read keeps its reason, so a client whose message was too large, whose deadline passed or
+/// who cancelled learns that rather than an internal error.
+inline status no_request(const result<bool>& got) {
+    if (got) return {code::internal, "no request message"};
+    switch (got.error().value()) {
+        case EMSGSIZE: return {code::resource_exhausted, "request message over max_message_bytes"};
+        case ETIMEDOUT: return {code::deadline_exceeded, "deadline exceeded while reading the request"};
+        case ECANCELED: return {code::cancelled, "the client cancelled the call"};
+        default: return {code::internal, "no request message: " + got.error().message()};
+    }
+}
 }  // namespace detail
 
 template <typename Req, typename Resp>
@@ -111,7 +127,7 @@ method_handler unary(std::function<status(server_context&, const Req&, Resp&)> f
     return [fn = std::move(fn)](server_context& ctx) -> status {
         std::string_view in;
         auto got = ctx.read(in);
-        if (!got || !*got) return {code::internal, "no request message"};
+        if (!got || !*got) return detail::no_request(got);
         Req req;
         if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return {code::internal, "request does not parse"};
         Resp resp;
@@ -128,7 +144,7 @@ method_handler server_streaming(std::function<status(server_context&, const Req&
     return [fn = std::move(fn)](server_context& ctx) -> status {
         std::string_view in;
         auto got = ctx.read(in);
-        if (!got || !*got) return {code::internal, "no request message"};
+        if (!got || !*got) return detail::no_request(got);
         Req req;
         if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return {code::internal, "request does not parse"};
         auto send = [&](const Resp& r) { return detail::write_message(ctx, r).has_value(); };
@@ -136,19 +152,29 @@ method_handler server_streaming(std::function<status(server_context&, const Req&
     };
 }
 
-/// Client streaming and bidirectional: fn reads requests through `next` (false at the end) and
-/// writes through `send`.
+/// Client streaming and bidirectional: fn reads requests through `next` and writes through
+/// `send`. `next` answers false after the client's last request, and also when a request could
+/// not be read or parsed: the call then ends with that reason's status (as unary's), whatever fn
+/// returns, since fn cannot tell that end from the client's.
 template <typename Req, typename Resp>
 method_handler streaming(std::function<status(server_context&, const std::function<bool(Req&)>& next,
                                               const std::function<bool(const Resp&)>& send)> fn) {
     return [fn = std::move(fn)](server_context& ctx) -> status {
+        std::optional<status> failed;
         auto next = [&](Req& r) {
+            if (failed) return false;
             std::string_view in;
             auto got = ctx.read(in);
-            return got && *got && r.ParseFromArray(in.data(), static_cast<int>(in.size()));
+            if (got && !*got) return false;  // the client's last request came before
+            if (!got) failed = detail::no_request(got);
+            else if (!r.ParseFromArray(in.data(), static_cast<int>(in.size())))
+                failed = status{code::internal, "request does not parse"};
+            else return true;
+            return false;
         };
         auto send = [&](const Resp& r) { return detail::write_message(ctx, r).has_value(); };
-        return fn(ctx, next, send);
+        status s = fn(ctx, next, send);
+        return failed ? *failed : s;
     };
 }
 
