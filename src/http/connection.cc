@@ -291,7 +291,7 @@ bool connection::finish_body() {
     if (req_.head_.expect_continue && !continue_sent_) return false;
     uint64_t drained = 0;
     for (;;) {
-        auto n = read_body(t_discard, sizeof t_discard);
+        auto n = read_body(t_discard, sizeof t_discard, forever);
         if (!n) return false;
         if (*n == 0) return true;
         drained += *n;
@@ -299,8 +299,12 @@ bool connection::finish_body() {
     }
 }
 
-result<size_t> connection::read_body(void* buf, size_t n) {
+result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
     if (body_error_) return errno_error(body_error_);
+    // The caller's own timeout, when shorter, ends this read only: nothing was consumed, so the
+    // body stays readable (body_timeout instead means the client stalled: the body is dead).
+    const bool own_timeout = timeout < opts_.body_timeout;
+    const duration wait = own_timeout ? timeout : opts_.body_timeout;
     if (body_done_ && !pending_) return size_t{0};
     if (req_.head_.expect_continue && !continue_sent_ && !res_.head_sent_) {
         continue_sent_ = true;
@@ -322,7 +326,8 @@ result<size_t> connection::read_body(void* buf, size_t n) {
             body_done_ = body_left_ == 0;
             return k;
         }
-        auto r = s_.read_some(buf, want, opts_.body_timeout);
+        auto r = s_.read_some(buf, want, wait);
+        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return errno_error(ETIMEDOUT);
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         body_left_ -= *r;
@@ -357,7 +362,8 @@ result<size_t> connection::read_body(void* buf, size_t n) {
             start_ = head_end_;
         }
         if (end_ == cap_) return fail(EPROTO);  // a chunk line longer than the room (cannot happen: 8 KiB > 4 KiB)
-        auto r = s_.read_some(in_ + end_, cap_ - end_, opts_.body_timeout);
+        auto r = s_.read_some(in_ + end_, cap_ - end_, wait);
+        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return errno_error(ETIMEDOUT);
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         end_ += *r;

@@ -32,7 +32,7 @@ public:
     list_hook hook;
 
     // exchange
-    result<size_t> read_body(void* buf, size_t n) override;
+    result<size_t> read_body(void* buf, size_t n, duration timeout) override;
     net::byte_stream& stream() noexcept override { return s_; }
     result<void> write_body(response& r, std::string_view data) override;
     result<void> finish_body(response& r, bool short_body) override;

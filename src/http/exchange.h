@@ -25,8 +25,9 @@ private:
 
 class exchange {
 public:
-    /// The next piece of the request body (0: it has ended). Errors: see request::read_body.
-    virtual result<size_t> read_body(void* buf, size_t n) = 0;
+    /// The next piece of the request body (0: it has ended), waiting at most min(timeout,
+    /// body_timeout) for it. Errors: see request::read_body.
+    virtual result<size_t> read_body(void* buf, size_t n, duration timeout) = 0;
     /// The connection's stream.
     virtual net::byte_stream& stream() noexcept = 0;
     /// A piece of a streamed response body; sends the head first if it has not gone yet.

@@ -25,7 +25,9 @@ bool request::has_param(std::string_view name) const noexcept {
     return false;
 }
 
-result<size_t> request::read_body(void* buf, size_t n) { return conn_.read_body(buf, n); }
+result<size_t> request::read_body(void* buf, size_t n) { return conn_.read_body(buf, n, forever); }
+
+result<size_t> request::read_body(void* buf, size_t n, duration timeout) { return conn_.read_body(buf, n, timeout); }
 
 result<std::string_view> request::body() {
     if (head_.body == framing::length) body_.reserve(head_.content_length);

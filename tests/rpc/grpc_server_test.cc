@@ -133,6 +133,31 @@ TEST_P(grpc_server_test, typed_helpers_answer_why_a_request_could_not_be_read) {
     }
 }
 
+TEST_P(grpc_server_test, a_deadline_ends_a_wait_for_request_data) {
+    // A client that sends its head with grpc-timeout and then nothing, and does not enforce the
+    // deadline itself: the server must end the call at the deadline, not at body_timeout.
+    server g;
+    add_small_echo(g);
+    http::server_options ho;
+    ho.body_timeout = 5s;
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler(), ho);
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    for (const char* m : {"/t.S/Unary", "/t.S/ClientStream"}) {
+        call_options o;
+        o.metadata = {{"grpc-timeout", "200m"}};
+        int64_t start = mono_now_ns();
+        client_call c = ch.call(m, o);
+        std::string out;
+        while (c.read(out)) {  // without half-closing: the request stays open
+        }
+        status s = c.finish();
+        auto took = std::chrono::nanoseconds(mono_now_ns() - start);
+        EXPECT_EQ(s.code, code::deadline_exceeded) << m << ": " << code_name(s.code) << " " << s.message;
+        EXPECT_LT(took, 3s) << m;  // body_timeout would have taken 5 s
+    }
+}
+
 GLUON_ENGINE_TEST_SUITE(grpc_server_test);
 
 }  // namespace

@@ -64,6 +64,10 @@ public:
     /// EPROTO (invalid chunked framing: 400), ENODATA (the client closed mid-body), ETIMEDOUT
     /// (body_timeout between reads), and the stream's errors.
     result<size_t> read_body(void* buf, size_t n);
+    /// The same, waiting at most `timeout` for bytes when that is shorter than body_timeout: for
+    /// a handler with a deadline of its own (a gRPC call's). Errors: those of read_body; a
+    /// `timeout` that passes gives ETIMEDOUT and, unlike body_timeout, leaves the body readable.
+    result<size_t> read_body(void* buf, size_t n, duration timeout);
     /// The whole body, read into memory owned by the request. Errors: those of read_body.
     result<std::string_view> body();
 

@@ -256,7 +256,12 @@ result<void> h2_stream::wait_abandoned(duration timeout) {
     }
 }
 
-result<size_t> h2_stream::read_body(void* buf, size_t n) {
+result<size_t> h2_stream::read_body(void* buf, size_t n, duration timeout) {
+    // The caller's own timeout, when shorter, ends this read only (the body stays readable);
+    // body_timeout means the client stalled, and the body is dead.
+    const bool own_timeout = timeout < sess.options().body_timeout;
+    const duration limit = own_timeout ? timeout : sess.options().body_timeout;
+    step_timeouts t(limit);  // woken without bytes (an empty DATA frame): only what is left of it
     for (;;) {
         if (in_error) return errno_error(in_error);
         if (size_t avail = in.size() - in_pos) {
@@ -269,8 +274,8 @@ result<size_t> h2_stream::read_body(void* buf, size_t n) {
             return k;
         }
         if (in_done) return size_t{0};
-        if (int e = wait(in_ready, sess.options().body_timeout)) {
-            if (e == ETIMEDOUT) in_error = e;
+        if (int e = wait(in_ready, t.next())) {
+            if (e == ETIMEDOUT && !own_timeout) in_error = e;
             return errno_error(e);
         }
     }

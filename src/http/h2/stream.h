@@ -20,7 +20,7 @@ class h2_stream final : public exchange {
 public:
     h2_stream(h2_session& s, int32_t id) noexcept : sess(s), id(id), req(*this), res(*this) {}
 
-    result<size_t> read_body(void* buf, size_t n) override;
+    result<size_t> read_body(void* buf, size_t n, duration timeout) override;
     net::byte_stream& stream() noexcept override;
     result<void> write_body(response& r, std::string_view data) override;
     result<void> finish_body(response& r, bool short_body) override;

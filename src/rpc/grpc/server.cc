@@ -94,7 +94,9 @@ result<bool> server_context::read(std::string_view& msg) {
             return false;
         }
         if (deadline_ != k_no_deadline && time_left(deadline_) == duration::zero()) return errno_error(ETIMEDOUT);
-        auto n = im_.req.read_body(im_.in.space(k_chunk), k_chunk);  // straight into the reader
+        // Waits no longer than the deadline: a client that sent its head and then nothing must
+        // not hold the handler until the connection's body_timeout.
+        auto n = im_.req.read_body(im_.in.space(k_chunk), k_chunk, time_left(deadline_));  // straight into the reader
         if (!n) {
             int e = errno_of(n.error());
             return errno_error(e == ECONNRESET ? ECANCELED : e);
