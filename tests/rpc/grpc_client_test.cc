@@ -1,9 +1,13 @@
 // gluon's gRPC client calling gRPC C++'s server (tests/rpc/grpc_cpp_peer.cc), and gluon's own
 // server in clear text and over TLS (h2 by ALPN): every call kind, metadata both ways, an error
 // status with a message to percent-decode, a deadline that expires, a cancelled call, unknown
-// methods and a server that is not there, on every engine.
+// methods, a server that is not there, answers that are not gRPC and a deadline that passes
+// while another call connects, on every engine.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <memory>
@@ -257,6 +261,46 @@ TEST_P(grpc_client_test, an_answer_with_a_body_that_is_not_grpc_maps_its_head) {
     std::string m;
     EXPECT_FALSE(c.read(m));
     EXPECT_EQ(c.finish().code, code::unavailable);
+}
+
+TEST_P(grpc_client_test, a_call_waiting_for_another_fibers_connect_keeps_its_deadline) {
+    // A listener that never accepts: the kernel completes TCP connections, and nobody ever
+    // answers the TLS handshake, so the first call's connect lasts its connect_timeout.
+    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(lfd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(lfd, 16), 0);
+    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    net::tls::context_options co;
+    co.alpn = {"h2"};
+    auto cctx = net::tls_testing::client_ctx(co);
+    channel_options o;
+    o.tls = &cctx;
+    o.authority = "localhost";
+    o.connect_timeout = 3s;
+    channel ch("127.0.0.1", ntohs(a.sin_port), o);
+    status first;
+    auto f = spawn([&] {
+        std::string out;
+        first = ch.unary("/gluon.test.Echo/Unary", "", out);
+    });
+    ASSERT_TRUE(f);
+    ASSERT_TRUE(this_fiber::sleep_for(100ms));  // the first call is connecting
+    call_options c;
+    c.deadline = deadline_after(200ms);
+    int64_t start = mono_now_ns();
+    std::string out;
+    status s = ch.unary("/gluon.test.Echo/Unary", "", out, c);
+    auto took = std::chrono::nanoseconds(mono_now_ns() - start);
+    EXPECT_EQ(s.code, code::deadline_exceeded) << code_name(s.code) << " " << s.message;
+    EXPECT_LT(took, 2s);  // not the first call's connect_timeout
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(first.code, code::unavailable) << code_name(first.code) << " " << first.message;
+    ::close(lfd);
 }
 
 TEST_P(grpc_client_test, many_fibers_share_one_connection) {

@@ -61,15 +61,20 @@ struct channel::impl {
     gluon::mutex connect_mu;  // held while a fiber connects
     std::map<std::thread::id, std::shared_ptr<h2_client_session>> sessions;  // one per vCPU
 
-    /// This vCPU's connection, opened if there is none that takes new streams. Errors: those of
-    /// connecting (ETIMEDOUT, ECONNREFUSED, ...), EPROTO (the TLS server did not choose h2).
+    /// This vCPU's connection, opened if there is none that takes new streams; every wait ends
+    /// by the call's deadline `d` or connect_timeout, whichever comes first. Errors: those of
+    /// connecting (ETIMEDOUT, ECONNREFUSED, ...), EPROTO (the TLS server did not choose h2),
+    /// ETIMEDOUT (d passed while another fiber was connecting), ECANCELED (interrupted).
     result<std::shared_ptr<h2_client_session>> session(deadline_t d) {
         if (auto s = usable()) return s;
-        // One fiber connects; the others wait for its connection rather than open their own.
-        std::unique_lock connecting(connect_mu);
+        // One fiber connects; the others wait for its connection rather than open their own, but
+        // no longer than their deadline (its connect may take all of connect_timeout).
+        GLUON_TRY(connect_mu.lock_until(d));
+        std::unique_lock connecting(connect_mu, std::adopt_lock);
         if (auto s = usable()) return s;
-        duration t = std::min(opts.connect_timeout, time_left(d));
-        auto sock = GLUON_TRY(net::connect(host, port, t));
+        // connect_timeout bounds the connection and its TLS handshake together, as does d.
+        const deadline_t until = std::min(d, deadline_after(opts.connect_timeout));
+        auto sock = GLUON_TRY(net::connect(host, port, time_left(until)));
         (void)sock.set_nodelay(true);
         std::unique_ptr<net::byte_stream> s;
         if (opts.tls) {
@@ -77,7 +82,7 @@ struct channel::impl {
             if (auto colon = name.rfind(':'); colon != std::string_view::npos && name.find(']') == std::string_view::npos &&
                                               name.find(':') == colon)
                 name = name.substr(0, colon);  // "host:port" given as authority
-            auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *opts.tls, name, t));
+            auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *opts.tls, name, time_left(until)));
             if (tls.alpn_selected() != "h2") return errno_error(EPROTO);
             s = std::make_unique<net::tls::stream>(std::move(tls));
         } else {

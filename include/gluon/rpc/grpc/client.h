@@ -36,6 +36,8 @@ struct channel_options {
     const net::tls::context* tls = nullptr;
     /// The TLS server name and :authority; empty: the target's host.
     std::string authority;
+    /// Bounds connecting and the TLS handshake together; a call's own deadline, when sooner,
+    /// bounds them (and its wait for another fiber's connect) instead.
     duration connect_timeout = std::chrono::seconds(10);
     size_t max_message_bytes = 4 << 20;  // a larger response message ends the call: RESOURCE_EXHAUSTED
 };
