@@ -221,6 +221,7 @@ bool client_call::read(std::string& msg) {
             return false;
         }
         if (!s.wait_head()) return false;
+        if (s.eof) continue;  // a status in the head: no messages follow (an error page's body)
         auto n = s.call->read(s.buf, sizeof s.buf, s.left());
         if (!n) {
             s.fail_with(n.error());
