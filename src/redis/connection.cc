@@ -118,11 +118,13 @@ result<void> connection::fill(duration timeout) {
 
 bool connection::dispatch() {
     while (beg_ < end_ && !pending_.empty()) {
+        if (!scan_.ready(in_.data() + beg_, end_ - beg_)) return true;
         reply r;
         size_t used = 0;
         auto st = detail::decode(in_.data() + beg_, end_ - beg_, r, used, limits_);
         if (st == detail::decode_status::incomplete) return true;
         if (st == detail::decode_status::invalid) return false;
+        scan_.reset();
         beg_ += used;
         if (r.type == reply::kind::push) continue;  // out-of-band (RESP3): not a command's reply
         slot* s = pending_.front();
@@ -187,7 +189,7 @@ result<reply> connection::next(duration timeout) {
     deadline_t d = timeout_deadline(timeout);
     for (;;) {
         if (broken_) return unexpected(broken_);
-        if (beg_ < end_) {
+        if (beg_ < end_ && scan_.ready(in_.data() + beg_, end_ - beg_)) {
             reply r;
             size_t used = 0;
             auto st = detail::decode(in_.data() + beg_, end_ - beg_, r, used, limits_);
@@ -196,6 +198,7 @@ result<reply> connection::next(duration timeout) {
                 return errno_error(EPROTO);
             }
             if (st == detail::decode_status::complete) {
+                scan_.reset();
                 beg_ += used;
                 return r;
             }

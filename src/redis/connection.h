@@ -81,6 +81,7 @@ private:
     std::vector<char> in_;
     size_t beg_ = 0, end_ = 0;
     detail::decode_limits limits_;
+    detail::reply_scanner scan_;  // how far the reply at beg_ is known to go
     friend class subscriber;
 };
 

@@ -183,6 +183,60 @@ int value(cursor& c, reply& r, unsigned depth) {
 
 }  // namespace
 
+bool reply_scanner::ready(const char* p, size_t n) noexcept {
+    while (pos_ < n) {
+        const char t = p[pos_];
+        const void* cr = std::memchr(p + pos_, '\r', n - pos_);
+        if (!cr) return n - pos_ > 64 * 1024;  // (a header line that long is garbage)
+        const size_t eol = static_cast<size_t>(static_cast<const char*>(cr) - p);
+        if (eol + 1 >= n) return false;
+        const std::string_view l(p + pos_ + 1, eol - pos_ - 1);
+        size_t next = eol + 2;
+        int64_t opens = 0;  // elements this one is followed by as their aggregate
+        int64_t v = 0;
+        switch (t) {
+            case '$':
+            case '!':
+            case '=':
+                if (!to_int(l, v) || v < -1) return true;
+                if (v >= 0) {
+                    if (static_cast<uint64_t>(v) > (1ull << 40)) return true;
+                    if (n - next < static_cast<size_t>(v) + 2) return false;
+                    next += static_cast<size_t>(v) + 2;
+                }
+                break;
+            case '*':
+            case '~':
+            case '>':
+            case '%':
+            case '|':
+                if (!to_int(l, v) || v < -1 || v > (int64_t{1} << 40)) return true;
+                if (t == '|') opens = 2 * v + 1;  // its pairs, then the value they describe
+                else if (v > 0) opens = t == '%' ? 2 * v : v;
+                break;
+            case '+':
+            case '-':
+            case ':':
+            case '_':
+            case '#':
+            case ',':
+            case '(':
+                break;
+            default: return true;
+        }
+        pos_ = next;
+        if (opens > 0) {
+            if (depth_ == k_max_depth) return true;
+            left_[depth_++] = opens;
+            continue;
+        }
+        // A whole element: it may complete the aggregates it ends.
+        while (depth_ > 0 && --left_[depth_ - 1] == 0) --depth_;
+        if (depth_ == 0) return true;
+    }
+    return false;
+}
+
 decode_status decode(const char* p, size_t n, reply& out, size_t& used, const decode_limits& lim) {
     cursor c{p, p + n, lim};
     switch (value(c, out, 0)) {

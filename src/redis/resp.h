@@ -36,6 +36,28 @@ struct decode_limits {
 
 enum class decode_status { complete, incomplete, invalid };
 
+/// Finds where a reply ends without decoding it, resumably: each call goes on from where the
+/// last one stopped, so a large reply arriving over many reads is scanned once and decoded
+/// once, when whole (decoding the buffered prefix again after every read made a reply of a
+/// million elements quadratic).
+class reply_scanner {
+public:
+    /// [p, p + n) holds the buffered bytes from the reply's start: the same start as at the
+    /// last call, with as many bytes or more. True when a whole reply is there, or bytes that are
+    /// not RESP (decode() says which): decode then, and reset() before the next reply.
+    bool ready(const char* p, size_t n) noexcept;
+    void reset() noexcept {
+        pos_ = 0;
+        depth_ = 0;
+    }
+
+private:
+    static constexpr unsigned k_max_depth = 64;  // deeper is decode()'s error to report
+    size_t pos_ = 0;                 // scanned up to here: the start of the next element
+    unsigned depth_ = 0;             // open aggregates
+    int64_t left_[k_max_depth] = {};  // elements still to come in each
+};
+
 /// Decodes one reply from the front of [p, p + n). complete: `used` bytes made `out`;
 /// incomplete: more bytes are needed (nothing is consumed); invalid: the bytes are not RESP, or
 /// break a limit (the connection cannot go on).

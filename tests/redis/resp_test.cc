@@ -2,6 +2,7 @@
 // RESP or break a limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,57 @@ TEST(resp, a_reply_cut_anywhere_is_incomplete_and_then_complete) {
     EXPECT_EQ(used, first);
     EXPECT_EQ(r.elements[0].str, "hello");
     EXPECT_EQ(r.elements[1].elements[1].number, 1.5);
+}
+
+// The scanner says a reply is whole exactly when decode() can decode it, fed a byte at a time
+// (each call going on from the last), for every kind and nesting.
+TEST(resp, the_scanner_finds_each_reply_end_resumably) {
+    const std::string replies[] = {
+        "+OK\r\n", "-ERR x\r\n", ":42\r\n", "$5\r\nhe\r\no\r\n", "$0\r\n\r\n", "$-1\r\n", "*-1\r\n", "*0\r\n",
+        "*3\r\n:1\r\n$1\r\nx\r\n*1\r\n+y\r\n", "%2\r\n+a\r\n:1\r\n+b\r\n*2\r\n:2\r\n:3\r\n",
+        "~2\r\n+a\r\n+b\r\n", ">2\r\n+message\r\n$3\r\nabc\r\n", "|1\r\n+key\r\n+val\r\n:7\r\n",
+        "*2\r\n|1\r\n+k\r\n+v\r\n$2\r\nab\r\n:9\r\n", "=15\r\ntxt:Some string\r\n", "_\r\n", "#t\r\n", ",3.5\r\n",
+        "*2\r\n*2\r\n*0\r\n*-1\r\n$-1\r\n"};
+    for (const std::string& whole : replies) {
+        const std::string buf = whole + "+NEXT\r\n";  // the next reply already behind it
+        reply_scanner sc;
+        for (size_t n = 1; n <= whole.size(); ++n) {
+            const bool ready = sc.ready(buf.data(), n);
+            reply r;
+            size_t used = 0;
+            const bool decodes = decode(buf.data(), n, r, used) == decode_status::complete;
+            ASSERT_EQ(ready, n == whole.size()) << whole << " at " << n;
+            ASSERT_EQ(decodes, n == whole.size()) << whole << " at " << n;
+        }
+        reply r;
+        size_t used = 0;
+        ASSERT_EQ(decode(buf.data(), buf.size(), r, used), decode_status::complete);
+        EXPECT_EQ(used, whole.size());
+    }
+    reply_scanner junk;
+    EXPECT_TRUE(junk.ready("?what\r\n", 7));  // not RESP: decode() reports it
+}
+
+// A reply of many elements arriving in 16 KiB pieces: the scanner, going on from where it
+// stopped, says it is whole only with its last piece, when it decodes entire.
+TEST(resp, a_large_reply_in_pieces_is_ready_only_with_its_last) {
+    constexpr int k_n = 200000;
+    std::string big = "*" + std::to_string(k_n) + "\r\n";
+    for (int i = 0; i < k_n; ++i) big += "$6\r\nvalue" + std::to_string(i % 10) + "\r\n";
+    reply_scanner sc;
+    for (size_t n = 16 * 1024;; n += 16 * 1024) {
+        n = std::min(n, big.size());
+        if (sc.ready(big.data(), n)) {
+            EXPECT_EQ(n, big.size());
+            reply r;
+            size_t used = 0;
+            ASSERT_EQ(decode(big.data(), n, r, used), decode_status::complete);
+            EXPECT_EQ(r.elements.size(), static_cast<size_t>(k_n));
+            EXPECT_EQ(used, big.size());
+            break;
+        }
+        ASSERT_LT(n, big.size());
+    }
 }
 
 // Nested aggregate headers all claim the same remaining bytes: nothing is allocated for
