@@ -30,8 +30,18 @@ void echo(ipc::stream st) {
 }
 
 result<void> serve(ipc::listener& l, int sessions) {
-    for (int i = 0; sessions < 0 || i < sessions; ++i) {
-        ipc::session s = GLUON_TRY(l.accept());
+    for (int i = 0; sessions < 0 || i < sessions;) {
+        auto got = l.accept();
+        if (!got) {
+            // A client whose handshake failed is reported, not skipped: serve the next one. Only
+            // a listener that cannot accept any more ends the server.
+            if (got.error() == std::errc::bad_file_descriptor || got.error() == std::errc::invalid_argument)
+                return unexpected(got.error());
+            std::fprintf(stderr, "ipc_echo: a client was refused: %s\n", got.error().message().c_str());
+            continue;
+        }
+        ++i;
+        ipc::session s = std::move(*got);
         (void)GLUON_TRY(spawn([s = std::move(s)]() mutable {
             while (auto st = s.accept_stream()) (void)spawn(echo, std::move(*st))->detach();
         })).detach();
