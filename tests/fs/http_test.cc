@@ -174,6 +174,9 @@ TEST_P(http_fs_test, refuses_writes_and_maps_missing_files) {
     EXPECT_EQ((*f)->pwrite(&c, 1, 0).error(), std::errc::bad_file_descriptor);
     EXPECT_EQ((*f)->ftruncate(0).error(), std::errc::read_only_file_system);
     EXPECT_TRUE(S_ISDIR(fs->stat("/")->st_mode));
+    EXPECT_EQ(fs->open("/", O_RDONLY).error(), std::errc::is_a_directory);
+    EXPECT_EQ(fs->open("", O_RDONLY).error(), std::errc::is_a_directory);  // "" is the root, as in stat
+    EXPECT_TRUE(S_ISDIR(fs->stat("")->st_mode));
     EXPECT_EQ(fs->opendir("/").error(), std::errc::operation_not_supported);
     EXPECT_EQ(make_http_filesystem({}).error(), std::errc::invalid_argument);
 }

@@ -57,12 +57,17 @@ private:
 
 class http_fs final : public filesystem {
 public:
+    // p as a normal path from the root ("" and "x" are "/" and "/x").
+    static std::string absolute(std::string_view p) {
+        return path::normalize(p.empty() || p[0] != '/' ? "/" + std::string(p) : std::string(p));
+    }
+
     http_fs(std::shared_ptr<detail::http_shared> sh, std::string base, std::map<std::string, std::string> files)
         : sh_(std::move(sh)), base_(std::move(base)), files_(std::move(files)) {}
 
     result<std::unique_ptr<file>> open(std::string_view p, int flags, mode_t) noexcept override {
         if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC | O_APPEND))) return errno_error(EROFS);
-        std::string n = path::normalize(p[0] == '/' ? p : "/" + std::string(p));
+        std::string n = absolute(p);
         if (n == "/") return errno_error(EISDIR);
         if (flags & O_DIRECTORY) return errno_error(ENOTDIR);
         auto url = GLUON_TRY(url_of(n));
@@ -71,7 +76,7 @@ public:
         return std::unique_ptr<file>(new detail::http_file(sh_, std::move(m), ino));
     }
     result<struct stat> stat(std::string_view p) noexcept override {
-        std::string n = path::normalize(p.empty() || p[0] != '/' ? "/" + std::string(p) : std::string(p));
+        std::string n = absolute(p);
         if (n == "/") return detail::http_stat({}, 1, true);
         auto url = GLUON_TRY(url_of(n));
         auto m = GLUON_TRY(sh_->head(url, k_no_deadline));
@@ -91,7 +96,7 @@ public:
         return {};
     }
     result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
-        std::string n = path::normalize(p.empty() || p[0] != '/' ? "/" + std::string(p) : std::string(p));
+        std::string n = absolute(p);
         if (n != "/") {
             GLUON_TRY(stat(n));
             return errno_error(ENOTDIR);
