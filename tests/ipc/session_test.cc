@@ -187,6 +187,31 @@ void echo_scenario(ipc_session& t, session_options o) {
     (void)t;
 }
 
+// Handshakes run side by side: a client that connects and says nothing delays no other, and
+// its failure is reported once its handshake times out.
+TEST_P(ipc_session, a_silent_client_delays_no_other) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    o.handshake_timeout = 3s;
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    ASSERT_TRUE(l);
+    auto silent = net::stream::connect(addr, 5s);  // connected, never a byte
+    ASSERT_TRUE(silent);
+    result<session> c = errno_error(EAGAIN);
+    fiber cl = *spawn([&] { c = session::connect(addr, o); });
+    const int64_t t0 = mono_now_ns();
+    auto s = l->accept(2s);
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_LT(std::chrono::nanoseconds(mono_now_ns() - t0), 2s);
+    ASSERT_TRUE(cl.join());
+    ASSERT_TRUE(c) << c.error().message();
+    auto failed = l->accept(10s);  // the silent one, when its handshake gives up
+    EXPECT_FALSE(failed);
+    ASSERT_TRUE(c->close());
+    ASSERT_TRUE(l->close());
+    EXPECT_EQ(l->accept(1s).error(), std::errc::bad_file_descriptor);
+}
+
 TEST_P(ipc_session, echo_memfd) { echo_scenario(*this, options(memory_mode::memfd)); }
 TEST_P(ipc_session, echo_dev_shm) { echo_scenario(*this, options(memory_mode::dev_shm)); }
 
