@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "chars.h"
+#include "gluon/common/ascii.h"
 #include "lists.h"
 
 namespace gluon::http {
@@ -19,12 +20,7 @@ using detail::is_tchar;
 using detail::parse_decimal;
 using detail::trim;
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if (detail::lower(a[i]) != detail::lower(b[i])) return false;
-    return true;
-}
+bool iequals(std::string_view a, std::string_view b) noexcept { return ascii_iequals(a, b); }
 
 std::string_view method_name(method m) noexcept {
     static constexpr std::string_view names[] = {"GET",     "HEAD",    "POST",  "PUT",   "DELETE",

@@ -119,7 +119,6 @@ int offloaded_fcntl(int (*real)(int, int, ...), int fd, int cmd, long arg) noexc
 using namespace gluon::preload;
 namespace px = gluon::posix;
 
-#define GLUON_PROGRAM_FIBER() (program_fiber() && !own_code(__builtin_return_address(0)))
 
 extern "C" {
 
@@ -149,18 +148,14 @@ GLUON_OFFLOADED(int, gethostbyname_r,
 
 // (glibc's gethostbyname* result is one static buffer for the whole process, whichever thread
 // asks; their h_errno is the calling thread's, carried back from the offload thread.)
-hostent* gethostbyname(const char* name) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname)(name);
-    return offloaded_lookup([&] { return GLUON_REAL(gethostbyname)(name); });
-}
-hostent* gethostbyname2(const char* name, int af) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyname2)(name, af);
-    return offloaded_lookup([&] { return GLUON_REAL(gethostbyname2)(name, af); });
-}
-hostent* gethostbyaddr(const void* addr, socklen_t len, int type) {
-    if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(gethostbyaddr)(addr, len, type);
-    return offloaded_lookup([&] { return GLUON_REAL(gethostbyaddr)(addr, len, type); });
-}
+#define GLUON_OFFLOADED_LOOKUP(fn, params, args)                                  \
+    hostent* fn params {                                                        \
+        if (!GLUON_PROGRAM_FIBER()) return GLUON_REAL(fn) args;                 \
+        return offloaded_lookup([&] { return GLUON_REAL(fn) args; });           \
+    }
+GLUON_OFFLOADED_LOOKUP(gethostbyname, (const char* name), (name))
+GLUON_OFFLOADED_LOOKUP(gethostbyname2, (const char* name, int af), (name, af))
+GLUON_OFFLOADED_LOOKUP(gethostbyaddr, (const void* addr, socklen_t len, int type), (addr, len, type))
 GLUON_OFFLOADED(int, getaddrinfo, (const char* node, const char* service, const addrinfo* hints, addrinfo** res),
                 (node, service, hints, res), true)
 

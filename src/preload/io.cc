@@ -196,16 +196,14 @@ int fcntl(int fd, int cmd, ...) {
     va_start(ap, cmd);
     long arg = va_arg(ap, long);
     va_end(ap);
-    return fcntl_any("fcntl", fd, cmd, arg,
-                     on() && program_fiber() && !gluon::preload::own_code(__builtin_return_address(0)));
+    return fcntl_any("fcntl", fd, cmd, arg, GLUON_PROGRAM_FIBER());
 }
 int fcntl64(int fd, int cmd, ...) {
     va_list ap;
     va_start(ap, cmd);
     long arg = va_arg(ap, long);
     va_end(ap);
-    return fcntl_any("fcntl64", fd, cmd, arg,
-                     on() && program_fiber() && !gluon::preload::own_code(__builtin_return_address(0)));
+    return fcntl_any("fcntl64", fd, cmd, arg, GLUON_PROGRAM_FIBER());
 }
 
 pid_t fork() {

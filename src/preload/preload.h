@@ -49,6 +49,11 @@ bool in_signal_handler() noexcept;
 /// context.
 bool program_fiber() noexcept;
 
+/// program_fiber(), and the interposer using it was called by the program, not by this library.
+/// Used at the top of an interposer (the return address is the interposer's).
+#define GLUON_PROGRAM_FIBER() \
+    (::gluon::preload::program_fiber() && !::gluon::preload::own_code(__builtin_return_address(0)))
+
 /// fcntl's waiting lock commands (F_SETLKW, F_OFD_SETLKW) for a program fiber: run by `real`
 /// on the offload pool while the fiber parks (blocking.cc).
 int offloaded_fcntl(int (*real)(int, int, ...), int fd, int cmd, long arg) noexcept;

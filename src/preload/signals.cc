@@ -172,6 +172,12 @@ int install(int sig, const struct sigaction* act, struct sigaction* old) noexcep
     return 0;
 }
 
+// A disposition as the signal() family returns it.
+sighandler_t as_given(const struct sigaction& a) noexcept {
+    if (a.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(a.sa_sigaction));
+    return a.sa_handler;
+}
+
 // The signal()-style installers (signal, bsd_signal, ssignal, sysv_signal, sigset) for the
 // program: handler goes in as install() puts it (behind the trampoline), with flags and, if
 // mask_self, sig blocked while it runs. glibc's own versions call an internal sigaction that no
@@ -189,16 +195,14 @@ sighandler_t install_simple(int sig, sighandler_t handler, int flags, bool mask_
     if (mask_self) sigaddset(&act.sa_mask, sig);
     act.sa_flags = flags;
     if (install(sig, &act, &old) != 0) return SIG_ERR;
-    if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
-    return old.sa_handler;
+    return as_given(old);
 }
 
 // The handler of sig as the program gave it (SIG_ERR if sigaction fails).
 sighandler_t current_handler(int sig) noexcept {
     struct sigaction old {};
     if (install(sig, nullptr, &old) != 0) return SIG_ERR;
-    if (old.sa_flags & SA_SIGINFO) return reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(old.sa_sigaction));
-    return old.sa_handler;
+    return as_given(old);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "connection.h"
+#include "gluon/common/ascii.h"
 #include "gluon/common/log.h"
 #include "gluon/common/spinlock.h"
 #include "gluon/runtime/vcpu.h"
@@ -63,16 +64,9 @@ struct client::impl {
                                                        "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR", "SELECT",
                                                        "HELLO", "RESET"};
         for (std::string_view r : refused)
-            if (iequals(name, r)) return true;
-        if (iequals(name, "CLIENT") && ++it != std::end(args)) return iequals(*it, "REPLY");
+            if (ascii_iequals(name, r)) return true;
+        if (ascii_iequals(name, "CLIENT") && ++it != std::end(args)) return ascii_iequals(*it, "REPLY");
         return false;
-    }
-    static bool iequals(std::string_view a, std::string_view b) noexcept {
-        if (a.size() != b.size()) return false;
-        auto up = [](char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; };
-        for (size_t i = 0; i < a.size(); ++i)
-            if (up(a[i]) != up(b[i])) return false;
-        return true;
     }
 };
 
