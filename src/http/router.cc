@@ -1,6 +1,7 @@
 #include "gluon/http/router.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 
 #include "gluon/common/misuse.h"
@@ -39,6 +40,22 @@ bool match_segments(const route& r, std::string_view path,
     }
     if (i <= path.size()) return params.resize(base), false;  // the path has more segments
     return true;
+}
+
+/// Every method some route accepts, and HEAD with GET: the Allow of an "OPTIONS *" answer.
+std::string all_methods(std::initializer_list<const std::vector<route>*> tables) {
+    bool used[static_cast<size_t>(method::other) + 1] = {};
+    for (const std::vector<route>* t : tables)
+        for (const route& r : *t) used[static_cast<size_t>(r.verb)] = true;
+    used[static_cast<size_t>(method::head)] |= used[static_cast<size_t>(method::get)];
+    used[static_cast<size_t>(method::options)] = true;  // the "OPTIONS *" being answered
+    std::string allow;
+    for (size_t m = 0; m < static_cast<size_t>(method::other); ++m) {
+        if (!used[m]) continue;
+        if (!allow.empty()) allow += ", ";
+        allow += method_name(static_cast<method>(m));
+    }
+    return allow;
 }
 
 }  // namespace
@@ -101,6 +118,13 @@ void router::dispatch(const table& t, request& req, response& res) {
         if (!m(req, res)) return;
     std::string_view path = req.path();
     method verb = req.method();
+    if (verb == method::options && path == "*") {
+        // About the server as a whole (RFC 9110 9.3.7), not a resource: no route's pattern can
+        // be "*". No content: the server sends Content-Length: 0, as 9.3.7 asks.
+        res.status(200);
+        res.header("Allow", all_methods({&t.exact, &t.params, &t.prefixes}));
+        return;
+    }
     std::string allow;
     auto note_allowed = [&](method m) {
         std::string_view n = method_name(m);

@@ -148,6 +148,29 @@ TEST_P(http_server_test, routes_by_method_exact_parameter_and_prefix) {
     EXPECT_EQ(r->body, "home");
 }
 
+// "OPTIONS *" asks about the server, not a resource: the router answers it with every method
+// its routes accept, without content, and no route sees it (not even a prefix route for all
+// paths under OPTIONS).
+TEST_P(http_server_test, options_asterisk_is_answered_with_the_methods_of_all_routes) {
+    router r = test_router();
+    r.del("/users/:id", [](request&, response& res) { res.body("deleted"); });
+    ASSERT_TRUE(r.add(method::options, "/*", [](request&, response& res) { res.body("routed"); }));
+    start(r.as_handler());
+    auto c = connect();
+    auto rep = roundtrip(c, "OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n");
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->status, 200) << rep->head;
+    EXPECT_EQ(field(rep->head, "Allow"), "GET, HEAD, POST, DELETE, OPTIONS") << rep->head;
+    EXPECT_EQ(field(rep->head, "Content-Length"), "0") << rep->head;
+    EXPECT_EQ(field(rep->head, "Content-Type"), "") << rep->head;
+    EXPECT_EQ(rep->body, "");
+    EXPECT_TRUE(rep->keep_alive);
+    // A path is still routed as before.
+    rep = roundtrip(c, "OPTIONS /anything HTTP/1.1\r\nHost: t\r\n\r\n");
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->body, "routed");
+}
+
 TEST_P(http_server_test, router_rejects_malformed_patterns) {
     router r;
     EXPECT_FALSE(r.add(method::get, "no-slash", [](request&, response&) {}));

@@ -1,7 +1,9 @@
 // Routes by method and path: exact paths ("/health"), parameters ("/users/:id"), and prefixes
 // ("/static/*"). A path that no route matches is 404; one matched only under other methods is
 // 405 with an Allow field. HEAD is served by a GET route when it has none of its own (the
-// server sends the head only).
+// server sends the head only). "OPTIONS *", which asks about the server as a whole, is answered
+// by the router after the middleware, never by a route: 200 with an Allow field listing every
+// method some route accepts (and OPTIONS), and no content.
 #pragma once
 
 #include <functional>
