@@ -224,6 +224,13 @@ struct selection {
     std::string boundary;
 };
 
+/// The file's fields without its Content-Type (their first line), for an answer whose body is
+/// not the file's bytes.
+std::string_view fields_but_type(const file_info& fi) {
+    std::string_view fields = fi.fields;
+    return fields.substr(fields.find("\r\n") + 2);
+}
+
 /// Applies conditionals and Range, and sets the status and fields; nullopt if that answered
 /// the request (304, 412, 416).
 std::optional<selection> select_parts(request& req, response& res, const file_info& fi) {
@@ -244,7 +251,8 @@ std::optional<selection> select_parts(request& req, response& res, const file_in
         if (total > k_multipart_max) a = detail::range_answer::whole;
     }
     if (a == detail::range_answer::unsatisfiable) {
-        res.header_lines(fi.fields);
+        // The file's validators, but not its type: the 416's (empty) body is not the file.
+        res.header_lines(fields_but_type(fi));
         res.status(416);
         res.header("Content-Range", "bytes */" + std::to_string(fi.size));
         return std::nullopt;
@@ -260,9 +268,8 @@ std::optional<selection> select_parts(request& req, response& res, const file_in
         res.header("Content-Range", detail::content_range(sel.parts[0], fi.size));
         return sel;
     }
-    // Several: the file's fields but its Content-Type (the first line), which each part carries.
-    std::string_view fields = fi.fields;
-    res.header_lines(fields.substr(fields.find("\r\n") + 2));
+    // Several: the file's fields but its Content-Type, which each part carries.
+    res.header_lines(fields_but_type(fi));
     sel.boundary = detail::new_boundary();
     res.header("Content-Type", "multipart/byteranges; boundary=" + sel.boundary);
     return sel;
