@@ -1,8 +1,10 @@
 // Static files: cache and sendfile paths, conditionals, ranges, and every way out of the root.
 #include "gluon/http/static_files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,6 +22,14 @@ using namespace std::chrono_literals;
 void write_file(const fs::path& p, const std::string& s) {
     std::ofstream f(p, std::ios::binary | std::ios::trunc);
     f << s;
+}
+
+// Sun, 06 Nov 1994 08:49:37 GMT: a modification time whose HTTP-date forms the tests write by hand.
+constexpr time_t k_nov_6_1994 = 784111777;
+
+void set_mtime(const fs::path& p, time_t t) {
+    const timespec times[2] = {{t, 0}, {t, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, p.c_str(), times, 0), 0) << p;
 }
 
 class static_files_test : public test::engine_test {
@@ -103,6 +113,26 @@ TEST_P(static_files_test, conditionals_give_304) {
     EXPECT_EQ(get("/static/small.txt", "If-None-Match: \"other\"\r\n")->status, 200);
     EXPECT_EQ(get("/static/small.txt", "If-Modified-Since: " + lm + "\r\n")->status, 304);
     EXPECT_EQ(get("/static/big.bin", "If-Modified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n")->status, 200);
+}
+
+// A recipient must accept all three forms of HTTP-date (RFC 9110 5.6.7).
+TEST_P(static_files_test, dates_are_understood_in_all_three_forms) {
+    set_mtime(root_ / "small.txt", k_nov_6_1994);
+    start();
+    auto r = get("/static/small.txt");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(field(r->head, "Last-Modified"), "Sun, 06 Nov 1994 08:49:37 GMT");
+    for (std::string date : {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"}) {
+        EXPECT_EQ(get("/static/small.txt", "If-Modified-Since: " + date + "\r\n")->status, 304) << date;
+        EXPECT_EQ(get("/static/small.txt", "If-Unmodified-Since: " + date + "\r\n")->status, 200) << date;
+    }
+    for (std::string earlier : {"Sun, 06 Nov 1994 08:49:36 GMT", "Saturday, 05-Nov-94 08:49:37 GMT", "Sun Nov  6 08:48:37 1994"}) {
+        EXPECT_EQ(get("/static/small.txt", "If-Modified-Since: " + earlier + "\r\n")->status, 200) << earlier;
+        EXPECT_EQ(get("/static/small.txt", "If-Unmodified-Since: " + earlier + "\r\n")->status, 412) << earlier;
+    }
+    // Not dates (ignored): an hour past 23, a month that is none, a two-digit year in the IMF form.
+    for (std::string bad : {"Sun, 06 Nov 1994 24:49:37 GMT", "Sunday, 06-Nob-94 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT"})
+        EXPECT_EQ(get("/static/small.txt", "If-Unmodified-Since: " + bad + "\r\n")->status, 200) << bad;
 }
 
 TEST_P(static_files_test, if_match_and_if_unmodified_since_give_412_in_rfc_9110_order) {
