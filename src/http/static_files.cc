@@ -212,6 +212,17 @@ int precondition_status(const request& req, const file_info& fi) {
     return 0;
 }
 
+/// Whether an If-Range field lets Range apply (RFC 9110 13.1.5): an entity-tag when it is the
+/// file's, compared strongly (a weak one never matches); an HTTP-date when it is the file's
+/// Last-Modified, compared as a date, whichever of the three forms it is written in. (Dates
+/// have one-second resolution; the ETag, which holds the mtime in nanoseconds, is the exact one.)
+bool if_range_matches(std::string_view if_range, const file_info& fi) {
+    if (if_range.empty()) return true;
+    if (if_range[0] == '"' || if_range.starts_with("W/")) return if_range == fi.etag;
+    const time_t t = detail::parse_http_date(if_range);
+    return t >= 0 && t == fi.mtime_s;
+}
+
 /// Several ranges are sent as one multipart/byteranges body built in memory, up to this many
 /// bytes of the file; asked for more, the file is sent whole (RFC 9110 lets a server ignore
 /// Range).
@@ -241,9 +252,7 @@ std::optional<selection> select_parts(request& req, response& res, const file_in
     }
     selection sel;
     std::string_view range = req.header("Range");
-    std::string_view if_range = req.header("If-Range");
-    const bool ranges_apply = !range.empty() && (if_range.empty() || if_range == fi.etag ||
-                                                 if_range == std::string_view(fi.last_modified, detail::k_http_date_len));
+    const bool ranges_apply = !range.empty() && if_range_matches(req.header("If-Range"), fi);
     detail::range_answer a = ranges_apply ? detail::parse_ranges(range, fi.size, sel.parts) : detail::range_answer::whole;
     if (a == detail::range_answer::parts && sel.parts.size() > 1) {
         uint64_t total = 0;

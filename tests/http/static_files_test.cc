@@ -217,6 +217,38 @@ TEST_P(static_files_test, ranges_give_206_and_416) {
     EXPECT_EQ(get("/static/small.txt", "Range: bytes=0-1, 4-5\r\nIf-Range: \"old\"\r\n")->status, 200);
 }
 
+// If-Range (RFC 9110 13.1.5): Range applies when the validator is the file's current one, an
+// ETag compared strongly or a date compared as a date (in any of its forms); otherwise the
+// whole file is sent.
+TEST_P(static_files_test, if_range_applies_range_only_for_the_current_validator) {
+    set_mtime(root_ / "small.txt", k_nov_6_1994);
+    set_mtime(root_ / "big.bin", k_nov_6_1994);
+    start();
+    for (auto [file, whole] : {std::pair{"/static/small.txt", std::string("hello, static world\n")},
+                               std::pair{"/static/big.bin", big_}}) {  // cached and not
+        auto b = get(file);
+        ASSERT_TRUE(b) << file;
+        const std::string etag = field(b->head, "ETag");
+        ASSERT_EQ(field(b->head, "Last-Modified"), "Sun, 06 Nov 1994 08:49:37 GMT");
+        for (std::string match : {etag, std::string("Sun, 06 Nov 1994 08:49:37 GMT"),
+                                  std::string("Sunday, 06-Nov-94 08:49:37 GMT"), std::string("Sun Nov  6 08:49:37 1994")}) {
+            auto r = get(file, "Range: bytes=2-5\r\nIf-Range: " + match + "\r\n");
+            ASSERT_TRUE(r) << match;
+            EXPECT_EQ(r->status, 206) << file << " " << match;
+            EXPECT_EQ(r->body, whole.substr(2, 4)) << match;
+        }
+        // A weak or another tag, a date earlier or later than Last-Modified, or no validator at all.
+        for (std::string miss : {"W/" + etag, std::string("\"other\""), std::string("Sun, 06 Nov 1994 08:49:36 GMT"),
+                                 std::string("Sun Nov  6 08:49:38 1994"), std::string("yesterday")}) {
+            auto r = get(file, "Range: bytes=2-5\r\nIf-Range: " + miss + "\r\n");
+            ASSERT_TRUE(r) << miss;
+            EXPECT_EQ(r->status, 200) << file << " " << miss;
+            EXPECT_EQ(r->body.size(), whole.size()) << miss;
+            EXPECT_TRUE(r->body == whole) << miss;
+        }
+    }
+}
+
 // The parts of a multipart/byteranges body: {Content-Range, Content-Type, bytes} each.
 struct byte_part {
     std::string range, type, bytes;
