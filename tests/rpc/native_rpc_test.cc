@@ -41,8 +41,9 @@ protected:
     void start(server_options o = {}) {
         srv_ = std::make_unique<server>(o);
         ASSERT_TRUE(srv_->add_service(1, "test"));
-        ASSERT_TRUE(
-            srv_->add(echo, [](call_context&, const echo_msg& in, echo_msg& out) -> result<void> {
+        ASSERT_TRUE(srv_->add(
+            echo, [this](call_context&, const echo_msg& in, echo_msg& out) -> result<void> {
+                ++echoed_;
                 out.seq = in.seq;
                 out.text = in.text;
                 out.payload = bytes::view(in.payload.data(),
@@ -82,7 +83,7 @@ protected:
     std::unique_ptr<server> srv_;
     std::unique_ptr<net::server> net_;
     counting_semaphore entered_{0}, left_{0};
-    int blocked_ = 0;
+    int blocked_ = 0, echoed_ = 0;
     bool handler_saw_cancel_ = false, handler_saw_ctx_cancel_ = false;
 };
 
@@ -304,6 +305,73 @@ TEST_P(rpc_native, in_flight_limit) {
     EXPECT_TRUE(rs[0]);
     EXPECT_TRUE(rs[1]);
     EXPECT_TRUE(c.ping(5s));
+}
+
+TEST_P(rpc_native, a_client_that_reads_no_answers_is_no_longer_read) {
+    // A raw client pipelines echo requests and never reads an answer. Once the kernel holds
+    // what it can of the answers, max_in_flight of them wait in the server; then the server
+    // stops reading that connection (the client's sends block) instead of taking its requests
+    // and queueing their answers without bound, and serves other clients meanwhile.
+    start({.max_in_flight = 4});
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto& [server_end, client_end] = *pair;
+    // Small socket buffers: the kernel holds tens of answers, whatever the machine's defaults.
+    ASSERT_TRUE(server_end.set_buffer_sizes(16 << 10, 16 << 10));
+    ASSERT_TRUE(client_end.set_buffer_sizes(16 << 10, 16 << 10));
+
+    constexpr uint64_t k_requests = 20000;
+    std::string data = pattern(100, 9);
+    std::vector<uint8_t> frames;
+    for (uint64_t i = 0; i < k_requests; ++i) {
+        echo_msg req;
+        req.seq = i;
+        req.payload = bytes::view(data.data(), data.size());
+        std::vector<uint8_t> fixed(fixed_size<echo_msg>());
+        iov_list var;
+        size_t var_len = encode(req, fixed.data(), var);
+        wire::header h;
+        h.length = uint32_t(fixed.size() + var_len);
+        h.service = echo.service;
+        h.method = echo.id;
+        h.schema = echo.schema();
+        h.id = i + 1;
+        uint8_t head[wire::k_header_size];
+        wire::put(h, head);
+        frames.insert(frames.end(), head, head + sizeof head);
+        frames.insert(frames.end(), fixed.begin(), fixed.end());
+        for (size_t k = 0; k < var.size(); ++k) {
+            auto* p = static_cast<const uint8_t*>(var[k].iov_base);
+            frames.insert(frames.end(), p, p + var[k].iov_len);
+        }
+    }
+    fiber served = *spawn([&] { (void)srv_->serve(server_end); });
+    bool all_sent = false;
+    fiber sender =
+        *spawn([&] { all_sent = bool(client_end.write_all(frames.data(), frames.size())); });
+
+    // Requests the server took: run, or refused as over max_in_flight (each is answered).
+    auto taken = [&] { return uint64_t(echoed_) + srv_->stats().refused; };
+    // Either the server stops reading, or it takes every request (answers without bound).
+    deadline_t until = deadline_after(10s);
+    while (srv_->stats().throttled == 0 && taken() < k_requests && mono_now_ns() < until)
+        (void)this_fiber::sleep_for(1ms);
+    EXPECT_GE(srv_->stats().throttled, 1u);
+
+    client other = connect();
+    echo_msg req, resp;
+    req.text = "other";
+    ASSERT_TRUE(other.call(echo, req, resp, {.timeout = 5s}));
+    EXPECT_EQ(resp.text, "other");
+
+    // Taken: the answers the kernel holds (at most ~48 KiB of them, a refusal is 32 bytes),
+    // the waiting ones and the calls still running; the rest were never read.
+    EXPECT_LT(taken(), k_requests / 4);
+    EXPECT_FALSE(all_sent);
+    (void)sender.interrupt();
+    ASSERT_TRUE(sender.join());
+    (void)served.interrupt();
+    ASSERT_TRUE(served.join());
 }
 
 TEST_P(rpc_native, malformed_frame_closes_only_its_connection) {

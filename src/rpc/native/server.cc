@@ -7,6 +7,7 @@
 #include "gluon/common/log.h"
 #include "wire.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <new>
 
@@ -21,11 +22,9 @@ constexpr int64_t k_idle_watch_ns = 1'000'000'000;
 
 // A frame with no payload (an error response), freed once written.
 struct small_frame : out_frame {
+    server_conn* conn;
     uint8_t head[wire::k_header_size];
 };
-void free_small(out_frame* f, bool) {
-    delete static_cast<small_frame*>(f);
-}
 } // namespace
 
 struct server_call {
@@ -55,11 +54,7 @@ struct server_call {
         c->~server_call();
         ::operator delete(static_cast<void*>(c), std::align_val_t(16));
     }
-    static void written(out_frame* f, bool) {
-        auto* c = reinterpret_cast<server_call*>(reinterpret_cast<uint8_t*>(f) -
-                                                 offsetof(server_call, out));
-        destroy(c);
-    }
+    static void written(out_frame* f, bool);
 };
 
 struct server_conn {
@@ -69,8 +64,11 @@ struct server_conn {
     frame_writer wr;
     intrusive_list<server_call, &server_call::hook> calls;
     size_t in_flight = 0;
+    size_t unwritten = 0; // answers queued to the writer or being written
+    bool reader_waits = false;
     bool closing = false;
     event drained;
+    event room; // set when unwritten drops below the limit while the reader waits
     fiber watchdog;
     deadline_t watch_target = k_no_deadline;
     uint64_t calls_unflushed = 0; // added to the server's shared count now and then
@@ -84,6 +82,10 @@ struct server_conn {
         : srv(s), o(s.opts_), rd(st, s.opts_.read_buffer_bytes), wr(st) {}
 
     result<void> run();
+    size_t answer_limit() const noexcept { return std::max<size_t>(o.max_in_flight, 1); }
+    result<void> wait_for_room();
+    void queue_answer(out_frame& f);
+    void answer_written() noexcept;
     result<void> on_request(const wire::header& h);
     void on_cancel(uint64_t id);
     void reply_error(const wire::header& h, std::error_code e);
@@ -92,9 +94,54 @@ struct server_conn {
     void close();
 };
 
+void server_call::written(out_frame* f, bool) {
+    auto* c =
+        reinterpret_cast<server_call*>(reinterpret_cast<uint8_t*>(f) - offsetof(server_call, out));
+    server_conn* conn = c->conn;
+    destroy(c);
+    conn->answer_written();
+}
+
+namespace {
+void free_small(out_frame* f, bool) {
+    auto* s = static_cast<small_frame*>(f);
+    server_conn* conn = s->conn;
+    delete s;
+    conn->answer_written();
+}
+} // namespace
+
+// Answers wait for the writer as long as the client does not read them, each holding its
+// call's memory: a client that sends requests and reads nothing would grow that queue without
+// bound. So the reader stops taking requests while max_in_flight answers wait; a client that
+// reads its answers as they come never gets near that.
+result<void> server_conn::wait_for_room() {
+    if (unwritten < answer_limit()) return {};
+    srv.stats_.throttled.fetch_add(1, std::memory_order_relaxed);
+    while (unwritten >= answer_limit()) {
+        room.reset();
+        reader_waits = true;
+        auto r = room.wait(); // ECANCELED: serve's fiber was interrupted
+        reader_waits = false;
+        if (!r) return r;
+    }
+    return {};
+}
+
+void server_conn::queue_answer(out_frame& f) {
+    ++unwritten;
+    wr.push(f); // a broken writer calls done, and so answer_written, before this returns
+}
+
+void server_conn::answer_written() noexcept {
+    --unwritten;
+    if (reader_waits && unwritten < answer_limit()) room.set();
+}
+
 void server_conn::reply_error(const wire::header& req, std::error_code e) {
     srv.stats_.refused.fetch_add(1, std::memory_order_relaxed);
     auto* f = new small_frame;
+    f->conn = this;
     wire::header h;
     h.type = wire::kind::response;
     h.id = req.id;
@@ -104,13 +151,17 @@ void server_conn::reply_error(const wire::header& req, std::error_code e) {
     wire::put(h, f->head);
     f->iov.push(f->head, sizeof f->head);
     f->done = free_small;
-    wr.push(*f);
+    queue_answer(*f);
 }
 
 result<void> server_conn::run() {
     GLUON_TRY(wr.start());
     result<void> end;
     for (;;) {
+        if (auto r = wait_for_room(); !r) {
+            end = r;
+            break;
+        }
         auto h = rd.next_header();
         if (!h) {
             if (h.error() != std::errc::no_message_available) end = unexpected(h.error());
@@ -261,7 +312,7 @@ void server_conn::finish(server_call* c, std::error_code e) {
     }
     wire::put(h, c->head);
     c->out.done = server_call::written;
-    wr.push(c->out);
+    queue_answer(c->out);
 }
 
 void server_conn::watch() {
@@ -371,8 +422,8 @@ std::vector<method_info> server::methods() const {
 
 server::counters server::stats() const noexcept {
     auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    return {get(stats_.calls), get(stats_.refused), get(stats_.cancelled), get(stats_.expired),
-            get(stats_.malformed)};
+    return {get(stats_.calls),   get(stats_.refused),   get(stats_.cancelled),
+            get(stats_.expired), get(stats_.malformed), get(stats_.throttled)};
 }
 
 result<void> server::serve(net::byte_stream& s) {

@@ -58,6 +58,9 @@ struct server_options {
     /// skipped; the connection goes on).
     size_t max_frame_bytes = 16 << 20;
     /// Calls running at once on one connection; more are refused with errc::too_many_requests.
+    /// Also the answers that may wait to be written on one connection: while that many wait (a
+    /// client that sends requests but does not read its answers), the connection reads no more
+    /// requests until the client reads.
     size_t max_in_flight = 1024;
     /// Each connection's read buffer; requests larger than half of it are read into place.
     size_t read_buffer_bytes = 64 << 10;
@@ -149,6 +152,8 @@ public:
         uint64_t cancelled = 0; ///< calls the client cancelled
         uint64_t expired = 0;   ///< calls whose deadline passed on the server
         uint64_t malformed = 0; ///< connections closed for a malformed frame
+        uint64_t throttled = 0; ///< times a connection stopped reading requests because
+                                ///< max_in_flight answers waited to be written
     };
     /// A snapshot; connections on any vCPU add to it.
     counters stats() const noexcept;
@@ -176,7 +181,8 @@ private:
     std::vector<std::string> service_names_;
     // serve() may run on several vCPUs at once (a sharded server): the counters are shared.
     struct shared_counters {
-        std::atomic<uint64_t> calls{0}, refused{0}, cancelled{0}, expired{0}, malformed{0};
+        std::atomic<uint64_t> calls{0}, refused{0}, cancelled{0}, expired{0}, malformed{0},
+            throttled{0};
     };
     shared_counters stats_;
 };
