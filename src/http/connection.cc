@@ -241,6 +241,7 @@ void connection::handle() {
     res_.reset();
     continue_sent_ = false;
     body_error_ = 0;
+    body_stalled_ = false;
     pending_ = 0;
     body_done_ = h.body == framing::none;
     body_left_ = h.body == framing::length ? h.content_length : 0;
@@ -289,6 +290,9 @@ bool connection::finish_body() {
     if (body_error_) return false;
     // The client may be waiting for a 100 Continue that will not come: do not wait for its body.
     if (req_.head_.expect_continue && !continue_sent_) return false;
+    // The client stalled for as long as the handler would wait: waiting up to body_timeout more
+    // for the rest would hold the handler's answer back (and then replace it with a 408).
+    if (body_stalled_) return false;
     uint64_t drained = 0;
     for (;;) {
         auto n = read_body(t_discard, sizeof t_discard, forever);
@@ -327,7 +331,7 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
             return k;
         }
         auto r = s_.read_some(buf, want, wait);
-        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return errno_error(ETIMEDOUT);
+        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return body_stalled_ = true, errno_error(ETIMEDOUT);
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         body_left_ -= *r;
@@ -363,7 +367,7 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
         }
         if (end_ == cap_) return fail(EPROTO);  // a chunk line longer than the room (cannot happen: 8 KiB > 4 KiB)
         auto r = s_.read_some(in_ + end_, cap_ - end_, wait);
-        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return errno_error(ETIMEDOUT);
+        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return body_stalled_ = true, errno_error(ETIMEDOUT);
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         end_ += *r;

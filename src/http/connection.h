@@ -98,6 +98,7 @@ private:
     size_t pending_ = 0;      // chunked: decoded bytes at start_ not yet handed out
     bool body_done_ = true;
     int body_error_ = 0;      // errno of a failed body read (EMSGSIZE, EPROTO, ...)
+    bool body_stalled_ = false;  // a read of the body waited out the handler's own timeout
     bool continue_sent_ = false;
     uint64_t response_bytes_ = 0;  // of the last response, for the access log
 };

@@ -390,6 +390,94 @@ TEST_P(http_server_test, a_body_that_stalls_gets_408_and_absolute_form_targets_r
     EXPECT_EQ(r->body, "http://t/path?x=1");  // the handler sees the target as sent
 }
 
+// read_body with a timeout of the handler's own (a gRPC call's deadline): a client that sends
+// part of its body and stalls has the read end with ETIMEDOUT after that timeout, not
+// body_timeout, and gets the handler's answer at once; a client that keeps sending gets its
+// body read whole although it takes several of those timeouts; and a read that timed out
+// leaves the body readable.
+TEST_P(http_server_test, read_body_waits_at_most_the_handlers_own_timeout) {
+    constexpr auto k_wait = 200ms;
+    server_options o;
+    o.body_timeout = 10s;  // beyond the test: only the handler's timeout can end a read
+    router r;
+    r.post("/timed", [&](request& req, response& res) {
+        std::string got;
+        char buf[4096];
+        for (;;) {
+            auto n = req.read_body(buf, sizeof buf, k_wait);
+            if (!n) {
+                res.status(504);
+                res.body(got + "|" + n.error().message());
+                return;
+            }
+            if (*n == 0) break;
+            got.append(buf, *n);
+        }
+        res.body(got);
+    });
+    // Waits out one timeout, says so in the first chunk of its answer, then reads the body.
+    r.post("/again", [&](request& req, response& res) {
+        char buf[4096];
+        auto n = req.read_body(buf, sizeof buf, k_wait);
+        if (n || n.error() != std::errc::timed_out) return res.status(500);
+        if (!res.write("timed out;")) return;
+        std::string got;
+        for (;;) {
+            n = req.read_body(buf, sizeof buf, 5s);
+            if (!n || *n == 0) break;
+            got.append(buf, *n);
+        }
+        (void)res.write(n ? got : std::string("failed"));
+    });
+    start(r.as_handler(), o);
+
+    auto stalled = connect();
+    ASSERT_TRUE(send_text(stalled, "POST /timed HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf"));
+    const int64_t t0 = mono_now_ns();
+    std::string buf;
+    auto rep = read_reply(stalled, buf);
+    const int64_t took = mono_now_ns() - t0;
+    ASSERT_TRUE(rep) << "no answer within 5 s";
+    EXPECT_EQ(rep->status, 504);
+    EXPECT_EQ(rep->body, "half|" + std::make_error_code(std::errc::timed_out).message());
+    EXPECT_GE(took, 200'000'000);
+    EXPECT_LT(took, 1'500'000'000);
+    EXPECT_FALSE(rep->keep_alive);  // the rest of the body may still come: the connection ends
+    EXPECT_TRUE(closed_by_server(stalled));
+
+    auto steady = connect();
+    ASSERT_TRUE(send_text(steady, "POST /timed HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n"));
+    const int64_t t1 = mono_now_ns();
+    for (char ch = '0'; ch <= '9'; ++ch) {
+        ASSERT_TRUE(this_fiber::sleep_for(k_wait / 4));  // the client's pace, well within the handler's wait
+        ASSERT_TRUE(send_text(steady, std::string(1, ch)));
+    }
+    buf.clear();
+    rep = read_reply(steady, buf);
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->status, 200) << rep->body;
+    EXPECT_EQ(rep->body, "0123456789");
+    EXPECT_TRUE(rep->keep_alive);
+    EXPECT_GT(mono_now_ns() - t1, 400'000'000) << "the body must outlast the handler's timeout to mean anything";
+
+    auto again = connect();
+    ASSERT_TRUE(send_text(again, "POST /again HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\n"));
+    std::string raw;
+    char tmp[4096];
+    while (raw.find("timed out;") == std::string::npos) {  // the rest of the body is sent only then
+        auto n = again.read_some(tmp, sizeof tmp, 5s);
+        ASSERT_TRUE(n && *n > 0) << raw;
+        raw.append(tmp, *n);
+    }
+    ASSERT_TRUE(send_text(again, "abcdef"));
+    while (!raw.ends_with("\r\n0\r\n\r\n")) {
+        auto n = again.read_some(tmp, sizeof tmp, 5s);
+        ASSERT_TRUE(n && *n > 0) << raw;
+        raw.append(tmp, *n);
+    }
+    EXPECT_NE(raw.find("\r\n6\r\nabcdef\r\n"), std::string::npos) << raw;
+}
+
 TEST_P(http_server_test, targets_in_no_allowed_form_get_400_and_absolute_form_names_the_host) {
     start([](request& req, response& res) {
         res.body(std::string(req.host()) + " " + std::string(req.path()) + " " + std::string(req.query()));

@@ -67,6 +67,8 @@ public:
     /// The same, waiting at most `timeout` for bytes when that is shorter than body_timeout: for
     /// a handler with a deadline of its own (a gRPC call's). Errors: those of read_body; a
     /// `timeout` that passes gives ETIMEDOUT and, unlike body_timeout, leaves the body readable.
+    /// A handler that then answers without reading the rest has its answer sent at once (over
+    /// HTTP/1.1 the connection closes after it instead of waiting for the rest of the body).
     result<size_t> read_body(void* buf, size_t n, duration timeout);
     /// The whole body, read into memory owned by the request. Errors: those of read_body.
     result<std::string_view> body();
