@@ -70,7 +70,7 @@ result<void> map_queues(session_impl& si, shm_file q) {
 // Server: the client's buffer region, shared with its other sessions.
 result<void> map_region(session_impl& si, shm_file f) {
     std::lock_guard lk(si.registry->mu);
-    auto& slot = si.registry->by_identity[f.identity()];
+    auto& slot = si.registry->slot(f.identity());
     if (auto r = slot.lock()) {
         // The same object, perhaps shrunk since the first session mapped it.
         if (f.size() < r->map.size()) return fail(errc::bad_region);
@@ -131,6 +131,14 @@ result<void> open_files(session_impl& si, const wire::share_memory_paths& p) {
 }
 
 }  // namespace
+
+std::weak_ptr<region_ref>& region_registry::slot(identity id) {
+    if (by_identity.size() >= purge_at) {
+        std::erase_if(by_identity, [](const auto& e) { return e.second.expired(); });
+        purge_at = std::max<size_t>(16, 2 * by_identity.size());
+    }
+    return by_identity[id];
+}
 
 std::string unique_prefix(const std::string& prefix) {
     static std::atomic<uint32_t> counter{0};

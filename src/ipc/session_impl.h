@@ -33,8 +33,17 @@ struct region_ref {
 /// Server side: regions already mapped, by (device, inode), so a client's sessions share one
 /// mapping of its region (shmipc-go keys them by path, which two clients can share by mistake).
 struct region_registry {
+    using identity = std::pair<dev_t, ino_t>;
     gluon::mutex mu;
-    std::map<std::pair<dev_t, ino_t>, std::weak_ptr<region_ref>> by_identity;
+    std::map<identity, std::weak_ptr<region_ref>> by_identity;
+    size_t purge_at = 16;  // by_identity's size that makes slot() purge it
+
+    /// The entry for id, empty if new (under mu). Purges the entries of regions whose sessions
+    /// all ended first whenever the map doubled since the last purge: clients that came and went
+    /// leave nothing behind, at an amortised constant cost per entry.
+    std::weak_ptr<region_ref>& slot(identity id);
+    /// Entries, live or not purged yet (under mu).
+    size_t size() const noexcept { return by_identity.size(); }
 };
 
 /// A received message: slices of the region (checked when received; freed as they are read),

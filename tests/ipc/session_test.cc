@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <dirent.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -696,6 +697,47 @@ TEST_P(ipc_session, the_server_forgets_streams_it_closed_first) {
     expect_full(*c);
     ASSERT_TRUE(c->close());
     ASSERT_TRUE(s->close());
+}
+
+// The registry of client regions a server session was accepted with (its listener's).
+std::shared_ptr<detail::region_registry> registry_of(const session& s) {
+    return static_cast<const detail::session_impl*>(s.impl_owner())->registry;
+}
+
+size_t registry_size(detail::region_registry& r) {
+    std::lock_guard lk(r.mu);
+    return r.size();
+}
+
+// A listener forgets the regions of clients that came and went (it kept an entry for each
+// client ever seen, for its whole life).
+TEST_P(ipc_session, the_listener_forgets_regions_of_clients_gone) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    ASSERT_TRUE(l);
+    constexpr size_t k_clients = 100;
+    std::shared_ptr<detail::region_registry> registry;
+    size_t most = 0;
+    for (size_t i = 0; i < k_clients; ++i) {
+        std::optional<session> s;
+        fiber acc = *spawn([&] {
+            auto r = l->accept(10s);
+            ASSERT_TRUE(r) << r.error().message();
+            s = std::move(*r);
+        });
+        auto c = session::connect(addr, o);  // a region of its own: a new memfd each time
+        ASSERT_TRUE(c) << c.error().message();
+        ASSERT_TRUE(acc.join());
+        ASSERT_TRUE(s);
+        if (!registry) registry = registry_of(*s);
+        most = std::max(most, registry_size(*registry));
+        ASSERT_TRUE(c->close());
+        ASSERT_TRUE(s->close());
+    }
+    // One client at a time: entries of gone clients are purged as new ones come (16 at least
+    // are let accumulate first), not one kept per client.
+    EXPECT_LE(most, 32u);
 }
 
 // With fallback_after, a writer that waited that long for space sends over the socket instead.
