@@ -23,22 +23,31 @@ namespace {
 
 // ---- reader-writer locks -----------------------------------------------------------------------
 // Readers first, as glibc's default (PTHREAD_RWLOCK_PREFER_READER_NP): a thread that holds a read
-// lock may take it again while a writer waits. The writer is remembered, so that unlock knows
-// which lock it releases and a thread asking again for a lock it holds for writing gets EDEADLK,
-// as from glibc.
+// lock may take it again while a writer waits. The kind
+// PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP (pthread_rwlockattr_setkind_np, or its static
+// initializer) puts writers first, as glibc does: while a writer waits no read lock is given, so
+// a stream of readers cannot starve it (read locks then do not nest). glibc serves
+// PTHREAD_RWLOCK_PREFER_WRITER_NP as readers first; so does this.
+// The writer is remembered, so that unlock knows which lock it releases and a thread asking
+// again for a lock it holds for writing gets EDEADLK, as from glibc.
 struct prwlock {
     gluon::mutex m;
     gluon::condition_variable readers_cv, writers_cv;
     unsigned readers = 0;
+    unsigned writers_waiting = 0;
     uintptr_t writer = 0;  // the holder's owner token; 0: not held for writing
+    bool prefer_writer = false;
 };
 
-// glibc's x86-64 pthread_rwlock_t: __pad2 is never used; __shared says process-shared.
+// glibc's x86-64 pthread_rwlock_t: __pad2 is never used; __shared says process-shared; __flags
+// is the kind, set by pthread_rwlock_init or a static initializer.
 static_assert(sizeof(pthread_rwlock_t) == 56);
 void** rwlock_slot(pthread_rwlock_t* l) { return reinterpret_cast<void**>(&l->__data.__pad2); }
 bool shared(pthread_rwlock_t* l) { return __atomic_load_n(&l->__data.__shared, __ATOMIC_RELAXED) != 0; }
 prwlock* get(pthread_rwlock_t* l) {
-    return lazily<prwlock>(rwlock_slot(l), [](prwlock&) {});
+    return lazily<prwlock>(rwlock_slot(l), [l](prwlock& p) {
+        p.prefer_writer = l->__data.__flags == PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP;
+    });
 }
 
 // Takes l for reading or writing within `d` (negative: no limit; zero: only a try). 0, EBUSY (a
@@ -48,11 +57,22 @@ int rwlock_take(pthread_rwlock_t* l, bool write, duration d) {
     const uintptr_t me = gluon::mutex::current_owner_token();
     std::unique_lock lk(p->m);
     if (p->writer == me) return EDEADLK;
-    auto free_for_me = [p, write] { return p->writer == 0 && (!write || p->readers == 0); };
-    auto& cv = write ? p->writers_cv : p->readers_cv;
-    if (d < duration::zero()) cv.wait(lk, free_for_me);
-    else if (!free_for_me() && (d == duration::zero() || !cv.wait_for(lk, d, free_for_me)))
-        return d == duration::zero() ? EBUSY : ETIMEDOUT;
+    auto free_for_me = [p, write] {
+        if (p->writer) return false;
+        return write ? p->readers == 0 : !(p->prefer_writer && p->writers_waiting);
+    };
+    if (!free_for_me()) {
+        if (d == duration::zero()) return EBUSY;
+        auto& cv = write ? p->writers_cv : p->readers_cv;
+        if (write) ++p->writers_waiting;
+        bool got = true;
+        if (d < duration::zero()) cv.wait(lk, free_for_me);
+        else got = cv.wait_for(lk, d, free_for_me);
+        // A writer that gives up may have been the last one holding readers off.
+        if (write && --p->writers_waiting == 0 && !got && !p->writer && p->prefer_writer)
+            p->readers_cv.notify_all();
+        if (!got) return ETIMEDOUT;
+    }
     if (write) {
         p->writer = me;
     } else {
@@ -67,7 +87,7 @@ int rwlock_release(pthread_rwlock_t* l) {
     std::unique_lock lk(p->m);
     if (p->writer) {
         p->writer = 0;
-        p->readers_cv.notify_all();
+        if (!p->prefer_writer || !p->writers_waiting) p->readers_cv.notify_all();  // (else a writer is next)
         p->writers_cv.notify_all();  // (all: one that was told and then timed out would lose it)
     } else if (p->readers) {
         if (--p->readers == 0) p->writers_cv.notify_all();

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 /* Plain C threads (no gluon) making the blocking calls that have no asynchronous form: a
- * semaphore wait, a reader-writer lock, a barrier, waitpid, flock, fcntl's F_OFD_SETLKW,
+ * semaphore wait, a reader-writer lock (and writer-preferring ones, where a waiting writer
+ * holds off the readers that come after it), a barrier, waitpid, flock, fcntl's F_OFD_SETLKW,
  * sigwait, ppoll and pselect
  * without a signal mask, select (which gives back the time left), poll with one socket in two
  * entries, receives on numbers made by dup2, dup and F_DUPFD, pthread_once whose routine
@@ -401,6 +402,88 @@ static void* flagger(void* arg) {
     return NULL;
 }
 
+/* ---- a writer-preferring rwlock: a writer that waits holds off the readers after it -------- */
+/* The kind PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP, set with pthread_rwlockattr_setkind_np
+ * (wp_set, made in main) or by its static initializer (wp_static). */
+static pthread_rwlock_t wp_set;
+static pthread_rwlock_t wp_static = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static int wp_written, wp_gave_up;
+/* True once a writer waits for l, which the caller holds for reading: a try for reading then
+ * fails, where a reader-preferring lock keeps giving read locks. False if *gave_up is set first
+ * (a timed writer that is no longer waiting), or after 5 s. */
+static int writer_waits(pthread_rwlock_t* l, const int* gave_up) {
+    const double t0 = seconds_now();
+    int r;
+    while ((r = pthread_rwlock_tryrdlock(l)) == 0) {
+        CHECK(pthread_rwlock_unlock(l) == 0);
+        if ((gave_up && __atomic_load_n(gave_up, __ATOMIC_ACQUIRE)) || seconds_now() - t0 > 5) return 0;
+        sched_yield(); /* lets the writer run and start waiting */
+    }
+    return r == EBUSY;
+}
+static void* wp_first_reader(void* arg) {
+    pthread_rwlock_t* l = arg;
+    CHECK(pthread_rwlock_rdlock(l) == 0);
+    announce(19);
+    CHECK(writer_waits(l, NULL));
+    announce(20);
+    await_stage(21); /* the next reader is about to ask */
+    CHECK(pthread_rwlock_unlock(l) == 0);
+    return NULL;
+}
+static void* wp_writer(void* arg) {
+    pthread_rwlock_t* l = arg;
+    await_stage(19);
+    CHECK(pthread_rwlock_wrlock(l) == 0);
+    wp_written = 1;
+    CHECK(pthread_rwlock_unlock(l) == 0);
+    return NULL;
+}
+static void* wp_next_reader(void* arg) {
+    pthread_rwlock_t* l = arg;
+    await_stage(20);
+    announce(21);
+    CHECK(pthread_rwlock_rdlock(l) == 0);
+    CHECK(wp_written == 1); /* the writer, which came first, had it first */
+    CHECK(pthread_rwlock_unlock(l) == 0);
+    return NULL;
+}
+/* A writer that gives up lets in the readers it held off: the holder keeps its read lock until
+ * the late reader has one too (a late reader left waiting would hang the program). */
+static void* wp_holder(void* arg) {
+    pthread_rwlock_t* l = arg;
+    CHECK(pthread_rwlock_rdlock(l) == 0);
+    announce(22);
+    writer_waits(l, &wp_gave_up); /* so that the late reader asks while the writer waits */
+    announce(23);
+    await_stage(24);
+    CHECK(pthread_rwlock_unlock(l) == 0);
+    return NULL;
+}
+static void* wp_timed_writer(void* arg) {
+    pthread_rwlock_t* l = arg;
+    await_stage(22);
+    struct timespec t = in_ms(CLOCK_REALTIME, 500);
+    CHECK(pthread_rwlock_timedwrlock(l, &t) == ETIMEDOUT);
+    __atomic_store_n(&wp_gave_up, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+static void* wp_late_reader(void* arg) {
+    pthread_rwlock_t* l = arg;
+    await_stage(23);
+    CHECK(pthread_rwlock_rdlock(l) == 0);
+    announce(24);
+    CHECK(pthread_rwlock_unlock(l) == 0);
+    return NULL;
+}
+/* Runs a, b and c as three threads on arg and joins them. */
+static void trio(void* (*a)(void*), void* (*b)(void*), void* (*c)(void*), void* arg) {
+    pthread_t t[3];
+    void* (*fn[3])(void*) = {a, b, c};
+    for (int i = 0; i < 3; ++i) CHECK(pthread_create(&t[i], NULL, fn[i], arg) == 0);
+    for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
+}
+
 /* ---- SO_RCVTIMEO: a receive with nothing to read gives up, as it would in a thread ---------- */
 static void* timed_receiver(void* arg) {
     (void)arg;
@@ -526,6 +609,14 @@ int main(void) {
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dsv) == 0);
     pair(dup_receiver, dup_sender, NULL);
     pair(ofd_holder, ofd_waiter, NULL);
+    pthread_rwlockattr_t wa;
+    CHECK(pthread_rwlockattr_init(&wa) == 0);
+    CHECK(pthread_rwlockattr_setkind_np(&wa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP) == 0);
+    CHECK(pthread_rwlock_init(&wp_set, &wa) == 0);
+    pthread_rwlockattr_destroy(&wa);
+    trio(wp_first_reader, wp_writer, wp_next_reader, &wp_set);
+    CHECK(pthread_rwlock_destroy(&wp_set) == 0);
+    trio(wp_holder, wp_timed_writer, wp_late_reader, &wp_static);
     pthread_t tr;
     CHECK(pthread_create(&tr, NULL, timed_receiver, NULL) == 0);
     pthread_join(tr, NULL);
