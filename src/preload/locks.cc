@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/fiber_local.h"
 #include "gluon/sync/condition_variable.h"
 #include "gluon/sync/mutex.h"
 #include "preload.h"
@@ -134,7 +135,37 @@ gluon::recursive_mutex& once_lock(pthread_once_t* o) {
     return *p;
 }
 
+// The init routines the calling fiber (or thread) is inside, innermost first, each on its
+// pthread_once's stack frame. A routine left by an exception or a thread's cancellation unwinds
+// through its frame, which unlocks the control; pthread_exit of a fiber leaves by a longjmp that
+// skips it, so it unlocks the controls itself (abandon_once_routines).
+struct once_running {
+    gluon::recursive_mutex& lock;
+    once_running* outer;
+
+    static void*& innermost() {
+        static const size_t key = gluon::detail::fls_new_key(nullptr);
+        return gluon::detail::fls_slot(key);
+    }
+    explicit once_running(gluon::recursive_mutex& l) : lock(l) {
+        lock.lock();
+        outer = static_cast<once_running*>(innermost());
+        innermost() = this;
+    }
+    ~once_running() {
+        innermost() = outer;
+        lock.unlock();
+    }
+};
+
 }  // namespace
+
+void abandon_once_routines() noexcept {
+    void*& innermost = once_running::innermost();
+    for (auto* r = static_cast<once_running*>(innermost); r; r = r->outer) r->lock.unlock();
+    innermost = nullptr;
+}
+
 }  // namespace gluon::preload
 
 using namespace gluon::preload;
@@ -156,11 +187,12 @@ int sched_yield() noexcept {
     return 0;
 }
 
-// A routine that ends by cancellation or an exception leaves the control not done, as glibc's.
+// A routine that ends by cancellation, pthread_exit or an exception leaves the control not done
+// and unlocked, as if never called (POSIX; glibc does the same): the next caller runs its routine.
 int pthread_once(pthread_once_t* o, void (*init)(void)) {
     if (!GLUON_PROGRAM_CALL()) return GLUON_REAL(pthread_once)(o, init);
     if (__atomic_load_n(o, __ATOMIC_ACQUIRE) & k_once_done) return 0;
-    std::lock_guard g(once_lock(o));
+    once_running running(once_lock(o));
     if (!(__atomic_load_n(o, __ATOMIC_ACQUIRE) & k_once_done)) {
         init();
         __atomic_store_n(o, k_once_done, __ATOMIC_RELEASE);

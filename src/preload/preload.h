@@ -69,6 +69,11 @@ auto keep_errno(F f) {
     return r;
 }
 
+/// Unlocks the pthread_once controls whose init routines the calling fiber is inside (locks.cc),
+/// leaving them not done: pthread_exit calls it before its longjmp skips their unlocking, so
+/// that the next caller runs its routine (POSIX: as if pthread_once had not been called).
+void abandon_once_routines() noexcept;
+
 /// Logs `name` once per process as a call that blocks the whole vCPU when made from a fiber.
 void note_vcpu_blocking(const char* name) noexcept;
 

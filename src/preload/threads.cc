@@ -312,6 +312,7 @@ pthread_t pthread_self() noexcept {
 void pthread_exit(void* ret) {
     if (pfiber* h = current_pfiber()) {
         h->ret = ret;
+        abandon_once_routines();  // (the jump skips their unlocking in pthread_once)
         longjmp(h->exit_to, 1);  // to run_pfiber; C frames only (no unwinding)
     }
     GLUON_REAL(pthread_exit)(ret);

@@ -5,7 +5,8 @@
  * sigwait, ppoll and pselect
  * without a signal mask, select (which gives back the time left), poll with one socket in two
  * entries, receives on numbers made by dup2, dup and F_DUPFD, pthread_once whose routine
- * sleeps, a spin lock held across a sleep,
+ * sleeps (and one whose routine ends its thread: another caller then runs its own), a spin
+ * lock held across a sleep,
  * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, name lookups (and
  * their h_errno) and system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
  * once. In each, one thread waits until another
@@ -484,6 +485,33 @@ static void trio(void* (*a)(void*), void* (*b)(void*), void* (*c)(void*), void* 
     for (int i = 0; i < 3; ++i) pthread_join(t[i], NULL);
 }
 
+/* ---- pthread_once whose routine ends its thread: the once is as if never called ----------- */
+/* Another thread waiting in pthread_once meanwhile then runs its own routine (a control left
+ * locked would hold it, and every later caller, for good). */
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static int exit_once_runs;
+static void exiting_routine(void) {
+    __atomic_add_fetch(&exit_once_runs, 1, __ATOMIC_RELAXED);
+    announce(25);
+    await_stage(26); /* the other thread is about to call pthread_once */
+    pthread_exit((void*)7);
+}
+static void finishing_routine(void) { __atomic_add_fetch(&exit_once_runs, 10, __ATOMIC_RELAXED); }
+static void* once_exiter(void* arg) {
+    (void)arg;
+    pthread_once(&exit_once, exiting_routine);
+    CHECK(!"pthread_exit returned");
+    return NULL;
+}
+static void* once_after_exit(void* arg) {
+    (void)arg;
+    await_stage(25);
+    announce(26);
+    CHECK(pthread_once(&exit_once, finishing_routine) == 0);
+    CHECK(pthread_once(&exit_once, exiting_routine) == 0); /* done now: runs nothing */
+    return NULL;
+}
+
 /* ---- SO_RCVTIMEO: a receive with nothing to read gives up, as it would in a thread ---------- */
 static void* timed_receiver(void* arg) {
     (void)arg;
@@ -617,6 +645,14 @@ int main(void) {
     trio(wp_first_reader, wp_writer, wp_next_reader, &wp_set);
     CHECK(pthread_rwlock_destroy(&wp_set) == 0);
     trio(wp_holder, wp_timed_writer, wp_late_reader, &wp_static);
+    pthread_t ox, oa;
+    void* exit_value = NULL;
+    CHECK(pthread_create(&ox, NULL, once_exiter, NULL) == 0);
+    CHECK(pthread_create(&oa, NULL, once_after_exit, NULL) == 0);
+    CHECK(pthread_join(ox, &exit_value) == 0 && exit_value == (void*)7);
+    struct timespec od = in_ms(CLOCK_REALTIME, 5000);
+    CHECK(pthread_timedjoin_np(oa, NULL, &od) == 0); /* its pthread_once returned */
+    CHECK(exit_once_runs == 11);
     pthread_t tr;
     CHECK(pthread_create(&tr, NULL, timed_receiver, NULL) == 0);
     pthread_join(tr, NULL);
