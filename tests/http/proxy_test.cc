@@ -226,6 +226,69 @@ TEST_P(proxy_test, streams_large_bodies_both_ways_over_http1_and_http2) {
     }
 }
 
+// The proxy's send timeouts bound each wait between two writes, not a whole write: a slow but
+// steady reader gets a large body that takes several timeouts, downstream (a client reading
+// the upstream's answer) and upstream (an upstream reading the client's upload, sent up in
+// pieces of up to buffer_bytes, here as large as the HTTP/2 stream window lets them grow).
+TEST_P(proxy_test, slow_steady_readers_get_bodies_that_outlast_the_send_timeouts) {
+    GLUON_REQUIRE_PEER(have("curl"), "no curl command");
+    constexpr auto k_timeout = 400ms;  // as in the server's own test of its send timeout
+    constexpr size_t k_down = 16 << 20, k_up = 60 << 20;
+    auto steady_pause = [] { (void)this_fiber::sleep_for(2ms); };  // after each 64 KiB read
+    r_.get("/huge", [](request&, response& res) { res.body(std::string(k_down, 'h')); });
+    r_.post("/slow_sum", [steady_pause](request& req, response& res) {
+        uint64_t n = 0, sum = 0;
+        std::vector<char> buf(64 * 1024);
+        for (;;) {
+            auto k = req.read_body(buf.data(), buf.size());
+            if (!k) return res.status(400);
+            if (*k == 0) break;
+            for (size_t i = 0; i < *k; ++i) sum = sum * 31 + static_cast<unsigned char>(buf[i]);
+            n += *k;
+            steady_pause();
+        }
+        res.body(std::to_string(n) + " " + std::to_string(sum));
+    });
+    start_upstream();
+    proxy_options po;
+    po.upstreams = {upstream_addr()};
+    po.send_timeout = k_timeout;
+    po.buffer_bytes = 32 << 20;
+    server_options so;
+    so.max_body_bytes = 64 << 20;
+    so.send_timeout = k_timeout;  // the proxy's writes to its client are its server's
+    so.h2_stream_window = 32 << 20;
+    so.h2_connection_window = 64 << 20;
+    auto s = server::start(net::address::ipv4_loopback(0), reverse_proxy(po), so);
+    ASSERT_TRUE(s) << s.error().message();
+    proxy_ = std::move(*s);
+
+    auto c = net::stream::connect(proxy_->local_address(), 5s);
+    ASSERT_TRUE(c);
+    const std::string get = "GET /huge HTTP/1.1\r\nHost: t\r\n\r\n";
+    ASSERT_TRUE(c->write_all(get.data(), get.size(), 5s));
+    auto t0 = std::chrono::steady_clock::now();
+    size_t got = 0;
+    std::vector<char> buf(64 * 1024);
+    while (got < k_down) {  // (the head's bytes count too: enough to have the whole body)
+        auto n = c->read_some(buf.data(), buf.size(), 5s);
+        if (!n || *n == 0) break;
+        got += *n;
+        steady_pause();
+    }
+    EXPECT_GE(got, k_down);
+    EXPECT_GT(std::chrono::steady_clock::now() - t0, 3 * k_timeout / 2)
+        << "the download must outlast the timeout to mean anything";
+
+    std::string upload = pattern(k_up);
+    write_file(dir_ + "/upload", upload);
+    t0 = std::chrono::steady_clock::now();
+    auto r = curl({"--http2-prior-knowledge", "--data-binary", "@" + dir_ + "/upload", proxy_url("/slow_sum")});
+    EXPECT_EQ(r.out, sum_of(upload)) << r.err;
+    EXPECT_GT(std::chrono::steady_clock::now() - t0, 3 * k_timeout / 2)
+        << "the upload must outlast the timeout to mean anything";
+}
+
 TEST_P(proxy_test, head_passes_the_length_on_without_a_body) {
     GLUON_REQUIRE_PEER(have("curl"), "no curl command");
     start_upstream();

@@ -37,7 +37,7 @@ struct tunnel {
                 (void)to.shutdown(idle);
                 return;
             }
-            if (!to.write_all(buf, *n, idle)) break;
+            if (!to.write_all(buf, *n, stall_timeout{idle})) break;  // idle: no progress for that long
             last_activity = mono_now_ns();
         }
         failed = true;
@@ -71,7 +71,7 @@ struct forward_state {
         auto early = res.upgrade("HTTP/1.1 200 Connection Established\r\n\r\n");
         if (!early) return;
         // What the client sent after its request (a TLS ClientHello, often) goes first.
-        if (!early->empty() && !up->write_all(early->data(), early->size(), o.send_timeout)) return;
+        if (!early->empty() && !up->write_all(early->data(), early->size(), stall_timeout{o.send_timeout})) return;
         net::byte_stream& client = req.stream();
         tunnel t{o.tunnel_idle_timeout};
         auto up_dir = spawn([&] { t.pump(client, *up, 0); });

@@ -28,8 +28,10 @@ relay_outcome upstream_failure(int error, bool answered, bool retryable) {
 }
 
 /// Sends the head (if not sent yet) and one piece of the body, framed; n == 0 ends the body.
+/// The timeout bounds each wait for the upstream to take more, not the piece: a slow but steady
+/// upstream takes a piece of any size (buffer_bytes may be large).
 result<void> send_piece(net::stream& s, std::string_view& head, const char* data, size_t n,
-                        upstream_body body, duration timeout) {
+                        upstream_body body, stall_timeout timeout) {
     iovec v[5];
     int k = 0;
     char line[24];
@@ -51,7 +53,7 @@ result<void> send_piece(net::stream& s, std::string_view& head, const char* data
     // One writev is the common case; its timeout counts from when it waits, so no clock is read.
     size_t want = 0;
     for (int i = 0; i < k; ++i) want += v[i].iov_len;
-    size_t put = GLUON_TRY(s.writev(v, k, timeout));
+    size_t put = GLUON_TRY(s.writev(v, k, timeout.gap));
     if (put == want) return {};
     if (put == 0) return errno_error(EPIPE);
     int i = 0;
@@ -93,7 +95,7 @@ relay_outcome relay(upstream_conn& c, request& req, response& res, const request
             if (!r) return client_failure();
             n = *r;
         }
-        if (auto w = send_piece(c.sock, head, b, n, body, o.send_timeout); !w)
+        if (auto w = send_piece(c.sock, head, b, n, body, stall_timeout{o.send_timeout}); !w)
             return upstream_failure(w.error().value(), false, body == upstream_body::none);
         if (n == 0) break;
     }
