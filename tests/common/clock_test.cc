@@ -74,5 +74,22 @@ TEST(clock, step_timeouts_give_the_first_step_the_whole_timeout) {
     EXPECT_EQ(step_timeouts(forever).deadline(), k_no_deadline);
 }
 
+TEST(clock, stall_timeouts_give_every_step_the_gap_within_their_deadline) {
+    step_timeouts s(stall_timeout{300ms});
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(s.next(), duration(300ms));
+    EXPECT_EQ(s.deadline(), k_no_deadline);
+    // Far off, the deadline leaves each step the whole gap; near, what is left; passed, nothing.
+    step_timeouts far(stall_timeout{300ms, deadline_after(std::chrono::minutes(2))});
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(far.next(), duration(300ms));
+    const deadline_t near_deadline = deadline_after(100ms);
+    step_timeouts near(stall_timeout{300ms, near_deadline});
+    EXPECT_EQ(near.deadline(), near_deadline);
+    const duration left = near.next();
+    EXPECT_LE(left, duration(100ms));
+    EXPECT_GT(left, duration(0));
+    step_timeouts passed(stall_timeout{300ms, mono_now_ns() - 1});
+    EXPECT_EQ(passed.next(), duration(0));
+}
+
 }  // namespace
 }  // namespace gluon

@@ -79,27 +79,31 @@ inline duration time_left(deadline_t d) noexcept {
 
 /// A timeout on each wait of a transfer instead of on the whole call: a transfer that keeps
 /// moving never times out, one that makes no progress for `gap` does. What servers call a send
-/// timeout "between two successive writes": a slow but steady client gets a large file.
+/// timeout "between two successive writes": a slow but steady client gets a large file. A
+/// `deadline`, if set, bounds the whole transfer too (a client call's total timeout).
 struct stall_timeout {
     duration gap;
+    deadline_t deadline = k_no_deadline;
 };
 
 /// The timeouts of the steps of one call bounded by one deadline: the first step gets the whole
 /// timeout (the deadline was set a moment ago), later ones what is left. Saves a clock read in
 /// the common case of a call done in one step. Made from a stall_timeout, every step gets the
-/// whole gap (each step of a transfer either moves bytes or fails).
+/// whole gap (each step of a transfer either moves bytes or fails), or what is left before its
+/// deadline when that is less.
 class step_timeouts {
 public:
     explicit step_timeouts(duration t) noexcept : t_(t), d_(timeout_deadline(t)) {}
-    explicit step_timeouts(stall_timeout s) noexcept : t_(s.gap), d_(k_no_deadline), stall_(true) {}
+    explicit step_timeouts(stall_timeout s) noexcept : t_(s.gap), d_(s.deadline), stall_(true) {}
     duration next() noexcept {
-        if (first_ || stall_) {
+        if (stall_) return timeout_left(t_, d_);  // (no clock is read without a deadline)
+        if (first_) {
             first_ = false;
             return t_;
         }
         return time_left(d_);
     }
-    /// The whole call's deadline (k_no_deadline for stall timeouts).
+    /// The whole call's deadline (a stall timeout's own, k_no_deadline if it has none).
     deadline_t deadline() const noexcept { return d_; }
 
 private:
