@@ -40,7 +40,9 @@ int connect(int fd, const sockaddr* addr, socklen_t len) noexcept;
 int shutdown(int fd, int how) noexcept;
 /// setsockopt(2). SO_RCVTIMEO and SO_SNDTIMEO also bound this facade's own waits on fd, as the
 /// kernel's would bound a blocking call: a receive (read, recv*, accept) or a send (write,
-/// send*) that waits longer fails with EAGAIN, a connect with EINPROGRESS.
+/// send*) that waits longer fails with EAGAIN, a connect with EINPROGRESS. An error the kernel
+/// reports before then is the call's as it is, ETIMEDOUT included (the kernel gave up on the
+/// connection: TCP_USER_TIMEOUT, keepalive, SYN retries).
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept;
 
 // ---- transfers ----------------------------------------------------------------------------------

@@ -29,6 +29,16 @@ deadline_t limit_deadline(int fd, short events) noexcept {
     return d > duration::zero() ? deadline_after(d) : k_no_deadline;
 }
 
+// True if an operation's -ETIMEDOUT is its SO_RCVTIMEO/SO_SNDTIMEO deadline passing, not the
+// kernel's (a TCP user timeout, keepalive or SYN retries running out), which must reach the
+// caller as it is. The park timer fires only once the monotonic clock has reached the deadline,
+// so a -ETIMEDOUT with time left is the kernel's. (One the kernel reports after the deadline,
+// before the vCPU ran its timer, reads as the limit: the kernel's own blocking call would have
+// ended with EAGAIN first.)
+bool limit_ran_out(long r, deadline_t deadline) noexcept {
+    return r == -ETIMEDOUT && deadline != k_no_deadline && mono_now_ns() >= deadline;
+}
+
 // poll(2)'s timeout until d (-1: no deadline); 0 once it has passed.
 int poll_timeout(deadline_t d) noexcept {
     if (d == k_no_deadline) return -1;
@@ -40,14 +50,15 @@ int poll_timeout(deadline_t d) noexcept {
 // wants to wait; otherwise the system call itself. A thread that is not a vCPU and finds
 // EAGAIN on an fd it wants blocking (the epoll engine made it O_NONBLOCK) waits in poll(2).
 // The wait is bounded by the socket's SO_RCVTIMEO (input) or SO_SNDTIMEO (output) as the
-// caller set it; when it runs out the call fails with EAGAIN, as the kernel's does.
+// caller set it; when it runs out the call fails with EAGAIN, as the kernel's does (any error the
+// kernel reports, ETIMEDOUT included, is the call's).
 template <typename Direct>
 long run(int fd, bool dontwait, short events, io_op op, Direct direct) noexcept {
     const bool wait = !dontwait && !nonblocking(fd);
     const deadline_t deadline = wait ? limit_deadline(fd, events) : k_no_deadline;
     if (wait && is_vcpu()) {
         const long r = run_op(op, deadline);
-        return r == -ETIMEDOUT && deadline != k_no_deadline ? -EAGAIN : r;
+        return limit_ran_out(r, deadline) ? -EAGAIN : r;
     }
     for (;;) {
         long r = direct();
@@ -104,7 +115,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
     if (is_vcpu()) {
         auto op = io_op::connect(fd, addr, len);
         long r = run_op(op, deadline);
-        if (r == -ETIMEDOUT && deadline != k_no_deadline) r = -EINPROGRESS;  // (the kernel's answer)
+        if (limit_ran_out(r, deadline)) r = -EINPROGRESS;  // (the kernel's answer)
         return static_cast<int>(set_errno(r));
     }
     long r = sys::connect(fd, addr, len);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -315,6 +316,63 @@ TEST_P(posix_test, socket_timeouts_bound_the_waits) {
     ASSERT_TRUE(this_fiber::sleep_for(std::chrono::milliseconds(100)));  // past the old limit
     EXPECT_EQ(posix::write(q.client, "z", 1), 1);
     ASSERT_TRUE(reader->join());
+}
+
+// Only SO_RCVTIMEO or SO_SNDTIMEO running out is EAGAIN (connect: EINPROGRESS): an ETIMEDOUT
+// the kernel reports meanwhile, having given up on the connection, is the call's. Each case
+// skips on a kernel that does not give up before the limit (the call then ends with it).
+const timeval k_limit{10, 0};
+const auto k_ran_out = std::chrono::seconds(k_limit.tv_sec) - std::chrono::milliseconds(50);
+const int k_user_timeout_ms = 200;
+
+// A receive parked while the kernel gives up on a send: p.server never reads, so once the
+// client's data fills its window the window stays shut, and the kernel gives up after
+// TCP_USER_TIMEOUT (Linux 5.11 and later).
+TEST_P(posix_test, receive_reports_the_kernels_etimedout) {
+    using clk = std::chrono::steady_clock;
+    tcp_pair p;
+    const int small = 4096;
+    ASSERT_EQ(setsockopt(p.server, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+    ASSERT_EQ(setsockopt(p.client, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    ASSERT_EQ(setsockopt(p.client, IPPROTO_TCP, TCP_USER_TIMEOUT, &k_user_timeout_ms, sizeof k_user_timeout_ms), 0);
+    ASSERT_EQ(posix::setsockopt(p.client, SOL_SOCKET, SO_RCVTIMEO, &k_limit, sizeof k_limit), 0);
+    const std::string chunk(1 << 16, 'w');
+    while (posix::send(p.client, chunk.data(), chunk.size(), MSG_DONTWAIT) > 0) {
+    }
+    ASSERT_EQ(errno, EAGAIN);
+    char b[8];
+    const auto t0 = clk::now();
+    errno = 0;
+    EXPECT_EQ(posix::recv(p.client, b, sizeof b, 0), -1);
+    const int e = errno;
+    if (e == EAGAIN && clk::now() - t0 >= k_ran_out)
+        GTEST_SKIP() << "this kernel keeps a connection whose peer's window stays shut";
+    EXPECT_EQ(e, ETIMEDOUT) << strerror(e);
+}
+
+// A blocking connect to a listener whose accept queue is full: the listener drops its SYNs, and
+// the kernel gives up after TCP_USER_TIMEOUT or TCP_SYNCNT retries.
+TEST_P(posix_test, connect_reports_the_kernels_etimedout) {
+    using clk = std::chrono::steady_clock;
+    tcp_pair p;
+    ASSERT_EQ(posix::listen(p.listener, 0), 0);  // a queue of one, which `filler` takes
+    int filler = posix::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(posix::connect(filler, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr), 0) << strerror(errno);
+    int c = posix::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int syn_retries = 1;
+    ASSERT_EQ(setsockopt(c, IPPROTO_TCP, TCP_USER_TIMEOUT, &k_user_timeout_ms, sizeof k_user_timeout_ms), 0);
+    ASSERT_EQ(setsockopt(c, IPPROTO_TCP, TCP_SYNCNT, &syn_retries, sizeof syn_retries), 0);
+    ASSERT_EQ(posix::setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &k_limit, sizeof k_limit), 0);
+    const auto t0 = clk::now();
+    errno = 0;
+    const int r = posix::connect(c, reinterpret_cast<sockaddr*>(&p.addr), sizeof p.addr);
+    const int e = errno;
+    const auto waited = clk::now() - t0;
+    posix::close(c);
+    posix::close(filler);
+    ASSERT_EQ(r, -1) << "connected past a full accept queue";
+    if (e == EINPROGRESS && waited >= k_ran_out) GTEST_SKIP() << "this kernel kept sending SYNs past the limit";
+    EXPECT_EQ(e, ETIMEDOUT) << strerror(e);
 }
 
 TEST_P(posix_test, nonblocking_sockets_keep_eagain) {
