@@ -246,7 +246,10 @@ struct client::impl {
             head += "Content-Length: " + std::to_string(req.body.size()) + "\r\n";
         head += "\r\n";
         iovec v[2] = {{head.data(), head.size()}, {const_cast<char*>(req.body.data()), with_body && !streamed ? req.body.size() : 0}};
-        GLUON_TRY(s.writev_all(v, v[1].iov_len ? 2 : 1, timeout_left(rt, total)));
+        // read_timeout bounds each wait for the server to take more, not the whole upload (a
+        // large body to a slow but steady server); only total_timeout bounds all of it.
+        const stall_timeout wt{rt, total};
+        GLUON_TRY(s.writev_all(v, v[1].iov_len ? 2 : 1, wt));
         if (streamed) {
             char chunk[16 * 1024];
             for (;;) {
@@ -256,7 +259,7 @@ struct client::impl {
                 *r.ptr++ = '\r';
                 *r.ptr++ = '\n';
                 iovec cv[3] = {{line, static_cast<size_t>(r.ptr - line)}, {chunk, n}, {const_cast<char*>("\r\n"), 2}};
-                GLUON_TRY(s.writev_all(cv, 3, timeout_left(rt, total)));
+                GLUON_TRY(s.writev_all(cv, 3, wt));
                 if (n == 0) break;
             }
         }

@@ -378,6 +378,43 @@ TEST_P(http_client_test, read_timeout_and_body_limit_fail_clearly) {
     EXPECT_EQ(c.get(origin + "/a b").error(), std::errc::invalid_argument);
 }
 
+// read_timeout bounds each wait for the server to take more of a request body, not the whole
+// upload: a slow but steady server gets a body that takes several read timeouts to send. The
+// call's own timeout still bounds all of it.
+TEST_P(http_client_test, a_slow_steady_server_gets_an_upload_that_outlasts_the_read_timeout) {
+    constexpr size_t k_size = 32 << 20;  // far more than the sockets' buffers hold
+    constexpr auto k_timeout = 400ms;    // as in the server's test of its send timeout
+    server_options o;
+    o.max_body_bytes = 64 << 20;
+    std::string origin = serve([](request& req, response& res) {
+        std::vector<char> buf(64 * 1024);
+        uint64_t n = 0;
+        for (;;) {  // a steady reader: 64 KiB, then a pause far shorter than the timeout
+            auto k = req.read_body(buf.data(), buf.size());
+            if (!k || *k == 0) break;
+            n += *k;
+            (void)this_fiber::sleep_for(3ms);
+        }
+        res.body(std::to_string(n));
+    }, o);
+    client c({.read_timeout = k_timeout, .retries = 0});
+    client_request up;
+    up.method = method::post;
+    up.url = origin + "/upload";
+    up.body.assign(k_size, 'u');
+    const int64_t t0 = mono_now_ns();
+    auto r = c.send(up);
+    const int64_t took = mono_now_ns() - t0;
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, std::to_string(k_size));
+    EXPECT_GT(took, 600'000'000) << "the upload must outlast the timeout to mean anything";
+
+    up.timeout = 300ms;  // the call's limit ends the same upload early
+    const int64_t t1 = mono_now_ns();
+    EXPECT_EQ(c.send(up).error(), std::errc::timed_out);
+    EXPECT_LT(mono_now_ns() - t1, 1'000'000'000);
+}
+
 // connect_timeout covers the TCP handshake (a listener whose accept queue is full drops the
 // SYN) and the TLS one (a server that accepts and never answers the ClientHello).
 TEST_P(http_client_test, connect_timeout_ends_a_handshake_that_never_completes) {

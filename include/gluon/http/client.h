@@ -26,7 +26,8 @@ namespace gluon::http {
 
 struct client_options {
     duration connect_timeout = std::chrono::seconds(10);  // name resolution, TCP and TLS handshakes
-    duration read_timeout = std::chrono::seconds(30);     // between reads of a response
+    duration read_timeout = std::chrono::seconds(30);     // between reads of a response, and
+                                                          // between writes of a request's body
     duration total_timeout = std::chrono::minutes(2);     // the whole call, redirects included
     int max_redirects = 5;                                // 0: redirects are returned, not followed
     // Idempotent requests: new attempts after a connection failed before answering. Such a
