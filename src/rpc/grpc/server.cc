@@ -1,8 +1,10 @@
 #include <cstring>
 #include <memory>
 #include <exception>
+#include <utility>
 
 #include "framing.h"
+#include "gluon/common/ascii.h"
 #include "gluon/common/log.h"
 #include "gluon/rpc/grpc/server.h"
 
@@ -16,6 +18,7 @@ struct server_context::impl {
     detail::message_reader in;
     bool in_done = false;
     bool head_sent = false;
+    bool told_encodings = false;  // grpc-accept-encoding is in the head
     std::unique_ptr<char[]> out;  // a framed message (not zeroed: written before it is sent)
     size_t out_cap = 0, out_len = 0;
     std::string trailers;  // "name: value\r\n"...
@@ -26,6 +29,10 @@ struct server_context::impl {
 
     duration left() const noexcept { return time_left(ctx.deadline_); }
     void start_head();  // the response head, once, before the first message
+    // gRPC's answer to compression this side does not offer goes with the encodings it takes.
+    void tell_encodings() {
+        if (!std::exchange(told_encodings, true)) ctx.add_metadata("grpc-accept-encoding", "identity");
+    }
     void set_deadline(deadline_t d) noexcept { ctx.deadline_ = d; }
 };
 
@@ -86,7 +93,9 @@ result<bool> server_context::read(std::string_view& msg) {
             case detail::message_reader::step::message: return true;
             case detail::message_reader::step::more: break;
             case detail::message_reader::step::bad: return errno_error(EPROTO);
-            case detail::message_reader::step::compressed: return errno_error(EPROTO);
+            case detail::message_reader::step::compressed:
+                im_.tell_encodings();
+                return errno_error(ENOTSUP);
             case detail::message_reader::step::too_large: return errno_error(EMSGSIZE);
         }
         if (im_.in_done) {
@@ -172,8 +181,14 @@ http::handler server::as_handler() const {
         }
         status s;
         auto it = methods_.find(req.path());
+        std::string_view encoding = req.header("grpc-encoding");
         if (it == methods_.end()) {
             s = {code::unimplemented, "unknown method " + std::string(req.path())};
+        } else if (!encoding.empty() && !ascii_iequals(encoding, "identity")) {
+            // Its messages may be compressed with it: refused before the handler runs, as
+            // grpc-go does, rather than when a compressed one comes.
+            im.tell_encodings();
+            s = {code::unimplemented, "grpc-encoding " + std::string(encoding) + " is not supported"};
         } else {
             try {
                 s = it->second(im.ctx);

@@ -5,7 +5,10 @@
 //
 // Status codes, the grpc-status / grpc-message trailers (percent-encoded), grpc-timeout
 // deadlines and metadata follow the gRPC-over-HTTP/2 protocol; message compression is not
-// offered (a compressed message is refused with UNIMPLEMENTED).
+// offered: a request whose grpc-encoding is not identity is answered UNIMPLEMENTED before its
+// handler runs, and a message with the compressed flag cannot be read (ENOTSUP; the typed
+// helpers answer UNIMPLEMENTED), both with grpc-accept-encoding: identity. Malformed framing
+// is EPROTO (INTERNAL).
 #pragma once
 
 #include <cerrno>
@@ -36,7 +39,8 @@ public:
     deadline_t deadline() const noexcept { return deadline_; }
     /// The next request message into msg; false once the client has sent its last. Errors:
     /// ECANCELED (the client cancelled: RST_STREAM), ETIMEDOUT (the deadline passed), EPROTO (a
-    /// malformed or compressed message), EMSGSIZE (one over max_message_bytes), the stream's.
+    /// malformed message, or one cut short by the end of the request), ENOTSUP (a compressed
+    /// message: no compression is offered), EMSGSIZE (one over max_message_bytes), the stream's.
     result<bool> read(std::string& msg);
     /// The same without a copy: msg views the message in the call's buffer, valid until the
     /// next read.
@@ -109,12 +113,13 @@ result<void> write_message(server_context& ctx, const Msg& m) {
 
 /// The status a typed helper ends its call with when `got`, a result of server_context::read,
 /// brought no request message: the client's end of stream before one came is INTERNAL; a failed
-/// read keeps its reason, so a client whose message was too large, whose deadline passed or
-/// who cancelled learns that rather than an internal error.
+/// read keeps its reason, so a client whose message was too large or compressed, whose deadline
+/// passed or who cancelled learns that rather than an internal error.
 inline status no_request(const result<bool>& got) {
     if (got) return {code::internal, "no request message"};
     switch (got.error().value()) {
         case EMSGSIZE: return {code::resource_exhausted, "request message over max_message_bytes"};
+        case ENOTSUP: return {code::unimplemented, "compressed request message (no compression is offered)"};
         case ETIMEDOUT: return {code::deadline_exceeded, "deadline exceeded while reading the request"};
         case ECANCELED: return {code::cancelled, "the client cancelled the call"};
         default: return {code::internal, "no request message: " + got.error().message()};
