@@ -31,6 +31,7 @@ public:
     }
     result<void> close() noexcept override { return in_->close(); }
     int native_handle() const noexcept override { return in_->native_handle(); }
+    bool versioned() const noexcept override { return in_->versioned(); }
 
 protected:
     std::unique_ptr<file> in_;

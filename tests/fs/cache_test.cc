@@ -1,12 +1,13 @@
 // The cache filesystem over the local filesystem (every event engine and file engine) and over
-// the HTTP filesystem against nginx: blocks in memory and on disk, single-flight, read-ahead,
-// invalidation, and the refusal of writes.
+// the HTTP filesystem against nginx and a gluon server that sends no validators: blocks in
+// memory and on disk, single-flight, read-ahead, invalidation, and the refusal of writes.
 #include "gluon/fs/cache.h"
 
 #include <gtest/gtest.h>
 #include <sys/time.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -14,6 +15,7 @@
 #include "forwarding_fs.h"
 #include "fs_fixture.h"
 #include "gluon/fs/http.h"
+#include "gluon/http/server.h"
 #include "gluon/runtime/runtime.h"
 #include "support/nginx.h"
 
@@ -364,6 +366,92 @@ TEST_P(cache_http_test, caches_an_http_file_and_sees_a_new_etag_at_the_next_open
 }
 
 GLUON_ENGINE_TEST_SUITE(cache_http_test);
+
+// Over the HTTP filesystem and a gluon server that sends neither ETag nor Last-Modified.
+class cache_unvalidated_test : public test::engine_test {
+protected:
+    void SetUp() override {
+        test::engine_test::SetUp();
+        if (IsSkipped() || HasFatalFailure()) return;
+        std::string tmpl = std::filesystem::temp_directory_path() / "gluon-cache-XXXXXX";
+        ASSERT_TRUE(::mkdtemp(tmpl.data()));
+        dir_ = tmpl;
+    }
+    void TearDown() override {
+        if (!dir_.empty()) {
+            std::error_code ec;
+            std::filesystem::remove_all(dir_, ec);
+        }
+        test::engine_test::TearDown();
+    }
+    /// Serves *body at every path: HEAD and single byte ranges, no validators.
+    static result<std::unique_ptr<http::server>> serve(const std::string* body) {
+        return http::server::start(net::address::ipv4_loopback(0), [body](http::request& req, http::response& res) {
+            res.header("Accept-Ranges", "bytes");
+            unsigned long long first = 0, last = 0;
+            std::string range(req.header("Range"));
+            if (std::sscanf(range.c_str(), "bytes=%llu-%llu", &first, &last) == 2 && first <= last &&
+                last < body->size()) {
+                res.status(206);
+                res.header("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" +
+                                                std::to_string(body->size()));
+                return res.body(std::string_view(*body).substr(first, last - first + 1));
+            }
+            res.body(*body);  // a HEAD gets its length and no body
+        });
+    }
+    std::string dir_;
+};
+
+// Nothing in such a file's stat changes with its bytes: blocks keyed on the stat served the old
+// version of a file changed at the same size to every later open, and from the cache directory
+// to later processes too.
+TEST_P(cache_unvalidated_test, a_file_without_validators_is_fetched_again_at_each_open_and_never_kept_on_disk) {
+    std::string body = random_bytes(1 << 20, 21);
+    auto server = serve(&body);
+    ASSERT_TRUE(server) << server.error().message();
+    std::string origin = "http://127.0.0.1:" + std::to_string((*server)->local_address().port());
+    auto h = make_http_filesystem({.base_url = origin, .metadata_ttl = 0s});
+    ASSERT_TRUE(h);
+    std::shared_ptr<filesystem> http = std::move(*h);
+    cache_options o{.block_size = 256 << 10, .disk_dir = dir_ + "/blocks", .read_ahead_blocks = 0};
+    auto c = make_cached(http, o);
+    ASSERT_TRUE(c) << c.error().message();
+    auto read_all = [](filesystem& fs) {
+        auto f = fs.open("/blob", O_RDONLY);
+        EXPECT_TRUE(f) << f.error().message();
+        if (!f) return std::string();
+        std::string buf(1 << 20, '\0');
+        auto r = (*f)->pread_exactly(buf.data(), buf.size(), 0);
+        EXPECT_TRUE(r) << r.error().message();
+        return buf;
+    };
+
+    auto f = (*c)->open("/blob", O_RDONLY);
+    ASSERT_TRUE(f) << f.error().message();
+    EXPECT_FALSE((*f)->versioned());
+    std::string buf(body.size(), '\0');
+    ASSERT_TRUE((*f)->pread_exactly(buf.data(), buf.size(), 0));
+    EXPECT_EQ(buf, body);
+    auto ranges = http_fs_statistics(*http).range_reads;
+    ASSERT_TRUE((*f)->pread_exactly(buf.data(), buf.size(), 0));
+    EXPECT_EQ(http_fs_statistics(*http).range_reads, ranges);  // the open file's blocks, from memory
+
+    body = random_bytes(1 << 20, 22);  // same size, other bytes: the stat cannot tell
+    EXPECT_EQ(read_all(**c), body);
+    EXPECT_EQ(http_fs_statistics(*http).range_reads, ranges + 4);  // fetched again, block by block
+    EXPECT_EQ(cache_statistics(**c).disk_hits, 0u);
+    size_t kept = 0;
+    for (auto& e : std::filesystem::recursive_directory_iterator(o.disk_dir)) kept += e.is_regular_file();
+    EXPECT_EQ(kept, 0u);
+
+    body = random_bytes(1 << 20, 23);
+    auto again = make_cached(http, o);  // a restart on the same directory
+    ASSERT_TRUE(again);
+    EXPECT_EQ(read_all(**again), body);
+}
+
+GLUON_ENGINE_TEST_SUITE(cache_unvalidated_test);
 
 }  // namespace
 }  // namespace gluon::fs

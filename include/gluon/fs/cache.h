@@ -9,7 +9,11 @@
 //   filesystem derives its inode from the ETag), so a file changed at the source is a new file
 //   at its next open. An open file checks its source's identity again every revalidate_after;
 //   a change then fails reads with ESTALE, never mixing old blocks with new ones. A source read
-//   failing with ESTALE is passed on.
+//   failing with ESTALE is passed on. A source file whose stat cannot tell its versions apart
+//   (file::versioned() false: an HTTP file served without ETag and Last-Modified) gets an
+//   identity of its open file alone: its blocks serve that open file, from memory, and are
+//   never written to or looked for in the cache directory, so the next open (or process)
+//   fetches again instead of reading another version's blocks.
 // * Read-only, stated: every call that would write (open for writing or creating, mkdir,
 //   unlink, rename, truncate, ...) fails with EROFS. Writing through would need the source's
 //   write semantics (and an HTTP source has none); a cache that accepted writes it could not

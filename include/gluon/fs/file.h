@@ -53,6 +53,10 @@ public:
     virtual result<void> close() noexcept = 0;
     /// The underlying fd, or -1 for composed files.
     virtual int native_handle() const noexcept { return -1; }
+    /// Whether a change of the file's bytes shows in its stat (size, mtime or inode number), as a
+    /// local file's mtime does: what caches key their copies on. False for an HTTP file whose
+    /// server sent neither ETag nor Last-Modified (its stat is the same for every version).
+    virtual bool versioned() const noexcept { return true; }
 
     // Position-based calls on top of the positioned ones (the position is the object's, not
     // the kernel's: two file objects on one path have separate positions).

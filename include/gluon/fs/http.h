@@ -5,9 +5,12 @@
 // of the HTTP client: concurrent preads of one file go out on separate connections, the body
 // lands in the caller's buffer. Every read is pinned to the validator seen at open (If-Match with
 // a strong ETag, else If-Unmodified-Since, and the answer's own ETag and Content-Range checked):
-// a file changed on the server fails the read with ESTALE, never returns mixed content. A read
-// that fails on the connection (reset, closed mid-body, refused) or gets a 5xx is retried with
-// exponential backoff within its deadline. A server without Range support is read by streaming
+// a file changed on the server fails the read with ESTALE, never returns mixed content. A server
+// that sends neither ETag nor Last-Modified leaves nothing to pin to: a change of such a file
+// goes unseen, its stat is the same for every version, and its file::versioned() is false (the
+// cache filesystem then keeps its blocks for one open file only). A read that fails on the
+// connection (reset, closed mid-body, refused) or gets a 5xx is retried with exponential
+// backoff within its deadline. A server without Range support is read by streaming
 // the whole body up to the wanted window (correct, slow: put the cache filesystem in front).
 // HTTPS verifies the server against the system's CAs unless client options say otherwise.
 //

@@ -47,7 +47,8 @@ bool block_cache::present(block_key k) noexcept {
     return map_.count(k) != 0;
 }
 
-result<std::shared_ptr<block>> block_cache::get(block_key k, size_t len, file& src, int64_t off, deadline_t d) noexcept {
+result<std::shared_ptr<block>> block_cache::get(block_key k, size_t len, file& src, int64_t off, deadline_t d,
+                                                bool on_disk) noexcept {
     std::unique_lock g(lock_);
     for (;;) {
         auto it = map_.find(k);
@@ -75,7 +76,8 @@ result<std::shared_ptr<block>> block_cache::get(block_key k, size_t len, file& s
     bytes_ += len;
     g.unlock();
 
-    bool from_disk = disk_ && read_disk(k, *b);
+    const bool disk = disk_ && on_disk;
+    bool from_disk = disk && read_disk(k, *b);
     result<void> r;
     if (from_disk) {
         counters_.disk_hits.fetch_add(1, std::memory_order_relaxed);
@@ -97,7 +99,7 @@ result<std::shared_ptr<block>> block_cache::get(block_key k, size_t len, file& s
     b->fetched.notify_all();
     g.unlock();
     // Readers are on their way; the disk copy is written after.
-    if (disk_ && !from_disk) write_disk(k, *b);
+    if (disk && !from_disk) write_disk(k, *b);
     return b;
 }
 

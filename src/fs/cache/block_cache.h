@@ -52,10 +52,12 @@ public:
     cache_counters& counters() noexcept { return counters_; }
     cache_stats statistics() const noexcept;
 
-    /// The block, from memory, from the disk tier, or fetched from src at off (len bytes, known
-    /// by the caller), once however many fibers ask.
+    /// The block, from memory, from the disk tier (unless on_disk is false: then the block is
+    /// neither looked for nor written there), or fetched from src at off (len bytes, known by
+    /// the caller), once however many fibers ask.
     /// Errors: the fetch's (EIO, ETIMEDOUT, ...), ESTALE (also when src ends early), ECANCELED, ENOMEM.
-    result<std::shared_ptr<block>> get(block_key k, size_t len, file& src, int64_t off, deadline_t d) noexcept;
+    result<std::shared_ptr<block>> get(block_key k, size_t len, file& src, int64_t off, deadline_t d,
+                                       bool on_disk) noexcept;
     /// Reads n bytes at `from` of block k (len bytes long) from the cache directory into out,
     /// without bringing the block into memory. Done for a read of part of a block that is not
     /// in memory while memory is full: a whole block read back and copied in would only push

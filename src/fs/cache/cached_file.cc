@@ -29,6 +29,12 @@ uint64_t file_identity(std::string_view path, const struct stat& st, size_t bloc
     return fnv(h, v, sizeof v);
 }
 
+uint64_t open_identity(std::string_view path, const struct stat& st, size_t block_size) noexcept {
+    static std::atomic<uint64_t> opens{0};
+    uint64_t n = opens.fetch_add(1, std::memory_order_relaxed);
+    return fnv(file_identity(path, st, block_size), &n, sizeof n);
+}
+
 cached_file::cached_file(std::shared_ptr<block_cache> cache, std::shared_ptr<filesystem> source, std::string path,
                          std::shared_ptr<file> src, const struct stat& st) noexcept
     : cache_(std::move(cache)),
@@ -36,7 +42,9 @@ cached_file::cached_file(std::shared_ptr<block_cache> cache, std::shared_ptr<fil
       path_(std::move(path)),
       src_(std::move(src)),
       st_(st),
-      object_(file_identity(path_, st, cache_->options().block_size)),
+      versioned_(src_->versioned()),
+      object_(versioned_ ? file_identity(path_, st, cache_->options().block_size)
+                         : open_identity(path_, st, cache_->options().block_size)),
       blocks_((static_cast<uint64_t>(st.st_size) + cache_->options().block_size - 1) / cache_->options().block_size),
       checked_at_(mono_now_ns()) {}
 
@@ -68,8 +76,9 @@ void cached_file::prefetch(uint64_t index, bool ahead) noexcept {
     if (ahead) cache_->counters().read_ahead.fetch_add(1, std::memory_order_relaxed);
     auto& background = cache_->counters().background;  // counted before the fiber can end
     background.fetch_add(1, std::memory_order_relaxed);
-    auto f = spawn([cache = cache_, k = key(index), len = block_len(index), src = src_, off = offset(index), n = in_flight_] {
-        (void)cache->get(k, len, *src, off, k_no_deadline);  // a failure is met again by the reader
+    auto f = spawn([cache = cache_, k = key(index), len = block_len(index), src = src_, off = offset(index), n = in_flight_,
+                    disk = versioned_] {
+        (void)cache->get(k, len, *src, off, k_no_deadline, disk);  // a failure is met again by the reader
         n->fetch_sub(1, std::memory_order_relaxed);
         cache->counters().background.fetch_sub(1, std::memory_order_release);  // the block is in
     });
@@ -113,8 +122,8 @@ result<size_t> cached_file::do_pread(void* buf, size_t n, int64_t off, deadline_
         const uint64_t to = std::min<uint64_t>(len, o + n - start);
         char* dst = out + (start + from - o);
         // Part of a block: straight from the cache directory if memory has no room for it.
-        if (to - from < len && cache_->read_disk_part(key(b), len, dst, from, to - from)) continue;
-        auto blk = GLUON_TRY(cache_->get(key(b), len, *src_, offset(b), d));
+        if (to - from < len && versioned_ && cache_->read_disk_part(key(b), len, dst, from, to - from)) continue;
+        auto blk = GLUON_TRY(cache_->get(key(b), len, *src_, offset(b), d, versioned_));
         std::memcpy(dst, blk->data.get() + from, to - from);
     }
     const size_t ra = cache_->options().read_ahead_blocks;

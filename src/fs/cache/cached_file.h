@@ -14,6 +14,9 @@ namespace gluon::fs::detail {
 
 /// The identity of a file version: its path, size, mtime, inode and the block size.
 uint64_t file_identity(std::string_view path, const struct stat& st, size_t block_size) noexcept;
+/// The identity of one open of a file whose stat does not tell its versions apart (not
+/// file::versioned()): no other open has it, so each open fetches what it reads again.
+uint64_t open_identity(std::string_view path, const struct stat& st, size_t block_size) noexcept;
 
 class cached_file final : public file {
 public:
@@ -25,6 +28,7 @@ public:
     result<void> ftruncate(int64_t) noexcept override { return errno_error(EROFS); }
     result<void> fallocate(int, int64_t, int64_t) noexcept override { return errno_error(EROFS); }
     result<void> close() noexcept override;
+    bool versioned() const noexcept override { return versioned_; }
 
 protected:
     result<size_t> do_pread(void* buf, size_t n, int64_t off, deadline_t d) noexcept override;
@@ -45,6 +49,9 @@ private:
     const std::string path_;
     std::shared_ptr<file> src_;
     const struct stat st_;
+    /// The source tells its versions apart: blocks are shared by later opens and kept on disk.
+    /// Otherwise they serve this open file only, from memory.
+    const bool versioned_;
     const uint64_t object_;
     const uint64_t blocks_;
     std::atomic<int64_t> next_off_{-1};  // where a sequential reader's next read starts

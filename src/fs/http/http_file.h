@@ -23,6 +23,8 @@ public:
     result<void> ftruncate(int64_t) noexcept override { return errno_error(EROFS); }
     result<void> fallocate(int, int64_t, int64_t) noexcept override { return errno_error(EROFS); }
     result<void> close() noexcept override;
+    /// Without ETag and Last-Modified nothing tells one version of the file from another.
+    bool versioned() const noexcept override { return !meta_.etag.empty() || !meta_.last_modified.empty(); }
 
 protected:
     result<size_t> do_pread(void* buf, size_t n, int64_t off, deadline_t d) noexcept override;
