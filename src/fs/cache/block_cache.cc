@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <vector>
 
 #include "gluon/fs/path.h"
@@ -142,37 +143,70 @@ bool block_cache::read_disk(block_key k, block& b) noexcept {
 }
 
 void block_cache::write_disk(block_key k, const block& b) noexcept {
-    static std::atomic<uint64_t> seq{0};
     std::string final_path = block_path(k);
+    {
+        std::lock_guard g(disk_lock_);
+        // A block fetched again before its first copy's rename landed (memory let it go
+        // meanwhile): that copy is on its way.
+        if (!disk_writing_.insert(final_path).second) return;
+    }
+    bool kept = write_file(k, b, final_path);
+    std::vector<std::string> out;
+    {
+        std::lock_guard g(disk_lock_);
+        disk_writing_.erase(final_path);
+        if (kept && opts_.disk_bytes > 0) {
+            count_disk(std::move(final_path), b.len);
+            out = trim_disk(1);
+        }
+    }
+    remove_disk(out);
+}
+
+bool block_cache::write_file(block_key k, const block& b, const std::string& final_path) noexcept {
+    static std::atomic<uint64_t> seq{0};
     std::string tmp = final_path + ".tmp" + std::to_string(seq.fetch_add(1, std::memory_order_relaxed));
     auto f = disk_->open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!f && f.error() == std::errc::no_such_file_or_directory) {
         (void)disk_->mkdir(object_dir(k.object), 0755);
         f = disk_->open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     }
-    if (!f) return;  // the disk tier is a cache: a block it cannot keep is fetched again later
+    if (!f) return false;  // the disk tier is a cache: a block it cannot keep is fetched again later
     bool ok = static_cast<bool>((*f)->pwrite_all(b.data.get(), b.len, 0));
     ok = static_cast<bool>((*f)->close()) && ok;
     if (!ok || !disk_->rename(tmp, final_path)) {
         (void)disk_->unlink(tmp);
-        return;
+        return false;
     }
-    if (opts_.disk_bytes > 0) disk_added(std::move(final_path), b.len);
+    return true;
 }
 
-void block_cache::disk_added(std::string path, uint64_t size) noexcept {
-    std::vector<std::string> out;
-    {
-        std::lock_guard g(disk_lock_);
-        disk_order_.emplace_back(std::move(path), size);
-        disk_used_ += size;
-        while (disk_used_ > opts_.disk_bytes && disk_order_.size() > 1) {
-            disk_used_ -= disk_order_.front().second;
-            out.push_back(std::move(disk_order_.front().first));
-            disk_order_.pop_front();
-        }
+void block_cache::count_disk(std::string path, uint64_t size) noexcept {
+    // A file written again (one read back at the wrong size, say) replaced the one counted:
+    // it is counted once, as the newest.
+    if (auto it = disk_index_.find(path); it != disk_index_.end()) {
+        disk_used_ -= it->second->second;
+        disk_order_.erase(it->second);
+        disk_index_.erase(it);
     }
-    for (const auto& p : out) {
+    disk_order_.emplace_back(path, size);
+    disk_index_.emplace(std::move(path), std::prev(disk_order_.end()));
+    disk_used_ += size;
+}
+
+std::vector<std::string> block_cache::trim_disk(size_t keep) noexcept {
+    std::vector<std::string> out;
+    while (disk_used_ > opts_.disk_bytes && disk_order_.size() > keep) {
+        disk_used_ -= disk_order_.front().second;
+        disk_index_.erase(disk_order_.front().first);
+        out.push_back(std::move(disk_order_.front().first));
+        disk_order_.pop_front();
+    }
+    return out;
+}
+
+void block_cache::remove_disk(const std::vector<std::string>& paths) noexcept {
+    for (const auto& p : paths) {
         (void)disk_->unlink(p);  // a reader that has it open keeps its bytes
         counters_.disk_evictions.fetch_add(1, std::memory_order_relaxed);
     }
@@ -193,20 +227,10 @@ result<void> block_cache::scan_disk() noexcept {
     std::vector<std::string> out;
     {
         std::lock_guard g(disk_lock_);
-        for (auto& [t, f] : found) {
-            disk_used_ += f.second;
-            disk_order_.push_back(std::move(f));
-        }
-        while (disk_used_ > opts_.disk_bytes && !disk_order_.empty()) {
-            disk_used_ -= disk_order_.front().second;
-            out.push_back(std::move(disk_order_.front().first));
-            disk_order_.pop_front();
-        }
+        for (auto& [t, f] : found) count_disk(std::move(f.first), f.second);
+        out = trim_disk(0);
     }
-    for (const auto& p : out) {
-        (void)disk_->unlink(p);
-        counters_.disk_evictions.fetch_add(1, std::memory_order_relaxed);
-    }
+    remove_disk(out);
     return {};
 }
 

@@ -5,9 +5,12 @@
 
 #include <atomic>
 #include <deque>
+#include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "gluon/common/spinlock.h"
 #include "gluon/fs/cache.h"
@@ -74,11 +77,18 @@ public:
 private:
     result<void> load(block& b, file& src, int64_t off, deadline_t d) noexcept;
     bool read_disk(block_key k, block& b) noexcept;
+    /// Writes the block's file unless another fetch of the block writes it now, and counts it.
     void write_disk(block_key k, const block& b) noexcept;
+    /// The block's file, written whole to a temporary name and renamed into place.
+    bool write_file(block_key k, const block& b, const std::string& final_path) noexcept;
     void make_room() noexcept;  // under lock_
-    /// A block file of `size` bytes now exists at path: counted, and the oldest go while over
-    /// the bound.
-    void disk_added(std::string path, uint64_t size) noexcept;
+    /// A block file of `size` bytes now exists at path: counted once, as the newest, however
+    /// often it was written. Under disk_lock_.
+    void count_disk(std::string path, uint64_t size) noexcept;
+    /// Uncounts the oldest files, keeping at least `keep`, while over the bound; returns their
+    /// paths for remove_disk (done outside the lock). Under disk_lock_.
+    std::vector<std::string> trim_disk(size_t keep) noexcept;
+    void remove_disk(const std::vector<std::string>& paths) noexcept;
 
     cache_options opts_;
     std::unique_ptr<filesystem> disk_;  // the cache directory, or null
@@ -89,7 +99,10 @@ private:
     uint64_t bytes_ = 0;  // ready and fetching blocks' bytes
     uint64_t part_reads_ = 0;  // read_disk_part's calls, for its now-and-then promotion
     mutable spinlock disk_lock_;  // guards what follows (the files themselves are removed outside it)
-    std::deque<std::pair<std::string, uint64_t>> disk_order_;  // block files, oldest first
+    std::list<std::pair<std::string, uint64_t>> disk_order_;  // block files counted, oldest first
+    /// Each counted file's place in disk_order_: a path is counted once.
+    std::unordered_map<std::string, std::list<std::pair<std::string, uint64_t>>::iterator> disk_index_;
+    std::unordered_set<std::string> disk_writing_;  // block files being written
     uint64_t disk_used_ = 0;
 };
 
