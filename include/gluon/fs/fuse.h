@@ -7,6 +7,9 @@
 // left as they are), readlink, symlink, mkdir, unlink, rmdir, rename, link, open, create, read,
 // write, flush, release, fsync, opendir, readdir, readdirplus, releasedir, statfs, access.
 // Inodes are assigned per path as the kernel looks names up and are dropped when it forgets them.
+// A read that fails after part of its bytes is answered with the error: the kernel takes a
+// short answer through its page cache for the end of the file. With direct_io the part is
+// answered, a short read to the program, whose next read gets the error.
 //
 // Mounting as root uses mount(2); otherwise libfuse runs fusermount3. stop() (and the
 // destructor) unmounts; run_until_signalled() does so on SIGINT or SIGTERM too. An unmount from

@@ -253,12 +253,16 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
         std::unique_ptr<char[]> buf(new (std::nothrow) char[size ? size : 1]);
         if (!buf) return (void)reply(fuse_reply_err, req, ENOMEM);
         // The kernel asks for whole pages and takes a short answer as the end of the file: fill
-        // what the file has.
+        // what the file has. A read that fails part way is answered with the error: through the
+        // page cache the part would be taken for the end of the file (and the file's size cut
+        // to it). With direct_io a short answer reaches the program as a short read, whose next
+        // read meets the error, as read(2) reports an error after some bytes.
+        const bool direct = st(req).opts.direct_io;
         size_t got = 0;
         while (got < size) {
             auto n = f->pread(buf.get() + got, size - got, off + static_cast<off_t>(got));
             if (!n) {
-                if (got > 0) break;
+                if (got > 0 && direct) break;
                 return (void)reply(fuse_reply_err, req, err(n.error()));
             }
             if (*n == 0) break;
