@@ -247,6 +247,39 @@ TEST_P(fuse_test, a_read_failing_part_way_is_an_error_not_the_end_of_the_file) {
     EXPECT_EQ(slurp(copy), slurp(src_ + "/torn").substr(0, 8192));
 }
 
+// An inode whose name went (renamed over, unlinked) while a program held it open kept that
+// name as its path: asked for its attributes (fstat, here through /dev/fd) or opened again
+// (/proc's links), it answered with the file that took the name. Its open file still serves it;
+// what needs its name is ESTALE. An inode moved with its directory follows it.
+TEST_P(fuse_test, an_inode_whose_name_is_gone_never_reaches_the_file_that_took_the_name) {
+    std::ofstream(src_ + "/a") << "old\n";
+    std::ofstream(src_ + "/b") << "the new file\n";
+    std::ofstream(src_ + "/c") << "ccc\n";
+    std::ofstream(src_ + "/d") << "dddd\n";
+    stdfs::create_directories(src_ + "/p/q");
+    std::ofstream(src_ + "/p/q/f") << "in p\n";
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::move(*local), {.attr_timeout = 0s});  // every stat asks (the kernel keeps a size after an unlink)
+    if (IsSkipped() || HasFatalFailure()) return;
+    const std::string cd = "cd " + mnt_ + " && ";
+    const std::string size3 = "{ stat -L -c %s /dev/fd/3 2>/dev/null || echo gone; }";
+    // Renamed over: the old file's inode is not the new file's.
+    EXPECT_EQ(sh(cd + "exec 3< a && mv b a && " + size3 + " && { cat /dev/fd/3 2>/dev/null || echo gone; } && cat <&3 && cat a"),
+              "gone\ngone\nold\nthe new file\n");
+    // Unlinked, and the name made again.
+    EXPECT_EQ(sh(cd + "exec 3< c && rm c && echo newer-and-longer > c && " + size3 + " && cat <&3 && cat c"),
+              "gone\nccc\nnewer-and-longer\n");
+    // Its directory renamed: the inode goes with it.
+    EXPECT_EQ(sh(cd + "exec 3< p/q/f && mv p r && " + size3 + " && cat r/q/f"), "5\nin p\n");
+    // An open file whose name is gone is truncated through the file (ftruncate needs no name).
+    if (!test::find_program("perl").empty()) {
+        EXPECT_EQ(sh(cd + "exec 3<> d && rm d && perl -e 'open(my $f, \"+<&=\", 3) or die; truncate($f, 2) or die \"$!\"' "
+                          "&& cat <&3"),
+                  "dd");
+    }
+}
+
 TEST_P(fuse_test, ends_when_unmounted_from_outside) {
     auto local = open_local(src_);
     ASSERT_TRUE(local);

@@ -70,7 +70,8 @@ struct dir_handle {
 
 dir_handle* dir_of(fuse_file_info* fi) { return reinterpret_cast<dir_handle*>(fi->fh); }
 
-/// With the path of ino, or ESTALE if the kernel names an inode it has forgotten.
+/// With the path of ino, or ESTALE if the kernel names an inode it has forgotten or whose name
+/// is gone (unlinked or renamed over while open or cached: the name may be another file's now).
 #define GLUON_FUSE_PATH(var, s, ino)                          \
     auto var##_opt = (s).inodes.path(ino);                    \
     if (!var##_opt) return (void)reply(fuse_reply_err, req, ESTALE); \
@@ -122,12 +123,16 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     struct stat a = *attr;
     run(req, [req, ino, f, a, to_set] {
         state& s = st(req);
-        GLUON_FUSE_PATH(p, s, ino);
+        // An open file whose name is gone (unlinked, renamed over) is truncated and stated
+        // through the file; its times need the name.
+        auto p = s.inodes.path(ino);
+        const bool times = to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME);
+        if (!p && (!f || times)) return (void)reply(fuse_reply_err, req, ESTALE);
         if (to_set & FUSE_SET_ATTR_SIZE) {
-            auto r = f ? f->ftruncate(a.st_size) : s.fs->truncate(p, a.st_size);
+            auto r = f ? f->ftruncate(a.st_size) : s.fs->truncate(*p, a.st_size);
             if (!r) return (void)reply(fuse_reply_err, req, err(r.error()));
         }
-        if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+        if (times) {
             timespec t[2];
             t[0] = to_set & FUSE_SET_ATTR_ATIME_NOW ? timespec{0, UTIME_NOW}
                    : to_set & FUSE_SET_ATTR_ATIME   ? a.st_atim
@@ -135,10 +140,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
             t[1] = to_set & FUSE_SET_ATTR_MTIME_NOW ? timespec{0, UTIME_NOW}
                    : to_set & FUSE_SET_ATTR_MTIME   ? a.st_mtim
                                                     : timespec{0, UTIME_OMIT};
-            if (auto r = s.fs->utimes(p, t); !r) return (void)reply(fuse_reply_err, req, err(r.error()));
+            if (auto r = s.fs->utimes(*p, t); !r) return (void)reply(fuse_reply_err, req, err(r.error()));
         }
         // Mode and owners: a gluon filesystem has no call for them; left as they are.
-        auto now = s.fs->lstat(p);
+        auto now = p ? s.fs->lstat(*p) : f->fstat();
         if (!now) return (void)reply(fuse_reply_err, req, err(now.error()));
         reply_attr(req, s, ino, *now);
     });

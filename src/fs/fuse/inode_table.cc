@@ -13,7 +13,7 @@ inode_table::inode_table() {
 std::optional<std::string> inode_table::path(uint64_t ino) {
     std::lock_guard g(lock_);
     auto it = by_ino_.find(ino);
-    if (it == by_ino_.end()) return std::nullopt;
+    if (it == by_ino_.end() || it->second.path.empty()) return std::nullopt;
     return it->second.path;
 }
 
@@ -45,18 +45,19 @@ void inode_table::forget(uint64_t ino, uint64_t n) {
 }
 
 void inode_table::renamed(const std::string& from, const std::string& to) {
+    if (from == to) return;  // rename(2) of a name onto itself changes nothing
     std::lock_guard g(lock_);
-    // Whatever the target named before is replaced.
-    if (auto t = by_path_.find(to); t != by_path_.end()) by_path_.erase(t);
     std::vector<std::pair<std::string, uint64_t>> moved;
     for (auto it = by_path_.begin(); it != by_path_.end();) {
-        const std::string& p = it->first;
-        if (p == from || (p.size() > from.size() && p.compare(0, from.size(), from) == 0 && p[from.size()] == '/')) {
-            moved.emplace_back(to + p.substr(from.size()), it->second);
-            it = by_path_.erase(it);
+        if (under(it->first, from)) {
+            moved.emplace_back(to + it->first.substr(from.size()), it->second);
+        } else if (under(it->first, to)) {
+            unname(it->second);  // replaced: what to named before
         } else {
             ++it;
+            continue;
         }
+        it = by_path_.erase(it);
     }
     for (auto& [p, ino] : moved) {
         by_ino_[ino].path = p;
@@ -66,7 +67,18 @@ void inode_table::renamed(const std::string& from, const std::string& to) {
 
 void inode_table::removed(const std::string& path) {
     std::lock_guard g(lock_);
-    by_path_.erase(path);
+    if (auto it = by_path_.find(path); it != by_path_.end()) {
+        unname(it->second);
+        by_path_.erase(it);
+    }
+}
+
+bool inode_table::under(const std::string& p, const std::string& top) {
+    return p == top || (p.size() > top.size() && p.compare(0, top.size(), top) == 0 && p[top.size()] == '/');
+}
+
+void inode_table::unname(uint64_t ino) {
+    if (auto it = by_ino_.find(ino); it != by_ino_.end()) it->second.path.clear();
 }
 
 }  // namespace gluon::fs::detail

@@ -16,7 +16,8 @@ namespace gluon::fs::detail {
 class inode_table {
 public:
     inode_table();
-    /// The path of ino, or nullopt if the kernel has forgotten it.
+    /// The path of ino, or nullopt if the kernel has forgotten it or its name is gone (removed
+    /// or renamed over: a path kept would name whatever took the name next).
     std::optional<std::string> path(uint64_t ino);
     /// The child's path ("/" + name under the root).
     std::optional<std::string> child(uint64_t parent, std::string_view name);
@@ -24,16 +25,21 @@ public:
     uint64_t remember(const std::string& path);
     /// The kernel dropped n references.
     void forget(uint64_t ino, uint64_t n);
-    /// from (and everything under it) is now at to.
+    /// from (and everything under it) is now at to; what to (and anything under it) named
+    /// before has no path now.
     void renamed(const std::string& from, const std::string& to);
-    /// path no longer names its inode (which lives on while the kernel holds it).
+    /// path no longer names its inode, which lives on without a path while the kernel holds it.
     void removed(const std::string& path);
 
 private:
     struct node {
-        std::string path;
+        std::string path;  // empty: the name is gone
         uint64_t lookups = 0;
     };
+    /// p is top or below it.
+    static bool under(const std::string& p, const std::string& top);
+    /// ino keeps no path (its by_path_ entry is the caller's to erase). Under lock_.
+    void unname(uint64_t ino);
     spinlock lock_;
     std::unordered_map<uint64_t, node> by_ino_;
     std::unordered_map<std::string, uint64_t> by_path_;
