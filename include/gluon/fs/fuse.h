@@ -8,9 +8,9 @@
 // write, flush, release, fsync, opendir, readdir, readdirplus, releasedir, statfs, access.
 // Inodes are assigned per path as the kernel looks names up and are dropped when it forgets them.
 // An inode whose name goes (unlinked, or renamed over) while the kernel holds it keeps no path:
-// its open files still read, write and truncate, while what needs the name (attributes asked
-// without an open file, as fstat(2) asks; opening it again through /proc; setting its times)
-// fails with ESTALE rather than reach the file that took the name.
+// its open files still read, write, truncate and answer fstat(2) (its attributes come from one
+// of them), while what needs the name (opening it again through /proc; setting its times) fails
+// with ESTALE rather than reach the file that took the name.
 // A read that fails after part of its bytes is answered with the error: the kernel takes a
 // short answer through its page cache for the end of the file. With direct_io the part is
 // answered, a short read to the program, whose next read gets the error.

@@ -3,6 +3,7 @@
 #include <dirent.h>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -61,7 +62,26 @@ void reply_attr(fuse_req_t req, state& s, fuse_ino_t ino, struct stat a) {
     reply(fuse_reply_attr, req, &a, s.attr_timeout);
 }
 
-file* file_of(fuse_file_info* fi) { return reinterpret_cast<file*>(fi->fh); }
+/// An open file's handle: shared with the inode table, which answers the kernel's questions
+/// about an inode whose name is gone through it.
+using file_box = std::shared_ptr<file>;
+
+file_box* box_of(fuse_file_info* fi) { return reinterpret_cast<file_box*>(fi->fh); }
+file* file_of(fuse_file_info* fi) { return box_of(fi)->get(); }
+
+/// Hands f to the kernel as info's handle (and to the inode table); false if the opener was
+/// interrupted (f is closed and dropped then).
+template <typename Answer>
+bool hand_over(state& s, fuse_ino_t ino, std::unique_ptr<file> f, fuse_file_info& info, Answer&& answer) {
+    auto* box = new file_box(std::move(f));
+    s.inodes.opened(ino, *box);
+    info.fh = reinterpret_cast<uint64_t>(box);
+    if (answer(&info) == 0) return true;
+    s.inodes.closed(ino, box->get());
+    (void)(*box)->close();
+    delete box;
+    return false;
+}
 
 struct dir_handle {
     std::vector<dir_entry> entries;
@@ -111,8 +131,16 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
             auto a = f->fstat();
             if (a) return reply_attr(req, s, ino, *a);
         }
-        GLUON_FUSE_PATH(p, s, ino);
-        auto a = s.fs->lstat(p);
+        auto p = s.inodes.path(ino);
+        if (!p) {
+            // fstat(2) sends no open file: an inode whose name is gone answers through one of its own.
+            auto of = s.inodes.open_file(ino);
+            if (!of) return (void)reply(fuse_reply_err, req, ESTALE);
+            auto a = of->fstat();
+            if (!a) return (void)reply(fuse_reply_err, req, err(a.error()));
+            return reply_attr(req, s, ino, *a);
+        }
+        auto a = s.fs->lstat(*p);
         if (!a) return (void)reply(fuse_reply_err, req, err(a.error()));
         reply_attr(req, s, ino, *a);
     });
@@ -228,10 +256,9 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         GLUON_FUSE_PATH(p, s, ino);
         auto f = s.fs->open(p, info.flags & ~(O_CREAT | O_EXCL | O_NOCTTY));
         if (!f) return (void)reply(fuse_reply_err, req, err(f.error()));
-        info.fh = reinterpret_cast<uint64_t>(f->release());
         info.keep_cache = s.opts.keep_cache;
         info.direct_io = s.opts.direct_io;
-        if (reply(fuse_reply_open, req, &info) != 0) delete file_of(&info);  // the opener was interrupted
+        hand_over(s, ino, std::move(*f), info, [req](fuse_file_info* i) { return reply(fuse_reply_open, req, i); });
     });
 }
 
@@ -247,8 +274,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
         if (!a) return (void)reply(fuse_reply_err, req, err(a.error()));
         fuse_entry_param e = entry(s, *p, *a);
         info.direct_io = s.opts.direct_io;
-        info.fh = reinterpret_cast<uint64_t>(f->release());
-        if (reply(fuse_reply_create, req, &e, &info) != 0) delete file_of(&info);
+        hand_over(s, e.ino, std::move(*f), info,
+                  [req, &e](fuse_file_info* i) { return reply(fuse_reply_create, req, &e, i); });
     });
 }
 
@@ -290,11 +317,12 @@ void op_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t o
 
 void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { reply(fuse_reply_err, req, 0); }
 
-void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    file* f = file_of(fi);
-    run(req, [req, f] {
-        auto r = f->close();
-        delete f;
+void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    file_box* box = box_of(fi);
+    run(req, [req, ino, box] {
+        st(req).inodes.closed(ino, box->get());
+        auto r = (*box)->close();
+        delete box;
         reply(fuse_reply_err, req, r ? 0 : err(r.error()));
     });
 }

@@ -73,6 +73,30 @@ void inode_table::removed(const std::string& path) {
     }
 }
 
+void inode_table::opened(uint64_t ino, const std::shared_ptr<file>& f) {
+    std::lock_guard g(lock_);
+    if (auto it = by_ino_.find(ino); it != by_ino_.end()) it->second.open.push_back(f);
+}
+
+void inode_table::closed(uint64_t ino, const file* f) {
+    std::lock_guard g(lock_);
+    auto it = by_ino_.find(ino);
+    if (it == by_ino_.end()) return;
+    std::erase_if(it->second.open, [f](const std::weak_ptr<file>& w) {
+        auto o = w.lock();
+        return !o || o.get() == f;
+    });
+}
+
+std::shared_ptr<file> inode_table::open_file(uint64_t ino) {
+    std::lock_guard g(lock_);
+    auto it = by_ino_.find(ino);
+    if (it == by_ino_.end()) return nullptr;
+    for (auto& w : it->second.open)
+        if (auto f = w.lock()) return f;
+    return nullptr;
+}
+
 bool inode_table::under(const std::string& p, const std::string& top) {
     return p == top || (p.size() > top.size() && p.compare(0, top.size(), top) == 0 && p[top.size()] == '/');
 }

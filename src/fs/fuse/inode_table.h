@@ -4,12 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "gluon/common/spinlock.h"
+#include "gluon/fs/file.h"
 
 namespace gluon::fs::detail {
 
@@ -30,11 +33,18 @@ public:
     void renamed(const std::string& from, const std::string& to);
     /// path no longer names its inode, which lives on without a path while the kernel holds it.
     void removed(const std::string& path);
+    /// f is open on ino (until closed()): what an inode whose name is gone is asked without an
+    /// open file of the kernel's (fstat sends none) is answered through it.
+    void opened(uint64_t ino, const std::shared_ptr<file>& f);
+    void closed(uint64_t ino, const file* f);
+    /// One of ino's open files, or null.
+    std::shared_ptr<file> open_file(uint64_t ino);
 
 private:
     struct node {
         std::string path;  // empty: the name is gone
         uint64_t lookups = 0;
+        std::vector<std::weak_ptr<file>> open;
     };
     /// p is top or below it.
     static bool under(const std::string& p, const std::string& top);
