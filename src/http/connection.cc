@@ -303,6 +303,13 @@ bool connection::finish_body() {
     }
 }
 
+// The handler's own timeout passed with the body unfinished: its answer goes out without waiting
+// for the rest (finish_body), and the connection closes after it.
+result<size_t> connection::stalled() {
+    body_stalled_ = true;
+    return errno_error(ETIMEDOUT);
+}
+
 result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
     if (body_error_) return errno_error(body_error_);
     // The caller's own timeout, when shorter, ends this read only: nothing was consumed, so the
@@ -331,7 +338,7 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
             return k;
         }
         auto r = s_.read_some(buf, want, wait);
-        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return body_stalled_ = true, errno_error(ETIMEDOUT);
+        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return stalled();
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         body_left_ -= *r;
@@ -367,7 +374,7 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
         }
         if (end_ == cap_) return fail(EPROTO);  // a chunk line longer than the room (cannot happen: 8 KiB > 4 KiB)
         auto r = s_.read_some(in_ + end_, cap_ - end_, wait);
-        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return body_stalled_ = true, errno_error(ETIMEDOUT);
+        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return stalled();
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         end_ += *r;

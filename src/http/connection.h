@@ -50,6 +50,7 @@ private:
     void send_error(int status, const char* why, bool parsed = true);
     void fail_response();
     bool finish_body();
+    result<size_t> stalled();
     void finish_response();
     void lingering_close();
     void log_access();
