@@ -162,6 +162,19 @@ TEST_P(tls_test, sni_reaches_the_server_and_ip_addresses_verify_without_sni) {
     EXPECT_EQ(srv.next().sni, "");
 }
 
+// A fully qualified name with its trailing dot is the same host: SNI carries the name
+// without the dot (RFC 6066 3), and the certificate's name matches it.
+TEST_P(tls_test, a_fully_qualified_name_with_a_trailing_dot_verifies_and_sends_sni_without_it) {
+    tls_server srv(server_ctx());
+    auto c = dial(srv.addr(), client_ctx(), "gluon.test.");
+    ASSERT_TRUE(c) << tls::last_error_message();
+    EXPECT_EQ(c->server_name(), "gluon.test.");
+    EXPECT_EQ(srv.next().sni, "gluon.test");
+    ping(*c);
+    // Only the one dot of a fully qualified name goes; a wrong name still fails.
+    expect_rejected(certs().server, client_ctx(), "gluon.test..", "hostname mismatch");
+}
+
 TEST_P(tls_test, alpn_negotiation) {
     tls::context_options so;
     so.alpn = {"h2", "http/1.1"};

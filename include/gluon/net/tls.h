@@ -115,7 +115,8 @@ class stream final : public byte_stream {
 public:
     /// Client handshake over a connected socket (which the stream takes over; on failure it is
     /// closed). server_name is sent as SNI (unless it is an IP address) and is the name the
-    /// certificate must match; empty means no SNI and, with verify_peer, a chain-only check.
+    /// certificate must match, both without the trailing dot of a fully qualified name
+    /// ("example.com."); empty means no SNI and, with verify_peer, a chain-only check.
     /// Errors: verify_failed, no_application_protocol, handshake_failed, peer_alert,
     /// protocol_error, record_too_large, unexpected_eof, socket errors (ECONNRESET, ...),
     /// ETIMEDOUT, ECANCELED, EINVAL (not a client context).

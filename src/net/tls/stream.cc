@@ -223,11 +223,16 @@ result<std::unique_ptr<stream::impl>> make_impl(net::stream sock,
 }
 
 result<void> set_peer_name(stream::impl& s) {
+    // A fully qualified name ("example.com.") is the same host, but SNI carries no trailing
+    // dot (RFC 6066 3) and certificates name hosts without one: sent as given, it reached the
+    // server as another name and never matched the certificate.
+    std::string host = s.name;
+    if (host.size() > 1 && host.back() == '.') host.pop_back();
     if (is_ip_literal(s.name)) {
         // No SNI for addresses (RFC 6066); the certificate must list the IP instead.
         if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s.ssl), s.name.c_str()) == 1) return {};
-    } else if (SSL_set_tlsext_host_name(s.ssl, s.name.c_str()) == 1 &&
-               SSL_set1_host(s.ssl, s.name.c_str()) == 1) {
+    } else if (SSL_set_tlsext_host_name(s.ssl, host.c_str()) == 1 &&
+               SSL_set1_host(s.ssl, host.c_str()) == 1) {
         return {};
     }
     return stream_fail(s, errno_code(EINVAL),
