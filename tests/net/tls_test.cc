@@ -9,6 +9,7 @@
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
+#include "gluon/sync/semaphore.h"
 #include "tls_test_support.h"
 
 namespace gluon::net {
@@ -260,6 +261,45 @@ TEST_P(tls_test, timeouts_and_a_recv_timeout_keeps_the_stream_usable) {
     char b;
     EXPECT_EQ(c->read_some(&b, 1, 50ms).error(), std::errc::timed_out);
     ping(*c);
+}
+
+// One fiber closes the stream while others are parked in a read and in a send on it (a writer
+// that gives up on a connection its reader waits on): their calls fail, the reader's with
+// EBADF, and the state they were using outlives them.
+TEST_P(tls_test, close_fails_the_calls_parked_on_the_stream_and_waits_for_them) {
+    event release;
+    tls_server srv(server_ctx(), [&](tls::stream&) { (void)release.wait(10s); });  // reads nothing
+    auto c = dial(srv.addr(), client_ctx(), "localhost");
+    ASSERT_TRUE(c) << tls::last_error_message();
+    ASSERT_TRUE(c->socket()->set_buffer_sizes(4096, 4096));
+    bool reading = false, writing = false;
+    result<size_t> got = size_t{0};
+    result<void> put;
+    const std::string big(size_t{32} << 20, 'x');  // more than the socket buffers hold
+    auto reader = spawn([&] {
+        char b[16];
+        reading = true;
+        got = c->read_some(b, sizeof b, 10s);
+        reading = false;
+    });
+    auto writer = spawn([&] {
+        writing = true;
+        put = c->write_all(big.data(), big.size(), 10s);
+        writing = false;
+    });
+    ASSERT_TRUE(reader);
+    ASSERT_TRUE(writer);
+    this_fiber::yield();  // both run until they park
+    ASSERT_TRUE(reading && writing);
+    EXPECT_TRUE(c->close());
+    EXPECT_FALSE(reading || writing);  // close() returned after them
+    ASSERT_TRUE(reader->join());
+    ASSERT_TRUE(writer->join());
+    EXPECT_EQ(got.error(), std::errc::bad_file_descriptor) << got.error().message();
+    EXPECT_FALSE(put);
+    char b;
+    EXPECT_EQ(c->read_some(&b, 1, 1s).error(), std::errc::bad_file_descriptor);
+    release.set();
 }
 
 TEST_P(tls_test, close_notify_is_end_of_stream_and_a_bare_close_is_unexpected_eof) {

@@ -110,7 +110,8 @@ private:
 /// Writes: at most 64 KiB per write_some; EPIPE after shutdown(); a failed write leaves the
 /// stream broken (records may be half sent): close it. shutdown() sends close_notify (once)
 /// without waiting for the peer's. close() frees the TLS state and closes the socket without
-/// close_notify.
+/// close_notify; calls of other fibers parked on the stream fail (a read with EBADF), and
+/// close() returns once they have returned.
 class stream final : public byte_stream {
 public:
     /// Client handshake over a connected socket (which the stream takes over; on failure it is

@@ -14,6 +14,7 @@
 
 #include "gluon/net/tls.h"
 #include "gluon/sync/mutex.h"
+#include "gluon/sync/semaphore.h"
 
 namespace gluon::net::tls {
 
@@ -90,6 +91,8 @@ struct stream::impl {
     std::string sending;  // io.out's bytes being sent (guarded by send_mu; keeps its capacity)
     mutex send_mu;       // one fiber at a time moves io.out to the socket (keeps records in order)
     mutex recv_mu;       // one fiber at a time fills io.in
+    int calls = 0;       // reads, sends and shutdowns in progress (fibers of the stream's vCPU)
+    event idle{true};    // set while calls is 0: close() waits for it before freeing the state
 
     ~impl();
 };

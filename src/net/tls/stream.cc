@@ -180,6 +180,23 @@ template <typename Op> result<int> drive(stream::impl& s, deadline_t d, phase ph
     }
 }
 
+// Counts a call in progress on the stream. close() closes the socket, which fails what such a
+// call waits for with EBADF, and frees the state only once the last call has left it.
+class in_call {
+public:
+    explicit in_call(stream::impl& s) noexcept : s_(s) {
+        if (s_.calls++ == 0) s_.idle.reset();
+    }
+    ~in_call() {
+        if (--s_.calls == 0) s_.idle.set();
+    }
+    in_call(const in_call&) = delete;
+    in_call& operator=(const in_call&) = delete;
+
+private:
+    stream::impl& s_;
+};
+
 // A send of len bytes of plaintext, which `write(s)` makes with one SSL_write (called again
 // after a wait), after the checks every send makes. Returns the bytes taken.
 template <typename Write>
@@ -189,6 +206,7 @@ result<size_t> send_plaintext(stream::impl* p, duration timeout, int len, Write&
     if (s.failed) return already_failed(s, "TLS send");
     if (s.shut) return stream_fail(s, errno_code(EPIPE), "TLS send after shutdown");
     if (len == 0) return size_t{0};
+    in_call busy(s);
     auto sent = GLUON_TRY(drive(s, deadline_after(timeout), phase::write, [&] { return write(s); }));
     if (sent == 0) return stream_fail(s, errno_code(EPIPE), "TLS send: the connection is closed");
     return static_cast<size_t>(sent);
@@ -295,8 +313,10 @@ result<size_t> stream::do_read_some(void* buf, size_t n, duration timeout) {
     if (impl_->failed) return already_failed(*impl_, "TLS recv");
     if (n == 0) return size_t{0};
     int len = n > INT_MAX ? INT_MAX : static_cast<int>(n);
-    return static_cast<size_t>(GLUON_TRY(drive(*impl_, deadline_after(timeout), phase::read,
-                                               [&] { return SSL_read(impl_->ssl, buf, len); })));
+    impl& s = *impl_;  // not impl_ below: close() empties it while this call may be parked
+    in_call busy(s);
+    return static_cast<size_t>(GLUON_TRY(
+        drive(s, deadline_after(timeout), phase::read, [&] { return SSL_read(s.ssl, buf, len); })));
 }
 
 result<size_t> stream::do_write_some(const void* buf, size_t n, duration timeout) {
@@ -340,6 +360,7 @@ result<void> stream::do_shutdown(duration timeout) {
     if (s.shut) return {};
     if (s.failed) return already_failed(s, "TLS shutdown");
     s.shut = true;
+    in_call busy(s);
     // SSL_shutdown returns 0 once our close_notify is queued: we do not wait for the peer's.
     GLUON_TRY(drive(s, deadline_after(timeout), phase::shutdown, [&] {
         int x = SSL_shutdown(s.ssl);
@@ -348,10 +369,17 @@ result<void> stream::do_shutdown(duration timeout) {
     return {};
 }
 
+// Another fiber of this vCPU may be parked in a read or a send (a reader while a writer gives
+// up on the connection): closing the socket fails its wait with EBADF, and the state it is
+// using is freed only after it has returned. Calls made meanwhile find the stream empty.
 result<void> stream::do_close() noexcept {
     if (!impl_) return {};
-    auto r = impl_->sock.close();
-    impl_.reset();
+    std::unique_ptr<impl> s = std::move(impl_);
+    auto r = s->sock.close();
+    bool interrupted = false;
+    while (s->calls > 0)
+        if (!s->idle.wait()) interrupted = true;  // not given up: the calls are ending
+    if (interrupted) restore_interrupt();
     return r;
 }
 
