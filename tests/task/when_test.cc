@@ -101,6 +101,29 @@ TEST_P(task_when_test, a_group_joins_its_children_and_cancels_them) {
     EXPECT_EQ(block_on(t()).value(), 5);
 }
 
+task<void> bump(int* d) {
+    ++*d;
+    co_return;
+}
+task<void> spawns_into(task_group* g, int* d, int n) {
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(g->spawn(bump(d)));
+    co_return;
+}
+
+TEST_P(task_when_test, a_group_join_awaits_children_spawned_while_it_waits) {
+    // The child spawns 100 more into its group while join() awaits it: join must await those
+    // too (they have not run when the child ends), and the handle it awaits must not move as
+    // the group grows (it was freed with the group's first array, and join read it after).
+    auto t = []() -> task<int> {
+        int done = 0;
+        task_group g;
+        EXPECT_TRUE(g.spawn(spawns_into(&g, &done, 100)));
+        co_await g.join();
+        co_return done;
+    };
+    EXPECT_EQ(block_on(t()).value(), 100);
+}
+
 TEST_P(task_when_test, cancelling_the_parent_cancels_a_group_join) {
     std::stop_source src;
     auto t = []() -> task<int> {

@@ -3,6 +3,7 @@
 // when_all / when_any / task_group::join return, so nothing a child writes is written after.
 #pragma once
 
+#include <deque>
 #include <exception>
 #include <optional>
 #include <tuple>
@@ -133,6 +134,7 @@ task<result<std::pair<size_t, task_detail::or_monostate<T>>>> when_any(task<T> f
 
 /// A scope of child tasks on the calling vCPU: spawn() starts one, join() awaits them all (and
 /// must be awaited before the group is destroyed), cancel() cancels those still running.
+/// A child may spawn more children into its group while join() waits: join() awaits them too.
 /// Values are dropped; the first exception a child throws is rethrown by join().
 class task_group {
 public:
@@ -157,9 +159,11 @@ public:
     /// Awaits every child; cancelling the awaiting task cancels them all.
     task<void> join() {
         std::exception_ptr first;
-        for (auto& h : children_) {
+        // By index: a child may spawn into the group while this waits, and its handle is
+        // awaited too. (The deque keeps the awaited handle in place as the group grows.)
+        for (size_t i = 0; i < children_.size(); ++i) {
             try {
-                co_await h;
+                co_await children_[i];
             } catch (...) {
                 if (!first) first = std::current_exception();
             }
@@ -173,7 +177,7 @@ private:
     static task<void> drop(task<T> t) {
         (void)co_await std::move(t);
     }
-    std::vector<join_handle<void>> children_;
+    std::deque<join_handle<void>> children_;
 };
 
 }  // namespace gluon
