@@ -114,7 +114,11 @@ result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const 
     r->target = target;
     p.root = r;
     p.ctx = &r->ctx;
-    if (o.stop.stop_possible()) {
+    if (o.stop.stop_requested()) {
+        // Stopped already: the task starts cancelled. (The callback would run now, before the
+        // task has a home, and post its cancel to run after the task's first steps.)
+        r->ctx.cancelled = ECANCELED;
+    } else if (o.stop.stop_possible()) {
         r->stop = new stop_link;
         r->stop->cb.emplace(o.stop, stop_link::fn{r});
     }

@@ -149,6 +149,21 @@ TEST_P(task_sync_test, a_stop_token_cancels_the_operation_in_flight) {
     ASSERT_TRUE(f->join());
 }
 
+TEST_P(task_sync_test, a_token_stopped_before_the_spawn_cancels_the_first_operation) {
+    // The send would complete at its submission: it must not be made at all.
+    sock_pair sp;
+    std::stop_source src;
+    src.request_stop();
+    auto t = [](int fd) -> task<int> {
+        auto r = co_await co::send_some(fd, "x", 1);
+        co_return r ? 0 : r.error().value();
+    };
+    auto h = co_spawn(t(sp.fd[0]), {.stop = src.get_token()}).value();
+    EXPECT_EQ(h.join(), ECANCELED);
+    char b[4];
+    EXPECT_EQ(::recv(sp.fd[1], b, sizeof b, MSG_DONTWAIT), -1);  // nothing was sent
+}
+
 TEST_P(task_sync_test, stop_requested_from_another_thread) {
     channel<int> ch;
     std::stop_source src;

@@ -20,7 +20,9 @@ namespace gluon {
 struct spawn_options {
     /// The vCPU to run on; empty: the calling one.
     vcpu_handle on;
-    /// Cancels the task (see task.h) when stop is requested, from any thread.
+    /// Cancels the task (see task.h) when stop is requested, from any thread. A token whose
+    /// stop was requested before the spawn starts the task cancelled: its first operation
+    /// fails with ECANCELED.
     std::stop_token stop;
 };
 
