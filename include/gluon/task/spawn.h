@@ -143,6 +143,16 @@ public:
         bool await_ready() const noexcept { return false; }
         template <typename P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+            const std::coroutine_handle<> next = link(h);
+            // Ended already: h goes on, through the runner's queue when deep in its stack, as
+            // every transfer (task.h): where transfers nest frames, a loop joining tasks that
+            // have ended would nest one per join.
+            return next == h ? task_detail::transfer(h) : next;
+        }
+        // Registers h as the joiner and its cancel hook; returns what h's suspension transfers
+        // to, h itself if the task has ended (nothing is registered then).
+        template <typename P>
+        std::coroutine_handle<> link(std::coroutine_handle<P> h) noexcept {
             j.h = h;
             const std::coroutine_handle<> next = task_detail::root_await(self->r_, j);
             if (next == h) return h;  // ended already
@@ -171,8 +181,8 @@ public:
         vcpu_timer timer;
         template <typename P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-            const std::coroutine_handle<> next = awaiter::await_suspend(h);
-            if (next == h) return h;
+            const std::coroutine_handle<> next = this->link(h);
+            if (next == h) return task_detail::transfer(h);  // ended already, as awaiter's
             (void)timer.arm(deadline, [](vcpu_timer* t) noexcept {
                 auto* a = reinterpret_cast<timed_awaiter*>(reinterpret_cast<char*>(t) - offsetof(timed_awaiter, timer));
                 a->timed_out = true;
