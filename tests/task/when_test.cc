@@ -82,6 +82,18 @@ TEST_P(task_when_test, when_any_cancels_and_awaits_the_losers) {
     (void)fd::close(sockets[1]);
 }
 
+TEST_P(task_when_test, when_any_of_no_task_fails_at_once) {
+    // None would ever end: it waited until its caller was cancelled.
+    auto t = []() -> task<int> {
+        auto r = co_await when_any(std::vector<task<int>>{});
+        co_return r ? 0 : r.error().value();
+    };
+    auto h = co_spawn(t()).value();
+    auto r = h.join_for(10s);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, EINVAL);
+}
+
 TEST_P(task_when_test, a_group_joins_its_children_and_cancels_them) {
     auto t = []() -> task<int> {
         int done = 0;

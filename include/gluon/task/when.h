@@ -108,9 +108,10 @@ task<std::vector<task_detail::or_monostate<T>>> when_all(std::vector<task<T>> ts
 /// Runs the tasks concurrently and gives the index and value of the first to end; the others
 /// are cancelled and awaited before it returns (their results are dropped). If the first to
 /// end threw, its exception is rethrown. Errors: ECANCELED (the caller was cancelled before
-/// any ended; all were cancelled and awaited).
+/// any ended; all were cancelled and awaited), EINVAL (no task: none would ever end).
 template <typename T>
 task<result<std::pair<size_t, task_detail::or_monostate<T>>>> when_any(std::vector<task<T>> ts) {
+    if (ts.empty()) co_return errno_error(EINVAL);
     task_detail::any_state<task_detail::or_monostate<T>> st;
     std::vector<join_handle<void>> hs;
     hs.reserve(ts.size());
