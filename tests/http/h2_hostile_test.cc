@@ -4,6 +4,7 @@
 // serving other connections.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -138,7 +139,11 @@ protected:
                     res.body(b ? std::string(*b) : "error");
                     return;
                 }
-                if (req.path() == "/wait") (void)release_.wait(10s);
+                if (req.path() == "/wait") {
+                    most_waiting_ = std::max(most_waiting_, ++waiting_);
+                    (void)release_.wait(10s);
+                    --waiting_;
+                }
                 res.body("ok");
             },
             std::move(o));
@@ -162,6 +167,7 @@ protected:
     std::unique_ptr<server> srv_;
     event release_;
     int served_ = 0;
+    int waiting_ = 0, most_waiting_ = 0;  // handlers in /wait at once
 };
 
 // RFC 9113 5.1.2 makes a stream past the limit a stream error; nghttp2 refuses it so
@@ -222,6 +228,40 @@ TEST_P(h2_hostile_test, a_rapid_reset_storm_ends_the_connection_and_runs_few_han
     EXPECT_TRUE(c.until_closed());
     EXPECT_LT(served_, 5000);
     expect_still_serving();
+}
+
+// CVE-2023-44487 below the reset-rate limit: each stream is reset once its handler could have
+// started (a PING's answer between the head and the reset keeps them in separate inputs), so
+// nghttp2 never counts more than one open stream while the handlers of the reset ones run on.
+TEST_P(h2_hostile_test, streams_reset_one_by_one_run_no_more_handlers_than_the_stream_limit) {
+    server_options o;
+    o.h2_max_concurrent_streams = 4;
+    start(std::move(o));
+    raw_h2 c(srv_->local_address());
+    auto ping = [&c] {
+        c.send_frame(PING, 0, 0, std::string(8, 'p'));
+        while (auto f = c.next())
+            if (f->type == PING && (f->flags & ACK)) return true;
+        return false;
+    };
+    for (uint32_t id = 1; id <= 39; id += 2) {  // 20 streams
+        c.send_frame(HEADERS, END_HEADERS, id, request_block("/wait", "POST"));
+        ASSERT_TRUE(ping());
+        c.send_frame(RST_STREAM, 0, id, u32(8 /* CANCEL */));
+    }
+    ASSERT_TRUE(ping());
+    release_.set();
+    // Streams are taken in order: once this one is answered, every reset one was run or dropped.
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 41, request_block("/"));
+    bool answered = false;
+    while (auto f = c.next())
+        if (f->type == DATA && f->stream == 41) {
+            answered = f->payload == "ok";
+            break;
+        }
+    EXPECT_TRUE(answered);
+    EXPECT_LE(most_waiting_, 4);
+    EXPECT_LE(served_, 4 + 1);  // the 4 that found a worker, and stream 41
 }
 
 TEST_P(h2_hostile_test, a_settings_flood_is_cut_off) {

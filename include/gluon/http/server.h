@@ -34,7 +34,9 @@ struct server_options : net::server_options {
     /// HTTP/2's connection preface (prior knowledge), and over TLS when ALPN picks "h2" (list
     /// "h2" before "http/1.1" in the TLS context's alpn).
     bool http2 = true;
-    uint32_t h2_max_concurrent_streams = 100;  // streams opened past it are refused
+    /// Streams opened past it are refused; handlers run on at most this many fibers per
+    /// connection (a stream reset while its handler runs still holds one; others wait).
+    uint32_t h2_max_concurrent_streams = 100;
     uint32_t h2_stream_window = 256 * 1024;    // request body bytes buffered per stream
     uint32_t h2_connection_window = 1 << 20;   // ... and per connection, over all its streams
     std::string server_name = "gluon";  // the Server field; empty: none

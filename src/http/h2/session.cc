@@ -193,6 +193,18 @@ int h2_session::on_stream_close(int32_t id, uint32_t error_code) {
     return 0;
 }
 
+void h2_session::drop_reset_pending() noexcept {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        h2_stream* st = *it;
+        if (!st->closed) {
+            ++it;
+            continue;
+        }
+        it = pending_.erase(it);
+        handler_finished(*st);  // never served: freed now
+    }
+}
+
 void h2_session::start_handlers() {
     for (int32_t id : ready_) {
         auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng_, id));
@@ -201,8 +213,14 @@ void h2_session::start_handlers() {
         pending_.push_back(st);
     }
     ready_.clear();
+    // At most h2_max_concurrent_streams handlers run (CVE-2023-44487): nghttp2 stops counting a
+    // stream the client resets, but its handler runs on, so opening and resetting streams would
+    // start handlers without bound. Streams past that wait for a worker; those open are bounded
+    // by nghttp2's limit, and those reset while waiting are dropped once the queue is longer.
+    const size_t max_workers = opts_.h2_max_concurrent_streams ? opts_.h2_max_concurrent_streams : 1;
+    if (pending_.size() > max_workers) drop_reset_pending();
     // Workers for the streams the idle ones cannot take.
-    while (pending_.size() > idle_workers_ + spawning_) {
+    while (pending_.size() > idle_workers_ + spawning_ && worker_count_ < max_workers) {
         auto* w = new (std::nothrow) worker;
         auto f = w ? spawn([this, w] { work(w); }) : result<fiber>(errno_error(ENOMEM));
         if (!f) {

@@ -2,9 +2,9 @@
 // nghttp2; a writer fiber sends whatever nghttp2 has queued, woken when anything was submitted,
 // so that the frames produced by one batch of input (many streams' responses, window updates,
 // acknowledgements) leave in one send. Each stream's handler runs on a fiber of its own: worker
-// fibers that take streams from a queue, spawned when every worker is busy and kept for the
-// next streams while few are idle (a fiber per stream would cost its creation, and its stack's
-// page faults, on every request).
+// fibers that take streams from a queue, spawned when every worker is busy (up to
+// h2_max_concurrent_streams of them) and kept for the next streams while few are idle (a fiber
+// per stream would cost its creation, and its stack's page faults, on every request).
 #pragma once
 
 #include <nghttp2/nghttp2.h>
@@ -67,6 +67,7 @@ public:
 private:
     bool feed(const char* p, size_t n);
     void start_handlers();
+    void drop_reset_pending() noexcept;  // frees the queued streams reset before a worker took them
     struct worker {
         list_hook hook;
         fiber f;
