@@ -10,6 +10,7 @@
 #include "gluon/http/client.h"
 #include "gluon/http/router.h"
 #include "gluon/http/server.h"
+#include "gluon/net/socket.h"
 #include "gluon/net/tls.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
@@ -177,6 +178,65 @@ TEST_P(h2_client_test, a_server_that_goes_away_is_reconnected_to) {
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(r->body, "hello over HTTP/2");
     EXPECT_EQ(c.statistics().connections_opened, 2u);
+}
+
+std::string h2_frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
+    size_t n = payload.size();
+    std::string f{static_cast<char>(n >> 16),    static_cast<char>(n >> 8),      static_cast<char>(n),
+                  static_cast<char>(type),       static_cast<char>(flags),       static_cast<char>(stream >> 24),
+                  static_cast<char>(stream >> 16), static_cast<char>(stream >> 8), static_cast<char>(stream)};
+    return f + payload;
+}
+
+// A server that answers the first request on its first connection with `block` (an HPACK
+// header block) as the response's whole head, then reads until the client goes.
+void answer_with_head(net::listener& l, const std::string& block) {
+    auto s = l.accept(10s);
+    ASSERT_TRUE(s);
+    std::string in;
+    char buf[16384];
+    bool sent = false;
+    for (;;) {
+        auto n = s->read_some(buf, sizeof buf, 10s);
+        if (!n || *n == 0) return;
+        in.append(buf, *n);
+        // The preface's 24 bytes, then frames: answer once the request's HEADERS is in.
+        for (size_t at = 24; !sent && at + 9 <= in.size();) {
+            size_t len = (size_t(uint8_t(in[at])) << 16) | (size_t(uint8_t(in[at + 1])) << 8) | uint8_t(in[at + 2]);
+            if (at + 9 + len > in.size()) break;
+            if (in[at + 3] == 1) {  // HEADERS
+                // SETTINGS, SETTINGS ACK, HEADERS (END_STREAM | END_HEADERS) on stream 1.
+                std::string out = h2_frame(4, 0, 0, "") + h2_frame(4, 1, 0, "") + h2_frame(1, 4 | 1, 1, block);
+                ASSERT_TRUE(s->write_all(out.data(), out.size(), 10s));
+                sent = true;
+            }
+            at += 9 + len;
+        }
+    }
+}
+
+// HPACK lets one byte stand for a whole field of the dynamic table (RFC 7541 6.1): a 12 KiB
+// frame can carry 48 MB of fields. client_options::limits bounds a response head over HTTP/2
+// as over HTTP/1.1.
+TEST_P(h2_client_test, a_response_head_over_the_limits_is_refused_however_compressed) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    std::string block = "\x88";  // :status 200 (static table)
+    block += "\x40\x05x-big";    // a literal with incremental indexing, new name
+    block += "\x7f\xa1\x1e";    // a value of 4000 bytes (RFC 7541 5.1)
+    block += std::string(4000, 'b');
+    block += std::string(12000, '\xbe');  // index 62: that field again, 12000 times
+    auto srv = spawn([&] { answer_with_head(*l, block); });
+    ASSERT_TRUE(srv);
+    {
+        client_options o;
+        o.http2_prior_knowledge = true;
+        client c(o);
+        auto r = c.get("http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/");
+        ASSERT_FALSE(r) << r->headers.size() << " fields";
+        EXPECT_EQ(r.error(), std::errc::protocol_error);
+    }
+    ASSERT_TRUE(srv->join());
 }
 
 TEST_P(h2_client_test, against_nginx_with_http2) {

@@ -37,7 +37,7 @@ struct client_options {
     size_t max_idle_per_origin = 8;
     duration idle_timeout = std::chrono::seconds(30);  // an idle pooled connection older is closed
     uint64_t max_body_bytes = 64 << 20;                // a response body over it: EMSGSIZE
-    http::limits limits;                               // for response heads
+    http::limits limits;                               // for response heads (both versions)
     /// For https:// URLs; nullptr: a default context verifying against the system's CAs.
     const net::tls::context* tls = nullptr;
     /// "http://host:port" of an HTTP proxy; empty: none.

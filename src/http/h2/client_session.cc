@@ -28,9 +28,10 @@ h2_call* call_of(nghttp2_session* ng, int32_t id) {
 int on_header(nghttp2_session* ng, const nghttp2_frame* f, const uint8_t* name, size_t namelen, const uint8_t* value,
               size_t valuelen, uint8_t, void*) {
     if (f->hd.type != NGHTTP2_HEADERS) return 0;
-    if (h2_call* c = call_of(ng, f->hd.stream_id))
-        c->on_header(f->headers.cat == NGHTTP2_HCAT_RESPONSE, {reinterpret_cast<const char*>(name), namelen},
-                     {reinterpret_cast<const char*>(value), valuelen});
+    h2_call* c = call_of(ng, f->hd.stream_id);
+    if (c && !c->on_header(f->headers.cat == NGHTTP2_HCAT_RESPONSE, {reinterpret_cast<const char*>(name), namelen},
+                           {reinterpret_cast<const char*>(value), valuelen}))
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // nghttp2 resets the stream, skips the block's rest
     return 0;
 }
 
@@ -181,6 +182,7 @@ long h2_call::next_data(uint8_t* buf, size_t length, uint32_t* flags) {
 
 result<void> h2_call::wait_head(duration timeout) {
     while (!head_done_) {
+        if (too_big_) return errno_error(EPROTO);
         if (closed_) return errno_error(ECONNRESET);
         if (int e = wait(timeout)) return errno_error(e);
     }
@@ -198,16 +200,29 @@ result<size_t> h2_call::read(char* buf, size_t n, duration timeout) {
             give_back(k);
             return k;
         }
+        if (too_big_) return errno_error(EPROTO);  // the trailers
         if (in_done_) return size_t{0};
         if (closed_) return errno_error(ECONNRESET);
         if (int e = wait(timeout)) return errno_error(e);
     }
 }
 
-void h2_call::on_header(bool head, std::string_view name, std::string_view value) {
+bool h2_call::on_header(bool head, std::string_view name, std::string_view value) {
+    // Each block is bounded as it arrives: HPACK turns one byte into a whole field of the
+    // dynamic table (up to 4 KiB), so a frame's size says little about what it holds.
+    const limits& lim = sess_->head_limits();
+    block_bytes_ += name.size() + value.size() + 32;  // RFC 9113 6.5.2's measure
+    if (name.empty() || name[0] != ':') ++block_fields_;
+    if (too_big_ || block_fields_ > lim.max_headers || block_bytes_ > lim.max_head_bytes) {
+        too_big_ = true;
+        decltype(headers_)().swap(headers_);
+        decltype(trailers_)().swap(trailers_);
+        wake();
+        return false;
+    }
     if (head_done_) {  // trailers
         trailers_.emplace_back(name, value);
-        return;
+        return true;
     }
     (void)head;
     if (name == ":status") {
@@ -218,9 +233,11 @@ void h2_call::on_header(bool head, std::string_view name, std::string_view value
     } else if (!name.empty() && name[0] != ':') {
         headers_.emplace_back(name, value);
     }
+    return true;
 }
 
 void h2_call::on_head_end(bool end_stream) {
+    block_bytes_ = block_fields_ = 0;
     if (!head_done_ && status_ >= 200) head_done_ = true;
     if (end_stream) in_done_ = true;
     wake();
@@ -255,8 +272,9 @@ void h2_call::on_gone() noexcept {
 
 // ---- h2_client_session ------------------------------------------------------------------------
 
-h2_client_session::h2_client_session(private_tag, std::unique_ptr<net::byte_stream> s, duration send_timeout)
-    : s_(std::move(s)), send_timeout_(send_timeout) {
+h2_client_session::h2_client_session(private_tag, std::unique_ptr<net::byte_stream> s, duration send_timeout,
+                                     const limits& head_limits)
+    : s_(std::move(s)), send_timeout_(send_timeout), head_limits_(head_limits) {
     const setup& su = nghttp2_setup();
     if (nghttp2_session_client_new2(&ng_, su.cbs, this, su.opt) != 0) throw std::bad_alloc();
 }
@@ -264,11 +282,13 @@ h2_client_session::h2_client_session(private_tag, std::unique_ptr<net::byte_stre
 h2_client_session::~h2_client_session() { nghttp2_session_del(ng_); }
 
 result<std::shared_ptr<h2_client_session>> h2_client_session::start(std::unique_ptr<net::byte_stream> s,
-                                                                    duration send_timeout) {
-    auto self = std::make_shared<h2_client_session>(private_tag{}, std::move(s), send_timeout);
+                                                                    duration send_timeout,
+                                                                    const limits& head_limits) {
+    auto self = std::make_shared<h2_client_session>(private_tag{}, std::move(s), send_timeout, head_limits);
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(k_window)},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(head_limits.max_head_bytes)},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},  // RFC 9218: no priority tree to keep
     };
     nghttp2_submit_settings(self->ng_, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);

@@ -46,7 +46,8 @@ public:
     /// Ends the request body.
     result<void> finish();
     /// Waits for the response head (interim 1xx skipped). Errors: ECONNRESET, ENODATA (the
-    /// connection ended), ETIMEDOUT, ECANCELED.
+    /// connection ended), EPROTO (a head or trailer section over the session's limits: the
+    /// stream is reset), ETIMEDOUT, ECANCELED.
     result<void> wait_head(duration timeout);
     int status() const noexcept { return status_; }
     const std::vector<std::pair<std::string, std::string>>& headers() const noexcept { return headers_; }
@@ -60,7 +61,8 @@ public:
     void cancel() noexcept;
 
     // For the session's callbacks.
-    void on_header(bool interim_or_head, std::string_view name, std::string_view value);
+    /// False: the header block is over the limits (the stream is to be reset).
+    bool on_header(bool interim_or_head, std::string_view name, std::string_view value);
     void on_head_end(bool end_stream);
     void on_data(const uint8_t* p, size_t n);
     void on_end() noexcept;
@@ -86,6 +88,8 @@ private:
     // Response.
     int status_ = 0;
     bool head_done_ = false, in_done_ = false, closed_ = false, gone_ = false;
+    bool too_big_ = false;                   // a header block went over the limits
+    size_t block_bytes_ = 0, block_fields_ = 0;  // of the header block being received
     uint32_t reset_code_ = 0;
     std::vector<std::pair<std::string, std::string>> headers_, trailers_;
     std::string in_;
@@ -98,8 +102,11 @@ class h2_client_session : public std::enable_shared_from_this<h2_client_session>
 public:
     /// Starts HTTP/2 on s (TLS with "h2" negotiated, or clear text by prior knowledge) from the
     /// calling vCPU. Errors: ENOMEM, EPERM (not on a vCPU).
+    /// `head_limits` bound each header block of a response (head, interim, trailers), counted
+    /// as RFC 9113 6.5.2 measures a field list (HPACK lets a few bytes stand for a long field).
     static result<std::shared_ptr<h2_client_session>> start(std::unique_ptr<net::byte_stream> s,
-                                                            duration send_timeout);
+                                                            duration send_timeout,
+                                                            const limits& head_limits = {});
     ~h2_client_session();
 
     /// False once the connection ended or the server sent GOAWAY (no new streams).
@@ -117,6 +124,7 @@ public:
     // For h2_call.
     nghttp2_session* ng() const noexcept { return ng_; }
     bool gone() const noexcept { return gone_; }
+    const limits& head_limits() const noexcept { return head_limits_; }
     void want_write() noexcept {
         if (!write_wanted_) {
             write_wanted_ = true;
@@ -125,7 +133,8 @@ public:
     }
 
     struct private_tag {};
-    h2_client_session(private_tag, std::unique_ptr<net::byte_stream> s, duration send_timeout);
+    h2_client_session(private_tag, std::unique_ptr<net::byte_stream> s, duration send_timeout,
+                      const limits& head_limits);
 
 private:
     void reader(std::shared_ptr<h2_client_session> self);
@@ -134,6 +143,7 @@ private:
 
     std::unique_ptr<net::byte_stream> s_;
     duration send_timeout_;
+    limits head_limits_;
     nghttp2_session* ng_ = nullptr;
     event wr_;
     bool write_wanted_ = false;
