@@ -299,13 +299,13 @@ result<void> websocket::recv(message& m, duration timeout) {
                 continue;
             }
             if (d.state == decode_result::invalid) return fail(st, d.close_code, EPROTO, d.why);
+            if (is_control(h.opcode) && avail < h.head_bytes + h.length) {
+                GLUON_TRY(fill(st, t));  // the head is decoded again once the payload is in
+                continue;
+            }
             if (st.in_msg && ++st.frames > st.opts.max_frames_per_message)
                 return fail(st, close_code::policy_violation, EPROTO, "too many frames in a message");
             if (is_control(h.opcode)) {
-                if (avail < h.head_bytes + h.length) {
-                    GLUON_TRY(fill(st, t));
-                    continue;
-                }
                 uint8_t payload[k_max_control_payload];
                 const size_t n = static_cast<size_t>(h.length);
                 mask_copy(payload, p + h.head_bytes, n, h.mask, 0);

@@ -319,6 +319,29 @@ TEST_P(http_websocket_test, flood_of_empty_fragments_is_bounded) {
     EXPECT_EQ(server_result().err, EPROTO);
 }
 
+// A control frame whose payload is not all in when its head is decoded is decoded again once
+// it is: it is still one frame of the message it interrupts.
+TEST_P(http_websocket_test, a_ping_read_in_pieces_counts_once_against_max_frames_per_message) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    websocket_options o;
+    o.max_frames_per_message = 3;  // the first fragment, a ping, the last fragment
+    const std::string ping = masked_frame(0x89, "ping");
+    // The ping's head (6 bytes) and one byte of its payload are in when recv() starts.
+    auto srv = websocket::over(pair->first, true, masked_frame(0x01, "a") + ping.substr(0, 7), o);
+    ASSERT_TRUE(srv);
+    const std::string rest = ping.substr(7) + masked_frame(0x80, "b");
+    ASSERT_TRUE(pair->second.write_all(rest.data(), rest.size(), 5s));
+    auto m = srv->recv(5s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->data, "ab");
+    std::string in;
+    auto pong = read_frame(pair->second, in);
+    ASSERT_TRUE(pong.has_value());
+    EXPECT_EQ(pong->opcode, 0xa);
+    EXPECT_EQ(pong->payload, "ping");
+}
+
 TEST_P(http_websocket_test, ping_flood_gets_pongs_and_service_continues) {
     start_echo();
     auto s = raw_upgrade();
