@@ -153,8 +153,9 @@ std::string close_payload(uint16_t code, std::string_view reason) {
 }
 
 // Ends the transport after the closing handshake. A server shuts its side down (the RFC has
-// the server close TCP first); a client waits briefly for that, then closes its socket.
-void end_transport(state& st) {
+// the server close TCP first); a client waits for that (up to close_timeout, within what is
+// left of the caller's `wait`), then closes its socket.
+void end_transport(state& st, duration wait) {
     if (st.ended) return;
     st.ended = true;
     if (st.server) {
@@ -162,7 +163,7 @@ void end_transport(state& st) {
         return;
     }
     char buf[1024];
-    deadline_t d = deadline_after(st.opts.close_timeout);
+    deadline_t d = deadline_after(min_d(wait, st.opts.close_timeout));
     for (;;) {
         auto n = st.s->read_some(buf, sizeof buf, time_left(d));
         if (!n || *n == 0) break;
@@ -172,8 +173,8 @@ void end_transport(state& st) {
 
 // Fails the connection (RFC 6455 7.1.7): a close frame with `code`, then this side's FIN, then
 // what the peer still sends is read and dropped for a moment, so that our close frame is not
-// lost to a reset caused by unread input.
-result<void> fail(state& st, uint16_t code, int err, const char* why) {
+// lost to a reset caused by unread input (for `linger`, less when the caller has less left).
+result<void> fail(state& st, uint16_t code, int err, const char* why, duration linger = k_fail_linger) {
     GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: websocket: closing with {} ({})", code, why);
     if (!st.failed && !st.close_sent && !st.ended && sendable_code(code))
         (void)send_frame(st, op_close, true, close_payload(code, {}), k_fail_linger);
@@ -183,8 +184,8 @@ result<void> fail(state& st, uint16_t code, int err, const char* why) {
     std::string().swap(st.partial);
     if (!st.ended) {
         st.ended = true;
-        if (st.s->shutdown(k_fail_linger)) {
-            deadline_t d = deadline_after(k_fail_linger);
+        if (st.s->shutdown(linger)) {
+            deadline_t d = deadline_after(linger);
             char buf[4096];
             for (uint64_t drained = 0; drained < k_drain_limit;) {
                 auto n = st.s->read_some(buf, sizeof buf, time_left(d));
@@ -218,8 +219,8 @@ result<void> fill(state& st, step_timeouts& t) {
     return n ? errno_error(ENODATA) : unexpected(n.error());
 }
 
-// A control frame's payload has arrived whole.
-result<void> on_control(state& st, uint8_t opcode, const uint8_t* p, size_t n) {
+// A control frame's payload has arrived whole; `wait`: what is left of the caller's timeout.
+result<void> on_control(state& st, uint8_t opcode, const uint8_t* p, size_t n, duration wait) {
     if (opcode == op_pong) return {};
     if (opcode == op_ping) {
         if (st.close_sent) return {};
@@ -241,7 +242,7 @@ result<void> on_control(state& st, uint8_t opcode, const uint8_t* p, size_t n) {
     st.peer_code = code;
     st.peer_reason.assign(reinterpret_cast<const char*>(p) + (n >= 2 ? 2 : 0), n >= 2 ? n - 2 : 0);
     if (!st.close_sent) (void)send_frame(st, op_close, true, close_payload(code, {}), st.opts.send_timeout);
-    end_transport(st);
+    end_transport(st, wait);
     return errno_error(ENODATA);
 }
 
@@ -310,7 +311,7 @@ result<void> websocket::recv(message& m, duration timeout) {
                 const size_t n = static_cast<size_t>(h.length);
                 mask_copy(payload, p + h.head_bytes, n, h.mask, 0);
                 st.rstart += h.head_bytes + n;
-                GLUON_TRY(on_control(st, h.opcode, payload, n));
+                GLUON_TRY(on_control(st, h.opcode, payload, n, t.next()));
                 continue;
             }
             if (h.opcode == op_continuation ? !st.in_msg : st.in_msg)
@@ -395,7 +396,7 @@ result<void> websocket::close(uint16_t code, std::string_view reason, duration t
     while (!st.close_received && !st.ended) {
         auto r = recv(m, t.next());
         if (!r && r.error() == std::errc::timed_out) {
-            (void)fail(st, close_code::abnormal, ETIMEDOUT, "no close frame in time");
+            (void)fail(st, close_code::abnormal, ETIMEDOUT, "no close frame in time", min_d(t.next(), k_fail_linger));
             return errno_error(ETIMEDOUT);
         }
         if (!r && r.error() != std::errc::no_message_available) return unexpected(r.error());

@@ -216,6 +216,25 @@ TEST_P(http_websocket_test, over_a_stream_whose_handshake_was_made_elsewhere) {
     EXPECT_EQ(m->data, "from server");
 }
 
+// A client waits for the server to end TCP after the close frames (RFC 6455 7.1.1), but within
+// close()'s timeout: a server that keeps the connection does not stretch the call to
+// close_timeout.
+TEST_P(http_websocket_test, close_returns_within_its_timeout_when_the_server_keeps_the_connection) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    websocket_options o;
+    o.close_timeout = 20s;
+    auto cli = websocket::over(pair->second, false, {}, o);
+    ASSERT_TRUE(cli);
+    ASSERT_TRUE(pair->first.write_all("\x88\x02\x03\xe8", 4, 5s));  // the server's close frame, 1000
+    const auto start = std::chrono::steady_clock::now();
+    auto r = cli->close(close_code::normal, {}, 200ms);
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(cli->close_status(), close_code::normal);
+    EXPECT_LT(took, 10s);  // 200 ms and a little; 20 s when close_timeout was waited out
+}
+
 TEST_P(http_websocket_test, refused_upgrades) {
     start_echo();
     auto s = raw_connect();

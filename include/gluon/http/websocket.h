@@ -123,10 +123,12 @@ public:
 
     /// Receives the next whole message into `m` (its buffer is reused), answering pings on the
     /// way. Errors: ENODATA (the connection closed: close_status() tells how; a close frame from
-    /// the peer has been answered), EPROTO (the peer broke the protocol: the connection was
-    /// failed with 1002 or 1008), EILSEQ (invalid UTF-8: 1007), EMSGSIZE (over
-    /// max_message_bytes: 1009), ETIMEDOUT (nothing complete in time; a partial message is
-    /// kept for the next call), ECANCELED, the stream's errors (the connection is then failed).
+    /// the peer has been answered, and a client has waited, up to close_timeout within
+    /// `timeout`, for the server to end the connection first), EPROTO (the peer broke the
+    /// protocol: the connection was failed with 1002 or 1008), EILSEQ (invalid UTF-8: 1007),
+    /// EMSGSIZE (over max_message_bytes: 1009), ETIMEDOUT (nothing complete in time; a partial
+    /// message is kept for the next call), ECANCELED, the stream's errors (the connection is
+    /// then failed).
     result<void> recv(message& m, duration timeout = forever);
     /// As recv(m), into a new message. Errors: those of recv(m).
     result<message> recv(duration timeout = forever);
@@ -134,8 +136,10 @@ public:
     /// Starts (or completes) the closing handshake: sends a close frame with `code` (0: none)
     /// and `reason` (UTF-8, up to 123 bytes), reads and discards messages until the peer's
     /// close frame arrives or `timeout` (default close_timeout) passes, then ends the
-    /// connection. Errors: EINVAL (a code that may not be sent, or a reason over 123 bytes),
-    /// ETIMEDOUT (the peer did not answer; the connection is closed anyway), the stream's.
+    /// connection (a client waits for the server to end it first, within the same `timeout`:
+    /// it bounds the whole call but for the close frame's write, send_timeout). Errors: EINVAL
+    /// (a code that may not be sent, or a reason over 123 bytes), ETIMEDOUT (the peer did not
+    /// answer; the connection is closed anyway), the stream's.
     result<void> close(uint16_t code = close_code::normal, std::string_view reason = {},
                        duration timeout = forever);
 
