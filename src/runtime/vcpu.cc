@@ -205,27 +205,34 @@ result<void> fini() {
         report_misuse("gluon::fini called from a fiber other than the vCPU's main fiber");
         return errno_error(EDEADLK);
     }
-    // Interrupt every fiber still alive and let them run to completion.
-    while (v->nfibers > 0) {
-        v->all.for_each([](fiber_impl& f) {
-            if (f.interrupt_pending.exchange(true)) return;
-            deliver_interrupt(&f);
-        });
-        v->fini_waiting = true;
-        // Re-interrupt every 100 ms: a fiber may start another blocking call while unwinding.
-        park_current(v, deadline_after(std::chrono::milliseconds(100)),
-                     [](fiber_impl* f, int err) {
-                         f->owner->fini_waiting = false;
-                         resume(f, -err);
-                     },
-                     nullptr);
+    for (;;) {
+        // Interrupt every fiber still alive and let them run to completion.
+        while (v->nfibers > 0) {
+            v->all.for_each([](fiber_impl& f) {
+                if (f.interrupt_pending.exchange(true)) return;
+                deliver_interrupt(&f);
+            });
+            v->fini_waiting = true;
+            // Re-interrupt every 100 ms: a fiber may start another blocking call while unwinding.
+            park_current(v, deadline_after(std::chrono::milliseconds(100)),
+                         [](fiber_impl* f, int err) {
+                             f->owner->fini_waiting = false;
+                             resume(f, -err);
+                         },
+                         nullptr);
+        }
+        // Let remote work already posted to us (resumes of fibers gone, interrupts) drain, and
+        // wait for wakers still inside post_remote() (they touch our engine after the push).
+        poll(v, false);
+        while (v->posters.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
+        poll(v, false);
+        // That work may have started fibers (a closure posted by runtime::post, the task runner
+        // for a task spawned here): they run too, interrupted like the others. Left queued, they
+        // never ran, their waiters hung, and the thread kept a task runner that was gone.
+        if (v->nfibers == 0) break;
     }
-    // Let remote work already posted to us (resumes of fibers gone, interrupts) drain, and
-    // wait for wakers still inside post_remote() (they touch our engine after the push).
+    // Only now: fibers that run hold biased locks, whose holder is found through the registry.
     unregister_vcpu(v);
-    poll(v, false);
-    while (v->posters.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
-    poll(v, false);
     teardown_altstack(v);
     destroy_idle_fiber(v);
     t_hot = nullptr;

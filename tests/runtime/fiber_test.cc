@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gluon/runtime/fiber_local.h"
+#include "gluon/runtime/vcpu_call.h"
 #include "gluon/sync/channel.h"
 #include "test_support.h"
 
@@ -327,6 +328,27 @@ TEST_P(fiber_test, fini_interrupts_remaining_fibers) {
     this_fiber::yield();
     ASSERT_TRUE(fini());
     EXPECT_EQ(got, std::errc::operation_canceled);
+}
+
+// A call posted to the vCPU runs in fini()'s last look at its inbox, after every fiber has
+// ended: a fiber it starts runs all the same (interrupted), before fini returns.
+TEST_P(fiber_test, fini_runs_fibers_started_by_work_posted_to_it) {
+    struct post : vcpu_call {
+        std::error_code got;
+        bool ran = false;
+    } p;
+    p.fn = [](vcpu_call* c) noexcept {
+        auto* self = static_cast<post*>(c);
+        auto f = spawn([self] {
+            self->ran = true;
+            self->got = this_fiber::sleep_for(1h).error();
+        });
+        if (f) (void)f->detach();
+    };
+    ASSERT_TRUE(post_call(vcpu_handle::current(), p));
+    ASSERT_TRUE(fini());
+    EXPECT_TRUE(p.ran);
+    EXPECT_EQ(p.got, std::errc::operation_canceled);
 }
 
 TEST(fiber_misuse, spawn_outside_vcpu_is_eperm) {

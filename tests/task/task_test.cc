@@ -232,6 +232,32 @@ TEST_P(task_test, joins_with_a_timeout_cancel_a_late_task_and_wait_for_its_end) 
     EXPECT_EQ(e3, 2);
 }
 
+// A task spawned from a call that runs in fini()'s last look at the vCPU's inbox, after the
+// task runner has gone: it runs and ends before fini returns, and the thread keeps no runner of
+// the vCPU that is gone (a later vCPU on it runs tasks).
+TEST_P(task_test, a_task_spawned_while_its_vcpu_finishes_runs_and_ends) {
+    struct post : vcpu_call {
+        bool ran = false;
+    } p;
+    p.fn = [](vcpu_call* c) noexcept {
+        auto mark = [](bool* ran) -> task<void> {
+            *ran = true;
+            co_return;
+        };
+        auto h = co_spawn(mark(&static_cast<post*>(c)->ran));
+        if (h) h->detach();
+    };
+    ASSERT_TRUE(block_on(nothing()));  // the runner exists, and ends in fini
+    ASSERT_TRUE(post_call(vcpu_handle::current(), p));
+    ASSERT_TRUE(fini());
+    ASSERT_TRUE(p.ran);
+    init_options o;
+    o.engine = GetParam();
+    o.log_engine = false;
+    ASSERT_TRUE(init(o));
+    EXPECT_EQ(block_on(forty_two()).value(), 42);
+}
+
 TEST_P(task_test, nop_round_trips) {
     auto t = []() -> task<long> {
         long sum = 0;

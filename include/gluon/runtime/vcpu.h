@@ -34,7 +34,8 @@ struct init_options {
 result<void> init(const init_options& opts = {});
 
 /// Tears down the calling thread's vCPU. Fibers still alive are interrupted (their blocking
-/// calls return ECANCELED) and run to completion first. Errors: EPERM (not a vCPU), EDEADLK
+/// calls return ECANCELED) and run to completion first, as are fibers and tasks started by work
+/// posted to the vCPU meanwhile. Errors: EPERM (not a vCPU), EDEADLK
 /// (called from a fiber other than the one that called init).
 result<void> fini();
 
