@@ -118,6 +118,24 @@ vcpu_handle runtime::vcpu(unsigned i) const noexcept {
     return i < vcpus_.size() ? vcpu_handle(vcpus_[i]->v) : vcpu_handle();
 }
 
+namespace {
+// Hands p to the slot's vCPU unless the runtime is stopping (the vCPU may be gone then; a
+// fiber of another vCPU posting while it unwinds from the stop's interrupt would write freed
+// memory). Under the slot's lock, which ~runtime takes to set `stopping` before the vCPU can
+// start fini: a post that got in first is run by fini's drain. Errors: ESHUTDOWN.
+result<void> push(runtime::vcpu_slot& s, posted* p) {
+    s.lk.lock();
+    if (s.stopping) {
+        s.lk.unlock();
+        delete p;
+        return errno_error(ESHUTDOWN);
+    }
+    post_remote(s.v, p);
+    s.lk.unlock();
+    return {};
+}
+}  // namespace
+
 result<void> runtime::post(unsigned i, std::function<void()> fn) { return post(i, {}, std::move(fn)); }
 
 result<void> runtime::post(unsigned i, const fiber_options& opts, std::function<void()> fn) {
@@ -126,8 +144,7 @@ result<void> runtime::post(unsigned i, const fiber_options& opts, std::function<
     p->fn = std::move(fn);
     p->opts = opts;
     p->run = run_posted;
-    post_remote(vcpus_[i]->v, p);
-    return {};
+    return push(*vcpus_[i], p);
 }
 
 result<void> runtime::run(unsigned i, std::function<void()> fn) {
@@ -137,7 +154,7 @@ result<void> runtime::run(unsigned i, std::function<void()> fn) {
     p->fn = std::move(fn);
     p->run = run_posted;
     p->done = &done;
-    post_remote(vcpus_[i]->v, p);
+    GLUON_TRY(push(*vcpus_[i], p));
     done.wait();
     return {};
 }

@@ -11,6 +11,7 @@
 #include <atomic>
 
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/oneshot.h"
 #include "gluon/sync.h"
 #include "test_support.h"
 
@@ -147,6 +148,26 @@ TEST(work_pool, async_and_call) {
     ASSERT_TRUE(wg.wait(30s));
     ASSERT_TRUE((*pool)->call([&] { n += 100; }));
     EXPECT_EQ(n.load(), 110);
+}
+
+// The pool stops its vCPUs in order; a closure of the last one, interrupted by the stop, posts
+// to the first, which has stopped (and may be gone): the post fails, and nothing is run.
+TEST(work_pool, a_post_while_the_pool_stops_fails_with_eshutdown) {
+    auto pool = work_pool::create(2);
+    ASSERT_TRUE(pool);
+    runtime* rt = &(*pool)->rt();
+    std::error_code got;
+    std::atomic<bool> ran{false};
+    oneshot started;
+    ASSERT_TRUE(rt->post(1, [&] {
+        started.signal();
+        (void)this_fiber::sleep_for(1h);  // until the pool stops
+        got = rt->post(0, [&] { ran = true; }).error();
+    }));
+    started.wait();
+    pool->reset();
+    EXPECT_EQ(got.value(), ESHUTDOWN);
+    EXPECT_FALSE(ran);
 }
 
 TEST(offload, runs_blocking_call_without_blocking_the_vcpu) {

@@ -36,12 +36,14 @@ public:
     vcpu_handle vcpu(unsigned i) const noexcept;
 
     /// Runs fn in a new fiber on vCPU i, without waiting. Errors: EINVAL (no such vCPU),
-    /// ESHUTDOWN (stopping). Any thread or fiber may post.
+    /// ESHUTDOWN (the runtime is being destroyed: fn is dropped). Any thread or fiber may post,
+    /// also a fiber of the runtime while it stops.
     result<void> post(unsigned i, std::function<void()> fn);
     /// post() with options for the new fiber (its stack size; a name, which must outlive the
     /// fiber). Errors: as post().
     result<void> post(unsigned i, const fiber_options& opts, std::function<void()> fn);
     /// Runs fn in a new fiber on vCPU i and parks the caller (fiber or thread) until it ends.
+    /// Errors: as post().
     result<void> run(unsigned i, std::function<void()> fn);
     /// run() that carries fn's return value back.
     template <typename F, typename R = std::invoke_result_t<F>>
@@ -64,9 +66,9 @@ class work_pool {
 public:
     /// Errors: those of runtime::start.
     static result<std::unique_ptr<work_pool>> create(unsigned vcpus, bool pin = false);
-    /// Fire and forget.
+    /// Fire and forget. Errors: ESHUTDOWN (the pool is being destroyed: fn is dropped).
     result<void> async(std::function<void()> fn);
-    /// Runs fn on the next vCPU and waits for it.
+    /// Runs fn on the next vCPU and waits for it. Errors: as async().
     result<void> call(std::function<void()> fn);
     unsigned size() const noexcept { return rt_->size(); }
     runtime& rt() noexcept { return *rt_; }
