@@ -29,6 +29,33 @@ TEST_P(std_compat_test, thread_join_ids_and_errors) {
     EXPECT_FALSE(d.joinable());
 }
 
+// std::thread::join cannot fail for an interrupt: the join waits on, and the interrupt stays
+// pending for the joining fiber's next blocking call.
+TEST_P(std_compat_test, join_waits_through_an_interrupt_and_leaves_it_pending) {
+    bool release = false, in_join = false, threw = false, pending_after = false;
+    auto g = spawn([&] {
+        conc::thread t([&] {
+            while (!release) conc::this_thread::yield();
+        });
+        in_join = true;
+        try {
+            t.join();
+        } catch (const std::system_error&) {
+            threw = true;
+            release = true;
+            t.join();
+        }
+        pending_after = this_fiber::interrupt_pending();
+    });
+    ASSERT_TRUE(g);
+    while (!in_join) this_fiber::yield();
+    ASSERT_TRUE(g->interrupt());
+    release = true;
+    ASSERT_TRUE(g->join());
+    EXPECT_FALSE(threw);
+    EXPECT_TRUE(pending_after);
+}
+
 TEST_P(std_compat_test, sleep_for_sleeps_the_full_time) {
     auto t0 = mono_now_ns();
     conc::this_thread::sleep_for(5ms);

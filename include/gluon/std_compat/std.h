@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/waiter.h"
 #include "gluon/sync/condition_variable.h"
 #include "gluon/sync/mutex.h"
 #include "gluon/sync/shared_mutex.h"
@@ -76,9 +77,15 @@ public:
 
     bool joinable() const noexcept { return f_.joinable(); }
     id get_id() const noexcept { return id_; }
+    /// As std::thread::join, not interruptible: an interrupt of the calling fiber (fini, a
+    /// runtime stopping) stays pending for its next blocking call; the join goes on waiting.
     void join() {
         if (!joinable()) throw std::system_error(std::make_error_code(std::errc::invalid_argument), "join");
-        if (auto r = f_.join(); !r) throw std::system_error(r.error(), "join");
+        auto r = f_.join();
+        bool interrupted = false;
+        for (; !r && r.error() == std::errc::operation_canceled; r = f_.join()) interrupted = true;
+        if (interrupted) restore_interrupt();
+        if (!r) throw std::system_error(r.error(), "join");
         id_ = id();
     }
     void detach() {
