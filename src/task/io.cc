@@ -95,8 +95,9 @@ task<result<void>> send_all(int fd, const void* buf, size_t n, duration timeout)
 
 task<result<void>> recv_exactly(int fd, void* buf, size_t n, duration timeout) {
     auto* p = static_cast<char*>(buf);
+    step_timeouts steps(timeout);  // one deadline for the whole call, as fd::recv_exactly
     while (n > 0) {
-        auto r = co_await recv_some(fd, p, n, 0, timeout);
+        auto r = co_await recv_some(fd, p, n, 0, steps.next());
         if (!r) co_return unexpected(r.error());
         if (*r == 0) co_return errno_error(ENODATA);
         p += *r;

@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "gluon/runtime/fiber.h"
 #include "gluon/task/io.h"
 #include "gluon/task/spawn.h"
 #include "test_support.h"
@@ -97,6 +98,31 @@ TEST_P(task_socket_test, an_accept_with_no_client_times_out_and_a_cancelled_one_
         co_return co_await h;
     };
     EXPECT_EQ(block_on(t()).value(), ECANCELED);
+}
+
+// recv_exactly's timeout bounds the whole call, as fd::recv_exactly's: a peer that sends a
+// byte every 20 ms (each receive gets its byte well within the timeout) takes 400 ms to send
+// 20, and a call with 150 ms fails with ETIMEDOUT.
+TEST_P(task_socket_test, recv_exactly_times_out_on_a_peer_that_trickles) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    auto peer = spawn([&] {
+        for (int i = 0; i < 20; ++i) {
+            if (!this_fiber::sleep_for(20ms)) return;
+            ASSERT_EQ(::send(sv[1], "x", 1, MSG_NOSIGNAL), 1);
+        }
+    });
+    ASSERT_TRUE(peer);
+    auto t = [](int fd) -> task<int> {
+        char buf[20];
+        auto r = co_await co::recv_exactly(fd, buf, sizeof buf, 150ms);
+        co_return r ? 0 : r.error().value();
+    };
+    EXPECT_EQ(block_on(t(sv[0])).value(), ETIMEDOUT);
+    (void)peer->interrupt();  // still sending
+    ASSERT_TRUE(peer->join());
+    ::close(sv[0]);
+    ::close(sv[1]);
 }
 
 GLUON_ENGINE_TEST_SUITE(task_socket_test);

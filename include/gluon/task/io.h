@@ -192,7 +192,9 @@ inline io_awaitable<short> poll(int fd, short events, duration timeout = forever
 /// Loops until all n bytes are sent; the timeout is per operation. Errors: those of send_some,
 /// EPIPE (the peer took nothing).
 task<result<void>> send_all(int fd, const void* buf, size_t n, duration timeout = forever);
-/// Loops until n bytes are received. Errors: those of recv_some, ENODATA (end of stream first).
+/// Loops until n bytes are received; the timeout bounds the whole call (as fd::recv_exactly),
+/// a peer that trickles bytes in fails it too. Errors: those of recv_some (ETIMEDOUT once the
+/// timeout has passed, whatever was received), ENODATA (end of stream first).
 task<result<void>> recv_exactly(int fd, void* buf, size_t n, duration timeout = forever);
 
 /// Suspends for d (ECANCELED if the task is cancelled first).
