@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "gluon/common/lazy.h"
@@ -33,11 +34,25 @@ void destroy_slots(void** slots, size_t n) noexcept {
     std::free(slots);
 }
 
+// Destroys every value of a fiber's (or thread's) slots. A value's destructor may use
+// fiber-locals itself (a logger's buffer), which sets slots again and may grow, i.e. move, the
+// array under the loop: each round takes the array away first, and values set by destructors
+// are destroyed in the next round; at most 4 rounds (pthread keys' PTHREAD_DESTRUCTOR_ITERATIONS),
+// then what destructors keep setting is dropped.
+void destroy_all(void**& slots, size_t& size) noexcept {
+    for (int round = 0; slots && round < 4; ++round) {
+        void** s = std::exchange(slots, nullptr);
+        destroy_slots(s, std::exchange(size, 0));
+    }
+    std::free(std::exchange(slots, nullptr));
+    size = 0;
+}
+
 // Slots of a plain thread (or a vCPU's main fiber, which is the thread itself).
 struct thread_slots {
     void** slots = nullptr;
     size_t size = 0;
-    ~thread_slots() { destroy_slots(slots, size); }
+    ~thread_slots() { destroy_all(slots, size); }
 };
 thread_local thread_slots t_slots;
 
@@ -69,11 +84,6 @@ void*& fls_slot(size_t key) noexcept {
     return slot_in(f->fls, f->fls_size, key);
 }
 
-void fls_destroy(fiber_impl* f) noexcept {
-    if (!f->fls) return;
-    destroy_slots(f->fls, f->fls_size);
-    f->fls = nullptr;
-    f->fls_size = 0;
-}
+void fls_destroy(fiber_impl* f) noexcept { destroy_all(f->fls, f->fls_size); }
 
 }  // namespace gluon::detail

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -269,6 +270,27 @@ TEST_P(fiber_test, fiber_local_is_per_fiber_and_destroyed) {
     EXPECT_EQ(seen_b, 2);
     EXPECT_EQ(fl->v, 7);
     EXPECT_EQ(destroyed, 2);
+}
+
+// A fiber-local's destructor that uses another fiber-local of the same fiber, of a key past the
+// end of the fiber's slots (which grow, i.e. move, then): that value is destroyed too, and the
+// ending fiber frees its slots once (they were freed twice, and read after being freed).
+TEST_P(fiber_test, a_fiber_local_destructor_may_use_fiber_locals) {
+    static int late_destroyed = 0;
+    struct late {
+        ~late() { ++late_destroyed; }
+    };
+    static std::vector<std::unique_ptr<fiber_local<late>>> later;
+    struct user {
+        ~user() { (void)later.back()->get(); }
+    };
+    fiber_local<user> first;
+    for (int i = 0; i < 40; ++i) later.push_back(std::make_unique<fiber_local<late>>());
+    late_destroyed = 0;
+    auto f = spawn([&] { (void)first.get(); });  // the only key set: its slots are few
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(late_destroyed, 1);
+    later.clear();
 }
 
 // A spawn reuses the record (and stack) of the fiber that ended last: nothing of that fiber's
