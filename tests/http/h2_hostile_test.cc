@@ -3,6 +3,9 @@
 // heads; then a graceful stop. Each ends as RFC 9113 and nghttp2 direct, and the server keeps
 // serving other connections.
 #include <gtest/gtest.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <optional>
@@ -127,6 +130,7 @@ class h2_hostile_test : public test::engine_test {
 protected:
     void TearDown() override {
         srv_.reset();
+        if (!file_.empty()) ::unlink(file_.c_str());
         test::engine_test::TearDown();
     }
     void start(server_options o = {}) {
@@ -137,6 +141,10 @@ protected:
                 if (req.path() == "/body") {
                     auto b = req.body();
                     res.body(b ? std::string(*b) : "error");
+                    return;
+                }
+                if (req.path() == "/file") {
+                    res.file(::open(file_.c_str(), O_RDONLY | O_CLOEXEC), 0, k_file_bytes, true);
                     return;
                 }
                 if (req.path() == "/wait") {
@@ -164,6 +172,30 @@ protected:
         }
         EXPECT_TRUE(got_data);
     }
+    /// A file of k_file_bytes for "/file" (removed after the test).
+    void make_file() {
+        std::string path = testing::TempDir() + "gluon-h2-file-XXXXXX";
+        int fd = ::mkstemp(path.data());
+        ASSERT_GE(fd, 0);
+        std::string bytes(k_file_bytes, 'f');
+        ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+        ::close(fd);
+        file_ = path;
+    }
+    /// How many of this process's descriptors are open on the file.
+    int opened_file() const {
+        int n = 0;
+        DIR* d = ::opendir("/proc/self/fd");
+        while (dirent* e = d ? ::readdir(d) : nullptr) {
+            char target[4096];
+            ssize_t len = ::readlinkat(::dirfd(d), e->d_name, target, sizeof target);
+            if (len > 0 && std::string(target, static_cast<size_t>(len)) == file_) ++n;
+        }
+        if (d) ::closedir(d);
+        return n;
+    }
+    static constexpr uint64_t k_file_bytes = 256 * 1024;
+    std::string file_;
     std::unique_ptr<server> srv_;
     event release_;
     int served_ = 0;
@@ -363,6 +395,33 @@ TEST_P(h2_hostile_test, a_graceful_stop_finishes_streams_then_says_goaway) {
     }
     EXPECT_TRUE(answered);
     ASSERT_TRUE(stopper->join());
+}
+
+// A file answer cut off before its end (the stream reset, or the connection gone, while the
+// client's window held the rest back) closes its file: the stream objects kept for reuse, and
+// those freed with the connection, held it open.
+TEST_P(h2_hostile_test, files_of_answers_cut_off_are_closed) {
+    make_file();
+    start();
+    {
+        raw_h2 c(srv_->local_address());
+        c.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block("/file"));
+        c.send_frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/file"));
+        int heads = 0;  // both files open; the 64 KiB connection window lets neither end
+        while (heads < 2) {
+            auto f = c.next();
+            ASSERT_TRUE(f);
+            if (f->type == HEADERS) ++heads;
+        }
+        EXPECT_EQ(opened_file(), 2);
+        c.send_frame(RST_STREAM, 0, 1, u32(8 /* CANCEL */));
+        c.send_frame(PING, 0, 0, std::string(8, 'p'));  // answered once the reset was taken
+        while (auto f = c.next())
+            if (f->type == PING && (f->flags & ACK)) break;
+        EXPECT_EQ(opened_file(), 1);
+    }
+    while (srv_->connections() > 0) this_fiber::yield();
+    EXPECT_EQ(opened_file(), 0);
 }
 
 GLUON_ENGINE_TEST_SUITE(h2_hostile_test);

@@ -94,12 +94,18 @@ h2_session::h2_session(net::byte_stream& s, const handler& h, const server_optio
 
 h2_session::~h2_session() {
     nghttp2_session_del(ng_);  // calls no callback
-    while (h2_stream* st = streams_.pop_front()) delete st;
+    while (h2_stream* st = streams_.pop_front()) {
+        st->release_body();  // a body still sending: its file is closed
+        delete st;
+    }
     while (h2_stream* st = spare_.pop_front()) delete st;
 }
 
 void h2_session::free_stream(h2_stream& st) noexcept {
     streams_.erase(st);
+    // A body cut off by a reset was never released by its last DATA frame: its file would stay
+    // open (until the object's reuse, or for good once the object is deleted).
+    st.release_body();
     if (spare_count_ < k_spare_streams) {
         spare_.push_back(st);
         ++spare_count_;

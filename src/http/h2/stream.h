@@ -43,6 +43,8 @@ public:
     long next_data(size_t length, uint32_t* flags);
     bool emit_data(std::string& to, size_t n);
 
+    /// Closes the response's file and drops its body's owner (a body cut off before its end).
+    void release_body() noexcept { res.release(); }
     /// Makes a finished stream object serve stream new_id (keeping its buffers' capacity).
     void reuse(int32_t new_id) noexcept;
     /// Sets e if the handler waits on it (all on one vCPU: no race with the wait).
