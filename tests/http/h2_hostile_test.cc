@@ -143,6 +143,12 @@ protected:
                     res.body(b ? std::string(*b) : "error");
                     return;
                 }
+                if (req.path() == "/stream") {  // 256 KiB in writes of 64 KiB
+                    for (int i = 0; i < 4 && !stream_error_; ++i)
+                        if (auto w = res.write(std::string(64 * 1024, 's')); !w) stream_error_ = w.error().value();
+                    stream_ended_.set();
+                    return;
+                }
                 if (req.path() == "/file") {
                     res.file(::open(file_.c_str(), O_RDONLY | O_CLOEXEC), 0, k_file_bytes, true);
                     return;
@@ -194,7 +200,11 @@ protected:
         if (d) ::closedir(d);
         return n;
     }
+    /// Sends a SETTINGS_INITIAL_WINDOW_SIZE: the window of each stream.
+    static void stream_window(raw_h2& c, uint32_t bytes) { c.send_frame(SETTINGS, 0, 0, std::string{0, 4} + u32(bytes)); }
     static constexpr uint64_t k_file_bytes = 256 * 1024;
+    int stream_error_ = 0;  // the first write of "/stream" that failed
+    event stream_ended_;
     std::string file_;
     std::unique_ptr<server> srv_;
     event release_;
@@ -422,6 +432,31 @@ TEST_P(h2_hostile_test, files_of_answers_cut_off_are_closed) {
     }
     while (srv_->connections() > 0) this_fiber::yield();
     EXPECT_EQ(opened_file(), 0);
+}
+
+// A streamed write that waits send_timeout for room fails, and the stream is reset: its bytes
+// were queued, and ending the body after them made a cut-off body look whole.
+TEST_P(h2_hostile_test, a_streamed_write_that_times_out_resets_its_stream) {
+    server_options o;
+    o.send_timeout = 200ms;
+    start(std::move(o));
+    raw_h2 c(srv_->local_address());
+    stream_window(c, 0);  // nothing of a body may leave
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block("/stream"));
+    ASSERT_TRUE(stream_ended_.wait(10s));
+    EXPECT_EQ(stream_error_, ETIMEDOUT);
+    // Once the window opens, the client must not get a body that ends as if whole.
+    stream_window(c, 1 << 20);
+    c.send_frame(WINDOW_UPDATE, 0, 0, u32(1 << 24));
+    bool reset = false, ended = false;
+    while (auto f = c.next()) {
+        if (f->stream != 1) continue;
+        if (f->type == RST_STREAM) reset = true;
+        if (f->type == DATA && (f->flags & END_STREAM)) ended = true;
+        if (reset || ended) break;
+    }
+    EXPECT_TRUE(reset);
+    EXPECT_FALSE(ended);
 }
 
 GLUON_ENGINE_TEST_SUITE(h2_hostile_test);

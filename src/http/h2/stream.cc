@@ -240,6 +240,7 @@ void h2_stream::reuse(int32_t new_id) noexcept {
     in_done = false;
     in_error = 0;
     submitted = deferred = out_eof = false;
+    out_error = 0;
     if (out.capacity() > 64 * 1024) std::string().swap(out);
     out.clear();
     out_pos = 0;
@@ -305,9 +306,18 @@ void h2_stream::on_close(uint32_t) noexcept {
     wake(out_room);
 }
 
+void h2_stream::give_up() noexcept {
+    if (closed || out_error) return;
+    out_error = ETIMEDOUT;
+    nghttp2_submit_rst_stream(sess.ng(), NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    sess.want_write();
+    wake(out_room);
+}
+
 result<void> h2_stream::write_body(response& r, std::string_view data) {
     if (closed) return errno_error(ECONNRESET);
     if (sess.gone()) return errno_error(EPIPE);
+    if (out_error) return errno_error(out_error);
     if (!submitted) GLUON_TRY(submit(true));
     if (data.empty() || out_eof) return {};
     out.append(data);
@@ -316,8 +326,13 @@ result<void> h2_stream::write_body(response& r, std::string_view data) {
         nghttp2_session_resume_data(sess.ng(), id);
     }
     sess.want_write();
-    while (out.size() - out_pos > k_stream_buffer)
-        if (int e = wait(out_room, sess.options().send_timeout)) return errno_error(e == ENODATA ? EPIPE : e);
+    while (out.size() - out_pos > k_stream_buffer) {
+        int e = wait(out_room, sess.options().send_timeout);
+        if (!e) e = out_error;
+        // Bytes of this write are queued: ending the body after them would make it look whole.
+        if (e == ETIMEDOUT) give_up();
+        if (e) return errno_error(e == ENODATA ? EPIPE : e);
+    }
     (void)r;
     return {};
 }
@@ -325,6 +340,7 @@ result<void> h2_stream::write_body(response& r, std::string_view data) {
 result<void> h2_stream::finish_body(response&, bool short_body) {
     if (closed) return errno_error(ECONNRESET);
     if (sess.gone()) return errno_error(EPIPE);
+    if (out_error) return errno_error(out_error);
     if (!submitted) GLUON_TRY(submit(true));
     if (short_body && req.head_.verb != method::head) {
         nghttp2_submit_rst_stream(sess.ng(), NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);

@@ -43,6 +43,10 @@ public:
     long next_data(size_t length, uint32_t* flags);
     bool emit_data(std::string& to, size_t n);
 
+    /// The response cannot go on (send_timeout passed with its bytes held back): the stream is
+    /// reset and the handler's writes fail with ETIMEDOUT, so the client cannot take the part
+    /// that was sent for a whole body.
+    void give_up() noexcept;
     /// Closes the response's file and drops its body's owner (a body cut off before its end).
     void release_body() noexcept { res.release(); }
     /// Makes a finished stream object serve stream new_id (keeping its buffers' capacity).
@@ -83,6 +87,7 @@ public:
     std::string out;         // a streamed body's bytes not yet framed, from out_pos
     size_t out_pos = 0;
     uint64_t body_off = 0;   // of a whole body, bytes already framed
+    int out_error = 0;       // ETIMEDOUT once given up: later writes fail
     event out_room;
 
     bool closed = false;
