@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "gluon/http/server.h"
@@ -457,6 +458,49 @@ TEST_P(h2_hostile_test, a_streamed_write_that_times_out_resets_its_stream) {
     }
     EXPECT_TRUE(reset);
     EXPECT_FALSE(ended);
+}
+
+// A client that never opens its flow-control window keeps nothing for good: a response it holds
+// back for send_timeout is reset (a body in memory, a file, a streamed body whose handler's
+// write fails) and the connection lives on; when the connection's own window is the one
+// closed, no stream can move and the connection ends with GOAWAY.
+TEST_P(h2_hostile_test, answers_a_closed_window_holds_back_are_given_up_after_send_timeout) {
+    make_file();
+    server_options o;
+    o.send_timeout = 200ms;
+    start(std::move(o));
+    raw_h2 c(srv_->local_address());
+    stream_window(c, 0);
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block("/"));  // "ok"
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/file"));
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 5, request_block("/stream"));
+    std::set<uint32_t> reset;
+    while (reset.size() < 3) {
+        auto f = c.next();  // nothing for 10 s: nullopt
+        ASSERT_TRUE(f) << reset.size() << " streams reset";
+        ASSERT_NE(f->type, GOAWAY);
+        if (f->type == RST_STREAM) reset.insert(f->stream);
+    }
+    ASSERT_TRUE(stream_ended_.wait(10s));
+    EXPECT_EQ(stream_error_, ETIMEDOUT);
+    EXPECT_EQ(opened_file(), 0);
+    c.send_frame(PING, 0, 0, std::string(8, 'p'));
+    bool answered = false;
+    while (auto f = c.next())
+        if (f->type == PING && (f->flags & ACK)) {
+            answered = true;
+            break;
+        }
+    EXPECT_TRUE(answered);
+
+    // Streams may take 1 MiB, the connection stays at its first 64 KiB.
+    raw_h2 d(srv_->local_address());
+    stream_window(d, 1 << 20);
+    d.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block("/file"));
+    EXPECT_EQ(d.until_goaway(), NO_ERROR);
+    EXPECT_TRUE(d.until_closed());
+    while (srv_->connections() > 1) this_fiber::yield();
+    EXPECT_EQ(opened_file(), 0);
 }
 
 GLUON_ENGINE_TEST_SUITE(h2_hostile_test);

@@ -25,7 +25,11 @@ struct server_options : net::server_options {
     duration header_timeout = std::chrono::seconds(10);  // from a request's first byte to its blank line: 408
     duration body_timeout = std::chrono::seconds(30);    // between reads of a body: 408
     duration idle_timeout = std::chrono::seconds(60);    // a keep-alive connection waiting for a request
-    duration send_timeout = std::chrono::seconds(30);    // between writes of a response
+    /// Between writes of a response. Over HTTP/2 also how long a response may wait for the
+    /// client's flow-control window: past it the stream is reset (RST_STREAM CANCEL; a streamed
+    /// write fails with ETIMEDOUT), or, when the connection's own window is the closed one, the
+    /// connection ends (GOAWAY).
+    duration send_timeout = std::chrono::seconds(30);
     /// A keep-alive connection idle this long gives its buffers back (about 12 KiB), keeping
     /// only its fiber's stack until the next request.
     duration release_buffers_after = std::chrono::seconds(1);

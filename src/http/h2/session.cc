@@ -87,7 +87,8 @@ const setup& nghttp2_setup() {
 
 h2_session::h2_session(net::byte_stream& s, const handler& h, const server_options& opts, const bool* stopping,
                        bool* idle, char* buf, size_t cap)
-    : s_(s), h_(h), opts_(opts), stopping_(stopping), idle_(idle), buf_(buf), cap_(cap) {
+    : s_(s), h_(h), opts_(opts), stopping_(stopping), idle_(idle), buf_(buf), cap_(cap),
+      data_sent_at_(mono_coarse_ns()) {
     const setup& su = nghttp2_setup();
     if (nghttp2_session_server_new2(&ng_, su.cbs, this, su.opt) != 0) throw std::bad_alloc();
 }
@@ -290,9 +291,11 @@ void h2_session::run(std::string_view preread) {
             want_write();
             break;
         }
+        if (!idle && !check_stalls()) break;
         *idle_ = idle;
-        auto n = s_.read_some(buf_, cap_, idle ? opts_.idle_timeout : forever);
+        auto n = s_.read_some(buf_, cap_, idle ? opts_.idle_timeout : until_stall_check());
         *idle_ = false;
+        if (!n && !idle && n.error() == std::errc::timed_out) continue;  // time for check_stalls
         if (!n || *n == 0) break;
         ok = feed(buf_, *n);
     }
@@ -318,6 +321,52 @@ void h2_session::run(std::string_view preread) {
     writer_done_ = true;
     wr_.set();
     writer_exited_.wait();
+}
+
+// A response whose bytes the peer's flow-control window holds back for send_timeout is given
+// up, as a write to a socket that takes nothing would be: its stream is reset (RST_STREAM), or,
+// when the connection's own window is closed and no stream of it can move, the connection ends
+// (GOAWAY; false). Without it a client that never opens its window keeps its streams, their
+// bodies and the connection for good: nothing else times them out while they wait.
+bool h2_session::check_stalls() {
+    const int64_t now = mono_now_ns();
+    if (now < next_stall_check_) return true;
+    if (opts_.send_timeout == forever) {
+        next_stall_check_ = INT64_MAX;
+        return true;
+    }
+    const int64_t limit = opts_.send_timeout.count() < 0 ? 0 : opts_.send_timeout.count();
+    auto after = [limit](int64_t t) { return t > INT64_MAX - limit ? INT64_MAX : t + limit; };
+    // A stream that starts waiting later does so from a submission or a DATA frame after now:
+    // its time is up no earlier than a send_timeout from now.
+    int64_t next = after(now);
+    const bool connection_closed = nghttp2_session_get_remote_window_size(ng_) <= 0;
+    bool stalled_connection = false;
+    streams_.for_each([&](h2_stream& st) {
+        if (!st.awaits_window()) return;
+        if (!connection_closed && nghttp2_session_get_stream_remote_window_size(ng_, st.id) > 0) return;
+        // The connection's window closed with the last DATA frame of any stream.
+        const int64_t since = connection_closed && data_sent_at_ > st.sent_at ? data_sent_at_ : st.sent_at;
+        if (after(since) > now) {
+            if (after(since) < next) next = after(since);
+        } else if (connection_closed) {
+            stalled_connection = true;
+        } else {
+            st.give_up();
+        }
+    });
+    next_stall_check_ = next;
+    if (!stalled_connection) return true;
+    GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http2: the client's window stayed closed");
+    nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR);
+    want_write();
+    return false;
+}
+
+duration h2_session::until_stall_check() const noexcept {
+    if (next_stall_check_ == INT64_MAX) return forever;
+    const int64_t left = next_stall_check_ - mono_now_ns();
+    return duration(left > 0 ? left : 0);
 }
 
 void h2_session::writer() {
@@ -348,6 +397,7 @@ long h2_session::on_send(const uint8_t* data, size_t len) {
 
 int h2_session::on_send_data(const nghttp2_frame& f, const uint8_t* framehd, size_t len, h2_stream& st) {
     if (out_.size() >= k_send_batch) return NGHTTP2_ERR_WOULDBLOCK;
+    data_sent_at_ = st.sent_at = mono_coarse_ns();
     out_.append(reinterpret_cast<const char*>(framehd), 9);
     size_t pad = f.data.padlen;
     if (pad) out_ += static_cast<char>(pad - 1);

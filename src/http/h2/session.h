@@ -76,6 +76,8 @@ private:
     void writer();
     bool flush();
     void free_stream(h2_stream& st) noexcept;
+    bool check_stalls();
+    duration until_stall_check() const noexcept;
 
     net::byte_stream& s_;
     const handler& h_;
@@ -99,6 +101,8 @@ private:
     bool writer_done_ = false;
     oneshot writer_exited_;
     bool gone_ = false;  // the connection failed or ended: no more I/O
+    int64_t data_sent_at_;          // mono_coarse_ns of the last DATA frame (or the start)
+    int64_t next_stall_check_ = 0;  // mono_now_ns when a response may next be stalled
     std::string out_;
     nv_list nv_;
     peer_ip_cache client_ip_;

@@ -154,6 +154,8 @@ result<void> h2_stream::submit(bool streaming) {
     if (rv != 0) return errno_error(rv == NGHTTP2_ERR_NOMEM ? ENOMEM : EPROTO);
     submitted = res.head_sent_ = true;
     if (!body) out_eof = true;
+    sending = body;
+    sent_at = mono_coarse_ns();
     sess.want_write();
     return {};
 }
@@ -167,6 +169,7 @@ long h2_stream::next_data(size_t length, uint32_t* flags) {
     *flags |= NGHTTP2_DATA_FLAG_NO_COPY;  // emit_data copies the bytes straight into the output
     auto end = [&] {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
+        sending = false;
         if (!res.trailers_.empty()) {
             nv_list nv;
             nv.add_lines(res.trailers_);
@@ -239,7 +242,7 @@ void h2_stream::reuse(int32_t new_id) noexcept {
     in_total = 0;
     in_done = false;
     in_error = 0;
-    submitted = deferred = out_eof = false;
+    submitted = deferred = out_eof = sending = false;
     out_error = 0;
     if (out.capacity() > 64 * 1024) std::string().swap(out);
     out.clear();
@@ -309,6 +312,7 @@ void h2_stream::on_close(uint32_t) noexcept {
 void h2_stream::give_up() noexcept {
     if (closed || out_error) return;
     out_error = ETIMEDOUT;
+    sending = false;
     nghttp2_submit_rst_stream(sess.ng(), NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
     sess.want_write();
     wake(out_room);

@@ -47,6 +47,11 @@ public:
     /// reset and the handler's writes fail with ETIMEDOUT, so the client cannot take the part
     /// that was sent for a whole body.
     void give_up() noexcept;
+    /// Body bytes are ready and only the peer's flow-control window can hold them back (a
+    /// streamed body waiting for its handler's next write is not).
+    bool awaits_window() const noexcept {
+        return sending && !closed && !out_error && !(res.streaming_ && out.size() == out_pos && !out_eof);
+    }
     /// Closes the response's file and drops its body's owner (a body cut off before its end).
     void release_body() noexcept { res.release(); }
     /// Makes a finished stream object serve stream new_id (keeping its buffers' capacity).
@@ -88,6 +93,8 @@ public:
     size_t out_pos = 0;
     uint64_t body_off = 0;   // of a whole body, bytes already framed
     int out_error = 0;       // ETIMEDOUT once given up: later writes fail
+    bool sending = false;    // a body goes to nghttp2, not yet to its end
+    int64_t sent_at = 0;     // mono_coarse_ns of its head's submission or its last DATA frame
     event out_room;
 
     bool closed = false;
