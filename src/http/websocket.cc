@@ -91,10 +91,12 @@ struct send_lock {
 
 // Sends one frame; frames never interleave. With coalesce_sends, a data frame or pong sent
 // while a whole received frame is waiting stays in the output buffer (up to k_coalesce_max),
-// to leave with later ones in one write once recv() would have to wait for input.
-result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view data, duration timeout) {
+// to leave with later ones in one write once recv() would have to wait for input. The send
+// lock is waited for `lock_timeout`, the writes take up to `timeout` (or send_timeout).
+result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view data, duration timeout,
+                        duration lock_timeout) {
     const duration t = min_d(timeout, st.opts.send_timeout);
-    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(t));
+    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(lock_timeout));
     send_lock u{st.send_mu};
     if (st.failed || (st.close_sent && opcode != op_close) || st.ended) return errno_error(EPIPE);
     if (data.size() <= k_copy_below) {
@@ -131,6 +133,10 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
     }
     if (opcode == op_close) st.close_sent = true;
     return {};
+}
+
+result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view data, duration timeout) {
+    return send_frame(st, opcode, fin, data, timeout, min_d(timeout, st.opts.send_timeout));
 }
 
 // Writes the frames coalesce_sends held back (before recv() waits for input).
@@ -219,14 +225,29 @@ result<void> fill(state& st, step_timeouts& t) {
     return n ? errno_error(ENODATA) : unexpected(n.error());
 }
 
+// Answers the last ping. The send lock is waited for as long as the recv() caller waits (its
+// holder lets go within its own send's timeout), not send_timeout: other senders may hold it
+// longer between them, and recv(forever) then failed with ETIMEDOUT and the ping went
+// unanswered. If the caller's timeout ends first, the pong stays due for the next recv().
+result<void> send_pong(state& st, duration wait) {
+    if (!st.pong_due) return {};
+    if (st.close_sent) {
+        st.pong_due = false;
+        return {};
+    }
+    auto r = send_frame(st, op_pong, true, st.pong, st.opts.send_timeout, wait);
+    st.pong_due = !r && transient(r.error()) && !st.failed;  // the lock was not had: nothing sent
+    if (!r && !transient(r.error())) return fail(st, close_code::abnormal, r.error().value(), "pong failed");
+    return r;
+}
+
 // A control frame's payload has arrived whole; `wait`: what is left of the caller's timeout.
 result<void> on_control(state& st, uint8_t opcode, const uint8_t* p, size_t n, duration wait) {
     if (opcode == op_pong) return {};
     if (opcode == op_ping) {
-        if (st.close_sent) return {};
-        auto r = send_frame(st, op_pong, true, {reinterpret_cast<const char*>(p), n}, st.opts.send_timeout);
-        if (!r && !transient(r.error())) return fail(st, close_code::abnormal, r.error().value(), "pong failed");
-        return r;
+        st.pong.assign(reinterpret_cast<const char*>(p), n);
+        st.pong_due = true;
+        return send_pong(st, wait);
     }
     // Close.
     uint16_t code = close_code::no_status;
@@ -289,6 +310,7 @@ result<void> websocket::recv(message& m, duration timeout) {
     state& st = *st_;
     if (st.close_received || st.failed || st.ended) return errno_error(ENODATA);
     step_timeouts t(timeout);
+    GLUON_TRY(send_pong(st, t.next()));
     for (;;) {
         if (!st.in_frame) {
             frame_head h;

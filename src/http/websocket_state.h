@@ -41,6 +41,10 @@ struct websocket::state {
     // Sending: one frame at a time, whoever sends it (a message, a pong from recv, a close).
     mutex send_mu;
     std::string sbuf;
+    // The last ping's payload while its pong waits for send_mu (RFC 6455 5.5.3: only the most
+    // recent ping needs an answer).
+    std::string pong;
+    bool pong_due = false;
 
     bool close_sent = false, close_received = false, failed = false, ended = false;
     uint16_t peer_code = 0;

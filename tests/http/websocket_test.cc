@@ -361,6 +361,42 @@ TEST_P(http_websocket_test, a_ping_read_in_pieces_counts_once_against_max_frames
     EXPECT_EQ(pong->payload, "ping");
 }
 
+// A pong waits for the send lock as long as recv() may wait, not for send_timeout: sends that
+// held the lock longer between them made recv(forever) fail with ETIMEDOUT and the ping go
+// unanswered, and a recv() with a shorter timeout waited send_timeout. A recv() whose timeout
+// ends first keeps the pong for the next one.
+TEST_P(http_websocket_test, a_pong_behind_a_send_waits_within_recvs_timeout_and_leaves_later) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    websocket_options o;
+    o.send_timeout = 5s;
+    auto srv = websocket::over(pair->first, true, {}, o);
+    ASSERT_TRUE(srv);
+    const std::string big(8 << 20, 'b');  // more than the pair buffers: sent as the peer reads
+    auto sender = spawn([&] { EXPECT_TRUE(srv->send_binary(big)); });
+    ASSERT_TRUE(sender);
+    this_fiber::yield();  // the sender holds the send lock, waiting for the peer to read
+    const std::string ping = masked_frame(0x89, "are you there");
+    ASSERT_TRUE(pair->second.write_all(ping.data(), ping.size(), 5s));
+    const auto start = std::chrono::steady_clock::now();
+    auto r = srv->recv(100ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);  // 100 ms, not send_timeout
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+    std::string in;
+    auto data = read_frame(pair->second, in);  // the peer reads: the send ends
+    ASSERT_TRUE(data);
+    EXPECT_EQ(data->payload.size(), big.size());
+    ASSERT_TRUE(sender->join());
+    r = srv->recv(100ms);  // sends the pong, then finds no message
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+    auto pong = read_frame(pair->second, in);
+    ASSERT_TRUE(pong);
+    EXPECT_EQ(pong->opcode, 0xa);
+    EXPECT_EQ(pong->payload, "are you there");
+}
+
 TEST_P(http_websocket_test, ping_flood_gets_pongs_and_service_continues) {
     start_echo();
     auto s = raw_upgrade();

@@ -122,7 +122,8 @@ public:
     result<void> ping(std::string_view payload = {}, duration timeout = forever);
 
     /// Receives the next whole message into `m` (its buffer is reused), answering pings on the
-    /// way. Errors: ENODATA (the connection closed: close_status() tells how; a close frame from
+    /// way (a pong waits for another fiber's send within `timeout`; when that runs out first,
+    /// the next recv() sends it). Errors: ENODATA (the connection closed: close_status() tells how; a close frame from
     /// the peer has been answered, and a client has waited, up to close_timeout within
     /// `timeout`, for the server to end the connection first), EPROTO (the peer broke the
     /// protocol: the connection was failed with 1002 or 1008), EILSEQ (invalid UTF-8: 1007),
