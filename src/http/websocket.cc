@@ -1,8 +1,12 @@
 // The WebSocket message loop: frames out (send_*, ping, pongs, close) and messages in (recv),
 // and the closing handshake. The opening handshakes are in websocket_open.cc.
+#include <sys/socket.h>
+
 #include <cstring>
 
 #include "gluon/common/log.h"
+#include "gluon/net/socket.h"
+#include "gluon/sys/ops.h"
 #include "websocket_handshake.h"
 #include "websocket_state.h"
 
@@ -84,9 +88,9 @@ result<void> write_out(state& st, duration timeout) {
     return r;
 }
 
-struct send_lock {
+struct unlocker {
     mutex& m;
-    ~send_lock() { m.unlock(); }
+    ~unlocker() { m.unlock(); }
 };
 
 // Sends one frame; frames never interleave. With coalesce_sends, a data frame or pong sent
@@ -97,7 +101,7 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
                         duration lock_timeout) {
     const duration t = min_d(timeout, st.opts.send_timeout);
     if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(lock_timeout));
-    send_lock u{st.send_mu};
+    unlocker u{st.send_mu};
     if (st.failed || (st.close_sent && opcode != op_close) || st.ended) return errno_error(EPIPE);
     if (data.size() <= k_copy_below) {
         // Small: one buffer for the head and the payload (after any frames held back).
@@ -144,7 +148,7 @@ result<void> flush_out(state& st, duration timeout) {
     if (st.sbuf.empty()) return {};
     const duration t = min_d(timeout, st.opts.send_timeout);
     if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(t));
-    send_lock u{st.send_mu};
+    unlocker u{st.send_mu};
     if (st.sbuf.empty()) return {};
     return write_out(st, t);
 }
@@ -202,6 +206,14 @@ result<void> fail(state& st, uint16_t code, int err, const char* why, duration l
         if (st.owned) (void)st.s->close();
     }
     return errno_error(err);
+}
+
+// Ends the connection under a fiber parked in recv(), for a close() that may not read beside
+// it: both directions are shut down, so that its read ends and it finds the connection gone.
+void stop_under_reader(state& st) {
+    st.failed = true;
+    if (!st.peer_code) st.peer_code = close_code::abnormal;
+    if (net::socket_fd* sock = st.s->socket()) (void)sys::shutdown(sock->get(), SHUT_RDWR);
 }
 
 // Reads more input into the buffer. ENODATA (and close status 1006) if the peer closed
@@ -306,8 +318,11 @@ result<size_t> take_payload(state& st, uint64_t left, step_timeouts& t) {
 
 }  // namespace
 
-result<void> websocket::recv(message& m, duration timeout) {
-    state& st = *st_;
+namespace {
+
+// recv() for the holder of recv_mu.
+result<void> recv_locked(state& st, websocket::message& m, duration timeout) {
+    using kind = websocket::kind;
     if (st.close_received || st.failed || st.ended) return errno_error(ENODATA);
     step_timeouts t(timeout);
     GLUON_TRY(send_pong(st, t.next()));
@@ -377,6 +392,17 @@ result<void> websocket::recv(message& m, duration timeout) {
     }
 }
 
+}  // namespace
+
+result<void> websocket::recv(message& m, duration timeout) {
+    state& st = *st_;
+    if (st.close_received || st.failed || st.ended) return errno_error(ENODATA);
+    step_timeouts t(timeout);
+    if (!st.recv_mu.try_lock()) GLUON_TRY(st.recv_mu.lock_for(t.next()));
+    unlocker u{st.recv_mu};
+    return recv_locked(st, m, t.next());
+}
+
 result<websocket::message> websocket::recv(duration timeout) {
     message m;
     GLUON_TRY(recv(m, timeout));
@@ -410,13 +436,30 @@ result<void> websocket::close(uint16_t code, std::string_view reason, duration t
     if (st.failed || st.ended) return {};
     if (timeout == forever) timeout = st.opts.close_timeout;
     step_timeouts t(timeout);
+    // A fiber parked in recv() reads the peer's close frame: this call waits for its turn, which
+    // comes when that recv() returns, rather than read beside it.
+    const bool beside_reader = !st.recv_mu.try_lock();
     if (!st.close_sent) {
         auto r = send_frame(st, op_close, true, close_payload(code, reason), t.next());
-        if (!r) return fail(st, close_code::abnormal, r.error().value(), "close frame not sent");
+        if (!r && beside_reader) {
+            stop_under_reader(st);
+            return r;
+        }
+        if (!r) {
+            unlocker u{st.recv_mu};
+            return fail(st, close_code::abnormal, r.error().value(), "close frame not sent");
+        }
     }
+    if (beside_reader) {
+        if (auto l = st.recv_mu.lock_for(t.next()); !l) {
+            stop_under_reader(st);  // no close frame in time
+            return l;
+        }
+    }
+    unlocker u{st.recv_mu};
     message m;
-    while (!st.close_received && !st.ended) {
-        auto r = recv(m, t.next());
+    while (!st.close_received && !st.ended && !st.failed) {  // the reader may have ended it
+        auto r = recv_locked(st, m, t.next());
         if (!r && r.error() == std::errc::timed_out) {
             (void)fail(st, close_code::abnormal, ETIMEDOUT, "no close frame in time", min_d(t.next(), k_fail_linger));
             return errno_error(ETIMEDOUT);

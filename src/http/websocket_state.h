@@ -38,6 +38,10 @@ struct websocket::state {
     std::string partial;
     ws::utf8_validator utf8;
 
+    // Reading: one call at a time (recv() in two fibers, or close() beside a recv(), take
+    // turns: two reads into rbuf would mix their bytes).
+    mutex recv_mu;
+
     // Sending: one frame at a time, whoever sends it (a message, a pong from recv, a close).
     mutex send_mu;
     std::string sbuf;

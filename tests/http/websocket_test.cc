@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "gluon/http/server.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/channel.h"
+#include "gluon/sync/semaphore.h"
 #include "http/websocket_support.h"
 #include "test_support.h"
 
@@ -233,6 +235,62 @@ TEST_P(http_websocket_test, close_returns_within_its_timeout_when_the_server_kee
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(cli->close_status(), close_code::normal);
     EXPECT_LT(took, 10s);  // 200 ms and a little; 20 s when close_timeout was waited out
+}
+
+// close() while another fiber is parked in recv(): that recv() takes the peer's close frame and
+// returns ENODATA, and close() returns after it. Both read into the one buffer before: the
+// close frame went to either call, and the other's read met the end of the connection
+// (close_status() 1006) or stayed parked past close().
+TEST_P(http_websocket_test, close_beside_a_parked_recv_leaves_the_reading_to_it) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto srv = websocket::over(pair->first, true);
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(srv && cli);
+    std::optional<std::error_code> read_error;
+    auto reader = spawn([&] {
+        auto m = cli->recv();
+        read_error = m ? std::error_code() : m.error();
+    });
+    ASSERT_TRUE(reader);
+    this_fiber::yield();  // the reader parks in recv()
+    auto peer = spawn([&] { EXPECT_FALSE(srv->recv(5s)); });  // answers the close, ends TCP
+    ASSERT_TRUE(peer);
+    auto r = cli->close(close_code::normal, {}, 5s);
+    EXPECT_TRUE(r) << r.error().message();
+    EXPECT_EQ(cli->close_status(), close_code::normal);
+    EXPECT_TRUE(read_error && *read_error == std::errc::no_message_available);  // returned first
+    ASSERT_TRUE(peer->join());
+    (void)pair->first.close();  // (a reader still parked, if this failed, ends)
+    ASSERT_TRUE(reader->join());
+}
+
+// A peer that does not answer: close() fails at its timeout and ends the connection under the
+// parked recv(), which returns rather than wait on.
+TEST_P(http_websocket_test, close_beside_a_parked_recv_ends_it_at_its_timeout) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(cli);
+    event read_done;
+    std::error_code read_error;
+    auto reader = spawn([&] {
+        auto m = cli->recv();
+        read_error = m ? std::error_code() : m.error();
+        read_done.set();
+    });
+    ASSERT_TRUE(reader);
+    this_fiber::yield();
+    auto r = cli->close(close_code::normal, {}, 200ms);
+    EXPECT_FALSE(r);
+    if (!r) {
+        EXPECT_EQ(r.error(), std::errc::timed_out);
+    }
+    EXPECT_TRUE(read_done.wait(5s));
+    EXPECT_EQ(read_error, std::errc::no_message_available);
+    EXPECT_EQ(cli->close_status(), close_code::abnormal);
+    (void)pair->first.close();  // (a reader still parked, if this failed, ends)
+    ASSERT_TRUE(reader->join());
 }
 
 TEST_P(http_websocket_test, refused_upgrades) {

@@ -2,7 +2,9 @@
 // client opens ws:// and wss:// URLs with websocket::connect. The API is blocking and
 // sequential: recv() returns whole messages (fragments are joined, text is checked to be UTF-8
 // across fragments, pings are answered); send_text/send_binary send one message each; close()
-// runs the closing handshake. One fiber may recv while another (on the same vCPU) sends.
+// runs the closing handshake. One fiber may recv while another (on the same vCPU) sends or
+// closes: close() then leaves the reading to the recv(), which takes the peer's close frame
+// and returns ENODATA, and returns after it. recv() calls from two fibers take turns.
 //
 // A peer that breaks the protocol gets a close frame with the RFC's code and the connection is
 // failed: 1002 for framing errors (an unmasked frame from a client or a masked one from a
@@ -138,9 +140,11 @@ public:
     /// and `reason` (UTF-8, up to 123 bytes), reads and discards messages until the peer's
     /// close frame arrives or `timeout` (default close_timeout) passes, then ends the
     /// connection (a client waits for the server to end it first, within the same `timeout`:
-    /// it bounds the whole call but for the close frame's write, send_timeout). Errors: EINVAL
+    /// it bounds the whole call but for the close frame's write, send_timeout). While another
+    /// fiber is in recv(), that recv() reads (two reads would share one buffer): close() waits
+    /// for it to return, and at `timeout` shuts the connection down under it. Errors: EINVAL
     /// (a code that may not be sent, or a reason over 123 bytes), ETIMEDOUT (the peer did not
-    /// answer; the connection is closed anyway), the stream's.
+    /// answer; the connection is closed anyway), ECANCELED, the stream's.
     result<void> close(uint16_t code = close_code::normal, std::string_view reason = {},
                        duration timeout = forever);
 
