@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "gluon/http/server.h"
 #include "gluon/net/socket.h"
@@ -501,6 +502,50 @@ TEST_P(h2_hostile_test, answers_a_closed_window_holds_back_are_given_up_after_se
     EXPECT_TRUE(d.until_closed());
     while (srv_->connections() > 1) this_fiber::yield();
     EXPECT_EQ(opened_file(), 0);
+}
+
+// Request body bytes a handler never read because the client reset the stream give their
+// flow-control credit back to the connection: the window shrank by each such body, and once
+// 1 MiB had gone that way no request body could arrive (a client sending on regardless got
+// FLOW_CONTROL_ERROR).
+TEST_P(h2_hostile_test, unread_bodies_of_reset_streams_give_the_connection_window_back) {
+    start();
+    raw_h2 c(srv_->local_address());
+    uint64_t credit = 0;  // the connection's window updates, past the first
+    bool first = true;
+    auto ping = [&] {
+        c.send_frame(PING, 0, 0, std::string(8, 'p'));
+        while (auto f = c.next()) {
+            if (f->type == GOAWAY) return false;
+            if (f->type == WINDOW_UPDATE && f->stream == 0 && !std::exchange(first, false)) credit += f->u32(0);
+            if (f->type == PING && (f->flags & ACK)) return true;
+        }
+        return false;
+    };
+    const std::string piece(16000, 'x');
+    for (uint32_t id = 1; id <= 39; id += 2) {  // 20 streams of 48,000 bytes: 960,000 of 1 MiB
+        c.send_frame(HEADERS, END_HEADERS, id, request_block("/wait", "POST"));
+        for (int i = 0; i < 3; ++i) c.send_frame(DATA, 0, id, piece);
+    }
+    ASSERT_TRUE(ping());
+    for (uint32_t id = 1; id <= 39; id += 2) c.send_frame(RST_STREAM, 0, id, u32(8 /* CANCEL */));
+    ASSERT_TRUE(ping());
+    release_.set();
+    while (waiting_ > 0) this_fiber::yield();
+    ASSERT_TRUE(ping());
+    EXPECT_GE(credit, 1u << 19);  // sent once half the window is consumed
+    // 208,000 bytes more: past the window unless credit came back.
+    c.send_frame(HEADERS, END_HEADERS, 41, request_block("/body", "POST"));
+    for (int i = 0; i < 13; ++i) c.send_frame(DATA, i == 12 ? END_STREAM : 0, 41, piece);
+    bool answered = false;
+    while (auto f = c.next()) {
+        ASSERT_NE(f->type, GOAWAY) << "error " << f->u32(4);
+        if (f->type == HEADERS && f->stream == 41) {
+            answered = true;
+            break;
+        }
+    }
+    EXPECT_TRUE(answered);
 }
 
 GLUON_ENGINE_TEST_SUITE(h2_hostile_test);

@@ -104,6 +104,15 @@ h2_session::~h2_session() {
 
 void h2_session::free_stream(h2_stream& st) noexcept {
     streams_.erase(st);
+    // Request body bytes no handler read (the stream was reset while they waited) still count
+    // against the connection's window: give it back, or each such body shrinks the window for
+    // good until no request body can arrive on the connection.
+    if (size_t unread = st.in.size() - st.in_pos; unread && !gone_) {
+        nghttp2_session_consume_connection(ng_, unread);
+        st.in.clear();
+        st.in_pos = 0;
+        want_write();
+    }
     // A body cut off by a reset was never released by its last DATA frame: its file would stay
     // open (until the object's reuse, or for good once the object is deleted).
     st.release_body();
