@@ -45,26 +45,18 @@ public:
     }
 
 private:
-    class counting_file final : public file {
+    class counting_file final : public test::forwarding_file {
     public:
-        counting_file(std::unique_ptr<file> f, counting_fs& fs) : f_(std::move(f)), fs_(fs) {}
-        result<struct stat> fstat() noexcept override { return f_->fstat(); }
-        result<void> fsync() noexcept override { return f_->fsync(); }
-        result<void> ftruncate(int64_t l) noexcept override { return f_->ftruncate(l); }
-        result<void> close() noexcept override { return f_->close(); }
+        counting_file(std::unique_ptr<file> f, counting_fs& fs) : forwarding_file(std::move(f)), fs_(fs) {}
 
     protected:
         result<size_t> do_pread(void* b, size_t n, int64_t off, deadline_t d) noexcept override {
             ++fs_.reads;
             if (fs_.delay > 0ms) GLUON_TRY(this_fiber::sleep_for(fs_.delay));
-            return f_->pread(b, n, off, time_left(d));
-        }
-        result<size_t> do_pwrite(const void* b, size_t n, int64_t off, deadline_t d) noexcept override {
-            return f_->pwrite(b, n, off, time_left(d));
+            return forwarding_file::do_pread(b, n, off, d);
         }
 
     private:
-        std::unique_ptr<file> f_;
         counting_fs& fs_;
     };
 };

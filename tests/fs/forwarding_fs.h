@@ -1,11 +1,12 @@
-// A filesystem that passes every call to another: tests derive from it and override the calls
-// whose behaviour they change (counting reads, holding an open back).
+// A filesystem, and a file, that pass every call to another: tests derive from them and override
+// the calls whose behaviour they change (counting reads, holding an open back, failing a read).
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "gluon/fs/filesystem.h"
+#include "gluon/common/clock.h"
 
 namespace gluon::test {
 
@@ -36,6 +37,24 @@ public:
 
 protected:
     std::unique_ptr<filesystem> in_;
+};
+
+class forwarding_file : public fs::file {
+public:
+    explicit forwarding_file(std::unique_ptr<fs::file> f) : f_(std::move(f)) {}
+    result<struct stat> fstat() noexcept override { return f_->fstat(); }
+    result<void> fsync() noexcept override { return f_->fsync(); }
+    result<void> ftruncate(int64_t l) noexcept override { return f_->ftruncate(l); }
+    result<void> close() noexcept override { return f_->close(); }
+
+protected:
+    result<size_t> do_pread(void* b, size_t n, int64_t off, deadline_t d) noexcept override {
+        return f_->pread(b, n, off, time_left(d));
+    }
+    result<size_t> do_pwrite(const void* b, size_t n, int64_t off, deadline_t d) noexcept override {
+        return f_->pwrite(b, n, off, time_left(d));
+    }
+    std::unique_ptr<fs::file> f_;
 };
 
 }  // namespace gluon::test

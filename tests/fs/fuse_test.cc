@@ -204,25 +204,15 @@ public:
     }
 
 private:
-    class torn_file final : public file {
+    class torn_file final : public test::forwarding_file {
     public:
-        explicit torn_file(std::unique_ptr<file> f) : f_(std::move(f)) {}
-        result<struct stat> fstat() noexcept override { return f_->fstat(); }
-        result<void> fsync() noexcept override { return f_->fsync(); }
-        result<void> ftruncate(int64_t l) noexcept override { return f_->ftruncate(l); }
-        result<void> close() noexcept override { return f_->close(); }
+        using forwarding_file::forwarding_file;
 
     protected:
         result<size_t> do_pread(void* b, size_t n, int64_t off, deadline_t d) noexcept override {
             if (off >= good) return errno_error(EIO);
-            return f_->pread(b, std::min<size_t>(n, static_cast<size_t>(good - off)), off, time_left(d));
+            return forwarding_file::do_pread(b, std::min<size_t>(n, static_cast<size_t>(good - off)), off, d);
         }
-        result<size_t> do_pwrite(const void* b, size_t n, int64_t off, deadline_t d) noexcept override {
-            return f_->pwrite(b, n, off, time_left(d));
-        }
-
-    private:
-        std::unique_ptr<file> f_;
     };
 };
 
