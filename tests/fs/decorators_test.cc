@@ -131,6 +131,10 @@ TEST_P(decorators_test, sub_filesystem_rejects_escapes) {
         EXPECT_EQ(s.stat("/../secret").error(), std::errc::permission_denied);
         EXPECT_EQ(s.rename("inside", "../out").error(), std::errc::permission_denied);
         EXPECT_EQ(s.stat("a/../../secret").error(), std::errc::permission_denied);
+        // A NUL ends the path in the base filesystem: "..\0" would be the jail's parent there.
+        EXPECT_EQ(s.opendir(std::string_view("..\0", 3)).error(), std::errc::invalid_argument);
+        EXPECT_EQ(s.stat(std::string_view("..\0/secret", 10)).error(), std::errc::invalid_argument);
+        EXPECT_EQ(s.open(std::string_view("inside\0x", 8), O_RDONLY).error(), std::errc::invalid_argument);
         ASSERT_TRUE(s.mkdir("d").has_value());
         EXPECT_TRUE(base->stat("jail/d").has_value());
         EXPECT_EQ(fs::make_sub_filesystem(base, "secret").error(), std::errc::not_a_directory);
