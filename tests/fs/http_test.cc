@@ -320,6 +320,37 @@ TEST_P(http_fs_test, follows_a_redirect_once_and_reads_from_where_it_led) {
     EXPECT_EQ((*fs)->stat("/other").error(), std::errc::no_such_file_or_directory);
 }
 
+TEST_P(http_fs_test, a_read_of_the_whole_file_skips_the_body_of_a_redirect) {
+    // No Range support, and a GET (not the HEAD) that is redirected with a body of its own.
+    uint16_t port = serve_raw([](net::byte_stream& s) {
+        char req[4096];
+        for (;;) {
+            auto n = s.read_some(req, sizeof req, 5s);
+            if (!n || *n == 0) return;
+            std::string_view r(req, *n);
+            std::string out;
+            if (r.rfind("HEAD ", 0) == 0)
+                out = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nAccept-Ranges: none\r\n\r\n";
+            else if (r.rfind("GET /old ", 0) == 0)
+                out = "HTTP/1.1 302 Found\r\nLocation: /new\r\nContent-Length: 5\r\n\r\nmoved";
+            else
+                out = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789";
+            if (!s.write_all(out.data(), out.size(), 5s)) return;
+        }
+    });
+    auto fs = mount("http://127.0.0.1:" + std::to_string(port));
+    auto f = fs->open("/old", O_RDONLY);
+    ASSERT_TRUE(f) << f.error().message();
+    char buf[10];
+    auto n = (*f)->pread(buf, sizeof buf, 0);
+    ASSERT_TRUE(n) << n.error().message();
+    EXPECT_EQ(std::string(buf, *n), "0123456789");
+    n = (*f)->pread(buf, 4, 3);
+    ASSERT_TRUE(n) << n.error().message();
+    EXPECT_EQ(std::string(buf, *n), "3456");
+    EXPECT_EQ(http_fs_statistics(*fs).whole_reads, 2u);
+}
+
 TEST_P(http_fs_test, reads_over_http2_streams_of_one_connection) {
     std::string why;
     auto h2 = test::nginx::start(why, "", " http2");  // h2c by prior knowledge

@@ -137,8 +137,11 @@ result<size_t> http_file::whole_once(char* buf, size_t n, uint64_t off, deadline
     q.timeout = time_left(d);
     add_conditions(q);
     int verdict = 0;
+    // The client hands a redirect's body to the callback too, before the file's: it is skipped.
+    bool redirect = false;
     q.on_head = [&](const http::client_response& h) {
-        if (h.status >= 300 && h.status < 400) return true;
+        redirect = h.status >= 300 && h.status < 400;
+        if (redirect) return true;
         if (h.status == 200) {
             std::string_view len = h.header("Content-Length");
             if (changed(h) || (!len.empty() && len != std::to_string(meta_.size))) verdict = ESTALE;
@@ -151,6 +154,7 @@ result<size_t> http_file::whole_once(char* buf, size_t n, uint64_t off, deadline
     uint64_t pos = 0;  // body bytes seen
     size_t copied = 0;
     auto keep = [&](std::string_view piece) {
+        if (redirect) return true;
         uint64_t end = pos + piece.size();
         if (end > off && pos < off + n) {
             uint64_t from = off > pos ? off - pos : 0;
@@ -169,6 +173,7 @@ result<size_t> http_file::whole_once(char* buf, size_t n, uint64_t off, deadline
         transient = transient_failure(r.error());
         return unexpected(r.error());
     }
+    if (redirect) return errno_error(EIO);  // a redirect not followed
     if (pos != meta_.size) return stale();  // the body was shorter than the file
     return errno_error(EIO);
 }
