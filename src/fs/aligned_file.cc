@@ -2,10 +2,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 
 #include "forwarding_file.h"
 #include "gluon/fs/decorators.h"
-#include "gluon/sync/mutex.h"
+#include "gluon/sync/shared_mutex.h"
 
 namespace gluon::fs {
 namespace {
@@ -36,7 +38,10 @@ public:
 
     result<size_t> do_pwrite(const void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
         if (off < 0) return errno_error(EINVAL);
-        if (aligned(buf, n, off) || n == 0) return in_->pwrite(buf, n, off, time_left(d));
+        if (aligned(buf, n, off) || n == 0) {
+            std::shared_lock lk(mu_);
+            return in_->pwrite(buf, n, off, time_left(d));
+        }
         std::lock_guard lk(mu_);
         const uint64_t end = static_cast<uint64_t>(off) + n;
         const uint64_t a0 = down(off), a1 = up(end);
@@ -70,6 +75,15 @@ public:
     result<size_t> do_pwritev(const iovec* iov, int cnt, int64_t off, deadline_t d) noexcept override {
         return file::do_pwritev(iov, cnt, off, d);
     }
+    // Size changes wait for a read-modify-write too: its closing truncate would undo them.
+    result<void> ftruncate(int64_t len) noexcept override {
+        std::shared_lock lk(mu_);
+        return in_->ftruncate(len);
+    }
+    result<void> fallocate(int mode, int64_t off, int64_t len) noexcept override {
+        std::shared_lock lk(mu_);
+        return in_->fallocate(mode, off, len);
+    }
 
 private:
     bool aligned(const void* buf, size_t n, int64_t off) const noexcept {
@@ -89,7 +103,10 @@ private:
     }
 
     size_t a_;
-    mutex mu_;
+    // Held alone by a read-modify-write, shared by the calls that write or resize without one:
+    // such a call landing between the RMW's read and its write-back (or its truncate to the
+    // length it saw) would be lost.
+    shared_mutex mu_;
 };
 
 }  // namespace

@@ -1,6 +1,9 @@
 // aligned, throttled, linear and striped files, and the sub-filesystem.
 #include <fcntl.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <random>
 
 #include "fs_fixture.h"
@@ -48,6 +51,74 @@ TEST_P(decorators_test, aligned_file_makes_unaligned_io_work_on_o_direct) {
             EXPECT_EQ(back.substr(0, expect), model.substr(std::min(roff, model.size()), expect));
         }
         EXPECT_FALSE(fs::make_aligned(nullptr, 4096).has_value());
+    });
+}
+
+// A file in memory whose writes never park; in_write runs inside the next pwrite, before it
+// writes: there another fiber's call can land in the middle of an aligned file's merge.
+class memory_file : public fs::file {
+public:
+    std::string data;
+    std::function<void()> in_write;
+
+    result<struct stat> fstat() noexcept override {
+        struct stat st {};
+        st.st_mode = S_IFREG | 0644;
+        st.st_size = static_cast<off_t>(data.size());
+        return st;
+    }
+    result<void> fsync() noexcept override { return {}; }
+    result<void> ftruncate(int64_t len) noexcept override {
+        data.resize(static_cast<size_t>(len));
+        return {};
+    }
+    result<void> close() noexcept override { return {}; }
+
+protected:
+    result<size_t> do_pread(void* b, size_t n, int64_t off, deadline_t) noexcept override {
+        const auto o = static_cast<size_t>(off);
+        if (o >= data.size()) return size_t{0};
+        n = std::min(n, data.size() - o);
+        std::memcpy(b, data.data() + o, n);
+        return n;
+    }
+    result<size_t> do_pwrite(const void* b, size_t n, int64_t off, deadline_t) noexcept override {
+        if (auto hook = std::exchange(in_write, nullptr)) hook();
+        const auto o = static_cast<size_t>(off);
+        if (data.size() < o + n) data.resize(o + n);
+        std::memcpy(data.data() + o, b, n);
+        return n;
+    }
+};
+
+TEST_P(decorators_test, an_aligned_write_waits_for_a_merge_in_progress) {
+    in_fiber([&] {
+        auto mem = std::make_unique<memory_file>();
+        memory_file& m = *mem;
+        m.data.assign(4096 + 20, 'o');  // the last block is partial
+        auto f = fs::make_aligned(std::move(mem), 4096);
+        ASSERT_TRUE(f.has_value());
+        std::unique_ptr<char, decltype(&std::free)> block(static_cast<char*>(std::aligned_alloc(4096, 4096)), &std::free);
+        ASSERT_TRUE(block);
+        std::memset(block.get(), 'B', 4096);
+        // While an unaligned write in the partial block writes its merged block back (and is
+        // yet to cut the file to the length it saw), another fiber appends an aligned block.
+        fiber other;
+        bool appended = false;
+        m.in_write = [&] {
+            auto r = spawn([&] { appended = (*f)->pwrite(block.get(), 4096, 8192).has_value(); });
+            ASSERT_TRUE(r.has_value());
+            other = std::move(*r);
+            for (int i = 0; i < 100 && !appended; ++i) this_fiber::yield();  // unlocked, it is done at once
+        };
+        auto w = (*f)->pwrite("UUUUUUUUUU", 10, 4096 + 5);
+        ASSERT_TRUE(w.has_value()) << w.error().message();
+        EXPECT_EQ(*w, 10u);
+        ASSERT_TRUE(other.join().has_value());
+        EXPECT_TRUE(appended);
+        ASSERT_EQ(m.data.size(), 3 * 4096u);  // the appended block was not cut off
+        EXPECT_EQ(m.data.substr(4096, 20), "oooooUUUUUUUUUUooooo");
+        EXPECT_EQ(m.data.substr(8192), std::string(4096, 'B'));
     });
 }
 
