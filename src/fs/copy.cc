@@ -33,6 +33,10 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
     auto in = GLUON_TRY(src_fs.open(src, O_RDONLY));
     auto st = GLUON_TRY(in->fstat());
     if (S_ISDIR(st.st_mode)) return errno_error(EISDIR);
+    // The same file by another name (the same path, a hard link, a symlink): truncating dst
+    // would empty src before its first read.
+    if (auto d = dst_fs.stat(dst); d && d->st_dev == st.st_dev && d->st_ino == st.st_ino)
+        return errno_error(EINVAL);
     auto out = GLUON_TRY(dst_fs.open(dst, O_WRONLY | O_CREAT | O_TRUNC, st.st_mode & 07777));
     const uint64_t total = static_cast<uint64_t>(st.st_size);
 

@@ -51,6 +51,22 @@ TEST_P(copy_test, copies_a_tree_with_content_modes_and_links) {
     });
 }
 
+TEST_P(copy_test, a_file_is_not_copied_onto_itself) {
+    in_fiber([&] {
+        ASSERT_TRUE(make("self", "keep me"));
+        ASSERT_TRUE(fs_->link("self", "hard").has_value());
+        ASSERT_TRUE(fs_->symlink("self", "soft").has_value());
+        // dst opened with O_TRUNC would be src emptied: the copy would "succeed" with 0 bytes.
+        for (const char* dst : {"self", "./self", "hard", "soft"})
+            EXPECT_EQ(fs::copy_file(*fs_, "self", *fs_, dst).error(), std::errc::invalid_argument) << dst;
+        EXPECT_EQ(slurp("self"), "keep me");
+        auto c = fs::copy_file(*fs_, "self", *fs_, "other");  // a file of its own is fine
+        ASSERT_TRUE(c.has_value()) << c.error().message();
+        EXPECT_EQ(*c, 7u);
+        EXPECT_EQ(slurp("other"), "keep me");
+    });
+}
+
 GLUON_FS_TEST_SUITE(copy_test);
 
 // Fills a 1 MiB tmpfs (mounted in a private mount namespace of a child process: needs
