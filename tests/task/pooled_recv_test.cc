@@ -113,6 +113,53 @@ TEST_P(task_pooled_recv_test, a_receive_waits_for_a_buffer_when_every_one_is_out
     ASSERT_TRUE(block_on(t()));
 }
 
+// A receive waiting for a buffer holds no request in the kernel and no readiness wait, so
+// closing its socket must end it there: once a buffer came back it would otherwise receive
+// from whatever socket got the number next.
+TEST_P(task_pooled_recv_test, closing_the_socket_ends_a_receive_waiting_for_a_buffer) {
+    constexpr unsigned total = engine::engine::pooled_buffer_count;
+    std::vector<std::unique_ptr<sock_pair>> pairs;
+    for (unsigned i = 0; i <= total; ++i) pairs.push_back(std::make_unique<sock_pair>());
+    auto t = [&]() -> task<void> {
+        std::vector<co::pooled_buffer> held;
+        for (unsigned i = 0; i < total; ++i) {  // every buffer of the pool out
+            EXPECT_EQ(::send(pairs[i]->fd[1], "x", 1, 0), 1);
+            auto got = co_await co::recv_pooled(pairs[i]->fd[0]);
+            if (!got) {
+                ADD_FAILURE() << got.error().message();
+                co_return;
+            }
+            held.push_back(std::move(*got));
+        }
+        const int last = pairs[total]->fd[0];
+        EXPECT_EQ(::send(pairs[total]->fd[1], "last", 4, 0), 4);
+        bool done = false;
+        auto waiter = [](int fd, bool* done) -> task<std::string> {
+            auto got = co_await co::recv_pooled(fd);
+            *done = true;
+            co_return got ? std::string(got->view()) : got.error().message();
+        };
+        auto h = co_spawn(waiter(last, &done));
+        EXPECT_TRUE(h);
+        if (!h) co_return;
+        for (int i = 0; i < 10; ++i) co_await co::nop();
+        EXPECT_FALSE(done);  // waiting for a buffer
+        EXPECT_TRUE(fd::close(last));
+        pairs[total]->fd[0] = -1;
+        for (int i = 0; i < 10; ++i) co_await co::nop();
+        EXPECT_TRUE(done);  // ended by the close, with no buffer back
+        // The number goes to another connection (the lowest free one: usually this), with data.
+        sock_pair other;
+        const int other_peer = other.fd[0] == last ? other.fd[1] : other.fd[0];
+        EXPECT_EQ(::send(other_peer, "other", 5, 0), 5);
+        held.pop_back();
+        EXPECT_EQ(co_await *h, std::make_error_code(std::errc::bad_file_descriptor).message());
+        held.clear();
+        EXPECT_EQ(out(), 0u);
+    };
+    ASSERT_TRUE(block_on(t()));
+}
+
 TEST_P(task_pooled_recv_test, a_timeout_ends_a_receive_waiting_for_data) {
     sock_pair sp;
     auto t = [](int a) -> task<void> {

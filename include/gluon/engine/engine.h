@@ -214,6 +214,7 @@ public:
     virtual void notify() noexcept = 0;
     /// Drops any per-fd state: the fd is about to be closed (closing), or stays open but the
     /// engine will not see it again until it is used anew (libcurl's cached connections).
+    /// recv_pooled ops of fd still waiting for a pool buffer complete with EBADF.
     virtual void forget_fd(int fd, bool closing) noexcept {
         (void)fd;
         (void)closing;

@@ -153,7 +153,7 @@ long epoll_engine::submit(io_op& op) noexcept {
     if (const uint32_t g = fd_generation(op.fd); !st->registered || st->gen != g) {
         // Closed (on any vCPU) since we registered it: this is another file now, and the
         // closed one's epoll registration went with it.
-        if (st->registered) fail_waiters(*st);
+        if (st->registered) fail_waiters(op.fd, *st);
         st->registered = false;
         if (long r = register_fd(op.fd, *st); r < 0) return r;
         st->gen = g;
@@ -241,10 +241,20 @@ void epoll_engine::notify() noexcept {
     (void)sys::write(evfd_, &one, sizeof one, -1);
 }
 
-// Ops still waiting on a closed fd would never complete: finish them with EBADF.
-void epoll_engine::fail_waiters(fd_state& st) noexcept {
-    for (op_list* l : {&st.readers, &st.writers, &st.pollers})
-        while (io_op* op = l->pop_front()) op->on_complete(op, -EBADF);
+// Ops still waiting on a closed fd would never complete: finish them with EBADF. That includes
+// recv_pooled ops waiting for a buffer (or run again at the next wait()), which are on no list
+// of the fd's: left there, they would receive from whatever file gets the number next.
+void epoll_engine::fail_waiters(int fd, fd_state& st) noexcept {
+    op_list closed;
+    for (op_list* l : {&st.readers, &st.writers, &st.pollers}) closed.splice_back(*l);
+    for (op_list* l : {&buffer_waiters_, &unparked_}) {
+        l->for_each([&](io_op& op) {
+            if (op.fd != fd) return;
+            l->erase(op);
+            closed.push_back(op);
+        });
+    }
+    while (io_op* op = closed.pop_front()) op->on_complete(op, -EBADF);
 }
 
 // Closing: close(2) takes the registration away with the file's last fd, so no EPOLL_CTL_DEL
@@ -254,7 +264,7 @@ void epoll_engine::fail_waiters(fd_state& st) noexcept {
 void epoll_engine::forget_fd(int fd, bool closing) noexcept {
     if (fd < 0 || static_cast<size_t>(fd) >= fds_.size() || !fds_[fd]) return;
     fd_state* st = fds_[fd];
-    fail_waiters(*st);
+    fail_waiters(fd, *st);
     if (st->registered && !closing) (void)sys::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
     st->registered = false;
 }

@@ -216,6 +216,19 @@ void io_uring_engine::give_back(void* buf) noexcept {
     if (io_op* w = buffer_waiters_.pop_front()) queue(*w, false);
 }
 
+// A recv_pooled waiting for a buffer is in no kernel request that closing its fd would cancel:
+// it ends here, with EBADF as an op the close cancelled. Left waiting, the next buffer given
+// back would run it on whatever file gets the number next, and hand it that file's data.
+void io_uring_engine::fail_buffer_waiters(int fd) noexcept {
+    intrusive_list<io_op, &io_op::hook> closed;
+    buffer_waiters_.for_each([&](io_op& op) {
+        if (op.fd != fd || op.fixed_file) return;
+        buffer_waiters_.erase(op);
+        closed.push_back(op);
+    });
+    while (io_op* op = closed.pop_front()) complete(*op, -EBADF);
+}
+
 io_uring_sqe* io_uring_engine::get_sqe() noexcept {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (!sqe) {

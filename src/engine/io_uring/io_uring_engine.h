@@ -33,6 +33,7 @@ public:
     void forget_fd(int fd, bool closing) noexcept override {
         drop_accept_queue(fd);
         drop_recv_queue(fd);
+        fail_buffer_waiters(fd);
         if (closing) cancel_in_kernel(fd);
     }
     void flush() noexcept override { io_uring_submit(&ring_); }
@@ -85,6 +86,7 @@ private:
     long setup_pool() noexcept;
     bool on_pooled_cqe(io_op& op, int& res, unsigned flags) noexcept;
     void recycle(unsigned id) noexcept;
+    void fail_buffer_waiters(int fd) noexcept;
 
     // Multishot accept (multishot_accept.cc): one accept armed per listening socket; the
     // connections no accept op waits for queue in its accept_queue.
