@@ -18,8 +18,11 @@
 #include <sys/statfs.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <memory>
+#include <new>
 
 #include "engines.h"
 #include "gluon/common/lazy.h"
@@ -143,6 +146,35 @@ long nowait_attempt(const engine::io_op& op) noexcept {
               : sys::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT);
 }
 
+// The part of a vectored op past its first `done` bytes, run on the ring: how many bytes it
+// moved, 0 if none were left, it failed, or there was no memory to describe it (the transfer
+// is then short, as the kernel's would be).
+long rest_vectored(engine::engine* eng, const engine::io_op& op, size_t done, deadline_t d) noexcept {
+    const auto* iov = static_cast<const iovec*>(op.buf);
+    size_t cnt = op.len;
+    const int64_t off = op.offset + static_cast<int64_t>(done);
+    while (cnt > 0 && done >= iov->iov_len) {
+        done -= iov->iov_len;
+        ++iov;
+        --cnt;
+    }
+    if (cnt == 0) return 0;
+    iovec small[8];
+    std::unique_ptr<iovec[]> big;
+    iovec* left = small;
+    if (cnt > std::size(small)) {
+        big.reset(new (std::nothrow) iovec[cnt]);
+        if (!big) return 0;
+        left = big.get();
+    }
+    std::copy(iov, iov + cnt, left);
+    left[0].iov_base = static_cast<char*>(left[0].iov_base) + done;
+    left[0].iov_len -= done;
+    engine::io_op rest = engine::io_op::vectored(op.code, op.fd, left, static_cast<int>(cnt), off);
+    const long r = run_async(eng, rest, d);
+    return r < 0 ? 0 : r;
+}
+
 long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
     std::atomic<uint32_t>* slot = classes().get(op.fd);
     if (!slot) return run_async(eng, op, d);  // beyond the fd limit, or out of memory
@@ -161,9 +193,11 @@ long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept
         cls.store(tagged(op.fd, k_async_only), std::memory_order_relaxed);
         return run_async(eng, op, d);
     }
-    const bool vec = op.code == engine::opcode::readv || op.code == engine::opcode::writev;
-    if (r <= 0 || vec || static_cast<size_t>(r) == op.len) return r;
+    if (r <= 0) return r;
     // Part of the range was cached: the rest from the ring, so a read is short only at EOF.
+    if (op.code == engine::opcode::readv || op.code == engine::opcode::writev)
+        return r + rest_vectored(eng, op, static_cast<size_t>(r), d);
+    if (static_cast<size_t>(r) == op.len) return r;
     engine::io_op rest;
     rest.code = op.code;
     rest.fd = op.fd;
