@@ -98,6 +98,27 @@ TEST_P(fd_test, poll_reports_readability) {
     ASSERT_TRUE(w->join());
 }
 
+// A wait for writability or urgent data (select with the fd in its write and except sets, as
+// code waiting for a non-blocking connect does) ends when the socket becomes writable.
+TEST_P(fd_test, poll_for_output_or_urgent_data_reports_writability) {
+    char buf[4096] = {};
+    while (::send(sv_[0], buf, sizeof buf, MSG_DONTWAIT) > 0) {}  // its send buffer full
+    bool done = false;
+    result<short> got = errno_error(EINPROGRESS);
+    auto poller = spawn([&] {
+        got = fd::poll(sv_[0], POLLOUT | POLLPRI, 5s);
+        done = true;
+    });
+    ASSERT_TRUE(poller);
+    this_fiber::yield();
+    this_fiber::yield();
+    EXPECT_FALSE(done);  // not writable yet
+    while (::recv(sv_[1], buf, sizeof buf, MSG_DONTWAIT) > 0) {}  // the peer takes it all
+    ASSERT_TRUE(poller->join());
+    ASSERT_TRUE(got) << got.error().message();
+    EXPECT_TRUE(*got & POLLOUT);
+}
+
 TEST_P(fd_test, many_fibers_ping_pong_over_pairs) {
     constexpr int n = 50;
     int pairs[n][2];

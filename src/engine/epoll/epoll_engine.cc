@@ -168,7 +168,10 @@ long epoll_engine::submit(io_op& op) noexcept {
         }
         if (r != -EAGAIN) return r;
     }
-    if (op.code == opcode::poll && (op.poll_events & POLLIN) && (op.poll_events & POLLOUT))
+    // A poll for input and output readiness both (POLLIN, POLLPRI or POLLRDHUP with POLLOUT:
+    // select's write and except sets) is tried again on every event of the fd: on the readers'
+    // list alone, writability (EPOLLOUT only) never reached it.
+    if (op.code == opcode::poll && (op.poll_events & POLLOUT) && detail::waits_for_input(op))
         st->pollers.push_back(op);
     else if (detail::waits_for_input(op))
         st->readers.push_back(op);
