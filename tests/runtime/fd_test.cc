@@ -119,6 +119,29 @@ TEST_P(fd_test, poll_for_output_or_urgent_data_reports_writability) {
     EXPECT_TRUE(*got & POLLOUT);
 }
 
+// Two fibers wait on one socket: one for its peer's hang-up, one for data. Data wakes the
+// reader; the hang-up then wakes the other.
+TEST_P(fd_test, a_receive_behind_a_poll_for_hang_up_gets_the_data) {
+    result<short> hang_up = errno_error(EINPROGRESS);
+    auto watcher = spawn([&] { hang_up = fd::poll(sv_[0], POLLRDHUP, 5s); });
+    ASSERT_TRUE(watcher);
+    char buf[8] = {};
+    result<size_t> got = errno_error(EINPROGRESS);
+    auto reader = spawn([&] { got = fd::recv_some(sv_[0], buf, sizeof buf, 0, 5s); });
+    ASSERT_TRUE(reader);
+    this_fiber::yield();
+    this_fiber::yield();
+    ASSERT_EQ(::send(sv_[1], "data", 4, 0), 4);
+    ASSERT_TRUE(reader->join());
+    ASSERT_TRUE(got) << got.error().message();
+    EXPECT_EQ(*got, 4u);
+    EXPECT_EQ(std::string(buf, 4), "data");
+    ASSERT_EQ(::shutdown(sv_[1], SHUT_WR), 0);
+    ASSERT_TRUE(watcher->join());
+    ASSERT_TRUE(hang_up) << hang_up.error().message();
+    EXPECT_TRUE(*hang_up & POLLRDHUP);
+}
+
 TEST_P(fd_test, many_fibers_ping_pong_over_pairs) {
     constexpr int n = 50;
     int pairs[n][2];

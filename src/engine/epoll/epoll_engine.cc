@@ -190,8 +190,17 @@ void epoll_engine::cancel(io_op& op, int err) noexcept {
 
 int epoll_engine::retry(op_list& list, fd_state& st) noexcept {
     int n = 0;
+    // Polls for events the fd does not have (its peer's hang-up, urgent data) wait on, in their
+    // places, and say nothing of the ops behind them: a recv behind a poll for POLLRDHUP must
+    // still be tried when data comes.
+    op_list still;
     while (io_op* op = list.front()) {
         long r = exec_tracked(*op, st);
+        if (r == -EAGAIN && op->code == opcode::poll) {
+            list.pop_front();
+            still.push_back(*op);
+            continue;
+        }
         if (r == -EAGAIN) break;  // still not ready: later ops on this fd would not be either
         list.pop_front();
         if (r == -ENOBUFS && op->code == opcode::recv_pooled) {  // readable, but no buffer free
@@ -201,6 +210,8 @@ int epoll_engine::retry(op_list& list, fd_state& st) noexcept {
         op->on_complete(op, r);
         ++n;
     }
+    still.splice_back(list);
+    list.splice_back(still);
     return n;
 }
 
