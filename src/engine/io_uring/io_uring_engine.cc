@@ -365,6 +365,12 @@ long io_uring_engine::submit(io_op& op) noexcept {
     }
     // An opcode this kernel lacks runs as a blocking syscall, like on epoll.
     if (!native_[static_cast<unsigned>(op.code)]) {
+        // No SEND_ZC (before 6.0): a plain send on the ring. As a syscall it was one attempt
+        // with MSG_DONTWAIT, so a socket without room failed it with EAGAIN instead of waiting.
+        if (op.code == opcode::send_zc && plain_[static_cast<unsigned>(opcode::send)]) {
+            op.code = opcode::send;
+            return submit(op);
+        }
         if (op.fixed_file) return -EOPNOTSUPP;
         return execute_blocking(op);
     }
