@@ -29,6 +29,16 @@ std::string pattern(size_t n, uint64_t seed) {
     return s;
 }
 
+// Reads one frame off s: its header, and its payload into body.
+wire::header read_frame(net::stream& s, std::string& body) {
+    uint8_t head[wire::k_header_size];
+    EXPECT_TRUE(s.read_exactly(head, sizeof head, 10s));
+    wire::header h = wire::get(head);
+    body.assign(h.length, '\0');
+    EXPECT_TRUE(s.read_exactly(body.data(), body.size(), 10s));
+    return h;
+}
+
 class rpc_native : public test::engine_test {
 protected:
     void TearDown() override {
@@ -73,6 +83,20 @@ protected:
         auto s = net::server::start(net::address::ipv4_loopback(0), srv_->handler());
         ASSERT_TRUE(s) << s.error().message();
         net_ = std::move(*s);
+    }
+    // A client whose server is played by hand on server_end: for what no gluon server sends.
+    client open_raw(net::stream& server_end) {
+        auto pair = net::stream::pair();
+        EXPECT_TRUE(pair);
+        if (!pair) return {};
+        server_end = std::move(pair->first);
+        // Small socket buffers: a few MiB cannot sit in the kernel, whatever the machine's
+        // defaults.
+        EXPECT_TRUE(server_end.set_buffer_sizes(16 << 10, 16 << 10));
+        EXPECT_TRUE(pair->second.set_buffer_sizes(16 << 10, 16 << 10));
+        auto c = client::open(std::make_unique<net::stream>(std::move(pair->second)));
+        EXPECT_TRUE(c);
+        return c ? std::move(*c) : client{};
     }
     client connect(client_options o = {}) {
         auto c = client::connect(net_->local_address(), o, 5s);
@@ -409,6 +433,33 @@ TEST_P(rpc_native, closed_connection_fails_calls_in_flight) {
     EXPECT_FALSE(c.healthy());
     empty e;
     EXPECT_EQ(c.call(fail_eio, e, e).error(), errc::connection_closed);
+}
+
+TEST_P(rpc_native, an_errno_status_without_an_errno_is_still_an_error) {
+    // 0x10000 | errno with no errno in it: read as the error_code 0, it made the call succeed
+    // with a response the server never sent.
+    EXPECT_EQ(wire::error_of_status(0x10000), errc::handler_failed);
+    net::stream srv;
+    client c = open_raw(srv);
+    result<void> r;
+    fiber caller = *spawn([&] {
+        empty e;
+        r = c.call(fail_eio, e, e, {.timeout = 10s});
+    });
+    std::string body;
+    wire::header req = read_frame(srv, body);
+    wire::header h;
+    h.type = wire::kind::response;
+    h.service = req.service;
+    h.method = req.method;
+    h.id = req.id;
+    h.schema = 0x10000;
+    uint8_t head[wire::k_header_size];
+    wire::put(h, head);
+    ASSERT_TRUE(srv.write_all(head, sizeof head));
+    ASSERT_TRUE(caller.join());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::handler_failed);
 }
 
 TEST_P(rpc_native, pool_replaces_broken_and_silent_connections) {

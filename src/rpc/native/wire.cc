@@ -33,8 +33,12 @@ uint32_t status_of(const std::error_code& e) noexcept {
 
 std::error_code error_of_status(uint32_t status) noexcept {
     if (status == 0) return {};
-    if (status & k_errno_status)
-        return {static_cast<int>(status & 0xffff), std::generic_category()};
+    if (status & k_errno_status) {
+        // No errno number: an error all the same (a zero error_code would read as success).
+        int e = static_cast<int>(status & 0xffff);
+        if (e == 0) return errc::handler_failed;
+        return {e, std::generic_category()};
+    }
     if (status > static_cast<uint32_t>(errc::handler_failed)) return errc::handler_failed;
     return static_cast<errc>(status);
 }

@@ -54,6 +54,7 @@ std::error_code check(const header& h, size_t max_frame) noexcept;
 /// A response's status field: 0 success, an rpc::errc value, or 0x10000 | errno for a handler
 /// that failed with an errno-style error.
 uint32_t status_of(const std::error_code& e) noexcept;
+/// Any status but 0 is an error: one this side does not know is errc::handler_failed.
 std::error_code error_of_status(uint32_t status) noexcept;
 
 } // namespace gluon::rpc::wire
