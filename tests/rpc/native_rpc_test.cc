@@ -9,6 +9,7 @@
 #include "rpc/native/wire.h"
 #include "test_support.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <gtest/gtest.h>
@@ -37,6 +38,27 @@ wire::header read_frame(net::stream& s, std::string& body) {
     body.assign(h.length, '\0');
     EXPECT_TRUE(s.read_exactly(body.data(), body.size(), 10s));
     return h;
+}
+
+// The bytes of a successful answer to the request `req`, carrying m.
+template <typename M> std::vector<uint8_t> answer(const wire::header& req, const M& m) {
+    std::vector<uint8_t> fixed(fixed_size<M>());
+    iov_list var;
+    size_t var_len = encode(m, fixed.data(), var);
+    wire::header h;
+    h.type = wire::kind::response;
+    h.service = req.service;
+    h.method = req.method;
+    h.id = req.id;
+    h.length = uint32_t(fixed.size() + var_len);
+    std::vector<uint8_t> out(wire::k_header_size);
+    wire::put(h, out.data());
+    out.insert(out.end(), fixed.begin(), fixed.end());
+    for (size_t k = 0; k < var.size(); ++k) {
+        auto* p = static_cast<const uint8_t*>(var[k].iov_base);
+        out.insert(out.end(), p, p + var[k].iov_len);
+    }
+    return out;
 }
 
 class rpc_native : public test::engine_test {
@@ -460,6 +482,59 @@ TEST_P(rpc_native, an_errno_status_without_an_errno_is_still_an_error) {
     ASSERT_TRUE(caller.join());
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), errc::handler_failed);
+}
+
+TEST_P(rpc_native, a_call_whose_request_the_server_does_not_read_still_ends) {
+    // The server does not read, so a 4 MiB request cannot leave, and the writer writes it from
+    // the caller's memory. Its caller still gets deadline_exceeded at its deadline, or cancelled
+    // when interrupted, with its memory its own again: the rest of the frame goes out from a
+    // copy, then the cancel, and the connection goes on once the server reads.
+    for (bool interrupt : {false, true}) {
+        SCOPED_TRACE(interrupt ? "interrupted" : "deadline");
+        net::stream srv;
+        client c = open_raw(srv);
+        std::string data = pattern(4 << 20, 5);
+        const std::string sent = data;
+        result<void> r;
+        fiber caller = *spawn([&] {
+            echo_msg req, resp;
+            req.payload = bytes::view(data.data(), data.size());
+            r = c.call(echo, req, resp, {.timeout = interrupt ? duration(forever) : 100ms});
+        });
+        if (interrupt) {
+            // Once the writer has taken the request (it is writing it and stays blocked).
+            deadline_t until = deadline_after(10s);
+            while (c.stats().frames_sent == 0 && mono_now_ns() < until)
+                (void)this_fiber::sleep_for(1ms);
+            ASSERT_TRUE(caller.interrupt());
+        }
+        bool in_time = bool(caller.join_for(10s));
+        if (!in_time) {
+            (void)srv.close(); // the write fails: the caller returns
+            (void)caller.join();
+        }
+        ASSERT_TRUE(in_time) << "the call was still waiting 10 s later";
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error(), interrupt ? errc::cancelled : errc::deadline_exceeded);
+
+        std::fill(data.begin(), data.end(), 'z'); // the caller's memory, no longer the frame's
+        std::string body;
+        wire::header h = read_frame(srv, body);
+        EXPECT_EQ(h.type, wire::kind::request);
+        ASSERT_GE(body.size(), sent.size());
+        EXPECT_TRUE(body.compare(body.size() - sent.size(), sent.size(), sent) == 0);
+        wire::header cancel = read_frame(srv, body);
+        EXPECT_EQ(cancel.type, wire::kind::cancel);
+        EXPECT_EQ(cancel.id, h.id);
+
+        result<void> pinged;
+        fiber pinger = *spawn([&] { pinged = c.ping(10s); });
+        wire::header ping = read_frame(srv, body);
+        auto out = answer(ping, empty{});
+        ASSERT_TRUE(srv.write_all(out.data(), out.size()));
+        ASSERT_TRUE(pinger.join());
+        EXPECT_TRUE(pinged);
+    }
 }
 
 TEST_P(rpc_native, pool_replaces_broken_and_silent_connections) {

@@ -224,7 +224,8 @@ result<void> call(client_conn& c, const call_args& a, duration timeout) {
             // No response has started: forget the call, and tell the server if it has it.
             c.remove(p);
             if (!c.wr.unqueue(p.out)) {
-                c.wr.wait_not_writing(p.out);
+                // Being written maybe, to a server that is not reading: not to be waited for.
+                c.wr.release(p.out);
                 if (!c.closed) c.send_cancel(p.id);
             }
             return unexpected(why);

@@ -64,6 +64,14 @@ void frame_writer::wait_not_writing(out_frame& f) noexcept {
     if (interrupted) restore_interrupt();
 }
 
+void frame_writer::release(out_frame& f) noexcept {
+    // The interrupt ends the writer's write with ECANCELED (or, if that write completed first,
+    // its next one, or its next wait for frames): it then copies what is left. stopped_ is not
+    // set, so the writer takes it as this request and goes on.
+    if (f.st == out_frame::state::writing) (void)fiber_.interrupt();
+    wait_not_writing(f);
+}
+
 void frame_writer::stop() noexcept {
     if (stopped_) return;
     stopped_ = true;
@@ -131,9 +139,31 @@ bool frame_writer::write_batch() {
     bool ok = true;
     iovec* v = iov_.data();
     size_t n = iov_.size();
+    std::unique_ptr<uint8_t[]> rest; // what was left when release() came, copied
     while (n > 0) {
         int cnt = n < size_t(IOV_MAX) ? int(n) : IOV_MAX;
         auto put = s_.writev(v, cnt);
+        if (!put && put.error() == std::errc::operation_canceled && !stopped_) {
+            // release(): the rest is copied and the frames' memory given back now; the copy
+            // goes out whenever the peer reads.
+            size_t len = 0;
+            for (size_t i = 0; i < n; ++i)
+                len += v[i].iov_len;
+            std::unique_ptr<uint8_t[]> copy(new uint8_t[len]);
+            for (size_t i = 0, at = 0; i < n; at += v[i].iov_len, ++i)
+                std::memcpy(copy.get() + at, v[i].iov_base, v[i].iov_len);
+            rest = std::move(copy);
+            iov_.assign(1, iovec{rest.get(), len});
+            v = iov_.data();
+            n = 1;
+            for (out_frame* f : batch_) {
+                f->st = out_frame::state::idle;
+                f->done(f, true); // may free f
+            }
+            batch_.clear();
+            batch_done_.set();
+            continue;
+        }
         if (!put || *put == 0) {
             ok = false;
             break;

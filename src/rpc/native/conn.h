@@ -19,8 +19,8 @@
 namespace gluon::rpc::detail {
 
 /// A frame to send: iov[0] is its header (and usually its fixed part), the rest point into the
-/// message. The writer calls done(frame, ok) once it was written (or dropped, ok = false); done
-/// may free the frame.
+/// message. The writer calls done(frame, ok) once it was written, or copied for release()
+/// (ok = true), or dropped (ok = false); done may free the frame.
 struct out_frame {
     enum class state : uint8_t { idle, queued, writing };
     list_hook hook;
@@ -50,6 +50,9 @@ public:
     bool unqueue(out_frame& f) noexcept;
     /// Returns once f is no longer being written (not interruptible: f's memory is in use).
     void wait_not_writing(out_frame& f) noexcept;
+    /// Like wait_not_writing, at once: a write of f in progress goes on from a copy of what is
+    /// left of its batch (the peer may not be reading; the stream cannot be left mid-frame).
+    void release(out_frame& f) noexcept;
     /// Stops the fiber (a write in progress is interrupted) and drops what is queued.
     void stop() noexcept;
     bool broken() const noexcept { return broken_; }

@@ -7,7 +7,8 @@
 // Every call carries its deadline (its timeout) to the server, which enforces it too. A caller
 // that is interrupted (fiber::interrupt) or whose deadline passes gets ECANCELED (reported as
 // errc::cancelled) or errc::deadline_exceeded at once, and the server is told to stop the call
-// (its handler's fiber is interrupted).
+// (its handler's fiber is interrupted). A request still being written then (to a server that is
+// not reading) goes on from a copy: the caller's memory is its own again when the call returns.
 #pragma once
 
 #include "gluon/common/clock.h"
