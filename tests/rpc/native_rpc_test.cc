@@ -537,6 +537,45 @@ TEST_P(rpc_native, a_call_whose_request_the_server_does_not_read_still_ends) {
     }
 }
 
+TEST_P(rpc_native, a_deadline_bounds_a_call_whose_answer_stops_halfway) {
+    // The server sends the head and 100 bytes of a 1 MiB answer, then nothing: the reader is
+    // reading it into the caller's buffer. The caller still gets deadline_exceeded at its
+    // deadline; the reader skips the rest of that answer when it comes, and the connection
+    // goes on.
+    net::stream srv;
+    client c = open_raw(srv);
+    result<void> r;
+    fiber caller = *spawn([&] {
+        echo_msg req, resp;
+        r = c.call(echo, req, resp, {.timeout = 100ms});
+    });
+    std::string body;
+    wire::header h = read_frame(srv, body);
+    std::string data = pattern(1 << 20, 6);
+    echo_msg m;
+    m.payload = bytes::view(data.data(), data.size());
+    auto out = answer(h, m);
+    const size_t cut = wire::k_header_size + fixed_size<echo_msg>() + 100;
+    ASSERT_TRUE(srv.write_all(out.data(), cut));
+    bool in_time = bool(caller.join_for(10s));
+    if (!in_time) {
+        (void)srv.close(); // the read fails: the caller returns
+        (void)caller.join();
+    }
+    ASSERT_TRUE(in_time) << "the call was still waiting 10 s later";
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), errc::deadline_exceeded);
+
+    ASSERT_TRUE(srv.write_all(out.data() + cut, out.size() - cut, 10s));
+    result<void> pinged;
+    fiber pinger = *spawn([&] { pinged = c.ping(10s); });
+    wire::header ping = read_frame(srv, body);
+    auto pong = answer(ping, empty{});
+    ASSERT_TRUE(srv.write_all(pong.data(), pong.size()));
+    ASSERT_TRUE(pinger.join());
+    EXPECT_TRUE(pinged);
+}
+
 TEST_P(rpc_native, pool_replaces_broken_and_silent_connections) {
     start();
     // A listener that accepts and never answers: its connections fail their health checks.

@@ -30,6 +30,7 @@ struct pending {
     client_conn* conn;
     const call_args* a;
     uint64_t id = 0;
+    deadline_t until = k_no_deadline;
     bool in_table = false;
     std::error_code err;
     oneshot done;
@@ -144,18 +145,29 @@ bool client_conn::on_response(const wire::header& h) {
     if (!p) return rd.skip(h.length).has_value(); // a call that gave up
     const call_args& a = *p->a;
     bool ok = true;
+    bool skip_rest = false; // once p is handed back: skipping needs none of its memory
+    // A read into p's response ended: by p's deadline (the server sends the rest slowly, or
+    // not at all), which p's caller is waiting for, or by the connection's end.
+    auto read_failed = [&](const std::error_code& e) {
+        if (e == std::errc::timed_out) {
+            p->err = errc::deadline_exceeded;
+            skip_rest = true;
+        } else {
+            p->err = errc::connection_closed;
+            ok = false;
+        }
+    };
     if (h.service != a.service || h.method != a.method) {
         p->err = errc::malformed_frame; // a response to another method: the peer is confused
         ok = false;
     } else if (h.schema != 0) {
         p->err = wire::error_of_status(h.schema);
-        ok = rd.skip(h.length).has_value();
+        skip_rest = true;
     } else if (h.length < a.resp_fixed) {
         p->err = errc::malformed_frame;
         ok = false;
-    } else if (auto fixed = rd.take(a.resp_fixed); !fixed) {
-        p->err = errc::connection_closed;
-        ok = false;
+    } else if (auto fixed = rd.take(a.resp_fixed, p->until); !fixed) {
+        read_failed(fixed.error());
     } else {
         iov_list targets;
         std::error_code e = a.decode(a.resp, *fixed, h.length - a.resp_fixed, targets);
@@ -164,13 +176,13 @@ bool client_conn::on_response(const wire::header& h) {
             ok = false;
         } else if (e) {
             p->err = e;
-            ok = rd.skip(h.length - a.resp_fixed).has_value();
-        } else if (!rd.fill(targets)) {
-            p->err = errc::connection_closed;
-            ok = false;
+            skip_rest = true;
+        } else if (auto r = rd.fill(targets, p->until); !r) {
+            read_failed(r.error());
         }
     }
     p->done.signal();
+    if (ok && skip_rest) ok = rd.skip(rd.frame_left()).has_value();
     return ok;
 }
 
@@ -203,6 +215,7 @@ result<void> call(client_conn& c, const call_args& a, duration timeout) {
     size_t len = a.req_fixed + a.encode(a.req, head + wire::k_header_size, p.out.iov);
     if (len > UINT32_MAX) return unexpected(make_error_code(errc::frame_too_large));
     deadline_t dl = timeout_deadline(timeout);
+    p.until = dl; // the reader gives p's memory back by then, however slow the server
     wire::header h;
     h.length = static_cast<uint32_t>(len);
     h.service = a.service;
@@ -230,7 +243,8 @@ result<void> call(client_conn& c, const call_args& a, duration timeout) {
             }
             return unexpected(why);
         }
-        // The reader is filling the response into place: let it finish with it.
+        // The reader is filling the response into place: let it finish with it (by the
+        // deadline: it stops reading into p then).
         p.done.wait();
         if (r == -ECANCELED) restore_interrupt();
     }

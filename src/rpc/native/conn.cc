@@ -191,7 +191,7 @@ bool frame_writer::write_batch() {
 frame_reader::frame_reader(net::byte_stream& s, size_t buffer_bytes)
     : s_(s), buf_(new uint8_t[buffer_bytes]), cap_(buffer_bytes) {}
 
-result<void> frame_reader::ensure(size_t n) {
+result<void> frame_reader::ensure(size_t n, deadline_t until) {
     if (end_ - pos_ >= n) return {};
     if (n > cap_) {
         std::unique_ptr<uint8_t[]> b(new uint8_t[n]);
@@ -206,7 +206,7 @@ result<void> frame_reader::ensure(size_t n) {
         pos_ = 0;
     }
     while (end_ - pos_ < n) {
-        size_t got = GLUON_TRY(s_.read_some(buf_.get() + end_, cap_ - end_));
+        size_t got = GLUON_TRY(s_.read_some(buf_.get() + end_, cap_ - end_, timeout_left(until)));
         if (got == 0) return errno_error(ENODATA);
         end_ += got;
     }
@@ -218,17 +218,19 @@ result<wire::header> frame_reader::next_header() {
     GLUON_TRY(ensure(wire::k_header_size));
     wire::header h = wire::get(buf_.get() + pos_);
     pos_ += wire::k_header_size;
+    left_ = h.length;
     return h;
 }
 
-result<const uint8_t*> frame_reader::take(size_t n) {
-    GLUON_TRY(ensure(n));
+result<const uint8_t*> frame_reader::take(size_t n, deadline_t until) {
+    GLUON_TRY(ensure(n, until));
     const uint8_t* p = buf_.get() + pos_;
     pos_ += n;
+    left_ -= n;
     return p;
 }
 
-result<void> frame_reader::fill(iov_list& t) {
+result<void> frame_reader::fill(iov_list& t, deadline_t until) {
     size_t i = 0, total = 0;
     for (size_t k = 0; k < t.size(); ++k)
         total += t[k].iov_len;
@@ -237,6 +239,7 @@ result<void> frame_reader::fill(iov_list& t) {
         size_t k = std::min(end_ - pos_, t[i].iov_len);
         std::memcpy(t[i].iov_base, buf_.get() + pos_, k);
         pos_ += k;
+        left_ -= k;
         total -= k;
         if (k == t[i].iov_len) {
             ++i;
@@ -248,23 +251,25 @@ result<void> frame_reader::fill(iov_list& t) {
     if (total == 0) return {};
     if (total < cap_ / 2) {
         // A small rest: read it with whatever follows (the next frames) and copy it out.
-        GLUON_TRY(ensure(total));
+        GLUON_TRY(ensure(total, until));
         for (; i < t.size(); ++i) {
             std::memcpy(t[i].iov_base, buf_.get() + pos_, t[i].iov_len);
             pos_ += t[i].iov_len;
         }
+        left_ -= total;
         return {};
     }
-    return read_into(t.data() + i, t.size() - i, total);
+    return read_into(t.data() + i, t.size() - i, total, until);
 }
 
-result<void> frame_reader::read_into(iovec* v, size_t cnt, size_t total) {
+result<void> frame_reader::read_into(iovec* v, size_t cnt, size_t total, deadline_t until) {
     // A large rest: straight from the transport into the message, no copy.
     while (total > 0) {
         int n = cnt < size_t(IOV_MAX) ? int(cnt) : IOV_MAX;
-        size_t got = GLUON_TRY(s_.readv(v, n));
+        size_t got = GLUON_TRY(s_.readv(v, n, timeout_left(until)));
         if (got == 0) return errno_error(ENODATA);
         total -= got;
+        left_ -= got;
         while (cnt > 0 && got >= v->iov_len) {
             got -= v->iov_len;
             ++v;
@@ -288,6 +293,7 @@ result<void> frame_reader::skip(size_t n) {
         }
         size_t k = std::min(end_ - pos_, n);
         pos_ += k;
+        left_ -= k;
         n -= k;
     }
     return {};

@@ -89,21 +89,25 @@ public:
 
     /// The next frame's header. Errors: ENODATA (the stream ended), the transport's.
     result<wire::header> next_header();
-    /// The next n bytes of the frame, contiguous, consumed. Errors: as next_header.
-    result<const uint8_t*> take(size_t n);
+    /// The next n bytes of the frame, contiguous, consumed. Errors: as next_header, ETIMEDOUT
+    /// (`until` passed; what came is kept, frame_left() says what is still to come).
+    result<const uint8_t*> take(size_t n, deadline_t until = k_no_deadline);
     /// Fills the targets with the frame's next bytes: what is buffered is copied, a large rest
-    /// is read straight into them. Errors: as next_header.
-    result<void> fill(iov_list& t);
+    /// is read straight into them. Errors: as take.
+    result<void> fill(iov_list& t, deadline_t until = k_no_deadline);
     /// Discards the frame's next n bytes. Errors: as next_header.
     result<void> skip(size_t n);
+    /// The bytes of the current frame (since next_header) not consumed yet.
+    size_t frame_left() const noexcept { return left_; }
 
 private:
-    result<void> ensure(size_t n);
-    result<void> read_into(iovec* v, size_t cnt, size_t total);
+    result<void> ensure(size_t n, deadline_t until = k_no_deadline);
+    result<void> read_into(iovec* v, size_t cnt, size_t total, deadline_t until);
 
     net::byte_stream& s_;
     std::unique_ptr<uint8_t[]> buf_;
     size_t cap_, pos_ = 0, end_ = 0;
+    size_t left_ = 0;
 };
 
 } // namespace gluon::rpc::detail

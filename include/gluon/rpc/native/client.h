@@ -9,6 +9,9 @@
 // errc::cancelled) or errc::deadline_exceeded at once, and the server is told to stop the call
 // (its handler's fiber is interrupted). A request still being written then (to a server that is
 // not reading) goes on from a copy: the caller's memory is its own again when the call returns.
+// A response that has started arriving is read into the caller's message up to the deadline;
+// past it the call fails with deadline_exceeded and the rest of that response is skipped. (An
+// interrupted caller whose response has started arriving waits for it, or for its deadline.)
 #pragma once
 
 #include "gluon/common/clock.h"
