@@ -615,6 +615,49 @@ TEST_P(rpc_native, pool_replaces_broken_and_silent_connections) {
     (void)acceptor.join();
 }
 
+TEST_P(rpc_native, a_pool_stopped_by_an_interrupted_fiber_still_waits_for_its_checks) {
+    // fini interrupts every fiber again and again, so the one that stops a pool may have an
+    // interrupt pending: the stop must still wait for the health checks, which use the pool
+    // (its connector, its connections) and would otherwise run on into a freed pool.
+    std::vector<net::stream> peers;
+    int connects = 0;
+    bool in_connect = false;
+    counting_semaphore never{0};
+    auto connector = [&]() -> result<std::unique_ptr<net::byte_stream>> {
+        if (connects++ > 0) { // the checks' reconnect: slow
+            in_connect = true;
+            (void)never.acquire(10s);
+            in_connect = false;
+            return errno_error(ECONNREFUSED);
+        }
+        auto pair = GLUON_TRY(net::stream::pair());
+        peers.push_back(std::move(pair.first));
+        return std::unique_ptr<net::byte_stream>(
+            std::make_unique<net::stream>(std::move(pair.second)));
+    };
+    auto p =
+        pool::start(connector, {.connections = 1, .health_interval = 1ms, .health_timeout = 10s});
+    ASSERT_TRUE(p) << p.error().message();
+    peers.clear(); // the server goes: the connection breaks and the checks reconnect
+    deadline_t until = deadline_after(10s);
+    while (!in_connect && mono_now_ns() < until)
+        (void)this_fiber::sleep_for(1ms);
+    ASSERT_TRUE(in_connect);
+    bool checks_ran_on = true, interrupt_kept = false;
+    fiber stopper = *spawn([&] {
+        restore_interrupt(); // an interrupt arrived
+        (*p)->stop();
+        checks_ran_on = in_connect;
+        interrupt_kept = take_interrupt() == -ECANCELED;
+    });
+    ASSERT_TRUE(stopper.join());
+    EXPECT_FALSE(checks_ran_on);
+    EXPECT_TRUE(interrupt_kept); // for the stopping fiber's next blocking call
+    until = deadline_after(10s);
+    while (in_connect && mono_now_ns() < until) // let a check that ran on end before p goes
+        (void)this_fiber::sleep_for(1ms);
+}
+
 TEST_P(rpc_native, calls_that_time_out_or_are_cancelled_at_any_point_leave_the_rest_intact) {
     // Deadlines and interrupts that land while a request is queued, being written, waiting or
     // having its (large) response decoded; every call either succeeds with its own bytes or

@@ -1,4 +1,5 @@
 // The client connection pool: round-robin over healthy connections, a fiber that pings them.
+#include "conn.h"
 #include "gluon/rpc/native/client.h"
 
 namespace gluon::rpc {
@@ -69,7 +70,7 @@ void pool::stop() noexcept {
     stopped_ = true;
     if (checker_.joinable()) {
         (void)checker_.interrupt();
-        (void)checker_.join();
+        detail::join_fully(checker_); // it uses the pool: an interrupt of ours must not cut this
     }
     for (client& c : conns_)
         if (c.healthy()) (void)c.close();

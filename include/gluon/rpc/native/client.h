@@ -164,7 +164,8 @@ public:
     size_t healthy() const noexcept;
     /// Connections replaced after failing a health check or breaking.
     uint64_t replaced() const noexcept { return replaced_; }
-    /// Stops the health checks and closes every connection.
+    /// Stops the health checks, waiting for one in progress (an interrupt of the calling fiber
+    /// meanwhile is kept for its next blocking call), and closes every connection.
     void stop() noexcept;
 
 private:
