@@ -1,8 +1,8 @@
 // gluon's gRPC client calling gRPC C++'s server (tests/rpc/grpc_cpp_peer.cc), and gluon's own
 // server in clear text and over TLS (h2 by ALPN): every call kind, metadata both ways, an error
 // status with a message to percent-decode, a deadline that expires, a cancelled call, unknown
-// methods, a server that is not there, answers that are not gRPC and a deadline that passes
-// while another call connects, on every engine.
+// methods, a server that is not there, answers that are not gRPC, a deadline that passes
+// while another call connects and calls in flight across a GOAWAY, on every engine.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,8 +10,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
+
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "echo_service.h"
 #include "gluon/http/server.h"
@@ -301,6 +306,121 @@ TEST_P(grpc_client_test, a_call_waiting_for_another_fibers_connect_keeps_its_dea
     ASSERT_TRUE(f->join());
     EXPECT_EQ(first.code, code::unavailable) << code_name(first.code) << " " << first.message;
     ::close(lfd);
+}
+
+/// A server written with nghttp2 on a plain thread, for what gluon's server does not do: it
+/// answers the first call only after telling the client GOAWAY (last stream: that call) and
+/// after `answer` is set, and accepts no other connection.
+struct goaway_server {
+    int lfd = -1, cfd = -1;
+    uint16_t port = 0;
+    std::atomic<bool> goaway_seen{false}, answer{false};
+    bool request_done = false;
+    std::thread t;
+
+    goaway_server() {
+        lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        EXPECT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+        EXPECT_EQ(::listen(lfd, 16), 0);
+        EXPECT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+        port = ntohs(a.sin_port);
+        t = std::thread([this] { serve(); });
+    }
+    ~goaway_server() {
+        answer = true;
+        ::shutdown(lfd, SHUT_RDWR);  // an accept still waiting returns
+        t.join();
+        ::close(lfd);
+    }
+
+    static ssize_t on_send(nghttp2_session*, const uint8_t* d, size_t n, int, void* u) {
+        ssize_t r = ::send(static_cast<goaway_server*>(u)->cfd, d, n, MSG_NOSIGNAL);
+        return r < 0 ? ssize_t{NGHTTP2_ERR_CALLBACK_FAILURE} : r;
+    }
+    static int on_frame(nghttp2_session*, const nghttp2_frame* f, void* u) {
+        auto* self = static_cast<goaway_server*>(u);
+        if (f->hd.stream_id == 1 && (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) self->request_done = true;
+        // The client answers the PING sent after the GOAWAY once it has read the GOAWAY.
+        if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK)) self->goaway_seen = true;
+        return 0;
+    }
+    static ssize_t body(nghttp2_session* s, int32_t id, uint8_t* buf, size_t, uint32_t* flags, nghttp2_data_source*,
+                        void*) {
+        std::memset(buf, 0, 5);  // one empty message, then the status in trailers
+        *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        nghttp2_nv t[] = {{(uint8_t*)"grpc-status", (uint8_t*)"0", 11, 1, NGHTTP2_NV_FLAG_NONE}};
+        nghttp2_submit_trailer(s, id, t, 1);
+        return 5;
+    }
+    void serve() {
+        cfd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (cfd < 0) return;
+        nghttp2_session_callbacks* cb;
+        nghttp2_session_callbacks_new(&cb);
+        nghttp2_session_callbacks_set_send_callback(cb, on_send);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+        nghttp2_session* s;
+        nghttp2_session_server_new(&s, cb, this);
+        nghttp2_session_callbacks_del(cb);
+        nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, nullptr, 0);
+        bool goaway = false, answered = false;
+        const int64_t until = deadline_after(20s);
+        while (mono_now_ns() < until) {
+            if (request_done && !goaway) {
+                nghttp2_submit_goaway(s, NGHTTP2_FLAG_NONE, 1, NGHTTP2_NO_ERROR, nullptr, 0);
+                nghttp2_submit_ping(s, NGHTTP2_FLAG_NONE, nullptr);
+                goaway = true;
+            }
+            if (goaway && answer && !answered) {
+                nghttp2_nv h[] = {
+                    {(uint8_t*)":status", (uint8_t*)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
+                    {(uint8_t*)"content-type", (uint8_t*)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE}};
+                nghttp2_data_provider dp{};
+                dp.read_callback = body;
+                nghttp2_submit_response(s, 1, h, 2, &dp);
+                answered = true;
+            }
+            if (nghttp2_session_send(s) != 0) break;
+            if (!nghttp2_session_want_read(s) && !nghttp2_session_want_write(s)) break;
+            pollfd p{cfd, POLLIN, 0};
+            if (::poll(&p, 1, 10) <= 0) continue;  // 10 ms: to look at `answer` again
+            uint8_t buf[16384];
+            ssize_t n = ::read(cfd, buf, sizeof buf);
+            if (n <= 0 || nghttp2_session_mem_recv(s, buf, static_cast<size_t>(n)) < 0) break;
+        }
+        nghttp2_session_del(s);
+        ::close(cfd);
+    }
+};
+
+TEST_P(grpc_client_test, a_goaway_lets_the_calls_it_announced_finish) {
+    // After a GOAWAY the server still answers the streams up to the last one it announced
+    // (RFC 9113 6.8: graceful shutdown, connection ageing). A call started meanwhile goes to a
+    // new connection, and must not close the old one under the calls still waiting on it.
+    goaway_server srv;
+    channel_options o;
+    o.connect_timeout = 2s;
+    channel ch("127.0.0.1", srv.port, o);
+    status first;
+    fiber f = *spawn([&] {
+        std::string out;
+        first = ch.unary("/t.S/M", "one", out);
+    });
+    deadline_t until = deadline_after(10s);
+    while (!srv.goaway_seen && mono_now_ns() < until) (void)this_fiber::sleep_for(1ms);
+    ASSERT_TRUE(srv.goaway_seen);
+    call_options c;
+    c.deadline = deadline_after(200ms);  // the server takes no new connection
+    std::string out;
+    status second = ch.unary("/t.S/M", "two", out, c);
+    EXPECT_FALSE(second.ok());
+    srv.answer = true;
+    ASSERT_TRUE(f.join());
+    EXPECT_TRUE(first.ok()) << code_name(first.code) << " " << first.message;
 }
 
 TEST_P(grpc_client_test, many_fibers_share_one_connection) {

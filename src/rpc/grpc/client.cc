@@ -94,13 +94,14 @@ struct channel::impl {
         return sess;
     }
 
-    /// This vCPU's connection if it takes new streams (a dead one is dropped).
+    /// This vCPU's connection if it takes new streams. One that does not is dropped, not
+    /// closed: after a GOAWAY the server still answers the streams it announced (RFC 9113 6.8),
+    /// whose calls hold the connection until they end; it then ends by itself.
     std::shared_ptr<h2_client_session> usable() {
         std::lock_guard g(lock);
         auto it = sessions.find(std::this_thread::get_id());
         if (it == sessions.end()) return nullptr;
         if (it->second->usable()) return it->second;
-        it->second->close();
         sessions.erase(it);
         return nullptr;
     }

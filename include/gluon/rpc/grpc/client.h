@@ -2,7 +2,7 @@
 // any language from blocking fiber code. A channel holds one HTTP/2 connection per vCPU to its
 // target (h2c by prior knowledge, or h2 over TLS chosen by ALPN) and multiplexes every fiber's
 // calls on it as streams; a connection that failed or was told GOAWAY is replaced on the next
-// call.
+// call (the calls in flight on one told GOAWAY go on: the server still answers them).
 //
 // As in gRPC's own APIs, a call's reads and writes answer true or false and the reason is the
 // status that finish() returns: transport failures become UNAVAILABLE, a passed deadline
