@@ -153,7 +153,7 @@ long epoll_engine::submit(io_op& op) noexcept {
     if (const uint32_t g = fd_generation(op.fd); !st->registered || st->gen != g) {
         // Closed (on any vCPU) since we registered it: this is another file now, and the
         // closed one's epoll registration went with it.
-        if (st->registered) fail_waiters(op.fd, *st);
+        if (st->registered) fail_waiters(op.fd, st);
         st->registered = false;
         if (long r = register_fd(op.fd, *st); r < 0) return r;
         st->gen = g;
@@ -258,9 +258,10 @@ void epoll_engine::notify() noexcept {
 // Ops still waiting on a closed fd would never complete: finish them with EBADF. That includes
 // recv_pooled ops waiting for a buffer (or run again at the next wait()), which are on no list
 // of the fd's: left there, they would receive from whatever file gets the number next.
-void epoll_engine::fail_waiters(int fd, fd_state& st) noexcept {
+void epoll_engine::fail_waiters(int fd, fd_state* st) noexcept {
     op_list closed;
-    for (op_list* l : {&st.readers, &st.writers, &st.pollers}) closed.splice_back(*l);
+    if (st)
+        for (op_list* l : {&st->readers, &st->writers, &st->pollers}) closed.splice_back(*l);
     for (op_list* l : {&buffer_waiters_, &unparked_}) {
         l->for_each([&](io_op& op) {
             if (op.fd != fd) return;
@@ -276,9 +277,11 @@ void epoll_engine::fail_waiters(int fd, fd_state& st) noexcept {
 // events keep coming tagged with this fd number and at worst make a later file's waiters try
 // again, which they survive (EAGAIN sends them back to wait).
 void epoll_engine::forget_fd(int fd, bool closing) noexcept {
-    if (fd < 0 || static_cast<size_t>(fd) >= fds_.size() || !fds_[fd]) return;
-    fd_state* st = fds_[fd];
-    fail_waiters(fd, *st);
+    if (fd < 0) return;
+    // A recv_pooled that found data but no buffer waits without the fd ever registered.
+    fd_state* st = static_cast<size_t>(fd) < fds_.size() ? fds_[fd] : nullptr;
+    fail_waiters(fd, st);
+    if (!st) return;
     if (st->registered && !closing) (void)sys::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
     st->registered = false;
 }

@@ -52,7 +52,7 @@ private:
     long exec_tracked(io_op& op, fd_state& st) noexcept;
     long recv_pooled(io_op& op) noexcept;
     int run_unparked() noexcept;
-    void fail_waiters(int fd, fd_state& st) noexcept;
+    void fail_waiters(int fd, fd_state* st) noexcept;
 
     int epfd_;
     int evfd_;
