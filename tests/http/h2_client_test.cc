@@ -239,6 +239,57 @@ TEST_P(h2_client_test, a_response_head_over_the_limits_is_refused_however_compre
     ASSERT_TRUE(srv->join());
 }
 
+// A server that opens its windows (the connection's and stream 1's) by one byte every 50 ms,
+// for 5 s or until the client goes.
+void open_window_a_byte_at_a_time(net::listener& l) {
+    auto s = l.accept(10s);
+    ASSERT_TRUE(s);
+    std::string out = h2_frame(4, 0, 0, "") + h2_frame(4, 1, 0, "");
+    ASSERT_TRUE(s->write_all(out.data(), out.size(), 10s));
+    const std::string one{0, 0, 0, 1};
+    const std::string tick = h2_frame(8, 0, 0, one) + h2_frame(8, 0, 1, one);
+    char buf[16384];
+    for (int i = 0; i < 100; ++i) {
+        // The hostile peer's pace (each tick well within the client's timeout), reading what
+        // comes meanwhile.
+        const auto next = std::chrono::steady_clock::now() + 50ms;
+        for (auto now = std::chrono::steady_clock::now(); now < next; now = std::chrono::steady_clock::now()) {
+            auto n = s->read_some(buf, sizeof buf, next - now);
+            if (n && *n == 0) return;
+            if (!n && n.error() != std::errc::timed_out) return;
+        }
+        if (!s->write_all(tick.data(), tick.size(), 10s)) return;
+    }
+}
+
+// A request body the server's window lets through a byte at a time: each wait for window
+// ends with progress, but the request's timeout still bounds the whole write. Each wait got
+// the whole timeout again, so the call lasted as long as the server went on (5 s here; for
+// good with a server that never stops), and so did a gRPC call's write past its deadline.
+TEST_P(h2_client_test, a_window_opened_a_byte_at_a_time_does_not_stretch_the_timeout) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    auto srv = spawn([&] { open_window_a_byte_at_a_time(*l); });
+    ASSERT_TRUE(srv);
+    {
+        client_options o;
+        o.http2_prior_knowledge = true;
+        client c(o);
+        client_request req;
+        req.method = method::post;
+        req.url = "http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/";
+        req.body = pattern(65535 + 65536 + 1000);  // the initial windows, the queue, and more
+        req.timeout = 300ms;
+        auto t0 = std::chrono::steady_clock::now();
+        auto r = c.send(req);
+        auto took = std::chrono::steady_clock::now() - t0;
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error(), std::errc::timed_out);
+        EXPECT_LT(took, 3s);
+    }
+    ASSERT_TRUE(srv->join());
+}
+
 TEST_P(h2_client_test, against_nginx_with_http2) {
     std::string why;
     auto ngx = test::nginx::start(why, "", " http2");

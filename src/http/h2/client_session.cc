@@ -139,7 +139,7 @@ int h2_call::wait(duration timeout) {
     return r ? 0 : r.error().value();
 }
 
-result<void> h2_call::write(std::string_view data, duration timeout) {
+result<void> h2_call::write(std::string_view data, stall_timeout timeout) {
     if (closed_) return errno_error(ECONNRESET);
     if (gone_) return errno_error(EPIPE);
     out_.append(data);
@@ -148,8 +148,11 @@ result<void> h2_call::write(std::string_view data, duration timeout) {
         nghttp2_session_resume_data(sess_->ng(), id_);
     }
     sess_->want_write();
+    // Each wait ends with a few bytes sent (a peer may open its window a byte at a time): the
+    // deadline is the call's, not the wait's.
+    step_timeouts left(timeout);
     while (out_.size() - out_pos_ > k_call_buffer)
-        if (int e = wait(timeout)) return errno_error(e == ENODATA ? EPIPE : e);
+        if (int e = wait(left.next())) return errno_error(e == ENODATA ? EPIPE : e);
     return {};
 }
 
@@ -181,16 +184,24 @@ long h2_call::next_data(uint8_t* buf, size_t length, uint32_t* flags) {
 }
 
 result<void> h2_call::wait_head(duration timeout) {
+    step_timeouts left(timeout);
+    return wait_head(left);
+}
+
+// Wakes come from the request body's progress and interim heads too, so the loops count one
+// deadline down rather than giving each wait the whole timeout again.
+result<void> h2_call::wait_head(step_timeouts& left) {
     while (!head_done_) {
         if (too_big_) return errno_error(EPROTO);
         if (closed_) return errno_error(ECONNRESET);
-        if (int e = wait(timeout)) return errno_error(e);
+        if (int e = wait(left.next())) return errno_error(e);
     }
     return {};
 }
 
 result<size_t> h2_call::read(char* buf, size_t n, duration timeout) {
-    GLUON_TRY(wait_head(timeout));
+    step_timeouts left(timeout);
+    GLUON_TRY(wait_head(left));
     for (;;) {
         if (size_t avail = in_.size() - in_pos_) {
             size_t k = n < avail ? n : avail;
@@ -203,7 +214,7 @@ result<size_t> h2_call::read(char* buf, size_t n, duration timeout) {
         if (too_big_) return errno_error(EPROTO);  // the trailers
         if (in_done_) return size_t{0};
         if (closed_) return errno_error(ECONNRESET);
-        if (int e = wait(timeout)) return errno_error(e);
+        if (int e = wait(left.next())) return errno_error(e);
     }
 }
 
@@ -396,11 +407,11 @@ result<void> h2_client_session::exchange(std::string_view method, const url& u, 
         for (;;) {
             size_t n = GLUON_TRY(req.body_source(chunk, sizeof chunk));
             if (n == 0) break;
-            GLUON_TRY(call.write({chunk, n}, left()));
+            GLUON_TRY(call.write({chunk, n}, stall_timeout{read_timeout, total}));
         }
         GLUON_TRY(call.finish());
     } else if (body) {
-        GLUON_TRY(call.write(req.body, left()));
+        GLUON_TRY(call.write(req.body, stall_timeout{read_timeout, total}));
         GLUON_TRY(call.finish());
     }
     GLUON_TRY(call.wait_head(left()));

@@ -40,18 +40,21 @@ public:
     result<void> start(std::string_view method, std::string_view scheme, std::string_view authority,
                        std::string_view path, const std::vector<std::pair<std::string, std::string>>& fields,
                        bool body);
-    /// Queues request body bytes; waits while 64 KiB are queued unsent. Errors: ECONNRESET
-    /// (the stream was reset), EPIPE, ETIMEDOUT, ECANCELED.
-    result<void> write(std::string_view data, duration timeout);
+    /// Queues request body bytes; waits while 64 KiB are queued unsent, each wait for at most
+    /// timeout.gap and the whole call until timeout.deadline (a gRPC call's deadline: a peer
+    /// opening its window a little at a time does not stretch it). Errors: ECONNRESET (the
+    /// stream was reset), EPIPE, ETIMEDOUT, ECANCELED.
+    result<void> write(std::string_view data, stall_timeout timeout);
     /// Ends the request body.
     result<void> finish();
-    /// Waits for the response head (interim 1xx skipped). Errors: ECONNRESET, ENODATA (the
-    /// connection ended), EPROTO (a head or trailer section over the session's limits: the
-    /// stream is reset), ETIMEDOUT, ECANCELED.
+    /// Waits for the response head (interim 1xx skipped), for at most timeout in all.
+    /// Errors: ECONNRESET, ENODATA (the connection ended), EPROTO (a head or trailer section
+    /// over the session's limits: the stream is reset), ETIMEDOUT, ECANCELED.
     result<void> wait_head(duration timeout);
     int status() const noexcept { return status_; }
     const std::vector<std::pair<std::string, std::string>>& headers() const noexcept { return headers_; }
-    /// The next piece of the response body (0: it ended). Errors: those of wait_head.
+    /// The next piece of the response body (0: it ended), waiting for at most timeout in all.
+    /// Errors: those of wait_head.
     result<size_t> read(char* buf, size_t n, duration timeout);
     /// Trailer fields, once read() returned 0.
     const std::vector<std::pair<std::string, std::string>>& trailers() const noexcept { return trailers_; }
@@ -73,6 +76,7 @@ public:
 
 private:
     int wait(duration timeout);
+    result<void> wait_head(step_timeouts& left);
     void give_back(size_t n) noexcept;  // flow-control credit for bytes read
     void wake() noexcept {
         if (waiting_) ev_.set();

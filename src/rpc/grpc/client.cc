@@ -182,7 +182,7 @@ bool client_call::write(std::string_view msg) {
     std::string framed;
     framed.reserve(msg.size() + 5);
     detail::append_message(framed, msg);
-    if (auto r = s.call->write(framed, s.left()); !r) {
+    if (auto r = s.call->write(framed, stall_timeout{forever, s.deadline}); !r) {
         // A stream the server closed already has its status waiting: finish() reads it.
         if (r.error().value() != ECONNRESET) s.fail_with(r.error());
         return false;
