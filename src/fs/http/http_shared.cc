@@ -9,8 +9,9 @@ namespace gluon::fs::detail {
 namespace {
 
 http::client_options client_options_for(http::client_options o) {
-    // Bodies go into the callers' buffers or are streamed past: the client's limit for bodies
-    // it would keep in memory does not apply.
+    // Every body is streamed through a callback (into the caller's buffer, or skipped): the
+    // client keeps none in memory, so its limit for such bodies does not apply. A request
+    // that passed no callback would have a redirect's body kept whatever its size.
     o.max_body_bytes = UINT64_MAX;
     return o;
 }
@@ -104,7 +105,8 @@ result<http_meta> http_shared::probe_with_get(const std::string& url, deadline_t
         seen = true;
         return false;  // the head is all this needs
     };
-    auto r = client_.send(q);
+    // Only heads matter here: a redirect's body is skipped rather than kept.
+    auto r = client_.send(q, [](std::string_view) { return true; });
     if (!seen) {
         if (r) return errno_error(EIO);  // a redirect not followed
         transient = transient_failure(r.error());
