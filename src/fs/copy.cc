@@ -96,11 +96,27 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
     return done;
 }
 
+namespace {
+
+// True if dst or a directory above it is the directory src_st: the copy would walk into what
+// it creates, deeper each level, until a path or the disk gives out.
+bool inside(filesystem& dst_fs, std::string_view dst, const struct stat& src_st) {
+    for (std::string p = path::normalize(dst);; p = path::dirname(p)) {
+        if (auto st = dst_fs.stat(p); st && st->st_dev == src_st.st_dev && st->st_ino == src_st.st_ino)
+            return true;
+        if (p == "/" || p == "." || path::basename(p) == "..") return false;
+    }
+}
+
+}  // namespace
+
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                              std::string_view dst, const copy_options& o) {
     copy_stats stats;
     std::error_code err;
     const std::string base = path::normalize(src);
+    if (auto st = src_fs.lstat(base); st && S_ISDIR(st->st_mode) && inside(dst_fs, dst, *st))
+        return errno_error(EINVAL);
     auto visit = [&](const std::string& p, const struct stat& st) {
         std::string rel = p.size() > base.size() ? p.substr(base.size() + (base == "/" ? 0 : 1)) : "";
         std::string target = rel.empty() ? std::string(dst) : path::join(dst, rel);

@@ -67,6 +67,26 @@ TEST_P(copy_test, a_file_is_not_copied_onto_itself) {
     });
 }
 
+TEST_P(copy_test, a_tree_is_not_copied_into_itself) {
+    in_fiber([&] {
+        ASSERT_TRUE(fs_->mkdir("src").has_value());
+        ASSERT_TRUE(fs_->mkdir("src/sub").has_value());
+        ASSERT_TRUE(make("src/f", "data"));
+        ASSERT_TRUE(fs_->symlink("src", "alias").has_value());
+        // Each level created below src was walked in turn: the copy went deeper until a path
+        // grew too long (or the disk filled with copies of the file).
+        for (const char* dst : {"src", "src/sub/dst", "./src/new", "alias/sub/dst", "src/sub/../dst"})
+            EXPECT_EQ(fs::copy_tree(*fs_, "src", *fs_, dst).error(), std::errc::invalid_argument) << dst;
+        for (const char* made : {"src/sub/dst", "src/new", "src/dst"})
+            EXPECT_EQ(fs_->lstat(made).error(), std::errc::no_such_file_or_directory) << made;
+        auto st = fs::copy_tree(*fs_, "src/sub", *fs_, "src/copy");  // a part of src, beside it
+        ASSERT_TRUE(st.has_value()) << st.error().message();
+        st = fs::copy_tree(*fs_, "src", *fs_, "other");
+        ASSERT_TRUE(st.has_value()) << st.error().message();
+        EXPECT_EQ(slurp("other/f"), "data");
+    });
+}
+
 GLUON_FS_TEST_SUITE(copy_test);
 
 // Fills a 1 MiB tmpfs (mounted in a private mount namespace of a child process: needs

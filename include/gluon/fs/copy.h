@@ -31,6 +31,8 @@ struct copy_stats {
 };
 /// Copies a tree: directories (created; existing ones are reused), regular files and symlinks
 /// (recreated with the same target). Other file types are skipped. Stops at the first error.
+/// Errors: EINVAL (dst is src or inside it: nothing is copied), those of copy_file, mkdir,
+/// readlink, symlink and the walk (ENOENT for a missing src, EACCES, ...).
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                              std::string_view dst, const copy_options& opts = {});
 
