@@ -117,13 +117,17 @@ result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesyste
     const std::string base = path::normalize(src);
     if (auto st = src_fs.lstat(base); st && S_ISDIR(st->st_mode) && inside(dst_fs, dst, *st))
         return errno_error(EINVAL);
+    // A directory is created open to its owner, or one copied from a read-only source could
+    // not be filled; the owner bits it should not have are taken away once it is full.
+    std::vector<std::pair<std::string, mode_t>> to_close;  // (directory, owner bits to clear)
     auto visit = [&](const std::string& p, const struct stat& st) {
         std::string rel = p.size() > base.size() ? p.substr(base.size() + (base == "/" ? 0 : 1)) : "";
         std::string target = rel.empty() ? std::string(dst) : path::join(dst, rel);
         if (S_ISDIR(st.st_mode)) {
-            auto m = dst_fs.mkdir(target, st.st_mode & 07777);
+            auto m = dst_fs.mkdir(target, (st.st_mode & 07777) | S_IRWXU);
             if (!m && m.error() != std::errc::file_exists) err = m.error();
             else ++stats.dirs;
+            if (m && (st.st_mode & S_IRWXU) != S_IRWXU) to_close.emplace_back(target, S_IRWXU & ~st.st_mode);
         } else if (S_ISREG(st.st_mode)) {
             copy_options one = o;
             one.progress = nullptr;
@@ -139,7 +143,15 @@ result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesyste
         if (o.progress) o.progress(stats.bytes, 0);
         return err ? path::walk_action::stop : path::walk_action::next;
     };
-    GLUON_TRY(path::walk(src_fs, base, visit));
+    auto walked = path::walk(src_fs, base, visit);
+    // Children first: a parent without search permission would hide them. What the umask took
+    // from mkdir's mode stays taken, as for the files.
+    for (auto it = to_close.rbegin(); it != to_close.rend(); ++it) {
+        auto st = dst_fs.stat(it->first);
+        auto c = st ? dst_fs.chmod(it->first, st->st_mode & 07777 & ~it->second) : result<void>(unexpected(st.error()));
+        if (!c && !err) err = c.error();
+    }
+    GLUON_TRY(walked);
     if (err) return unexpected(err);
     return stats;
 }

@@ -242,6 +242,10 @@ public:
         auto f = GLUON_TRY(open(p, O_WRONLY, 0));
         return (f)->ftruncate(len);
     }
+    result<void> chmod(std::string_view p, mode_t mode) noexcept override {
+        std::string r = rel(p);
+        return void_from_syscall(blocking(*e_, [&] { return sys::fchmodat(root_, r.c_str(), mode & 07777); }));
+    }
     result<void> utimes(std::string_view p, const timespec times[2]) noexcept override {
         std::string r = rel(p);
         return void_from_syscall(blocking(*e_, [&] { return sys::utimensat(root_, r.c_str(), times, 0); }));

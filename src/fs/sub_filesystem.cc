@@ -53,6 +53,9 @@ public:
     result<void> truncate(std::string_view p, int64_t len) noexcept override {
         return with(p, [&](const std::string& m) { return base_->truncate(m, len); });
     }
+    result<void> chmod(std::string_view p, mode_t mode) noexcept override {
+        return with(p, [&](const std::string& m) { return base_->chmod(m, mode); });
+    }
     result<void> utimes(std::string_view p, const timespec t[2]) noexcept override {
         return with(p, [&](const std::string& m) { return base_->utimes(m, t); });
     }

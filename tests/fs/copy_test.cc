@@ -87,6 +87,28 @@ TEST_P(copy_test, a_tree_is_not_copied_into_itself) {
     });
 }
 
+TEST_P(copy_test, a_read_only_tree_is_copied_with_its_modes) {
+    in_fiber([&] {
+        const mode_t umask_was = ::umask(022);  // the modes below are what mkdir leaves under it
+        ASSERT_TRUE(fs_->mkdir("ro").has_value());
+        ASSERT_TRUE(fs_->mkdir("ro/inner").has_value());
+        ASSERT_TRUE(make("ro/f", "top"));
+        ASSERT_TRUE(make("ro/inner/g", "deep"));
+        ASSERT_EQ(::chmod((dir_ + "/ro/inner").c_str(), 0500), 0);
+        ASSERT_EQ(::chmod((dir_ + "/ro").c_str(), 0555), 0);
+        // Made with the source's mode before being filled, the copy of a read-only directory
+        // refused its entries (EACCES) to all but root.
+        auto st = fs::copy_tree(*fs_, "ro", *fs_, "copy");
+        EXPECT_TRUE(st.has_value()) << st.error().message();
+        EXPECT_EQ(slurp("copy/f"), "top");
+        EXPECT_EQ(slurp("copy/inner/g"), "deep");
+        EXPECT_EQ(fs_->stat("copy")->st_mode & 07777, 0555u);
+        EXPECT_EQ(fs_->stat("copy/inner")->st_mode & 07777, 0500u);
+        for (const char* d : {"ro", "ro/inner", "copy", "copy/inner"}) (void)::chmod((dir_ + "/" + d).c_str(), 0755);
+        ::umask(umask_was);
+    });
+}
+
 GLUON_FS_TEST_SUITE(copy_test);
 
 // Fills a 1 MiB tmpfs (mounted in a private mount namespace of a child process: needs

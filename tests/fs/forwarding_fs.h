@@ -32,6 +32,7 @@ public:
     result<struct statvfs> statfs(std::string_view p) noexcept override { return in_->statfs(p); }
     result<void> access(std::string_view p, int m) noexcept override { return in_->access(p, m); }
     result<void> truncate(std::string_view p, int64_t l) noexcept override { return in_->truncate(p, l); }
+    result<void> chmod(std::string_view p, mode_t m) noexcept override { return in_->chmod(p, m); }
     result<void> utimes(std::string_view p, const timespec t[2]) noexcept override { return in_->utimes(p, t); }
     result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override { return in_->opendir(p); }
 

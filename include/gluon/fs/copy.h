@@ -29,8 +29,10 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
 struct copy_stats {
     uint64_t files = 0, dirs = 0, symlinks = 0, bytes = 0;
 };
-/// Copies a tree: directories (created; existing ones are reused), regular files and symlinks
-/// (recreated with the same target). Other file types are skipped. Stops at the first error.
+/// Copies a tree: directories (created with src's permission bits, set once they are filled, so
+/// a read-only src copies too; existing ones are reused as they are), regular files and
+/// symlinks (recreated with the same target). Other file types are skipped. Stops at the first
+/// error (the directories created still get their modes).
 /// Errors: EINVAL (dst is src or inside it: nothing is copied), those of copy_file, mkdir,
 /// readlink, symlink and the walk (ENOENT for a missing src, EACCES, ...).
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,

@@ -64,6 +64,9 @@ public:
     virtual result<void> access(std::string_view path, int mode) noexcept = 0;
     /// Errors: ENOENT, EISDIR, EINVAL (negative length).
     virtual result<void> truncate(std::string_view path, int64_t len) noexcept = 0;
+    /// Sets the permission bits (and set-id and sticky bits: mode & 07777), following
+    /// symlinks. Errors: ENOENT, EPERM (not the owner), EROFS.
+    virtual result<void> chmod(std::string_view path, mode_t mode) noexcept = 0;
     /// Sets access and modification times (nullptr: now). Errors: ENOENT, EPERM.
     virtual result<void> utimes(std::string_view path, const timespec times[2]) noexcept = 0;
     /// Errors: ENOENT, ENOTDIR, EACCES.

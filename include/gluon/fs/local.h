@@ -1,7 +1,7 @@
 // The local filesystem: a directory of the host filesystem as the root, every operation on a
 // chosen file engine (io_uring, libaio, POSIX AIO, psync, psync inline). Calls with no
-// asynchronous form in the engine (link, symlink, readlink, statfs, access, truncate, utimes,
-// directory reads) run on the offload pool, or inline for psync_inline.
+// asynchronous form in the engine (link, symlink, readlink, statfs, access, truncate, chmod,
+// utimes, directory reads) run on the offload pool, or inline for psync_inline.
 //
 // The root is where relative and '/'-prefixed paths start; it is not a jail ('..' and symlinks
 // can leave it). Wrap it in a sub_filesystem for that.

@@ -168,6 +168,10 @@ inline long readlinkat(int dir, const char* path, char* out, size_t n) noexcept 
 inline long faccessat(int dir, const char* path, int mode) noexcept {
     return GLUON_SYSCALL(::faccessat(dir, path, mode, 0), SYS_faccessat, dir, path, mode);
 }
+/// chmod() relative to dir (no AT_* flags: the kernel's fchmodat has none).
+inline long fchmodat(int dir, const char* path, mode_t mode) noexcept {
+    return GLUON_SYSCALL(::fchmodat(dir, path, mode, 0), SYS_fchmodat, dir, path, mode);
+}
 inline long utimensat(int dir, const char* path, const timespec times[2], int flags) noexcept {
     return GLUON_SYSCALL(::utimensat(dir, path, times, flags), SYS_utimensat, dir, path, times, flags);
 }

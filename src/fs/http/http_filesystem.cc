@@ -117,6 +117,7 @@ public:
     result<void> link(std::string_view, std::string_view) noexcept override { return errno_error(EROFS); }
     result<void> symlink(std::string_view, std::string_view) noexcept override { return errno_error(EROFS); }
     result<void> truncate(std::string_view, int64_t) noexcept override { return errno_error(EROFS); }
+    result<void> chmod(std::string_view, mode_t) noexcept override { return errno_error(EROFS); }
     result<void> utimes(std::string_view, const timespec*) noexcept override { return errno_error(EROFS); }
 
     http_fs_stats statistics() const noexcept {
