@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -269,6 +270,20 @@ TEST_P(fuse_test, an_inode_whose_name_is_gone_never_reaches_the_file_that_took_t
                           "&& cat <&3"),
                   "dd");
     }
+}
+
+// chmod through the mount reaches the file (it was accepted and ignored).
+TEST_P(fuse_test, a_mode_change_reaches_the_file) {
+    std::ofstream(src_ + "/m") << "mode\n";
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::move(*local), {.attr_timeout = 0s});
+    if (IsSkipped() || HasFatalFailure()) return;
+    EXPECT_EQ(sh("chmod 640 " + mnt_ + "/m && stat -c %a " + mnt_ + "/m"), "640\n");
+    struct stat st{};
+    ASSERT_EQ(::stat((src_ + "/m").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+    EXPECT_EQ(sh("chmod 604 " + mnt_ + "/m && stat -c %a " + mnt_ + "/m"), "604\n");
 }
 
 TEST_P(fuse_test, ends_when_unmounted_from_outside) {

@@ -3,13 +3,13 @@
 // requests off the device, and each request runs on a fiber of its own there, so many are in
 // flight and a slow one (an HTTP read, a cold disk) blocks no other.
 //
-// Operations: lookup, forget, getattr, setattr (size, times; mode and owners are accepted and
-// left as they are), readlink, symlink, mkdir, unlink, rmdir, rename, link, open, create, read,
+// Operations: lookup, forget, getattr, setattr (size, times, mode; owners are accepted and left
+// as they are), readlink, symlink, mkdir, unlink, rmdir, rename, link, open, create, read,
 // write, flush, release, fsync, opendir, readdir, readdirplus, releasedir, statfs, access.
 // Inodes are assigned per path as the kernel looks names up and are dropped when it forgets them.
 // An inode whose name goes (unlinked, or renamed over) while the kernel holds it keeps no path:
 // its open files still read, write, truncate and answer fstat(2) (its attributes come from one
-// of them), while what needs the name (opening it again through /proc; setting its times) fails
+// of them), while what needs the name (opening it again through /proc; setting its times or mode) fails
 // with ESTALE rather than reach the file that took the name.
 // A read that fails after part of its bytes is answered with the error: the kernel takes a
 // short answer through its page cache for the end of the file. With direct_io the part is

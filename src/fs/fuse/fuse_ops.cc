@@ -152,10 +152,14 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     run(req, [req, ino, f, a, to_set] {
         state& s = st(req);
         // An open file whose name is gone (unlinked, renamed over) is truncated and stated
-        // through the file; its times need the name.
+        // through the file; its times and mode need the name.
         auto p = s.inodes.path(ino);
         const bool times = to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME);
-        if (!p && (!f || times)) return (void)reply(fuse_reply_err, req, ESTALE);
+        const bool mode = to_set & FUSE_SET_ATTR_MODE;
+        if (!p && (!f || times || mode)) return (void)reply(fuse_reply_err, req, ESTALE);
+        if (mode) {
+            if (auto r = s.fs->chmod(*p, a.st_mode & 07777); !r) return (void)reply(fuse_reply_err, req, err(r.error()));
+        }
         if (to_set & FUSE_SET_ATTR_SIZE) {
             auto r = f ? f->ftruncate(a.st_size) : s.fs->truncate(*p, a.st_size);
             if (!r) return (void)reply(fuse_reply_err, req, err(r.error()));
@@ -170,7 +174,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
                                                     : timespec{0, UTIME_OMIT};
             if (auto r = s.fs->utimes(*p, t); !r) return (void)reply(fuse_reply_err, req, err(r.error()));
         }
-        // Mode and owners: a gluon filesystem has no call for them; left as they are.
+        // Owners: a gluon filesystem has no call for them; left as they are.
         auto now = p ? s.fs->lstat(*p) : f->fstat();
         if (!now) return (void)reply(fuse_reply_err, req, err(now.error()));
         reply_attr(req, s, ino, *now);
