@@ -11,8 +11,8 @@
 
 #include "gluon/common/spinlock.h"
 #include "gluon/net/resolver.h"
+#include "gluon/runtime/fd.h"
 #include "gluon/runtime/vcpu.h"
-#include "gluon/sys/ops.h"
 
 namespace gluon::net {
 namespace detail {
@@ -75,9 +75,11 @@ namespace {
 
 // A connection that the peer closed or reset, or that has bytes nobody asked for (a late or
 // unsolicited response: the protocol state is unknown), must not be reused. A zero-timeout
-// poll tells without consuming anything.
+// fd::poll tells without consuming anything; it asks the engine first, as a stream that reads
+// ahead (io_uring) may have had those bytes, or the end, taken off a socket that is empty now.
 bool healthy(const stream& s) noexcept {
-    return sys::poll1(s.get(), POLLIN | POLLRDHUP, 0) == 0;
+    auto ev = fd::poll(s.get(), POLLIN | POLLRDHUP, duration::zero());
+    return !ev && ev.error() == std::errc::timed_out;
 }
 
 std::string host_key(std::string_view host, uint16_t port) {

@@ -139,6 +139,32 @@ TEST_P(socket_pool_test, connections_the_peer_closed_or_wrote_to_are_not_reused)
     EXPECT_EQ(pool.stats().discarded, 2u);
 }
 
+TEST_P(socket_pool_test, a_connection_reading_ahead_with_unread_input_is_not_reused) {
+    // On io_uring a stream that reads ahead has its unread bytes taken off the socket by the
+    // engine: the kernel's socket is empty, yet the connection has input nobody asked for.
+    auto srv = echo_server();
+    ASSERT_TRUE(srv);
+    socket_pool pool;
+    auto a = pool.get(srv->local_address());
+    ASSERT_TRUE(a);
+    (*a)->read_ahead();
+    ping(*a, "1");
+    ping(*a, "2");  // from the second read on, the receive stays armed
+    ASSERT_TRUE((*a)->write_all("ab", 2, 5s));
+    char first = 0;
+    ASSERT_TRUE((*a)->read_exactly(&first, 1, 5s));  // "b" stays unread
+    EXPECT_EQ(first, 'a');
+    // Until the "b" has come (to the socket, or into the engine's hands).
+    deadline_t until = deadline_after(5s);
+    while (!fd::poll((*a)->get(), POLLIN, duration::zero()) && mono_now_ns() < until)
+        ASSERT_TRUE(this_fiber::sleep_for(1ms));
+    a->release();
+    auto b = pool.get(srv->local_address());
+    ASSERT_TRUE(b);
+    EXPECT_FALSE(b->reused());
+    EXPECT_EQ(pool.stats().discarded, 1u);
+}
+
 TEST_P(socket_pool_test, idle_connections_expire) {
     auto srv = echo_server();
     ASSERT_TRUE(srv);
