@@ -308,6 +308,52 @@ TEST_P(grpc_client_test, a_call_waiting_for_another_fibers_connect_keeps_its_dea
     ::close(lfd);
 }
 
+TEST_P(grpc_client_test, a_call_interrupted_while_waiting_for_another_fibers_connect_is_cancelled) {
+    // A listener that never accepts: the first call's TLS handshake is never answered, so it
+    // holds the connect while the second call waits for it.
+    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(lfd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(::listen(lfd, 16), 0);
+    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    net::tls::context_options co;
+    co.alpn = {"h2"};
+    auto cctx = net::tls_testing::client_ctx(co);
+    channel_options o;
+    o.tls = &cctx;
+    o.authority = "localhost";
+    o.connect_timeout = 30s;
+    channel ch("127.0.0.1", ntohs(a.sin_port), o);
+    status first, second;
+    auto f = spawn([&] {
+        std::string out;
+        first = ch.unary("/gluon.test.Echo/Unary", "", out);
+    });
+    ASSERT_TRUE(f);
+    // The first call's TCP connection is in the accept queue: it holds the connect now.
+    deadline_t until = deadline_after(10s);
+    pollfd p{lfd, POLLIN, 0};
+    while (::poll(&p, 1, 0) == 0 && mono_now_ns() < until) ASSERT_TRUE(this_fiber::sleep_for(1ms));
+    ASSERT_EQ(p.revents & POLLIN, POLLIN);
+    auto g = spawn([&] {
+        std::string out;
+        second = ch.unary("/gluon.test.Echo/Unary", "", out);
+    });
+    ASSERT_TRUE(g);
+    // Whether it is parked on the connect already or not: its wait ends with ECANCELED.
+    ASSERT_TRUE(g->interrupt());
+    ASSERT_TRUE(g->join());
+    EXPECT_EQ(second.code, code::cancelled) << code_name(second.code) << " " << second.message;
+    ASSERT_TRUE(f->interrupt());  // the first call is not left to its connect_timeout
+    ASSERT_TRUE(f->join());
+    EXPECT_NE(first.code, code::ok);
+    ::close(lfd);
+}
+
 /// A server written with nghttp2 on a plain thread, for what gluon's server does not do: it
 /// answers the first call only after telling the client GOAWAY (last stream: that call) and
 /// after `answer` is set, and accepts no other connection.

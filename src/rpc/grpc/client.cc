@@ -320,9 +320,13 @@ client_call channel::call(std::string_view method, const call_options& o) {
     }
     auto sess = im_->session(o.deadline);
     if (!sess) {
-        st->end = sess.error().value() == ETIMEDOUT && time_left(o.deadline) == duration::zero()
+        // An interrupt (of the wait for another fiber's connect, or of this one's) is the
+        // caller's doing, not the server's: CANCELLED, as it is once the call has a stream.
+        const int e = sess.error().value();
+        st->end = e == ETIMEDOUT && time_left(o.deadline) == duration::zero()
                       ? status{code::deadline_exceeded, "deadline exceeded while connecting"}
-                      : status{code::unavailable, "connect: " + sess.error().message()};
+                  : e == ECANCELED ? status{code::cancelled, "cancelled while connecting"}
+                                   : status{code::unavailable, "connect: " + sess.error().message()};
         return client_call(std::move(st));
     }
     st->call = std::make_unique<h2_call>(std::move(*sess));

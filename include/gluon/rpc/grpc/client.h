@@ -100,8 +100,9 @@ public:
     channel& operator=(const channel&) = delete;
 
     /// Starts a call of `method` ("/package.Service/Method"). Never fails here: a connection
-    /// that cannot be made ends the call with UNAVAILABLE (or DEADLINE_EXCEEDED), which its
-    /// read/write/finish report. Must be called on a vCPU.
+    /// that cannot be made ends the call with UNAVAILABLE (or DEADLINE_EXCEEDED; CANCELLED if
+    /// the calling fiber is interrupted while it connects or waits for another fiber's
+    /// connect), which its read/write/finish report. Must be called on a vCPU.
     client_call call(std::string_view method, const call_options& o = {});
 
     /// A unary call with bytes: one request, one response.
