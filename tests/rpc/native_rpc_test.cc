@@ -107,7 +107,7 @@ protected:
         net_ = std::move(*s);
     }
     // A client whose server is played by hand on server_end: for what no gluon server sends.
-    client open_raw(net::stream& server_end) {
+    client open_raw(net::stream& server_end, const client_options& o = {}) {
         auto pair = net::stream::pair();
         EXPECT_TRUE(pair);
         if (!pair) return {};
@@ -116,7 +116,7 @@ protected:
         // defaults.
         EXPECT_TRUE(server_end.set_buffer_sizes(16 << 10, 16 << 10));
         EXPECT_TRUE(pair->second.set_buffer_sizes(16 << 10, 16 << 10));
-        auto c = client::open(std::make_unique<net::stream>(std::move(pair->second)));
+        auto c = client::open(std::make_unique<net::stream>(std::move(pair->second)), o);
         EXPECT_TRUE(c);
         return c ? std::move(*c) : client{};
     }
@@ -535,6 +535,57 @@ TEST_P(rpc_native, a_call_whose_request_the_server_does_not_read_still_ends) {
         ASSERT_TRUE(pinger.join());
         EXPECT_TRUE(pinged);
     }
+}
+
+TEST_P(rpc_native, cancels_a_server_does_not_read_are_bounded) {
+    // Five calls whose requests the server has, then a 4 MiB request it does not read: the
+    // writer stays blocked on it, and the cancels of the five calls, interrupted, wait behind
+    // it. The fifth is one over the limit: the connection ends, and with it the blocked call.
+    net::stream srv;
+    client c = open_raw(srv, {.max_queued_cancels = 4});
+    constexpr int k = 5;
+    std::vector<result<void>> rs(k);
+    std::vector<fiber> callers;
+    for (int i = 0; i < k; ++i)
+        callers.push_back(*spawn([&, i] {
+            echo_msg req, resp;
+            rs[i] = c.call(echo, req, resp);
+        }));
+    std::string body;
+    for (int i = 0; i < k; ++i)
+        EXPECT_EQ(read_frame(srv, body).type, wire::kind::request); // written: cancels follow
+    std::string data = pattern(4 << 20, 7);
+    result<void> big;
+    fiber blocked = *spawn([&] {
+        echo_msg req, resp;
+        req.payload = bytes::view(data.data(), data.size());
+        big = c.call(echo, req, resp);
+    });
+    // Once the writer has taken the large request (it is writing it and stays blocked).
+    deadline_t until = deadline_after(10s);
+    while (c.stats().frames_sent < k + 1 && mono_now_ns() < until)
+        ASSERT_TRUE(this_fiber::sleep_for(1ms));
+    ASSERT_EQ(c.stats().frames_sent, uint64_t(k + 1));
+    for (int i = 0; i < k; ++i) {
+        ASSERT_TRUE(callers[i].interrupt());
+        ASSERT_TRUE(callers[i].join());
+        ASSERT_FALSE(rs[i]);
+        EXPECT_EQ(rs[i].error(), errc::cancelled);
+    }
+    bool in_time = bool(blocked.join_for(10s));
+    if (!in_time) {
+        (void)srv.close(); // the write fails: the call returns
+        (void)blocked.join();
+    }
+    ASSERT_TRUE(in_time) << "the cancels were still queued 10 s later";
+    ASSERT_FALSE(big);
+    EXPECT_EQ(big.error(), errc::connection_closed);
+    EXPECT_FALSE(c.healthy());
+    EXPECT_EQ(c.in_flight(), 0u);
+    empty req, resp;
+    auto after = c.call(builtin::ping, req, resp);
+    ASSERT_FALSE(after);
+    EXPECT_EQ(after.error(), errc::connection_closed);
 }
 
 TEST_P(rpc_native, a_deadline_bounds_a_call_whose_answer_stops_halfway) {

@@ -18,10 +18,13 @@ namespace {
 constexpr size_t k_inline_head = 256;
 
 struct cancel_frame : out_frame {
+    size_t* queued; // the connection's count of cancels not yet written
     uint8_t head[wire::k_header_size];
 };
 void free_cancel(out_frame* f, bool) {
-    delete static_cast<cancel_frame*>(f);
+    auto* c = static_cast<cancel_frame*>(f);
+    --*c->queued;
+    delete c;
 }
 } // namespace
 
@@ -49,6 +52,7 @@ struct client_conn {
     std::vector<pending*> slots; // request id's low 32 bits index it
     std::vector<uint32_t> free_slots;
     size_t in_flight = 0;
+    size_t cancels_queued = 0;
     uint32_t seq = 0;
 
     client_conn(std::unique_ptr<net::byte_stream> st, const client_options& opts)
@@ -96,8 +100,17 @@ struct client_conn {
             p->done.signal();
         }
     }
+    // Each call that gives up after its request left queues one cancel; a server that stops
+    // reading would let them pile up without end (callers keep timing out), so one over the
+    // limit ends the connection instead: that server has read nothing for that many calls.
     void send_cancel(uint64_t id) {
+        if (cancels_queued >= o.max_queued_cancels) {
+            end();
+            return;
+        }
         auto* f = new cancel_frame;
+        f->queued = &cancels_queued;
+        ++cancels_queued;
         wire::header h;
         h.type = wire::kind::cancel;
         h.id = id;
@@ -105,6 +118,13 @@ struct client_conn {
         f->iov.push(f->head, sizeof f->head);
         f->done = free_cancel;
         wr.push(*f);
+    }
+    // Ends the connection from one of its callers: the writer stops now (its queue is
+    // dropped), the reader, interrupted, fails the calls in flight with connection_closed.
+    void end() {
+        closed = true;
+        (void)reader.interrupt();
+        wr.stop();
     }
     void read_loop();
     bool on_response(const wire::header& h);

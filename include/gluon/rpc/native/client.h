@@ -9,6 +9,8 @@
 // errc::cancelled) or errc::deadline_exceeded at once, and the server is told to stop the call
 // (its handler's fiber is interrupted). A request still being written then (to a server that is
 // not reading) goes on from a copy: the caller's memory is its own again when the call returns.
+// The cancels wait behind it; past client_options::max_queued_cancels of them the connection
+// ends (a server that reads nothing for that many calls is taken for gone).
 // A response that has started arriving is read into the caller's message up to the deadline;
 // past it the call fails with deadline_exceeded and the rest of that response is skipped. (An
 // interrupted caller whose response has started arriving waits for it, or for its deadline.)
@@ -37,6 +39,10 @@ struct client_options {
     size_t read_buffer_bytes = 64 << 10;
     /// The timeout of calls that give none.
     duration default_timeout = forever;
+    /// Cancels (of calls that timed out or were interrupted after their request left) waiting
+    /// to be written, as a server that does not read leaves them. One more ends the connection:
+    /// its calls fail with errc::connection_closed and it is no longer healthy().
+    size_t max_queued_cancels = 1024;
 };
 
 struct call_options {
