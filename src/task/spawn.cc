@@ -1,6 +1,7 @@
 // Spawned tasks: start, join, detach, cancel. A root's state (done, joiner, detached) is touched
 // only on its vCPU's thread; other threads post their request there (vcpu_call), so the
-// spawn-and-join path of one vCPU has no atomic instruction.
+// spawn-and-join path of one vCPU has no atomic instruction. The frame is destroyed on that
+// thread too: a joiner elsewhere is handed the result (hand_over).
 #include <optional>
 #include <stop_token>
 
@@ -26,8 +27,20 @@ void start_here(root_base* r, task_sched* s) noexcept {
     s->schedule(r->h);
 }
 
-// A task awaiting the root is resumed on its own vCPU.
+// For a joiner on another thread: moves the result to it (unless it dropped it) and destroys
+// the frame here, on the task's vCPU, where its parameters belong (see joiner). The coroutine
+// has left its frame: this runs from the runner or the event loop, not from its final suspend.
+void hand_over(root_base* r, joiner* j) noexcept {
+    j->moved = !std::atomic_ref<bool>(j->drop).load(std::memory_order_acquire);
+    if (j->moved) j->move_result(r->h, j->out);
+    r->h.destroy();
+    r->h = {};
+}
+
+// A task awaiting the root is resumed on its own vCPU. A joiner elsewhere is handed the result
+// first.
 std::coroutine_handle<> resume_joiner(root_base* r, joiner* j) noexcept {
+    if (j->sched != r->home) hand_over(r, j);
     if (j->h) {
         if (j->sched == r->home) return j->h;  // symmetric transfer: same vCPU
         j->wake.fn = [](vcpu_call* c) noexcept {
@@ -79,9 +92,9 @@ void post_joiner(root_base* r, joiner* j) noexcept {
 
 }  // namespace
 
-// Runs inside the task's final suspension. Whatever may free the frame or hand it to another
-// thread (a detached task's end, a fiber or another vCPU's task waiting for it) is left to the
-// runner, once the coroutine is no longer executing (finish_roots).
+// Runs inside the task's final suspension. Whatever may free the frame or hand the result to
+// another thread (a detached task's end, a fiber or another vCPU's task waiting for it) is left
+// to the runner, once the coroutine is no longer executing (finish_roots).
 std::coroutine_handle<> root_done(root_base* r) noexcept {
     r->done = true;
     task_sched* s = r->home;
@@ -235,33 +248,45 @@ bool join(root_base* r, joiner& j) noexcept {
 }
 }  // namespace
 
-void root_wait(root_base* r) noexcept { (void)root_wait_until(r, k_no_deadline, false); }
+void root_wait(root_base* r, joiner& j) noexcept {
+    (void)root_wait_until(r, j, k_no_deadline, false);
+}
 
-// j lives on this stack while r->j points at it: the root signals `done` as the last thing it
-// does with j, and this function does not return before that.
+// j lives in the caller's frame while r->j points at it: the root signals `done` as the last
+// thing it does with j, and this function does not return before that.
 #if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-pointer"
 #endif
-long root_wait_until(root_base* r, deadline_t deadline, bool interruptible) noexcept {
+long root_wait_until(root_base* r, joiner& j, deadline_t deadline, bool interruptible) noexcept {
     oneshot done;
-    joiner j;
     j.signal = &done;
+    j.sched = t_sched;  // a fiber on the task's vCPU takes the result from the frame itself
+    j.drop = false;
+    j.moved = false;
     if (!join(r, j)) return 0;
     const long res = done.wait_until(deadline, interruptible);
     if (res == 0) return 0;
+    // The result is dropped with the frame on the task's vCPU. If that vCPU handed it over
+    // without seeing this, it did so before running the cancel posted below: the task ended
+    // before it was cancelled, and its result is the join's.
+    std::atomic_ref<bool>(j.drop).store(true, std::memory_order_release);
     root_cancel(r);
     done.wait();
-    return res;
+    return j.moved ? 0 : res;
 }
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
-std::coroutine_handle<> root_await(root_base* r, joiner& j) noexcept {
+std::coroutine_handle<> root_await(root_base* r, joiner& j, result_mover move, void* out) noexcept {
     task_sched* s = t_sched;
     j.sched = s;
     if (!at_home(r)) {
+        j.move_result = move;
+        j.out = out;
+        j.drop = false;
+        j.moved = false;
         post_joiner(r, &j);
         return std::noop_coroutine();
     }

@@ -5,6 +5,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gluon/runtime/fiber.h"
@@ -230,6 +232,75 @@ TEST_P(task_test, joins_with_a_timeout_cancel_a_late_task_and_wait_for_its_end) 
     int e3 = 0;
     EXPECT_EQ(block_on(across((*rt)->vcpu(0), &e3)).value(), 1);
     EXPECT_EQ(e3, 2);
+}
+
+// Records the thread that destroys it (a moved-from one records nothing).
+struct destroyed_on {
+    std::thread::id* where;
+    explicit destroyed_on(std::thread::id* w) noexcept : where(w) {}
+    destroyed_on(destroyed_on&& o) noexcept : where(std::exchange(o.where, nullptr)) {}
+    ~destroyed_on() {
+        if (where) *where = std::this_thread::get_id();
+    }
+};
+task<int> holds(destroyed_on) { co_return 7; }
+task<destroyed_on> late_value(std::thread::id* where) {
+    (void)co_await co::sleep_for(1h);  // cut short by the join's timeout
+    co_return destroyed_on(where);
+}
+
+// A spawned task's frame, and with it its parameters, is destroyed on the task's vCPU whoever
+// joins it: a parameter may belong to that vCPU (a co::pooled_buffer gives its buffer back to
+// that vCPU's engine). So is a value a join that timed out drops. Joined from a plain thread,
+// from this vCPU's thread, from a fiber and from a task of another vCPU.
+TEST_P(task_test, a_task_frame_is_destroyed_on_its_vcpu_whoever_joins_it) {
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));
+    ASSERT_TRUE(rt);
+    const vcpu_handle v0 = (*rt)->vcpu(0);
+    const std::thread::id home = (*rt)->call(0, [] { return std::this_thread::get_id(); }).value();
+    const std::thread::id none;
+
+    std::thread::id param, value;
+    int got = 0;
+    long timed_out = 0;
+    std::thread([&] {
+        got = co_spawn(holds(destroyed_on(&param)), {.on = v0}).value().join();
+        auto late = co_spawn(late_value(&value), {.on = v0}).value();
+        auto r = late.join_for(1ms);
+        timed_out = !r && r.error() == std::errc::timed_out;
+    }).join();
+    EXPECT_EQ(got, 7);
+    EXPECT_EQ(param, home) << "parameter destroyed on the joining plain thread";
+    EXPECT_TRUE(timed_out);
+    EXPECT_EQ(value, home) << "dropped value destroyed on the joining plain thread";
+
+    param = value = none;
+    EXPECT_EQ(co_spawn(holds(destroyed_on(&param)), {.on = v0}).value().join(), 7);
+    EXPECT_EQ(param, home) << "parameter destroyed on the joining vCPU";
+    EXPECT_FALSE(co_spawn(late_value(&value), {.on = v0}).value().join_for(1ms));
+    EXPECT_EQ(value, home) << "dropped value destroyed on the joining vCPU";
+
+    param = none;
+    ASSERT_TRUE((*rt)->run(1, [&] {
+        got = co_spawn(holds(destroyed_on(&param)), {.on = v0}).value().join();
+    }));
+    EXPECT_EQ(got, 7);
+    EXPECT_EQ(param, home) << "parameter destroyed on the joining fiber's vCPU";
+
+    param = value = none;
+    auto r = (*rt)->call(1, [&] {
+        auto joiner = [](vcpu_handle other, std::thread::id* p, std::thread::id* v) -> task<int> {
+            const int a = co_await co_spawn(holds(destroyed_on(p)), {.on = other}).value();
+            auto late = co_spawn(late_value(v), {.on = other}).value();
+            auto b = co_await late.join_for_async(1ms);
+            co_return a + (!b && b.error() == std::errc::timed_out ? 10 : 0);
+        };
+        return block_on(joiner(v0, &param, &value)).value();
+    });
+    ASSERT_TRUE(r);
+    EXPECT_EQ(*r, 17);
+    EXPECT_EQ(param, home) << "parameter destroyed on the awaiting task's vCPU";
+    EXPECT_EQ(value, home) << "dropped value destroyed on the awaiting task's vCPU";
 }
 
 // A task spawned from a call that runs in fini()'s last look at the vCPU's inbox, after the

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <coroutine>
+#include <new>
 #include <stop_token>
 #include <utility>
 
@@ -30,14 +31,58 @@ namespace task_detail {
 
 struct task_sched;
 
+/// Moves the result of the ended task h into *out (a value_store<T>, constructed there).
+using result_mover = void (*)(std::coroutine_handle<> h, void* out) noexcept;
+
 /// Who waits for a spawned task: a task (h, on the vCPU of `sched`) or a fiber or thread
 /// (`signal`, a gluon::oneshot).
+///
+/// A task's frame is destroyed on its own vCPU: its parameters (a pooled_buffer goes back to
+/// its engine's pool) must not be cleaned up on another thread. A joiner on another thread is
+/// handed the result instead: before waking it, the task's vCPU moves the result into `out`
+/// and destroys the frame (the root's h is empty then), unless the joiner set `drop` first (a
+/// join that timed out): the result then goes with the frame. `moved` says which.
 struct joiner {
+    // The hand-over fields are set only by the joiners that may need them: a task awaiting a
+    // task of its own vCPU writes nothing more than before.
+    joiner() noexcept {}
     std::coroutine_handle<> h;
     task_sched* sched = nullptr;
     void* signal = nullptr;
     vcpu_call wake;  // resumes h from another vCPU
+    result_mover move_result;
+    void* out;
+    bool drop;   // written through std::atomic_ref: the joiner's thread, read on the task's vCPU
+    bool moved;  // written on the task's vCPU before the wake
 };
+
+/// Room for a result handed over to a joiner (joiner::out); constructed only by the hand-over.
+template <typename T>
+struct result_slot {
+    result_slot() noexcept {}  // no zeroing: an awaiter carries one it rarely uses
+    alignas(value_store<T>) unsigned char bytes[sizeof(value_store<T>)];
+    value_store<T>* get() noexcept {
+        return std::launder(reinterpret_cast<value_store<T>*>(bytes));
+    }
+};
+
+template <typename T>
+void move_result(std::coroutine_handle<> h, void* out) noexcept {
+    value_store<T>& from = promise<T>::handle_type_of(h).promise();
+    auto* to = new (out) value_store<T>;
+    if constexpr (std::is_void_v<T>) {
+        to->error = std::move(from.error);
+    } else if (from.st == value_store<T>::state::error) {
+        new (&to->error) std::exception_ptr(std::move(from.error));
+        to->st = value_store<T>::state::error;
+    } else if (from.st == value_store<T>::state::value) {
+        try {
+            to->return_value(std::move(from.value));
+        } catch (...) {  // a throwing move: the joiner gets its exception
+            to->unhandled_exception();
+        }
+    }
+}
 
 struct stop_link;
 
@@ -74,16 +119,20 @@ void root_detach(root_base* r) noexcept;
 void root_cancel(root_base* r) noexcept;
 /// Frees an ended task (its frame and state); any thread.
 void root_free(root_base* r) noexcept;
-/// Blocks the calling fiber or thread until the task has ended.
-void root_wait(root_base* r) noexcept;
+/// Blocks the calling fiber or thread until the task has ended. j: a joiner with move_result
+/// and out set (the result may be handed over, see joiner).
+void root_wait(root_base* r, joiner& j) noexcept;
 /// root_wait up to the deadline; if the task has not ended by then (or the waiting fiber is
-/// interrupted, when interruptible), cancels it and waits for its end all the same. Returns 0
-/// or -ETIMEDOUT / -ECANCELED.
-long root_wait_until(root_base* r, deadline_t deadline, bool interruptible = true) noexcept;
+/// interrupted, when interruptible), cancels it and waits for its end all the same; its result
+/// is then dropped, on its vCPU. Returns 0 or -ETIMEDOUT / -ECANCELED; 0 also when the task's
+/// vCPU handed the result over (j.moved) before it learnt of the timeout: the task had ended
+/// before it was cancelled.
+long root_wait_until(root_base* r, joiner& j, deadline_t deadline,
+                     bool interruptible = true) noexcept;
 /// For a task j.h awaiting r: what its suspension transfers to: j.h itself if r has ended,
 /// else (j is then registered) r when it has not run yet and is started at once, or the no-op
-/// coroutine.
-std::coroutine_handle<> root_await(root_base* r, joiner& j) noexcept;
+/// coroutine. move and out: where the result goes if it is handed over (see joiner).
+std::coroutine_handle<> root_await(root_base* r, joiner& j, result_mover move, void* out) noexcept;
 /// The awaiting task was cancelled: pass it on to the task it awaits.
 void root_forward_cancel(root_base* r, int err) noexcept;
 
@@ -111,21 +160,26 @@ public:
     /// rethrows its exception). The handle is then empty. Calling it on an empty handle is
     /// undefined.
     T join() {
-        task_detail::root_wait(r_);
-        return take();
+        task_detail::result_slot<T> out;
+        task_detail::joiner j = remote_joiner(out);
+        task_detail::root_wait(r_, j);
+        return take(handed_over(j, out));
     }
     /// join() with a timeout: if the task has not ended within `timeout`, cancels it (task.h,
     /// cancellation), waits for its end all the same (nothing of it runs on after the call) and
-    /// fails; its value, if it produced one regardless, is dropped. The handle is empty after.
-    /// A task that ends as the timeout expires may be reported as timed out. Errors:
-    /// ETIMEDOUT, ECANCELED (the waiting fiber was interrupted).
+    /// fails; its value, if it produced one regardless, is dropped (on the task's vCPU). The
+    /// handle is empty after. A task that ends as the timeout expires, before the cancellation
+    /// reaches it, may be reported either way. Errors: ETIMEDOUT, ECANCELED (the waiting fiber
+    /// was interrupted).
     result<T> join_for(duration timeout) {
-        const long r = task_detail::root_wait_until(r_, deadline_after(timeout));
+        task_detail::result_slot<T> out;
+        task_detail::joiner j = remote_joiner(out);
+        const long r = task_detail::root_wait_until(r_, j, deadline_after(timeout));
         if (r < 0) {
             drop();
             return errno_error(static_cast<int>(-r));
         }
-        return take_result();
+        return take_result(handed_over(j, out));
     }
     /// Lets the task run on alone.
     void detach() noexcept {
@@ -140,6 +194,7 @@ public:
         join_handle* self;
         task_detail::task_ctx* ctx = nullptr;
         task_detail::joiner j;
+        task_detail::result_slot<T> out;  // the result, if handed over from another vCPU
         bool await_ready() const noexcept { return false; }
         template <typename P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
@@ -154,7 +209,8 @@ public:
         template <typename P>
         std::coroutine_handle<> link(std::coroutine_handle<P> h) noexcept {
             j.h = h;
-            const std::coroutine_handle<> next = task_detail::root_await(self->r_, j);
+            const std::coroutine_handle<> next =
+                task_detail::root_await(self->r_, j, &task_detail::move_result<T>, &out);
             if (next == h) return h;  // ended already
             ctx = task_detail::ctx_of(h);
             if (ctx) {
@@ -168,7 +224,7 @@ public:
         }
         T await_resume() {
             if (ctx) ctx->hook = nullptr;
-            return self->take();
+            return self->take(self->handed_over(j, out));
         }
     };
     /// From a task: suspends until the spawned task ends, then gives its value (or rethrows).
@@ -186,6 +242,8 @@ public:
             (void)timer.arm(deadline, [](vcpu_timer* t) noexcept {
                 auto* a = reinterpret_cast<timed_awaiter*>(reinterpret_cast<char*>(t) - offsetof(timed_awaiter, timer));
                 a->timed_out = true;
+                // A task on another vCPU drops its result with its frame there (see joiner).
+                std::atomic_ref<bool>(a->j.drop).store(true, std::memory_order_release);
                 task_detail::root_cancel(a->self->r_);
             });
             return next;
@@ -193,44 +251,69 @@ public:
         result<T> await_resume() {
             timer.disarm();
             if (this->ctx) this->ctx->hook = nullptr;
-            if (timed_out) {
+            // Handed over before its vCPU learnt of the timeout: it ended before the cancel.
+            task_detail::value_store<T>* moved = this->self->handed_over(this->j, this->out);
+            if (timed_out && !moved) {
                 this->self->drop();
                 return errno_error(ETIMEDOUT);
             }
-            return this->self->take_result();
+            return this->self->take_result(moved);
         }
     };
-    /// From a task: co_await with a timeout, as join_for. Cancelling the awaiting task cancels
-    /// the spawned one as co_await does. Errors: ETIMEDOUT.
+    /// From a task: co_await with a timeout, as join_for (a task that ends as the timeout
+    /// expires may be reported either way). Cancelling the awaiting task cancels the spawned
+    /// one as co_await does. Errors: ETIMEDOUT.
     timed_awaiter join_for_async(duration timeout) noexcept {
         return timed_awaiter{awaiter{{}, this}, deadline_after(timeout)};
     }
 
 private:
-    T take() {
+    // A joiner that may be on another thread than the task's vCPU, its result going to out.
+    static task_detail::joiner remote_joiner(task_detail::result_slot<T>& out) noexcept {
+        task_detail::joiner j;
+        j.move_result = &task_detail::move_result<T>;
+        j.out = &out;
+        j.drop = false;
+        j.moved = false;
+        return j;
+    }
+    // The result, if the task's vCPU handed it over to j (its frame is gone then); nullptr if it
+    // is in the frame (or was dropped with it).
+    task_detail::value_store<T>* handed_over(task_detail::joiner& j,
+                                             task_detail::result_slot<T>& out) noexcept {
+        if (r_->h) [[likely]]
+            return nullptr;
+        return j.moved ? out.get() : nullptr;
+    }
+    // The ended task's value (or its exception rethrown), from `moved` if handed over, else from
+    // its frame; frees the task.
+    T take(task_detail::value_store<T>* moved = nullptr) {
         struct release {
             task_detail::root_base* r;
-            ~release() { task_detail::root_free(r); }
-        } g{std::exchange(r_, nullptr)};
+            task_detail::value_store<T>* moved;
+            ~release() {
+                if (moved) moved->~value_store();
+                task_detail::root_free(r);
+            }
+        } g{std::exchange(r_, nullptr), moved};
+        if (moved) [[unlikely]]
+            return moved->take();
         auto h = task_detail::promise<T>::handle_type_of(g.r->h);
         return h.promise().take();
     }
     // take() as a result<T> (a void task's: an empty one).
-    result<T> take_result() {
+    result<T> take_result(task_detail::value_store<T>* moved = nullptr) {
         if constexpr (std::is_void_v<T>) {
-            take();
+            take(moved);
             return {};
         } else {
-            return take();
+            return take(moved);
         }
     }
-    // Frees the ended task without its value (an exception it ended with is dropped too).
-    void drop() noexcept {
-        try {
-            (void)take();
-        } catch (...) {
-        }
-    }
+    // Frees the ended task without its value (an exception it ended with is dropped too): the
+    // value goes with the frame, on the task's vCPU or wherever the frame still is (a join on
+    // that vCPU).
+    void drop() noexcept { task_detail::root_free(std::exchange(r_, nullptr)); }
     void reset() noexcept { detach(); }
     task_detail::root_base* r_ = nullptr;
 };
