@@ -21,6 +21,7 @@ namespace {
 struct posted : remote_node {
     std::function<void()> fn;
     oneshot* done = nullptr;  // run(): the poster waits on it until the fiber ends
+    int* failed = nullptr;    // run(): where the fiber's creation error goes
     fiber_options opts;
 };
 
@@ -36,7 +37,9 @@ void run_posted(vcpu*, remote_node* n) {
         finish(p);
     });
     if (!f) {
-        finish(p);  // out of stacks: the closure is dropped, the waiter released
+        // Out of stacks: the closure is dropped, the waiter released and told.
+        if (p->failed) *p->failed = f.error().value();
+        finish(p);
         return;
     }
     (void)f->detach();
@@ -147,15 +150,22 @@ result<void> runtime::post(unsigned i, const fiber_options& opts, std::function<
     return push(*vcpus_[i], p);
 }
 
-result<void> runtime::run(unsigned i, std::function<void()> fn) {
+result<void> runtime::run(unsigned i, std::function<void()> fn) { return run(i, {}, std::move(fn)); }
+
+result<void> runtime::run(unsigned i, const fiber_options& opts, std::function<void()> fn) {
     if (i >= vcpus_.size() || !vcpus_[i]->v) return errno_error(EINVAL);
     oneshot done;
+    int failed = 0;
     auto* p = new posted;
     p->fn = std::move(fn);
+    p->opts = opts;
     p->run = run_posted;
     p->done = &done;
+    p->failed = &failed;
     GLUON_TRY(push(*vcpus_[i], p));
     done.wait();
+    // fn did not run: call() has no value to give.
+    if (failed) return errno_error(failed);
     return {};
 }
 

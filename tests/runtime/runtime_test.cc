@@ -43,6 +43,18 @@ TEST_P(runtime_test, run_and_call_execute_on_the_named_vcpu) {
     EXPECT_EQ(rt_->post(99, [] {}).error(), std::errc::invalid_argument);
 }
 
+TEST_P(runtime_test, run_fails_when_the_fiber_cannot_be_made) {
+    // A stack larger than any address space cannot be mapped: fn never runs, and run() says so
+    // (it returned success, and call() then read a value fn never gave).
+    bool ran = false;
+    auto r = rt_->run(0, {.stack_size = size_t{1} << 62}, [&] { ran = true; });
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::not_enough_memory);
+    EXPECT_FALSE(ran);
+    EXPECT_TRUE(rt_->run(0, [&] { ran = true; }));  // the vCPU is fine after
+    EXPECT_TRUE(ran);
+}
+
 TEST_P(runtime_test, channel_ping_pong_across_vcpus) {
     channel<int> ping, pong;
     latch done(2);

@@ -43,9 +43,12 @@ public:
     /// fiber). Errors: as post().
     result<void> post(unsigned i, const fiber_options& opts, std::function<void()> fn);
     /// Runs fn in a new fiber on vCPU i and parks the caller (fiber or thread) until it ends.
-    /// Errors: as post().
+    /// Errors: as post(); ENOMEM (the fiber could not be made: no stack for it; fn is dropped
+    /// without running).
     result<void> run(unsigned i, std::function<void()> fn);
-    /// run() that carries fn's return value back.
+    /// run() with options for the new fiber, as post(). Errors: as run().
+    result<void> run(unsigned i, const fiber_options& opts, std::function<void()> fn);
+    /// run() that carries fn's return value back. Errors: as run().
     template <typename F, typename R = std::invoke_result_t<F>>
         requires(!std::is_void_v<R>)
     result<R> call(unsigned i, F&& fn) {
