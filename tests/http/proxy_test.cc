@@ -305,8 +305,8 @@ TEST_P(proxy_test, head_passes_the_length_on_without_a_body) {
 
 TEST_P(proxy_test, upstream_down_is_502_and_a_silent_upstream_is_504) {
     GLUON_REQUIRE_PEER(have("curl"), "no curl command");
-    uint16_t nobody = test::free_port();
-    start_reverse({"127.0.0.1:" + std::to_string(nobody)});
+    test::refusing_port nobody;
+    start_reverse({"127.0.0.1:" + std::to_string(nobody.port())});
     auto r = curl({"-w", "%{http_code}", "-o", "/dev/null", proxy_url("/x")});
     EXPECT_EQ(r.out, "502");
     proxy_.reset();

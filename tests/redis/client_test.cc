@@ -295,7 +295,8 @@ TEST_P(redis_test, over_tls) {
 
 TEST_P(redis_test, a_server_that_is_not_there_or_goes_away) {
     auto o = opts();
-    o.port = test::free_port();
+    test::refusing_port refusing;
+    o.port = refusing.port();
     client nobody(o);
     auto r = nobody.command({"PING"});
     ASSERT_FALSE(r);

@@ -206,7 +206,8 @@ TEST_P(grpc_client_test, calls_gluon_server_over_tls_by_alpn) {
 }
 
 TEST_P(grpc_client_test, a_server_that_is_not_there_is_unavailable) {
-    channel ch("127.0.0.1", test::free_port());
+    test::refusing_port nobody;
+    channel ch("127.0.0.1", nobody.port());
     std::string out;
     status s = ch.unary("/gluon.test.Echo/Unary", "", out);
     EXPECT_EQ(s.code, code::unavailable) << s.message;

@@ -49,6 +49,31 @@ inline uint16_t free_port() {
     return port;
 }
 
+/// A loopback TCP port where connecting is refused for as long as this lives: bound, never
+/// listening. A free_port() number would be free for the next bind of this process too (a
+/// proxy's own listener took it and the proxy forwarded to itself).
+class refusing_port {
+public:
+    refusing_port() {
+        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+            port_ = ntohs(a.sin_port);
+    }
+    ~refusing_port() { ::close(fd_); }
+    refusing_port(const refusing_port&) = delete;
+    refusing_port& operator=(const refusing_port&) = delete;
+    uint16_t port() const noexcept { return port_; }
+
+private:
+    int fd_ = -1;
+    uint16_t port_ = 0;
+};
+
 /// True if something accepts connections on the loopback port (a blocking connect: for use
 /// outside fibers, while a peer starts).
 inline bool can_connect(uint16_t port) {
