@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <random>
+#include <string>
 
 #include "gluon/http/router.h"
 #include "gluon/http/server.h"
@@ -87,6 +89,23 @@ protected:
         uint16_t port = (*s)->local_address().port();
         raw_.push_back(std::move(*s));
         return port;
+    }
+    /// What a raw server answers to one request (each read is taken for one request): the
+    /// bytes, and whether the connection closes after them.
+    struct raw_answer {
+        std::string bytes;
+        bool close = false;
+    };
+    uint16_t serve_answers(std::function<raw_answer(std::string_view request)> answer) {
+        return serve_raw([answer = std::move(answer)](net::byte_stream& s) {
+            char req[4096];
+            for (;;) {
+                auto n = s.read_some(req, sizeof req, 5s);
+                if (!n || *n == 0) return;
+                raw_answer a = answer(std::string_view(req, *n));
+                if (!s.write_all(a.bytes.data(), a.bytes.size(), 5s) || a.close) return;
+            }
+        });
     }
     static void expect_window(file& f, size_t n, int64_t off) {
         std::string buf(n, '\0');
@@ -238,27 +257,13 @@ TEST_P(http_fs_test, retries_5xx_and_resets_mid_body_with_backoff) {
     // A raw server that cuts the first body in half and closes; later bodies are whole.
     std::atomic<int> cuts{1};
     const std::string body = data_.substr(0, 4096);
-    uint16_t port = serve_raw([&](net::byte_stream& s) {
-        char req[4096];
-        for (;;) {
-            auto n = s.read_some(req, sizeof req, 5s);
-            if (!n || *n == 0) return;
-            std::string_view r(req, *n);
-            std::string head = "HTTP/1.1 " + std::string(r.rfind("HEAD", 0) == 0 ? "200 OK" : "206 Partial Content") +
-                               "\r\nContent-Length: 4096\r\nETag: \"v1\"\r\n";
-            if (r.rfind("HEAD", 0) == 0) {
-                head += "Accept-Ranges: bytes\r\n\r\n";
-                if (!s.write_all(head.data(), head.size(), 5s)) return;
-                continue;
-            }
-            head += "Content-Range: bytes 0-4095/4096\r\n\r\n";
-            std::string all = head + body;
-            if (cuts.fetch_sub(1) > 0) {
-                (void)s.write_all(all.data(), head.size() + 1000, 5s);
-                return;  // closes mid-body
-            }
-            if (!s.write_all(all.data(), all.size(), 5s)) return;
-        }
+    uint16_t port = serve_answers([&](std::string_view r) -> raw_answer {
+        std::string head = "HTTP/1.1 " + std::string(r.rfind("HEAD", 0) == 0 ? "200 OK" : "206 Partial Content") +
+                           "\r\nContent-Length: 4096\r\nETag: \"v1\"\r\n";
+        if (r.rfind("HEAD", 0) == 0) return {head + "Accept-Ranges: bytes\r\n\r\n"};
+        head += "Content-Range: bytes 0-4095/4096\r\n\r\n";
+        if (cuts.fetch_sub(1) > 0) return {head + body.substr(0, 1000), true};  // closes mid-body
+        return {head + body};
     });
     auto raw = mount("http://127.0.0.1:" + std::to_string(port), o);
     auto g = raw->open("/x", O_RDONLY);
@@ -322,21 +327,11 @@ TEST_P(http_fs_test, follows_a_redirect_once_and_reads_from_where_it_led) {
 
 TEST_P(http_fs_test, a_read_of_the_whole_file_skips_the_body_of_a_redirect) {
     // No Range support, and a GET (not the HEAD) that is redirected with a body of its own.
-    uint16_t port = serve_raw([](net::byte_stream& s) {
-        char req[4096];
-        for (;;) {
-            auto n = s.read_some(req, sizeof req, 5s);
-            if (!n || *n == 0) return;
-            std::string_view r(req, *n);
-            std::string out;
-            if (r.rfind("HEAD ", 0) == 0)
-                out = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nAccept-Ranges: none\r\n\r\n";
-            else if (r.rfind("GET /old ", 0) == 0)
-                out = "HTTP/1.1 302 Found\r\nLocation: /new\r\nContent-Length: 5\r\n\r\nmoved";
-            else
-                out = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789";
-            if (!s.write_all(out.data(), out.size(), 5s)) return;
-        }
+    uint16_t port = serve_answers([](std::string_view r) -> raw_answer {
+        if (r.rfind("HEAD ", 0) == 0) return {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nAccept-Ranges: none\r\n\r\n"};
+        if (r.rfind("GET /old ", 0) == 0)
+            return {"HTTP/1.1 302 Found\r\nLocation: /new\r\nContent-Length: 5\r\n\r\nmoved"};
+        return {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"};
     });
     auto fs = mount("http://127.0.0.1:" + std::to_string(port));
     auto f = fs->open("/old", O_RDONLY);
@@ -356,29 +351,15 @@ TEST_P(http_fs_test, a_range_read_skips_the_body_of_a_redirect_whatever_its_size
     // 2^61 bytes and breaks off after 1 MiB. Redirect bodies were kept in memory with no limit
     // (the filesystem turns the client's off): the claimed length was allocated up front, which
     // no machine has, and the process ended there.
-    uint16_t port = serve_raw([](net::byte_stream& s) {
-        char req[4096];
-        for (;;) {
-            auto n = s.read_some(req, sizeof req, 5s);
-            if (!n || *n == 0) return;
-            std::string_view r(req, *n);
-            std::string out;
-            if (r.rfind("HEAD ", 0) == 0) {
-                out = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nAccept-Ranges: bytes\r\n\r\n";
-            } else if (r.rfind("GET /big ", 0) == 0) {
-                out = "HTTP/1.1 302 Found\r\nLocation: /new\r\nContent-Length: 8388608\r\n\r\n";
-                out += std::string(8 << 20, 'r');
-            } else if (r.rfind("GET /huge ", 0) == 0) {
-                out = "HTTP/1.1 302 Found\r\nLocation: /new\r\nContent-Length: 2305843009213693952\r\n\r\n";
-                out += std::string(1 << 20, 'r');
-                (void)s.write_all(out.data(), out.size(), 5s);
-                return;
-            } else {
-                out = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/10\r\nContent-Length: 10\r\n\r\n"
-                      "0123456789";
-            }
-            if (!s.write_all(out.data(), out.size(), 5s)) return;
-        }
+    uint16_t port = serve_answers([](std::string_view r) -> raw_answer {
+        if (r.rfind("HEAD ", 0) == 0) return {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nAccept-Ranges: bytes\r\n\r\n"};
+        if (r.rfind("GET /big ", 0) == 0)
+            return {"HTTP/1.1 302 Found\r\nLocation: /new\r\nContent-Length: 8388608\r\n\r\n" + std::string(8 << 20, 'r')};
+        if (r.rfind("GET /huge ", 0) == 0)  // breaks off
+            return {"HTTP/1.1 302 Found\r\nLocation: /new\r\nContent-Length: 2305843009213693952\r\n\r\n" +
+                        std::string(1 << 20, 'r'),
+                    true};
+        return {"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/10\r\nContent-Length: 10\r\n\r\n0123456789"};
     });
     http_fs_options o;
     o.retries = 0;

@@ -272,15 +272,8 @@ TEST_P(grpc_client_test, an_answer_with_a_body_that_is_not_grpc_maps_its_head) {
 TEST_P(grpc_client_test, a_call_waiting_for_another_fibers_connect_keeps_its_deadline) {
     // A listener that never accepts: the kernel completes TCP connections, and nobody ever
     // answers the TLS handshake, so the first call's connect lasts its connect_timeout.
-    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_GE(lfd, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    ASSERT_EQ(::listen(lfd, 16), 0);
-    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    test::silent_listener listener;
+    ASSERT_NE(listener.port(), 0);
     net::tls::context_options co;
     co.alpn = {"h2"};
     auto cctx = net::tls_testing::client_ctx(co);
@@ -288,7 +281,7 @@ TEST_P(grpc_client_test, a_call_waiting_for_another_fibers_connect_keeps_its_dea
     o.tls = &cctx;
     o.authority = "localhost";
     o.connect_timeout = 3s;
-    channel ch("127.0.0.1", ntohs(a.sin_port), o);
+    channel ch("127.0.0.1", listener.port(), o);
     status first;
     auto f = spawn([&] {
         std::string out;
@@ -306,21 +299,13 @@ TEST_P(grpc_client_test, a_call_waiting_for_another_fibers_connect_keeps_its_dea
     EXPECT_LT(took, 2s);  // not the first call's connect_timeout
     ASSERT_TRUE(f->join());
     EXPECT_EQ(first.code, code::unavailable) << code_name(first.code) << " " << first.message;
-    ::close(lfd);
 }
 
 TEST_P(grpc_client_test, a_call_interrupted_while_waiting_for_another_fibers_connect_is_cancelled) {
     // A listener that never accepts: the first call's TLS handshake is never answered, so it
     // holds the connect while the second call waits for it.
-    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ASSERT_GE(lfd, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    ASSERT_EQ(::listen(lfd, 16), 0);
-    ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    test::silent_listener listener;
+    ASSERT_NE(listener.port(), 0);
     net::tls::context_options co;
     co.alpn = {"h2"};
     auto cctx = net::tls_testing::client_ctx(co);
@@ -328,7 +313,7 @@ TEST_P(grpc_client_test, a_call_interrupted_while_waiting_for_another_fibers_con
     o.tls = &cctx;
     o.authority = "localhost";
     o.connect_timeout = 30s;
-    channel ch("127.0.0.1", ntohs(a.sin_port), o);
+    channel ch("127.0.0.1", listener.port(), o);
     status first, second;
     auto f = spawn([&] {
         std::string out;
@@ -337,7 +322,7 @@ TEST_P(grpc_client_test, a_call_interrupted_while_waiting_for_another_fibers_con
     ASSERT_TRUE(f);
     // The first call's TCP connection is in the accept queue: it holds the connect now.
     deadline_t until = deadline_after(10s);
-    pollfd p{lfd, POLLIN, 0};
+    pollfd p{listener.fd(), POLLIN, 0};
     while (::poll(&p, 1, 0) == 0 && mono_now_ns() < until) ASSERT_TRUE(this_fiber::sleep_for(1ms));
     ASSERT_EQ(p.revents & POLLIN, POLLIN);
     auto g = spawn([&] {
@@ -352,36 +337,28 @@ TEST_P(grpc_client_test, a_call_interrupted_while_waiting_for_another_fibers_con
     ASSERT_TRUE(f->interrupt());  // the first call is not left to its connect_timeout
     ASSERT_TRUE(f->join());
     EXPECT_NE(first.code, code::ok);
-    ::close(lfd);
 }
 
 /// A server written with nghttp2 on a plain thread, for what gluon's server does not do: it
 /// answers the first call only after telling the client GOAWAY (last stream: that call) and
 /// after `answer` is set, and accepts no other connection.
 struct goaway_server {
-    int lfd = -1, cfd = -1;
+    test::bound_port listener{16};
+    int cfd = -1;
     uint16_t port = 0;
     std::atomic<bool> goaway_seen{false}, answer{false};
     bool request_done = false;
     std::thread t;
 
     goaway_server() {
-        lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof a;
-        EXPECT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-        EXPECT_EQ(::listen(lfd, 16), 0);
-        EXPECT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-        port = ntohs(a.sin_port);
+        EXPECT_NE(listener.port(), 0);
+        port = listener.port();
         t = std::thread([this] { serve(); });
     }
     ~goaway_server() {
         answer = true;
-        ::shutdown(lfd, SHUT_RDWR);  // an accept still waiting returns
+        ::shutdown(listener.fd(), SHUT_RDWR);  // an accept still waiting returns
         t.join();
-        ::close(lfd);
     }
 
     static ssize_t on_send(nghttp2_session*, const uint8_t* d, size_t n, int, void* u) {
@@ -404,7 +381,7 @@ struct goaway_server {
         return 5;
     }
     void serve() {
-        cfd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+        cfd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
         if (cfd < 0) return;
         nghttp2_session_callbacks* cb;
         nghttp2_session_callbacks_new(&cb);

@@ -49,29 +49,44 @@ inline uint16_t free_port() {
     return port;
 }
 
-/// A loopback TCP port where connecting is refused for as long as this lives: bound, never
-/// listening. A free_port() number would be free for the next bind of this process too (a
-/// proxy's own listener took it and the proxy forwarded to itself).
-class refusing_port {
+/// A loopback TCP socket on a port of its own (bound to port 0), closed with this object;
+/// listening with `backlog` when that is given. Held for a test's length, its port cannot go to
+/// anything else (a free_port() number is free for the process's next bind too: a proxy's own
+/// listener took it and the proxy forwarded to itself).
+class bound_port {
 public:
-    refusing_port() {
+    explicit bound_port(int backlog = -1) {
         fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in a{};
         a.sin_family = AF_INET;
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         socklen_t len = sizeof a;
         if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            (backlog < 0 || ::listen(fd_, backlog) == 0) &&
             ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0)
             port_ = ntohs(a.sin_port);
     }
-    ~refusing_port() { ::close(fd_); }
-    refusing_port(const refusing_port&) = delete;
-    refusing_port& operator=(const refusing_port&) = delete;
+    ~bound_port() { ::close(fd_); }
+    bound_port(const bound_port&) = delete;
+    bound_port& operator=(const bound_port&) = delete;
+    int fd() const noexcept { return fd_; }
+    /// 0 if the socket could not be set up.
     uint16_t port() const noexcept { return port_; }
 
 private:
     int fd_ = -1;
     uint16_t port_ = 0;
+};
+
+/// A port where connecting is refused: bound, never listening.
+struct refusing_port : bound_port {
+    refusing_port() : bound_port(-1) {}
+};
+
+/// A listener that never accepts: the kernel completes TCP connections into its queue and
+/// nobody ever answers them.
+struct silent_listener : bound_port {
+    silent_listener() : bound_port(16) {}
 };
 
 /// True if something accepts connections on the loopback port (a blocking connect: for use

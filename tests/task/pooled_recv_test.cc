@@ -21,6 +21,24 @@ using namespace std::chrono_literals;
 
 class task_pooled_recv_test : public test::engine_test {};
 
+// Takes every buffer of the pool: a byte received on each of the first `total` pairs, held.
+// Plain sends, in one task: awaiting a task per buffer that completes at once would nest a
+// frame per await where the sanitizers keep symmetric transfer from being a tail call, and 256
+// of them would overflow the runner's stack.
+task<bool> take_every_buffer(std::vector<std::unique_ptr<test::sock_pair>>& pairs, unsigned total,
+                             std::vector<co::pooled_buffer>& held) {
+    for (unsigned i = 0; i < total; ++i) {
+        EXPECT_EQ(::send(pairs[i]->fd[1], "x", 1, 0), 1);
+        auto got = co_await co::recv_pooled(pairs[i]->fd[0]);
+        if (!got) {
+            ADD_FAILURE() << got.error().message();
+            co_return false;
+        }
+        held.push_back(std::move(*got));
+    }
+    co_return true;
+}
+
 // Lets the other tasks run and the engine's completions reach them: a nop goes round the ring
 // on io_uring, and a yield lets a ready task run (a nop completes inline on epoll).
 task<void> settle() {
@@ -83,18 +101,7 @@ TEST_P(task_pooled_recv_test, a_receive_waits_for_a_buffer_when_every_one_is_out
     for (unsigned i = 0; i <= total; ++i) pairs.push_back(std::make_unique<sock_pair>());
     auto t = [&]() -> task<void> {
         std::vector<co::pooled_buffer> held;
-        // Take every buffer of the pool. Plain sends: awaiting a task that completes at once
-        // nests a frame per await where the sanitizers keep symmetric transfer from being a
-        // tail call, and 256 of them would overflow the runner's stack.
-        for (unsigned i = 0; i < total; ++i) {
-            EXPECT_EQ(::send(pairs[i]->fd[1], "x", 1, 0), 1);
-            auto got = co_await co::recv_pooled(pairs[i]->fd[0]);
-            if (!got) {
-                ADD_FAILURE() << got.error().message();
-                co_return;
-            }
-            held.push_back(std::move(*got));
-        }
+        if (!co_await take_every_buffer(pairs, total, held)) co_return;
         EXPECT_EQ(out(), total);
         int last = pairs[total]->fd[0];
         EXPECT_EQ(::send(pairs[total]->fd[1], "last", 4, 0), 4);
@@ -131,15 +138,7 @@ TEST_P(task_pooled_recv_test, closing_the_socket_ends_a_receive_waiting_for_a_bu
     for (unsigned i = 0; i <= total; ++i) pairs.push_back(std::make_unique<sock_pair>());
     auto t = [&]() -> task<void> {
         std::vector<co::pooled_buffer> held;
-        for (unsigned i = 0; i < total; ++i) {  // every buffer of the pool out
-            EXPECT_EQ(::send(pairs[i]->fd[1], "x", 1, 0), 1);
-            auto got = co_await co::recv_pooled(pairs[i]->fd[0]);
-            if (!got) {
-                ADD_FAILURE() << got.error().message();
-                co_return;
-            }
-            held.push_back(std::move(*got));
-        }
+        if (!co_await take_every_buffer(pairs, total, held)) co_return;
         const int last = pairs[total]->fd[0];
         EXPECT_EQ(::send(pairs[total]->fd[1], "last", 4, 0), 4);
         bool done = false;
