@@ -300,9 +300,10 @@ void h2_session::run(std::string_view preread) {
             want_write();
             break;
         }
-        if (!idle && !check_stalls()) break;
+        const int64_t now = idle ? 0 : mono_now_ns();  // one clock read for the check and the wait
+        if (!idle && !check_stalls(now)) break;
         *idle_ = idle;
-        auto n = s_.read_some(buf_, cap_, idle ? opts_.idle_timeout : until_stall_check());
+        auto n = s_.read_some(buf_, cap_, idle ? opts_.idle_timeout : until_stall_check(now));
         *idle_ = false;
         if (!n && !idle && n.error() == std::errc::timed_out) continue;  // time for check_stalls
         if (!n || *n == 0) break;
@@ -337,8 +338,7 @@ void h2_session::run(std::string_view preread) {
 // when the connection's own window is closed and no stream of it can move, the connection ends
 // (GOAWAY; false). Without it a client that never opens its window keeps its streams, their
 // bodies and the connection for good: nothing else times them out while they wait.
-bool h2_session::check_stalls() {
-    const int64_t now = mono_now_ns();
+bool h2_session::check_stalls(int64_t now) {
     if (now < next_stall_check_) return true;
     if (opts_.send_timeout == forever) {
         next_stall_check_ = INT64_MAX;
@@ -372,9 +372,9 @@ bool h2_session::check_stalls() {
     return false;
 }
 
-duration h2_session::until_stall_check() const noexcept {
+duration h2_session::until_stall_check(int64_t now) const noexcept {
     if (next_stall_check_ == INT64_MAX) return forever;
-    const int64_t left = next_stall_check_ - mono_now_ns();
+    const int64_t left = next_stall_check_ - now;
     return duration(left > 0 ? left : 0);
 }
 

@@ -76,8 +76,8 @@ private:
     void writer();
     bool flush();
     void free_stream(h2_stream& st) noexcept;
-    bool check_stalls();
-    duration until_stall_check() const noexcept;
+    bool check_stalls(int64_t now);
+    duration until_stall_check(int64_t now) const noexcept;
 
     net::byte_stream& s_;
     const handler& h_;

@@ -92,7 +92,8 @@ struct stream::impl {
     mutex send_mu;       // one fiber at a time moves io.out to the socket (keeps records in order)
     mutex recv_mu;       // one fiber at a time fills io.in
     int calls = 0;       // reads, sends and shutdowns in progress (fibers of the stream's vCPU)
-    event idle{true};    // set while calls is 0: close() waits for it before freeing the state
+    bool closing = false;  // close() waits on `idle` for calls to reach 0 (set by the last one)
+    event idle;
 
     ~impl();
 };

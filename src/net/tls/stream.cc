@@ -184,11 +184,9 @@ template <typename Op> result<int> drive(stream::impl& s, deadline_t d, phase ph
 // call waits for with EBADF, and frees the state only once the last call has left it.
 class in_call {
 public:
-    explicit in_call(stream::impl& s) noexcept : s_(s) {
-        if (s_.calls++ == 0) s_.idle.reset();
-    }
+    explicit in_call(stream::impl& s) noexcept : s_(s) { ++s_.calls; }
     ~in_call() {
-        if (--s_.calls == 0) s_.idle.set();
+        if (--s_.calls == 0 && s_.closing) s_.idle.set();  // only a waiting close() needs the event
     }
     in_call(const in_call&) = delete;
     in_call& operator=(const in_call&) = delete;
@@ -377,6 +375,7 @@ result<void> stream::do_close() noexcept {
     std::unique_ptr<impl> s = std::move(impl_);
     auto r = s->sock.close();
     bool interrupted = false;
+    s->closing = true;
     while (s->calls > 0)
         if (!s->idle.wait()) interrupted = true;  // not given up: the calls are ending
     if (interrupted) restore_interrupt();
