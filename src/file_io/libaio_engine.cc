@@ -6,7 +6,6 @@
 // directly (sys/aio.h), not through libaio, whose wrappers enter the kernel through libc.
 #include <sys/eventfd.h>
 
-#include "engines.h"
 #include "gluon/common/lazy.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
@@ -14,6 +13,7 @@
 #include "gluon/runtime/vcpu.h"
 #include "gluon/sys/aio.h"
 #include "gluon/sys/ops.h"
+#include "engines.h"
 
 namespace gluon::file_io::detail {
 namespace {
@@ -150,9 +150,8 @@ bool libaio_available() noexcept {
     });
 }
 
-file_engine& libaio_engine() noexcept {
-    static libaio e;
-    return e;
-}
+static constinit immortal<libaio> g_libaio_engine;  // no local static (lazy.h)
+
+file_engine& libaio_engine() noexcept { return g_libaio_engine.value; }
 
 }  // namespace gluon::file_io::detail

@@ -4,9 +4,10 @@
 #include <aio.h>
 #include <fcntl.h>
 
-#include "engines.h"
+#include "gluon/common/lazy.h"
 #include "gluon/runtime/oneshot.h"
 #include "gluon/runtime/vcpu.h"
+#include "engines.h"
 
 namespace gluon::file_io::detail {
 namespace {
@@ -65,9 +66,8 @@ public:
 
 }  // namespace
 
-file_engine& posix_aio_engine() noexcept {
-    static posix_aio e;
-    return e;
-}
+static constinit immortal<posix_aio> g_posix_aio_engine;  // no local static (lazy.h)
+
+file_engine& posix_aio_engine() noexcept { return g_posix_aio_engine.value; }
 
 }  // namespace gluon::file_io::detail

@@ -1,7 +1,8 @@
 // psync: blocking syscalls, either handed to the offload pool (the vCPU keeps running other
 // fibers) or run inline on the vCPU (no hand-off; a page-cache miss stalls the vCPU).
-#include "engines.h"
+#include "gluon/common/lazy.h"
 #include "gluon/runtime/runtime.h"
+#include "engines.h"
 
 namespace gluon::file_io::detail {
 
@@ -27,14 +28,12 @@ public:
 
 }  // namespace
 
-file_engine& psync_engine() noexcept {
-    static psync e;
-    return e;
-}
+static constinit immortal<psync> g_psync_engine;  // no local static (lazy.h)
 
-file_engine& psync_inline_engine() noexcept {
-    static psync_inline e;
-    return e;
-}
+file_engine& psync_engine() noexcept { return g_psync_engine.value; }
+
+static constinit immortal<psync_inline> g_psync_inline_engine;  // no local static (lazy.h)
+
+file_engine& psync_inline_engine() noexcept { return g_psync_inline_engine.value; }
 
 }  // namespace gluon::file_io::detail

@@ -24,15 +24,15 @@
 #include <memory>
 #include <new>
 
-#include "engines.h"
-#include "gluon/common/lazy.h"
 #include "gluon/common/fd_table.h"
+#include "gluon/common/lazy.h"
 #include "gluon/common/log.h"
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
 #include "gluon/sys/ops.h"
 #include "gluon/sys/proc.h"
+#include "engines.h"
 
 namespace gluon::file_io::detail {
 namespace {
@@ -221,9 +221,8 @@ public:
 
 }  // namespace
 
-file_engine& uring_engine() noexcept {
-    static uring e;
-    return e;
-}
+static constinit immortal<uring> g_uring_engine;  // no local static (lazy.h)
+
+file_engine& uring_engine() noexcept { return g_uring_engine.value; }
 
 }  // namespace gluon::file_io::detail

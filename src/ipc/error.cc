@@ -1,4 +1,5 @@
 // The "ipc" error category.
+#include "gluon/common/lazy.h"
 #include "gluon/ipc/error.h"
 
 #include <string>
@@ -31,10 +32,10 @@ public:
 
 }  // namespace
 
-const std::error_category& category() noexcept {
-    static const ipc_category c;
-    return c;
-}
+// Not a function-local static: common/lazy.h says why.
+constinit const immortal<ipc_category> g_category;
+
+const std::error_category& category() noexcept { return g_category.value; }
 
 std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
 

@@ -1,3 +1,4 @@
+#include "gluon/common/lazy.h"
 #include "gluon/net/resolver.h"
 
 #include <arpa/inet.h>
@@ -62,9 +63,11 @@ struct resolver_state {
 
 // Leaked on purpose: a detached lookup may still be running while static destructors run at
 // exit, and it must find the state alive.
+// (lazy_ptr: not a function-local static, which common/lazy.h says why.)
+constinit lazy_ptr<resolver_state> g_state;
+
 resolver_state& state() {
-    static auto* s = new resolver_state;
-    return *s;
+    return g_state.get([] { return new resolver_state; });
 }
 
 address with_port(const address& a, uint16_t port) {
@@ -245,10 +248,10 @@ result<std::vector<address>> wait_for(flight& f, deadline_t deadline, uint16_t p
 
 }  // namespace
 
-const std::error_category& dns_category() noexcept {
-    static const dns_category_impl c;
-    return c;
-}
+// Not a function-local static: common/lazy.h says why.
+constinit const immortal<dns_category_impl> g_dns_category;
+
+const std::error_category& dns_category() noexcept { return g_dns_category.value; }
 
 std::error_code dns_error(int eai, int sys_errno) noexcept {
     if (eai == EAI_SYSTEM) return errno_code(sys_errno ? sys_errno : EIO);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "gluon/common/fd_table.h"
+#include "gluon/common/lazy.h"
 #include "gluon/sys/ops.h"
 #include "gluon/sys/proc.h"
 
@@ -18,9 +19,11 @@ namespace {
 // Bits of an entry; 0 means not seen yet.
 enum : uint8_t { k_known = 1, k_nonblocking = 2, k_stream = 4 };
 
+// Tables made on first use and kept until exit; not function-local statics (common/lazy.h).
+constinit lazy_ptr<fd_table<std::atomic<uint8_t>>> g_table;
+
 fd_table<std::atomic<uint8_t>>& table() {
-    static fd_table<std::atomic<uint8_t>> t(sys::fd_limit());
-    return t;
+    return g_table.get([] { return new fd_table<std::atomic<uint8_t>>(sys::fd_limit()); });
 }
 
 // The entry for fd, asking the kernel the first time (0 for a bad fd: the call reports it).
@@ -42,9 +45,10 @@ uint8_t state(int fd) noexcept {
 struct limits {
     std::atomic<int64_t> receive_us{0}, send_us{0};
 };
+constinit lazy_ptr<fd_table<limits>> g_limit_table;
+
 fd_table<limits>& limit_table() {
-    static fd_table<limits> t(sys::fd_limit());
-    return t;
+    return g_limit_table.get([] { return new fd_table<limits>(sys::fd_limit()); });
 }
 
 }  // namespace

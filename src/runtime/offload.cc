@@ -96,10 +96,11 @@ private:
     bool stop_ = false;
 };
 
-offload_pool& pool() {
-    static offload_pool p;
-    return p;
-}
+// Made before main (the pool starts no thread until work comes), not as a function-local
+// static: common/lazy.h says why.
+offload_pool g_pool;
+
+offload_pool& pool() { return g_pool; }
 
 }  // namespace
 

@@ -207,9 +207,16 @@ FORWARD_VA3(openat64, int)
 FORWARD_FCNTL(fcntl)
 FORWARD_FCNTL(fcntl64)
 
+// The first syscall(2) call since the reset: its number and caller, for the report.
+static atomic_long g_first_nr = -1;
+static void* _Atomic g_first_caller;
+
 long syscall(long nr, ...) {
     static long (*real)(long, ...);
-    atomic_fetch_add_explicit(&g_calls[k_syscall], 1, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&g_calls[k_syscall], 1, memory_order_relaxed) == 0) {
+        atomic_store(&g_first_caller, __builtin_return_address(0));
+        atomic_store(&g_first_nr, nr);
+    }
     if (!real) real = (long (*)(long, ...))next_fn("syscall");
     va_list ap;
     va_start(ap, nr);
@@ -221,6 +228,8 @@ long syscall(long nr, ...) {
 
 void interposed_reset(void) {
     for (int i = 0; i < k_count; ++i) atomic_store(&g_calls[i], 0);
+    atomic_store(&g_first_nr, -1);
+    atomic_store(&g_first_caller, NULL);
 }
 
 unsigned long interposed_total(char* report, size_t n) {
@@ -232,6 +241,16 @@ unsigned long interposed_total(char* report, size_t n) {
         total += c;
         if (c && used < n) {
             int w = snprintf(report + used, n - used, "%s%s=%lu", used ? " " : "", k_names[i], c);
+            if (w > 0) used += (size_t)w;
+        }
+        if (c && i == k_syscall && used < n) {  // which one, and who called it
+            Dl_info info = {0};
+            void* at = atomic_load(&g_first_caller);
+            const char* in = dladdr(at, &info) && info.dli_sname ? info.dli_sname : "?";
+            const char* obj = info.dli_fname ? info.dli_fname : "?";
+            long off = info.dli_fbase ? (long)((char*)at - (char*)info.dli_fbase) : 0;
+            int w = snprintf(report + used, n - used, " (first: number %ld, called from %s+%#lx in %s)",
+                             atomic_load(&g_first_nr), obj, off, in);
             if (w > 0) used += (size_t)w;
         }
     }

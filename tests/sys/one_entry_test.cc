@@ -4,6 +4,7 @@
 // leave their counters at zero.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -159,6 +160,10 @@ TEST(interposer, counts_libc_calls) {
     interposed_reset();
     EXPECT_LT(::close(-1), 0);
     EXPECT_NE(libc_calls().find("close=1"), std::string::npos) << libc_calls();
+    // syscall(2) calls name the first one's number, so a failure says which call it was.
+    EXPECT_EQ(::syscall(SYS_getpid), ::getpid());
+    EXPECT_NE(libc_calls().find("syscall=1 (first: number " + std::to_string(SYS_getpid)), std::string::npos)
+        << libc_calls();
 }
 
 TEST_P(one_entry_test, gluon_never_calls_libc_wrappers) {

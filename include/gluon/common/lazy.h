@@ -30,6 +30,16 @@ private:
     std::atomic<T*> p_{nullptr};
 };
 
+/// An object built at compile time (constinit, at namespace scope) and never destroyed: error
+/// categories and stateless engines, which a function-local static would guard with that lock
+/// and which must stay usable while static destructors run. `immortal<T>::value` is the object.
+template <typename T>
+union immortal {
+    T value;
+    constexpr immortal() : value() {}
+    ~immortal() {}
+};
+
 /// A flag computed by `probe()` on first use.
 class lazy_flag {
 public:

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gluon/common/lazy.h"
 #include "fuse_state.h"
 
 namespace gluon::fs::detail {
@@ -459,9 +460,12 @@ fuse_lowlevel_ops make_ops() {
 
 }  // namespace
 
+namespace {
+constinit lazy_ptr<fuse_lowlevel_ops> g_ops;  // not a function-local static: common/lazy.h says why
+}  // namespace
+
 const fuse_lowlevel_ops& fuse_ops() noexcept {
-    static const fuse_lowlevel_ops ops = make_ops();
-    return ops;
+    return g_ops.get([] { return new fuse_lowlevel_ops(make_ops()); });
 }
 
 }  // namespace gluon::fs::detail

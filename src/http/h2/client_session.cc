@@ -5,13 +5,14 @@
 #include <cstring>
 #include <new>
 
-#include "fields.h"
+#include "gluon/common/lazy.h"
 #include "gluon/common/log.h"
 #include "gluon/http/message.h"
 #include "gluon/http/parser.h"
 #include "gluon/net/socket.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sys/ops.h"
+#include "fields.h"
 
 namespace gluon::http::detail {
 
@@ -70,11 +71,16 @@ struct setup {
         nghttp2_option_set_max_settings(opt, 32);
         nghttp2_option_set_max_continuations(opt, 8);
     }
+    ~setup() {  // only the copy that lost a race to be made first is destroyed
+        nghttp2_session_callbacks_del(cbs);
+        nghttp2_option_del(opt);
+    }
 };
 
+constinit lazy_ptr<setup> g_setup;  // not a function-local static: common/lazy.h says why
+
 const setup& nghttp2_setup() {
-    static const setup s;
-    return s;
+    return g_setup.get([] { return new setup; });
 }
 
 }  // namespace

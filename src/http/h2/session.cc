@@ -4,6 +4,7 @@
 
 #include <new>
 
+#include "gluon/common/lazy.h"
 #include "gluon/common/log.h"
 #include "gluon/net/socket.h"
 #include "gluon/runtime/fiber.h"
@@ -76,11 +77,16 @@ struct setup {
         nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
         nghttp2_option_set_max_continuations(opt, 8);
     }
+    ~setup() {  // only the copy that lost a race to be made first is destroyed
+        nghttp2_session_callbacks_del(cbs);
+        nghttp2_option_del(opt);
+    }
 };
 
+constinit lazy_ptr<setup> g_setup;  // not a function-local static: common/lazy.h says why
+
 const setup& nghttp2_setup() {
-    static const setup s;
-    return s;
+    return g_setup.get([] { return new setup; });
 }
 
 }  // namespace

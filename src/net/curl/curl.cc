@@ -1,5 +1,6 @@
 // The public curl API: error categories, libcurl's process-wide initialisation, perform() on the
 // vCPU's multi handle, and the get/post conveniences built on it.
+#include "gluon/common/lazy.h"
 #include "gluon/net/curl.h"
 
 #include <memory>
@@ -165,15 +166,15 @@ result<response> request(std::string_view url, const std::string_view* body,
 
 } // namespace
 
-const std::error_category& category() noexcept {
-    static const easy_category c;
-    return c;
-}
+// Not a function-local static: common/lazy.h says why.
+constinit const immortal<easy_category> g_category;
 
-const std::error_category& multi_category() noexcept {
-    static const multi_category_impl c;
-    return c;
-}
+const std::error_category& category() noexcept { return g_category.value; }
+
+// Not a function-local static: common/lazy.h says why.
+constinit const immortal<multi_category_impl> g_multi_category;
+
+const std::error_category& multi_category() noexcept { return g_multi_category.value; }
 
 result<void> global_init() noexcept {
     // curl_global_init is not thread-safe before libcurl 7.84. It is never undone: there is no

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstring>
 
+#include "gluon/common/lazy.h"
 #include "internal.h"
 
 namespace gluon::net::tls::detail {
@@ -77,11 +78,21 @@ BIO_METHOD* make_method() {
     return m;
 }
 
+// Made once and kept for the life of the process (BIOs may be freed during exit); of two threads
+// that race to make it, the loser frees its own.
+struct method_holder {
+    BIO_METHOD* m = make_method();
+    method_holder() = default;
+    method_holder(const method_holder&) = delete;
+    method_holder& operator=(const method_holder&) = delete;
+    ~method_holder() { BIO_meth_free(m); }
+};
+constinit lazy_ptr<method_holder> g_method;  // not a function-local static: common/lazy.h says why
+
 }  // namespace
 
 BIO* new_buffer_bio(io_buffers* io) noexcept {
-    // Created once and kept for the life of the process (BIOs may be freed during exit).
-    static BIO_METHOD* const method = make_method();
+    BIO_METHOD* const method = g_method.get([] { return new method_holder; }).m;
     if (!method) return nullptr;
     BIO* b = BIO_new(method);
     if (b) BIO_set_data(b, io);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "gluon/common/lazy.h"
 #include "gluon/sys/ops.h"
 #include "internal.h"
 
@@ -263,10 +264,12 @@ namespace detail {
 void ensure_openssl_init() noexcept {
     // Idempotent and thread-safe in OpenSSL 3; the flags ask for the error strings explicitly
     // (with 0 they are not loaded, and the messages would be bare numbers).
-    static const bool done =
-        OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS,
-                         nullptr) == 1;
-    (void)done;
+    // A lazy_flag, not a function-local static: common/lazy.h says why.
+    static constinit lazy_flag done;
+    (void)done.get([] {
+        return OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS,
+                                nullptr) == 1;
+    });
 }
 }  // namespace detail
 

@@ -2,6 +2,7 @@
 // tls::errc, and the fiber-local last error message.
 #include <openssl/err.h>
 
+#include "gluon/common/lazy.h"
 #include "gluon/runtime/fiber_local.h"
 #include "internal.h"
 
@@ -42,18 +43,20 @@ public:
     }
 };
 
-// A function-local static: the key is registered on first use, not during static init.
+// Made on first use (the key is registered then, not during static init), and not as a
+// function-local static: common/lazy.h says why.
+constinit lazy_ptr<fiber_local<std::string>> g_last_message;
+
 fiber_local<std::string>& last_message() {
-    static fiber_local<std::string> m;
-    return m;
+    return g_last_message.get([] { return new fiber_local<std::string>; });
 }
 
 }  // namespace
 
-const std::error_category& category() noexcept {
-    static const tls_category c;
-    return c;
-}
+// Not a function-local static: common/lazy.h says why.
+constinit const immortal<tls_category> g_category;
+
+const std::error_category& category() noexcept { return g_category.value; }
 
 std::error_code make_error_code(errc e) noexcept {
     return {static_cast<int>(e), category()};

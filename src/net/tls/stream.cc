@@ -416,9 +416,12 @@ std::string stream::peer_certificate_subject() const {
     return cert ? name_text(X509_get_subject_name(cert)) : std::string();
 }
 
+namespace {
+const std::string k_no_message;  // constant-initialised: no function-local static's lock
+}  // namespace
+
 const std::string& stream::last_error_message() const noexcept {
-    static const std::string none;
-    return impl_ ? impl_->last_error : none;
+    return impl_ ? impl_->last_error : k_no_message;
 }
 
 net::stream* stream::socket() noexcept { return impl_ ? &impl_->sock : nullptr; }

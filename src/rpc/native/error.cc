@@ -1,4 +1,5 @@
 // The "rpc" error category of the native RPC.
+#include "gluon/common/lazy.h"
 #include "gluon/rpc/native/error.h"
 
 #include <string>
@@ -41,10 +42,10 @@ public:
 
 } // namespace
 
-const std::error_category& category() noexcept {
-    static const rpc_category c;
-    return c;
-}
+// Not a function-local static: common/lazy.h says why.
+constinit const immortal<rpc_category> g_category;
+
+const std::error_category& category() noexcept { return g_category.value; }
 
 std::error_code make_error_code(errc e) noexcept {
     return {static_cast<int>(e), category()};

@@ -226,8 +226,10 @@ template <typename T> void describe(schema_builder& b) {
     t.rpc_fields([&](auto&... f) { (describe_field<std::remove_cvref_t<decltype(f)>>(b), ...); });
 }
 
+// Per thread: a function-local static would take the C++ runtime's lock, which enters the kernel
+// through libc when two vCPUs first describe a type at once (common/lazy.h).
 template <typename T> const schema_builder& schema_of() {
-    static const schema_builder s = [] {
+    thread_local const schema_builder s = [] {
         schema_builder b;
         describe<T>(b);
         return b;
