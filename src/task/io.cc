@@ -83,8 +83,9 @@ void yield_awaitable::await_suspend(std::coroutine_handle<> h) noexcept { t_sche
 
 task<result<void>> send_all(int fd, const void* buf, size_t n, duration timeout) {
     auto* p = static_cast<const char*>(buf);
+    step_timeouts steps(timeout);  // one deadline for the whole call, as fd::send_all
     while (n > 0) {
-        auto r = co_await send_some(fd, p, n, 0, timeout);
+        auto r = co_await send_some(fd, p, n, 0, steps.next());
         if (!r) co_return unexpected(r.error());
         if (*r == 0) co_return errno_error(EPIPE);
         p += *r;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/task/io.h"
@@ -120,6 +121,40 @@ TEST_P(task_socket_test, recv_exactly_times_out_on_a_peer_that_trickles) {
     };
     EXPECT_EQ(block_on(t(sv[0])).value(), ETIMEDOUT);
     (void)peer->interrupt();  // still sending
+    ASSERT_TRUE(peer->join());
+    ::close(sv[0]);
+    ::close(sv[1]);
+}
+
+// send_all's timeout bounds the whole call too: a peer that takes what has arrived every 20 ms
+// wakes each send well within the timeout, but 2 MiB through a send buffer of a few tens of
+// KiB takes it over a second, and a call with 150 ms fails with ETIMEDOUT (it sent it all).
+TEST_P(task_socket_test, send_all_times_out_on_a_peer_that_reads_slowly) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    const int sndbuf = 16 * 1024;
+    ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf), 0);
+    constexpr size_t total = size_t{2} << 20;
+    size_t taken = 0;
+    auto peer = spawn([&] {
+        std::vector<char> buf(64 * 1024);
+        for (;;) {
+            if (!this_fiber::sleep_for(20ms)) return;
+            ssize_t r;
+            while ((r = ::recv(sv[1], buf.data(), buf.size(), MSG_DONTWAIT)) > 0)
+                taken += static_cast<size_t>(r);
+            if (r == 0) return;  // the sender is done
+        }
+    });
+    ASSERT_TRUE(peer);
+    auto t = [](int fd) -> task<int> {
+        std::vector<char> data(total, 'x');
+        auto r = co_await co::send_all(fd, data.data(), data.size(), 150ms);
+        co_return r ? 0 : r.error().value();
+    };
+    EXPECT_EQ(block_on(t(sv[0])).value(), ETIMEDOUT);
+    EXPECT_LT(taken, total);
+    ASSERT_EQ(::shutdown(sv[0], SHUT_WR), 0);
     ASSERT_TRUE(peer->join());
     ::close(sv[0]);
     ::close(sv[1]);

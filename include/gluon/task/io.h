@@ -189,8 +189,9 @@ inline io_awaitable<short> poll(int fd, short events, duration timeout = forever
     return io_awaitable<short>(engine::io_op::poll(fd, events), timeout);
 }
 
-/// Loops until all n bytes are sent; the timeout is per operation. Errors: those of send_some,
-/// EPIPE (the peer took nothing).
+/// Loops until all n bytes are sent; the timeout bounds the whole call (as fd::send_all), a
+/// peer that takes bytes a few at a time fails it too. Errors: those of send_some (ETIMEDOUT
+/// once the timeout has passed, whatever was sent), EPIPE (the peer took nothing).
 task<result<void>> send_all(int fd, const void* buf, size_t n, duration timeout = forever);
 /// Loops until n bytes are received; the timeout bounds the whole call (as fd::recv_exactly),
 /// a peer that trickles bytes in fails it too. Errors: those of recv_some (ETIMEDOUT once the
