@@ -1,8 +1,10 @@
 #include "gluon/runtime/fiber_local.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -13,24 +15,35 @@
 namespace gluon::detail {
 namespace {
 
+// A key is its slot's index (low 32 bits) and the slot's generation (high 32 bits). Released
+// slots are reused only by keys of the same destructor, so a fiber's stale value of a slot is
+// always destroyed with the right one, whichever generation set it.
+constexpr size_t k_index_mask = 0xffffffff;
+size_t index_of(size_t key) noexcept { return key & k_index_mask; }
+uint32_t gen_of(size_t key) noexcept { return static_cast<uint32_t>(key >> 32); }
+
+using dtor_fn = void (*)(void*);
+
 struct key_registry {
     std::mutex mu;
-    std::vector<void (*)(void*)> dtors;
+    std::vector<dtor_fn> dtors;      // per slot, fixed for its life
+    std::vector<uint32_t> gens;      // per slot, its current key's generation
+    std::unordered_map<dtor_fn, std::vector<size_t>> free;  // released slots, by destructor
 };
 constinit lazy_ptr<key_registry> g_registry;
 key_registry& registry() {
     return g_registry.get([] { return new key_registry; });
 }
-void (*dtor_of(size_t key))(void*) {
+dtor_fn dtor_of(size_t index) {
     auto& r = registry();
     std::lock_guard lk(r.mu);
-    return key < r.dtors.size() ? r.dtors[key] : nullptr;
+    return index < r.dtors.size() ? r.dtors[index] : nullptr;
 }
 
-void destroy_slots(void** slots, size_t n) noexcept {
+void destroy_slots(fls_entry* slots, size_t n) noexcept {
     for (size_t k = 0; k < n; ++k)
-        if (slots[k])
-            if (auto d = dtor_of(k)) d(std::exchange(slots[k], nullptr));
+        if (slots[k].value)
+            if (auto d = dtor_of(k)) d(std::exchange(slots[k].value, nullptr));
     std::free(slots);
 }
 
@@ -39,9 +52,9 @@ void destroy_slots(void** slots, size_t n) noexcept {
 // array under the loop: each round takes the array away first, and values set by destructors
 // are destroyed in the next round; at most 4 rounds (pthread keys' PTHREAD_DESTRUCTOR_ITERATIONS),
 // then what destructors keep setting is dropped.
-void destroy_all(void**& slots, size_t& size) noexcept {
+void destroy_all(fls_entry*& slots, size_t& size) noexcept {
     for (int round = 0; slots && round < 4; ++round) {
-        void** s = std::exchange(slots, nullptr);
+        fls_entry* s = std::exchange(slots, nullptr);
         destroy_slots(s, std::exchange(size, 0));
     }
     std::free(std::exchange(slots, nullptr));
@@ -50,31 +63,59 @@ void destroy_all(void**& slots, size_t& size) noexcept {
 
 // Slots of a plain thread (or a vCPU's main fiber, which is the thread itself).
 struct thread_slots {
-    void** slots = nullptr;
+    fls_entry* slots = nullptr;
     size_t size = 0;
     ~thread_slots() { destroy_all(slots, size); }
 };
 thread_local thread_slots t_slots;
 
-void*& slot_in(void**& slots, size_t& size, size_t key) noexcept {
-    if (key >= size) {
-        size_t n = std::max<size_t>(8, (key + 1) * 2);
-        auto* grown = static_cast<void**>(std::realloc(slots, n * sizeof(void*)));
+void*& slot_in(fls_entry*& slots, size_t& size, size_t key) noexcept {
+    const size_t i = index_of(key);
+    if (i >= size) {
+        size_t n = std::max<size_t>(8, (i + 1) * 2);
+        auto* grown = static_cast<fls_entry*>(std::realloc(slots, n * sizeof(fls_entry)));
         if (!grown) std::abort();  // out of memory for a handful of pointers
-        std::memset(grown + size, 0, (n - size) * sizeof(void*));
+        std::memset(grown + size, 0, (n - size) * sizeof(fls_entry));  // generation 0, no value
         slots = grown;
         size = n;
     }
-    return slots[key];
+    fls_entry& e = slots[i];
+    if (e.gen == gen_of(key)) [[likely]]
+        return e.value;
+    // The slot holds what this fiber set through a released key of the slot: not this key's.
+    void* stale = std::exchange(e.value, nullptr);
+    e.gen = gen_of(key);
+    if (stale)
+        if (auto d = dtor_of(i)) {
+            d(stale);
+            // The destructor may have used fiber-locals, growing (moving) the array.
+            return slot_in(slots, size, key);
+        }
+    return e.value;
 }
 
 }  // namespace
 
-size_t fls_new_key(void (*dtor)(void*)) noexcept {
+size_t fls_new_key(dtor_fn dtor) noexcept {
     auto& r = registry();
     std::lock_guard lk(r.mu);
+    if (auto it = r.free.find(dtor); it != r.free.end() && !it->second.empty()) {
+        const size_t i = it->second.back();
+        it->second.pop_back();
+        return i | static_cast<size_t>(++r.gens[i]) << 32;
+    }
     r.dtors.push_back(dtor);
+    r.gens.push_back(0);
     return r.dtors.size() - 1;
+}
+
+void fls_release_key(size_t key) noexcept {
+    auto& r = registry();
+    std::lock_guard lk(r.mu);
+    const size_t i = index_of(key);
+    // A slot whose generation would wrap is not reused: a fiber that has kept a value of its
+    // first key all along would see it again.
+    if (r.gens[i] != UINT32_MAX) r.free[r.dtors[i]].push_back(i);
 }
 
 void*& fls_slot(size_t key) noexcept {

@@ -20,6 +20,7 @@
 namespace gluon::detail {
 
 struct vcpu;
+struct fls_entry;
 
 struct fiber_impl : fiber_hot {
     vcpu* owner = nullptr;
@@ -47,7 +48,7 @@ struct fiber_impl : fiber_hot {
 
     uint64_t id = 0;
     char name[32] = {};
-    void** fls = nullptr;
+    fls_entry* fls = nullptr;
     size_t fls_size = 0;
 
 #ifdef GLUON_ASAN

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -290,6 +291,88 @@ TEST_P(fiber_test, a_fiber_local_destructor_may_use_fiber_locals) {
     auto f = spawn([&] { (void)first.get(); });  // the only key set: its slots are few
     ASSERT_TRUE(f->join());
     EXPECT_EQ(late_destroyed, 1);
+    later.clear();
+}
+
+// A dropped fiber_local's key goes to the next fiber_local of its type: a fiber that makes and
+// drops one in a loop keeps one value alive (its value of the dropped one is destroyed when it
+// first uses the new one; they used to pile up until the fiber ended, one key each), and never
+// sees the dropped one's value through the new one.
+TEST_P(fiber_test, a_dropped_fiber_locals_key_is_reused_without_its_values) {
+    static int live = 0;
+    struct counted {
+        int v = 0;
+        counted() { ++live; }
+        ~counted() { --live; }
+    };
+    live = 0;
+    int most_live = 0, stale_seen = 0;
+    auto f = spawn([&] {
+        for (int i = 1; i <= 1000; ++i) {
+            fiber_local<counted> fl;
+            if (fl->v != 0) ++stale_seen;
+            fl->v = i;
+            most_live = std::max(most_live, live);
+        }
+    });
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(stale_seen, 0);
+    EXPECT_EQ(most_live, 1);
+    EXPECT_EQ(live, 0);
+
+    // A fiber's value of a dropped fiber_local stays until the fiber uses the key's next
+    // fiber_local, which does not see it; it is destroyed then.
+    auto dropped = std::make_unique<fiber_local<counted>>();
+    std::unique_ptr<fiber_local<counted>> next;
+    int step = 0, kept = -1, seen = -1, after = -1;
+    auto g = spawn([&] {
+        (*dropped)->v = 5;
+        step = 1;
+        while (step != 2) this_fiber::yield();
+        kept = live;
+        seen = (*next)->v;
+        after = live;
+    });
+    ASSERT_TRUE(g);
+    while (step != 1) this_fiber::yield();
+    dropped.reset();
+    next = std::make_unique<fiber_local<counted>>();
+    step = 2;
+    ASSERT_TRUE(g->join());
+    EXPECT_EQ(kept, 1);
+    EXPECT_EQ(seen, 0);
+    EXPECT_EQ(after, 1);
+    EXPECT_EQ(live, 0);
+}
+
+// The destructor of a fiber's stale value (run when the fiber first uses the key that reused
+// its slot) may use fiber-locals of a key past the end of the fiber's slots, which grow, i.e.
+// move, then: the value set through the new key lands in the slot that later uses read.
+TEST_P(fiber_test, a_stale_fiber_local_value_may_use_fiber_locals_as_it_goes) {
+    struct late {
+        int v = 0;
+    };
+    static std::vector<std::unique_ptr<fiber_local<late>>> later;
+    struct user {
+        int v = 0;
+        ~user() { later.back()->get().v = 1; }
+    };
+    int again = -1, late_v = -1;
+    auto f = spawn([&] {
+        auto first = std::make_unique<fiber_local<user>>();
+        (void)first->get();  // the fiber's slots are sized for this key
+        first.reset();
+        // Enough new keys that the last is past the end of the fiber's slots, however many
+        // keys other tests have made.
+        for (int i = 0; i < 4096; ++i) later.push_back(std::make_unique<fiber_local<late>>());
+        fiber_local<user> second;  // first's key
+        second->v = 9;             // destroys first's value, which uses later.back()
+        again = second->v;
+        late_v = later.back()->get().v;
+    });
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(again, 9);
+    EXPECT_EQ(late_v, 1);
     later.clear();
 }
 

@@ -7,8 +7,14 @@
 namespace gluon {
 
 namespace detail {
-/// Registers a new key whose values are destroyed with dtor. Keys are never reused.
+/// Registers a key whose values are destroyed with dtor: a key of the same dtor that was
+/// released, or a new one. A key names a slot and the slot's generation: a value a fiber set
+/// through a released key is never seen through a later key of the same slot (it is destroyed
+/// when the fiber first uses the slot's new key, or when the fiber ends).
 size_t fls_new_key(void (*dtor)(void*)) noexcept;
+/// Gives a key back for reuse. The values fibers hold for it are not destroyed now: see
+/// fls_new_key.
+void fls_release_key(size_t key) noexcept;
 /// The calling fiber's (or thread's) slot for key; nullptr until set.
 void*& fls_slot(size_t key) noexcept;
 }  // namespace detail
@@ -19,6 +25,10 @@ public:
     fiber_local() noexcept : key_(detail::fls_new_key([](void* p) { delete static_cast<T*>(p); })) {}
     fiber_local(const fiber_local&) = delete;
     fiber_local& operator=(const fiber_local&) = delete;
+    /// Its key goes to the next fiber_local<T>: a program that makes and drops them in a loop
+    /// uses a bounded number of keys. A fiber's value is destroyed when the fiber ends, or when
+    /// it first uses the fiber_local that got the key; no fiber sees another fiber_local's value.
+    ~fiber_local() { detail::fls_release_key(key_); }
 
     /// The calling fiber's value, default-constructed on first use.
     T& get() {
