@@ -107,6 +107,8 @@ result<fiber_impl*> fiber_create(const fiber_options& opts, size_t storage_size,
     const size_t usable = opts.stack_size ? std::max<size_t>(opts.stack_size, 16 * 1024)
                                           : v->stacks.default_usable();
     if (storage_size > usable / 4) return errno_error(E2BIG);
+    if (v->closing) [[unlikely]]
+        return errno_error(ESHUTDOWN);
     auto rec = take_record(v, usable);
     if (!rec) return rec;
     fiber_impl* f = *rec;

@@ -104,6 +104,7 @@ struct vcpu : vcpu_hot {
     // A fiber that switched to the idle fiber to be handed to another vCPU (see migrate_to).
     fiber_impl* migrating = nullptr;
     bool fini_waiting = false;
+    bool closing = false;  // fini's last rounds: no fiber is made here any more (ESHUTDOWN)
     int index = -1;
     pid_t tid = 0;
     vcpu* next_registered = nullptr;

@@ -195,6 +195,15 @@ result<void> init(const init_options& opts) {
     return {};
 }
 
+// fini goes in rounds: interrupt every fiber and wait for their ends, then run the work posted
+// meanwhile, which may start fibers or post more work for the next round. Work that starts more
+// whenever it runs (a call that posts itself again and starts a fiber) kept it going round for
+// ever: from round k_fini_open_rounds the vCPU makes no fibers, and after k_fini_rounds fini ends
+// with what is still posted left unrun. Work that does not keep making more is done in a round
+// or two.
+constexpr unsigned k_fini_open_rounds = 16;
+constexpr unsigned k_fini_rounds = 32;
+
 result<void> fini() {
     vcpu* v = cur_vcpu();
     if (!v) {
@@ -205,7 +214,8 @@ result<void> fini() {
         report_misuse("gluon::fini called from a fiber other than the vCPU's main fiber");
         return errno_error(EDEADLK);
     }
-    for (;;) {
+    for (unsigned round = 0;; ++round) {
+        if (round == k_fini_open_rounds) v->closing = true;
         // Interrupt every fiber still alive and let them run to completion.
         while (v->nfibers > 0) {
             v->all.for_each([](fiber_impl& f) {
@@ -228,8 +238,9 @@ result<void> fini() {
         poll(v, false);
         // That work may have started fibers (a closure posted by runtime::post, the task runner
         // for a task spawned here): they run too, interrupted like the others. Left queued, they
-        // never ran, their waiters hung, and the thread kept a task runner that was gone.
-        if (v->nfibers == 0) break;
+        // never ran, their waiters hung, and the thread kept a task runner that was gone. It
+        // may have posted more work too, which the next round runs.
+        if (v->nfibers == 0 && (v->remote.empty() || round + 1 >= k_fini_rounds)) break;
     }
     // Only now: fibers that run hold biased locks, whose holder is found through the registry.
     unregister_vcpu(v);

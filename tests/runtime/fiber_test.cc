@@ -456,6 +456,36 @@ TEST_P(fiber_test, fini_runs_fibers_started_by_work_posted_to_it) {
     EXPECT_EQ(p.got, std::errc::operation_canceled);
 }
 
+// A call that posts itself again and starts a fiber whenever it runs kept fini going round for
+// ever (each round ran it, and its fiber made another round). fini ends all the same: the vCPU
+// stops making fibers (ESHUTDOWN), and the call, which keeps posting itself, is left unrun.
+TEST_P(fiber_test, fini_ends_when_posted_work_keeps_starting_more) {
+    struct post : vcpu_call {
+        int runs = 0;
+        int fibers_ran = 0;
+        int fibers_made = 0;
+        std::error_code refused;
+    } p;
+    p.fn = [](vcpu_call* c) noexcept {
+        auto* self = static_cast<post*>(c);
+        ++self->runs;
+        auto f = spawn([self] { ++self->fibers_ran; });
+        if (f) {
+            ++self->fibers_made;
+            (void)f->detach();
+        } else if (!self->refused) {
+            self->refused = f.error();
+        }
+        (void)post_call(vcpu_handle::current(), *self);
+    };
+    ASSERT_TRUE(post_call(vcpu_handle::current(), p));
+    ASSERT_TRUE(fini());
+    EXPECT_EQ(p.refused, errno_code(ESHUTDOWN));
+    EXPECT_GT(p.fibers_made, 0);
+    EXPECT_EQ(p.fibers_ran, p.fibers_made);  // every fiber it made ran before fini returned
+    EXPECT_GT(p.runs, p.fibers_made);
+}
+
 TEST(fiber_misuse, spawn_outside_vcpu_is_eperm) {
     ::setenv("GLUON_MISUSE_ABORT", "0", 1);
     auto f = spawn([] {});

@@ -84,7 +84,8 @@ private:
 
 /// Starts fn(args...) in a new fiber on the calling vCPU. The callable and its arguments are
 /// stored on the new fiber's stack: no heap allocation. Errors: EPERM (not on a vCPU),
-/// ENOMEM (no stack), E2BIG (callable larger than a quarter of the stack).
+/// ENOMEM (no stack), E2BIG (callable larger than a quarter of the stack), ESHUTDOWN (the vCPU
+/// is in the last rounds of fini, see gluon/runtime/vcpu.h).
 template <typename F, typename... Args>
 result<fiber> spawn(const fiber_options& opts, F&& fn, Args&&... args) {
     using state = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;

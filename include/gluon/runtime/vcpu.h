@@ -35,8 +35,12 @@ result<void> init(const init_options& opts = {});
 
 /// Tears down the calling thread's vCPU. Fibers still alive are interrupted (their blocking
 /// calls return ECANCELED) and run to completion first, as are fibers and tasks started by work
-/// posted to the vCPU meanwhile. Errors: EPERM (not a vCPU), EDEADLK
-/// (called from a fiber other than the one that called init).
+/// posted to the vCPU meanwhile (calls, runtime::post closures posted before the runtime began
+/// to stop), round after round. Work that starts more whenever it runs (a call that posts
+/// itself again and starts a fiber) cannot keep the vCPU alive: after 16 rounds it makes no
+/// more fibers (spawn fails with ESHUTDOWN), and after 32 fini returns, calls still posted to
+/// it then never running. Errors: EPERM (not a vCPU), EDEADLK (called from a fiber other than
+/// the one that called init).
 result<void> fini();
 
 namespace detail {

@@ -18,7 +18,8 @@ struct vcpu_call {
 };
 
 /// Runs c.fn(&c) on vCPU v's thread, from its event loop; any thread may post, and it wakes
-/// the vCPU if it sleeps. Errors: EINVAL (empty handle). The vCPU must outlive the call.
+/// the vCPU if it sleeps. Errors: EINVAL (empty handle). The vCPU must outlive the call: one
+/// posted while it finishes runs in a round of fini, unless fini has done its last (see fini).
 result<void> post_call(vcpu_handle v, vcpu_call& c) noexcept;
 
 /// A one-shot timer on the calling vCPU's timer heap. Arm and disarm it on that vCPU only.
