@@ -121,15 +121,24 @@ std::coroutine_handle<> transfer_or_requeue(std::coroutine_handle<> h) noexcept 
     return std::noop_coroutine();
 }
 
-task_sched* sched_here() noexcept {
+task_sched* sched_here(int* err) noexcept {
     if (task_sched* s = t_sched) return s;
-    if (!is_vcpu()) return nullptr;
+    int ignored = 0;
+    if (!err) err = &ignored;
+    if (!is_vcpu()) {
+        *err = EPERM;
+        return nullptr;
+    }
     auto* s = new (std::nothrow) task_sched;
-    if (!s) return nullptr;
+    if (!s) {
+        *err = ENOMEM;
+        return nullptr;
+    }
     s->vcpu = vcpu_handle::current();
     s->eng = current_engine();
     auto f = spawn(fiber_options{.stack_size = 0, .name = "tasks"}, [s] { run(s); });
     if (!f) {
+        *err = f.error().value();
         GLUON_WARN("gluon: cannot start the task runner: {}", f.error().message());
         delete s;
         return nullptr;

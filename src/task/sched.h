@@ -84,8 +84,9 @@ extern thread_local constinit task_sched* t_sched;
 /// Completes the roots that ended during the last resume (spawn.cc).
 void finish_roots(task_sched* s) noexcept;
 
-/// The calling vCPU's task scheduler, started on first use; nullptr if the thread is not a
-/// vCPU (or it is shutting down).
-task_sched* sched_here() noexcept;
+/// The calling vCPU's task scheduler, started on first use; nullptr if it cannot be, with
+/// *err (if given) set to why: EPERM (the thread is not a vCPU), the runner's fiber's creation
+/// error (ENOMEM; ESHUTDOWN in the last rounds of the vCPU's fini).
+task_sched* sched_here(int* err = nullptr) noexcept;
 
 }  // namespace gluon::task_detail

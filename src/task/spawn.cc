@@ -31,10 +31,22 @@ void start_here(root_base* r, task_sched* s) noexcept {
 // the frame here, on the task's vCPU, where its parameters belong (see joiner). The coroutine
 // has left its frame: this runs from the runner or the event loop, not from its final suspend.
 void hand_over(root_base* r, joiner* j) noexcept {
+    if (!r->h) return;  // never started (not_started): nothing to hand over, j->moved stays false
     j->moved = !std::atomic_ref<bool>(j->drop).load(std::memory_order_acquire);
     if (j->moved) j->move_result(r->h, j->out);
     r->h.destroy();
     r->h = {};
+}
+
+// The task's vCPU cannot run it: its task runner cannot be started (no stack for its fiber, or
+// the vCPU is in the last rounds of its fini). It ends without running, its frame destroyed
+// here as the frame of a task that ran would be; its join gets the error (join_handle::take).
+// No join or detach has reached the root yet: they are posted after the start, to this vCPU.
+void not_started(root_base* r, int err) noexcept {
+    r->start_error = err;
+    r->h.destroy();
+    r->h = {};
+    r->done = true;
 }
 
 // A task awaiting the root is resumed on its own vCPU. A joiner elsewhere is handed the result
@@ -136,23 +148,23 @@ result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const 
         r->stop->cb.emplace(o.stop, stop_link::fn{r});
     }
     if (here ? target == here->vcpu : target == vcpu_handle::current()) {
-        if (!here) here = sched_here();
+        int err = 0;
+        if (!here) here = sched_here(&err);
         if (!here) {
             r->h = {};
             root_free(r);
-            return errno_error(EPERM);
+            return errno_error(err);
         }
         start_here(r, here);
         return r;
     }
     r->start_call.fn = [](vcpu_call* c) noexcept {
         auto* rr = reinterpret_cast<root_base*>(reinterpret_cast<char*>(c) - offsetof(root_base, start_call));
-        task_sched* s = sched_here();
-        if (!s) {  // the vCPU is going away: the task ends without running
-            rr->ctx.cancelled = ECANCELED;
-            rr->home = nullptr;
-        }
-        if (s) start_here(rr, s);
+        int err = 0;
+        if (task_sched* s = sched_here(&err))
+            start_here(rr, s);
+        else
+            not_started(rr, err);
     };
     (void)post_call(target, r->start_call);
     return r;

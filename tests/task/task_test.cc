@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -327,6 +330,87 @@ TEST_P(task_test, a_task_spawned_while_its_vcpu_finishes_runs_and_ends) {
     o.log_engine = false;
     ASSERT_TRUE(init(o));
     EXPECT_EQ(block_on(forty_two()).value(), 42);
+}
+
+// A task spawned onto a vCPU that cannot start it (its task runner's fiber cannot be made: here
+// the vCPU is in the last rounds of its fini and makes no more fibers) ends there without
+// running, its frame destroyed on that vCPU, and its join gets the error, whichever kind of
+// join it is; it was left unended, and its joiners waited for ever. A spawn there from that
+// vCPU itself fails with the same error (it said EPERM).
+task<result<int>> result_holds(destroyed_on) { co_return 7; }
+
+TEST_P(task_test, a_task_its_vcpu_cannot_start_ends_there_and_its_join_gets_why) {
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt);
+    struct state : vcpu_call {
+        runtime* other = nullptr;
+        vcpu_handle home;
+        std::error_code refused, spawn_here;
+        std::atomic<bool> joining{false};  // the other vCPU has spawned here and awaits the tasks
+        std::thread::id where[3];
+        std::promise<int> got[3];
+    } s;
+    std::future<int> got[3];
+    for (int i = 0; i < 3; ++i) got[i] = s.got[i].get_future();
+    s.other = rt->get();
+    s.home = vcpu_handle::current();
+    s.fn = [](vcpu_call* c) noexcept {
+        auto* s = static_cast<state*>(c);
+        // Each run starts a fiber and posts itself again: fini goes round after round until
+        // the vCPU makes no more fibers.
+        auto f = spawn([] {});
+        if (f) {
+            (void)f->detach();
+            (void)post_call(s->home, *s);
+            return;
+        }
+        s->refused = f.error();
+        s->spawn_here = co_spawn(forty_two()).error();
+        // Three tasks of the other vCPU spawn a task here each and await it, each its own way;
+        // a fourth, queued behind them, says when all three wait (their starts and joins are
+        // posted here by then).
+        (void)s->other->post(0, [s] {
+            auto by_value = [](state* s) -> task<void> {
+                auto h = co_spawn(result_holds(destroyed_on(&s->where[0])), {.on = s->home}).value();
+                auto r = co_await h;
+                s->got[0].set_value(r ? 0 : r.error().value());
+            };
+            auto with_timeout = [](state* s) -> task<void> {
+                auto h = co_spawn(holds(destroyed_on(&s->where[1])), {.on = s->home}).value();
+                auto r = co_await h.join_for_async(1h);
+                s->got[1].set_value(r ? 0 : r.error().value());
+            };
+            auto thrown = [](state* s) -> task<void> {
+                try {
+                    auto h = co_spawn(holds(destroyed_on(&s->where[2])), {.on = s->home}).value();
+                    (void)co_await h;
+                    s->got[2].set_value(0);
+                } catch (const std::system_error& e) {
+                    s->got[2].set_value(e.code().value());
+                }
+            };
+            auto all_wait = [](state* s) -> task<void> {
+                s->joining.store(true);
+                s->joining.notify_all();
+                co_return;
+            };
+            co_spawn(by_value(s))->detach();
+            co_spawn(with_timeout(s))->detach();
+            co_spawn(thrown(s))->detach();
+            co_spawn(all_wait(s))->detach();
+        });
+        s->joining.wait(false);
+    };
+    ASSERT_TRUE(post_call(vcpu_handle::current(), s));
+    ASSERT_TRUE(fini());
+    EXPECT_EQ(s.refused, errno_code(ESHUTDOWN));
+    EXPECT_EQ(s.spawn_here, errno_code(ESHUTDOWN));
+    const std::thread::id home = std::this_thread::get_id();
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(got[i].wait_for(10s), std::future_status::ready) << "join " << i << " waits";
+        EXPECT_EQ(got[i].get(), ESHUTDOWN) << "join " << i;
+        EXPECT_EQ(s.where[i], home) << "frame " << i << " not destroyed on its vCPU";
+    }
 }
 
 TEST_P(task_test, nop_round_trips) {

@@ -8,6 +8,7 @@
 #include <coroutine>
 #include <new>
 #include <stop_token>
+#include <system_error>
 #include <utility>
 
 #include "gluon/common/intrusive_list.h"
@@ -99,6 +100,7 @@ struct root_base {
     bool done = false;
     bool detached = false;
     std::atomic<uint8_t> cancel_state{0};  // see root_free (spawn.cc)
+    int start_error = 0;  // its vCPU could not start it: done, no frame (h is empty)
     stop_link* stop = nullptr;
     vcpu_call start_call;   // spawn on another vCPU
     vcpu_call ctl_call;     // join or detach from another thread
@@ -109,7 +111,8 @@ struct root_base {
 };
 
 /// Spawns the coroutine h (whose promise is p). Errors: EPERM (no target and the calling thread
-/// is not a vCPU).
+/// is not a vCPU), those of starting the calling vCPU's task runner when it is the target (see
+/// co_spawn). On another vCPU a failed start ends the root with start_error.
 result<root_base*> spawn_root(std::coroutine_handle<> h, promise_base& p, const spawn_options& o) noexcept;
 /// spawn_root with no options: on the calling vCPU, no stop token.
 result<root_base*> spawn_root_here(std::coroutine_handle<> h, promise_base& p) noexcept;
@@ -157,8 +160,9 @@ public:
     bool joinable() const noexcept { return r_ != nullptr; }
 
     /// From a fiber or a plain thread: waits for the task to end and returns its value (or
-    /// rethrows its exception). The handle is then empty. Calling it on an empty handle is
-    /// undefined.
+    /// rethrows its exception). A task its vCPU could not start (co_spawn) gives its error: as
+    /// the value of a task<result<U>>, else thrown as std::system_error. The handle is then
+    /// empty. Calling it on an empty handle is undefined.
     T join() {
         task_detail::result_slot<T> out;
         task_detail::joiner j = remote_joiner(out);
@@ -170,7 +174,7 @@ public:
     /// fails; its value, if it produced one regardless, is dropped (on the task's vCPU). The
     /// handle is empty after. A task that ends as the timeout expires, before the cancellation
     /// reaches it, may be reported either way. Errors: ETIMEDOUT, ECANCELED (the waiting fiber
-    /// was interrupted).
+    /// was interrupted), those of a task its vCPU could not start (co_spawn).
     result<T> join_for(duration timeout) {
         task_detail::result_slot<T> out;
         task_detail::joiner j = remote_joiner(out);
@@ -227,8 +231,9 @@ public:
             return self->take(self->handed_over(j, out));
         }
     };
-    /// From a task: suspends until the spawned task ends, then gives its value (or rethrows).
-    /// Cancelling the awaiting task cancels the spawned one, and still waits for its end.
+    /// From a task: suspends until the spawned task ends, then gives its value (or rethrows),
+    /// or the error of a task its vCPU could not start, as join() does. Cancelling the
+    /// awaiting task cancels the spawned one, and still waits for its end.
     awaiter operator co_await() noexcept { return awaiter{{}, this}; }
 
     struct timed_awaiter : awaiter {
@@ -262,7 +267,8 @@ public:
     };
     /// From a task: co_await with a timeout, as join_for (a task that ends as the timeout
     /// expires may be reported either way). Cancelling the awaiting task cancels the spawned
-    /// one as co_await does. Errors: ETIMEDOUT.
+    /// one as co_await does. Errors: ETIMEDOUT, those of a task its vCPU could not start
+    /// (co_spawn).
     timed_awaiter join_for_async(duration timeout) noexcept {
         return timed_awaiter{awaiter{{}, this}, deadline_after(timeout)};
     }
@@ -286,7 +292,7 @@ private:
         return j.moved ? out.get() : nullptr;
     }
     // The ended task's value (or its exception rethrown), from `moved` if handed over, else from
-    // its frame; frees the task.
+    // its frame, else (no frame: never started) its start's error; frees the task.
     T take(task_detail::value_store<T>* moved = nullptr) {
         struct release {
             task_detail::root_base* r;
@@ -298,11 +304,27 @@ private:
         } g{std::exchange(r_, nullptr), moved};
         if (moved) [[unlikely]]
             return moved->take();
+        if (!g.r->h) [[unlikely]]
+            return not_started(g.r->start_error);
         auto h = task_detail::promise<T>::handle_type_of(g.r->h);
         return h.promise().take();
     }
-    // take() as a result<T> (a void task's: an empty one).
+    // What join() and co_await give for a task never started: a result<U> carries the error;
+    // any other T has no room for it, and it is thrown, as the task's own exception would be.
+    static T not_started(int err) {
+        if constexpr (detail::is_result<T>::value)
+            return T(errno_error(err));
+        else
+            throw std::system_error(errno_code(err), "gluon: the task's vCPU could not start it");
+    }
+    // take() as a result<T> (a void task's: an empty one); a task never started gives its
+    // start's error.
     result<T> take_result(task_detail::value_store<T>* moved = nullptr) {
+        if (!moved && !r_->h) [[unlikely]] {
+            const int err = r_->start_error;
+            drop();
+            return errno_error(err);
+        }
         if constexpr (std::is_void_v<T>) {
             take(moved);
             return {};
@@ -319,8 +341,11 @@ private:
 };
 
 /// Starts t on a vCPU (opts.on, or the calling one) and returns its handle. Allocates nothing
-/// but the task's state from the frame pool. Errors: EPERM (no vCPU given and the calling
-/// thread is not one).
+/// but the task's state from the frame pool. A vCPU starts its task runner (a fiber) on its
+/// first task; on the calling vCPU a runner that cannot be started fails the spawn, on another
+/// the task ends there without running and its join gets the error (see join()). Errors: EPERM
+/// (no vCPU given and the calling thread is not one), ENOMEM (no stack for the runner),
+/// ESHUTDOWN (the vCPU is in the last rounds of its fini and makes no more fibers).
 template <typename T>
 result<join_handle<T>> co_spawn(task<T> t, const spawn_options& opts) noexcept {
     auto h = t.release();
@@ -332,7 +357,7 @@ result<join_handle<T>> co_spawn(task<T> t, const spawn_options& opts) noexcept {
     return join_handle<T>(*r);
 }
 
-/// co_spawn on the calling vCPU. Errors: EPERM (the calling thread is not a vCPU).
+/// co_spawn on the calling vCPU. Errors: as co_spawn.
 template <typename T>
 result<join_handle<T>> co_spawn(task<T> t) noexcept {
     auto h = t.release();
