@@ -234,9 +234,10 @@ result<std::shared_ptr<session_impl>> server_handshake(net::stream sock, const s
         uint8_t dummy;
         int fds[2] = {-1, -1};
         auto got = GLUON_TRY(s.recv_fds(&dummy, 1, fds, time_left(dl)));
-        auto b = got.second >= 1 ? shm_file::adopt(fds[0]) : errno_error(EBADF);
-        auto q = got.second >= 2 ? shm_file::adopt(fds[1]) : errno_error(EBADF);
-        if (got.first != 1 || got.second != 2 || !b || !q) return fail(errc::handshake_failed);
+        auto b = got.fds >= 1 ? shm_file::adopt(fds[0]) : errno_error(EBADF);
+        auto q = got.fds >= 2 ? shm_file::adopt(fds[1]) : errno_error(EBADF);
+        if (got.bytes != 1 || got.fds != 2 || got.truncated || !b || !q)
+            return fail(errc::handshake_failed);
         GLUON_TRY(check_sealed(si->opts, *q, *b));
         GLUON_TRY(map_queues(*si, std::move(*q)));
         GLUON_TRY(map_region(*si, std::move(*b)));

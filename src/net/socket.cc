@@ -141,8 +141,8 @@ result<size_t> stream::send_fds(const void* buf, size_t n, std::span<const int> 
     return fd::sendmsg(fd_, &msg, 0, t);
 }
 
-result<std::pair<size_t, size_t>> stream::recv_fds(void* buf, size_t n, std::span<int> fds,
-                                                   duration t) noexcept {
+result<stream::received_fds> stream::recv_fds(void* buf, size_t n, std::span<int> fds,
+                                              duration t) noexcept {
     iovec iov{buf, n};
     alignas(cmsghdr) char ctl[CMSG_SPACE(253 * sizeof(int))];
     msghdr msg{};
@@ -151,27 +151,24 @@ result<std::pair<size_t, size_t>> stream::recv_fds(void* buf, size_t n, std::spa
     msg.msg_control = ctl;
     msg.msg_controllen = sizeof ctl;
     auto r = GLUON_TRY(fd::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC, t));
-    size_t got = 0;
-    bool overflow = (msg.msg_flags & MSG_CTRUNC) != 0;
+    // The bytes are taken from the stream whatever happened to the fds: they are returned even
+    // when fds were cut off, or the caller could not find where its stream resumes.
+    received_fds out{r, 0, (msg.msg_flags & MSG_CTRUNC) != 0};  // the kernel closed the rest
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (size_t i = 0; i < k; ++i) {
             int passed;
             std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
-            if (got < fds.size())
-                fds[got++] = passed;
-            else {
+            if (out.fds < fds.size()) {
+                fds[out.fds++] = passed;
+            } else {
                 (void)sys::close(passed);  // no room: never leak an fd we were given
-                overflow = true;
+                out.truncated = true;
             }
         }
     }
-    if (overflow) {
-        for (size_t i = 0; i < got; ++i) (void)sys::close(fds[i]);
-        return errno_error(EMSGSIZE);
-    }
-    return std::pair<size_t, size_t>(r, got);
+    return out;
 }
 
 // ---- listener ---------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <net/if.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
@@ -305,14 +306,47 @@ TEST_P(net_test, fd_passing_over_unix) {
     int got[2] = {-1, -1};
     auto r = b.recv_fds(&c, 1, got);
     ASSERT_TRUE(r);
-    EXPECT_EQ(r->first, 1u);
-    ASSERT_EQ(r->second, 1u);
+    EXPECT_EQ(r->bytes, 1u);
+    ASSERT_EQ(r->fds, 1u);
+    EXPECT_FALSE(r->truncated);
     ASSERT_EQ(::write(got[0], "z", 1), 1);  // the passed fd is the pipe's write end
     char z;
     ASSERT_EQ(::read(p[0], &z, 1), 1);
     EXPECT_EQ(z, 'z');
     ::close(got[0]);
     ::close(p[0]);
+}
+
+// More fds than the receiver has room for: the data still arrives, the fds that fit are the
+// caller's, and the others are closed, not leaked (a pipe whose every write end is closed
+// reports POLLHUP on its read end).
+TEST_P(net_test, fd_passing_with_more_fds_than_room_keeps_the_data_and_closes_the_rest) {
+    auto [a, b] = *stream::pair();
+    int p[3][2];
+    for (auto& q : p) ASSERT_EQ(::pipe2(q, O_CLOEXEC), 0);
+    const int send[3] = {p[0][1], p[1][1], p[2][1]};
+    ASSERT_TRUE(a.send_fds("abc", 3, send));
+    for (auto& q : p) ::close(q[1]);
+    ASSERT_TRUE(a.write_all("def", 3));
+    char buf[3];
+    int got[1] = {-1};
+    auto r = b.recv_fds(buf, sizeof buf, got, 2s);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(std::string(buf, r->bytes), "abc");
+    ASSERT_EQ(r->fds, 1u);
+    EXPECT_TRUE(r->truncated);
+    ASSERT_EQ(::write(got[0], "z", 1), 1);  // the first fd passed: pipe 0's write end
+    char z;
+    ASSERT_EQ(::read(p[0][0], &z, 1), 1);
+    ::close(got[0]);
+    for (auto& q : p) {
+        pollfd pfd{q[0], POLLIN, 0};
+        ASSERT_EQ(::poll(&pfd, 1, 0), 1);
+        EXPECT_TRUE(pfd.revents & POLLHUP) << "a write end is still open";
+        ::close(q[0]);
+    }
+    ASSERT_TRUE(b.read_exactly(buf, 3, 2s));  // the stream goes on where the message ended
+    EXPECT_EQ(std::string(buf, 3), "def");
 }
 
 TEST_P(net_test, server_stop_interrupts_handlers_after_grace) {

@@ -80,10 +80,18 @@ public:
     /// Unix sockets: sends data (at least one byte) with the given fds attached.
     result<size_t> send_fds(const void* buf, size_t n, std::span<const int> fds,
                             duration timeout = forever) noexcept;
-    /// Unix sockets: receives data and up to fds.size() passed fds (CLOEXEC); returns
-    /// {bytes, fd count}. Extra fds beyond the span are closed (MSG_CTRUNC is reported as EMSGSIZE).
-    result<std::pair<size_t, size_t>> recv_fds(void* buf, size_t n, std::span<int> fds,
-                                               duration timeout = forever) noexcept;
+    /// What recv_fds received.
+    struct received_fds {
+        size_t bytes = 0;        ///< data bytes read into buf (0: end of stream)
+        size_t fds = 0;          ///< passed fds stored at the front of the span; the caller owns them
+        bool truncated = false;  ///< the sender passed more fds than fit: the others are closed
+    };
+    /// Unix sockets: receives data and up to fds.size() passed fds (CLOEXEC). Fds beyond the
+    /// span, or beyond what the kernel could pass (MSG_CTRUNC), are closed and reported as
+    /// truncated; the data read is returned either way, so the stream loses nothing.
+    /// Errors: those of recvmsg(2), ETIMEDOUT, ECANCELED.
+    result<received_fds> recv_fds(void* buf, size_t n, std::span<int> fds,
+                                  duration timeout = forever) noexcept;
 
 private:
     result<size_t> do_read_some(void* buf, size_t n, duration timeout) override;
