@@ -127,7 +127,13 @@ std::string address::to_string() const {
         case AF_INET6: {
             auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage_);
             inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
-            return "[" + std::string(buf) + "]:" + std::to_string(port());
+            std::string host(buf);
+            // The scope id by number (RFC 4007 11.2), which from_ip reads back: dropped, a
+            // link-local address printed and parsed again named no interface, and two that
+            // differ only in theirs printed the same (socket_pool keys connections by it).
+            // An interface name would cost a system call per address printed.
+            if (in6->sin6_scope_id != 0) host += "%" + std::to_string(in6->sin6_scope_id);
+            return "[" + host + "]:" + std::to_string(port());
         }
         case AF_UNIX: {
             auto* un = reinterpret_cast<const sockaddr_un*>(&storage_);

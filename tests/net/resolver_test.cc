@@ -1,7 +1,9 @@
 #include "gluon/net/resolver.h"
 
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <netdb.h>
+#include <netinet/in.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -204,6 +206,23 @@ TEST_P(resolver_test, cache_hits_make_no_lookup) {
     EXPECT_EQ(resolver_statistics().cached, 0u);
     EXPECT_TRUE(resolve("a.gluon.test", 7));
     EXPECT_EQ(fake->call_count(), 4);
+}
+
+// A name's link-local answer keeps its scope id, from the lookup and from the cache, and
+// prints it.
+TEST_P(resolver_test, a_link_local_answer_keeps_its_scope_id) {
+    const unsigned lo = if_nametoindex("lo");
+    ASSERT_NE(lo, 0u);
+    auto fake = install_fake();
+    fake->names["ll.gluon.test"] = {"fe80::1%lo"};
+    for (uint16_t port : {22, 23}) {  // the lookup, then a cache hit
+        auto r = resolve("ll.gluon.test", port);
+        ASSERT_TRUE(r) << r.error().message();
+        ASSERT_EQ(r->size(), 1u);
+        EXPECT_EQ(reinterpret_cast<const sockaddr_in6*>((*r)[0].data())->sin6_scope_id, lo);
+        EXPECT_EQ((*r)[0].to_string(), "[fe80::1%" + std::to_string(lo) + "]:" + std::to_string(port));
+    }
+    EXPECT_EQ(fake->call_count(), 1);
 }
 
 TEST_P(resolver_test, entries_expire_after_their_ttl_and_the_cache_is_bounded) {

@@ -56,6 +56,21 @@ TEST(address, ip_literals_have_one_parser) {
     EXPECT_EQ(address::parse("::1:80").error(), std::errc::invalid_argument);  // IPv6 needs brackets
 }
 
+// A scope id is printed (by number) and parsed back: a link-local address keeps its interface
+// through text.
+TEST(address, a_scope_id_survives_printing_and_parsing) {
+    const unsigned lo = if_nametoindex("lo");
+    ASSERT_NE(lo, 0u);
+    auto a = address::parse("[fe80::1%lo]:22");
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->to_string(), "[fe80::1%" + std::to_string(lo) + "]:22");
+    auto again = address::parse(a->to_string());
+    ASSERT_TRUE(again);
+    EXPECT_EQ(reinterpret_cast<const sockaddr_in6*>(again->data())->sin6_scope_id, lo);
+    EXPECT_EQ(again->to_string(), a->to_string());
+    EXPECT_EQ(address::parse("[fe80::1]:22")->to_string(), "[fe80::1]:22");  // none: none printed
+}
+
 class net_test : public test::engine_test {};
 GLUON_ENGINE_TEST_SUITE(net_test);
 

@@ -36,6 +36,8 @@ public:
     uint16_t port() const noexcept;
     const sockaddr* data() const noexcept { return reinterpret_cast<const sockaddr*>(&storage_); }
     socklen_t size() const noexcept { return len_; }
+    /// "192.0.2.1:80", "[2001:db8::1]:80", "unix:/run/x.sock", "unix:@name"; an IPv6 scope id
+    /// by number ("[fe80::1%2]:22"). parse() reads each form back to the same address.
     std::string to_string() const;
 
 private:
