@@ -295,6 +295,49 @@ TEST_P(net_test, slow_reader_times_out_the_sender_not_the_server) {
     (*srv)->stop(1s);
 }
 
+// An operation on a registered (fixed) socket that finds it not ready waits for readiness on
+// that socket, not on whatever file has the index's number in the process: here a pipe that
+// never becomes readable. MSG_DONTWAIT makes io_uring hand the EAGAIN back instead of waiting
+// in the kernel. Other engines refuse registered files.
+TEST_P(net_test, a_registered_socket_that_is_not_ready_waits_on_itself) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    int never[2];  // the number of its read end is the socket's index
+    ASSERT_EQ(::pipe2(never, O_CLOEXEC), 0);
+    std::vector<int> table(static_cast<size_t>(never[0]) + 1, -1);  // -1: an empty slot
+    table[static_cast<size_t>(never[0])] = sv[0];
+    engine::engine* eng = current_engine();
+    auto reg = eng->register_files(table.data(), static_cast<unsigned>(table.size()));
+    if (eng->type() != engine::kind::io_uring) {
+        EXPECT_EQ(reg.error(), std::errc::operation_not_supported);
+    } else {
+        ASSERT_TRUE(reg) << reg.error().message();
+        char buf[8];
+        long got = 0;
+        bool started = false;
+        auto reader = spawn([&] {
+            auto op = engine::io_op::transfer(engine::opcode::recv, never[0], buf, sizeof buf, -1,
+                                              MSG_DONTWAIT);
+            op.fixed_file = true;
+            started = true;
+            got = run_op(op, deadline_after(5s));
+        });
+        ASSERT_TRUE(reader);
+        while (!started) this_fiber::yield();
+        // Queued after the recv: when it completes, the kernel has tried the recv and found
+        // nothing, so the data below comes while the recv waits for readiness.
+        engine::io_op nop;
+        nop.code = engine::opcode::nop;
+        ASSERT_EQ(run_op(nop), 0);
+        ASSERT_EQ(::write(sv[1], "hi", 2), 2);
+        ASSERT_TRUE(reader->join());
+        EXPECT_EQ(got, 2);
+        EXPECT_EQ(std::string(buf, 2), "hi");
+        ASSERT_TRUE(eng->register_files(nullptr, 0));
+    }
+    for (int f : {sv[0], sv[1], never[0], never[1]}) ::close(f);
+}
+
 TEST_P(net_test, udp_round_trip) {
     auto srv = datagram::bind(address::ipv4_loopback(0));
     auto cli = datagram::bind(address::ipv4_loopback(0));

@@ -335,6 +335,9 @@ void io_uring_engine::queue(io_op& op, bool poll_phase) noexcept {
     io_uring_sqe* sqe = get_sqe();
     if (poll_phase) {
         io_uring_prep_poll_add(sqe, op.fd, static_cast<unsigned>(wanted_events(op)));
+        // A registered file's fd is its index: without the flag the poll waited on whatever
+        // file has that number in the process (or failed with EBADF).
+        if (op.fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(&op) | k_poll_bit);
     } else {
         prep(sqe, op);
@@ -435,7 +438,13 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
             return;
         }
         if (op->engine_busy) {  // a non-blocking connect finished: its outcome is SO_ERROR
-            complete(*op, sys::socket_error(op->fd));
+            if (!op->fixed_file) {
+                complete(*op, sys::socket_error(op->fd));
+                return;
+            }
+            // A registered file has no fd to ask SO_ERROR of (its fd is an index): connect
+            // again, which reports the outcome (below).
+            queue(*op, false);
             return;
         }
         queue(*op, false);  // ready now: run the op itself again
@@ -457,6 +466,15 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
         op->code = opcode::send;  // not a socket type with zero-copy (e.g. AF_UNIX): copy
         queue(*op, false);
         return;
+    }
+    // Only a registered file's connect comes back here once busy (it was run again after its
+    // poll): EALREADY is still under way, EISCONN is connected.
+    if (op->engine_busy && !op->cancel_errno) {
+        if (r == -EALREADY) {
+            queue(*op, true);
+            return;
+        }
+        if (r == -EISCONN) r = 0;
     }
     if ((r == -EAGAIN || r == -EINPROGRESS) && is_socket_like(op->code) && !op->cancel_errno) {
         // The fd is O_NONBLOCK, so the kernel would not wait for us: wait for readiness, then
