@@ -235,8 +235,52 @@ io_uring_sqe* io_uring_engine::get_sqe() noexcept {
         // SQ ring full: hand what we have to the kernel and try again.
         io_uring_submit(&ring_);
         sqe = io_uring_get_sqe(&ring_);
+        // Still full: the kernel took nothing. Older kernels (5.10 among them) take no
+        // submission (EBUSY) while completions wait in their overflow list for room in the CQ
+        // ring, which only reaping makes, so this looped for ever; an SQPOLL thread takes them
+        // in its own time. The completions are set aside, not run: our callers are halfway
+        // through queueing requests (cancel() queues two for one op).
+        if (!sqe) stash_completions();
     }
     return sqe;
+}
+
+// Moves the CQ ring's completions to stashed_, for wait() to run in order; the kernel can then
+// post the ones it holds back.
+void io_uring_engine::stash_completions() noexcept {
+    unsigned head;
+    io_uring_cqe* cqe;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+        try {
+            stashed_.push_back({cqe->user_data, cqe->res, cqe->flags});
+        } catch (...) {
+            break;  // out of memory: they stay in the ring, and get_sqe tries again
+        }
+        ++seen;
+    }
+    io_uring_cq_advance(&ring_, seen);
+}
+
+// The oldest completion not yet run: a stashed one, or the CQ ring's first, whose slot is given
+// back before it runs. A handler may queue requests, and get_sqe may then stash what is left
+// in the ring: no CQ position may be held across on_cqe.
+bool io_uring_engine::next_completion(completion& c) noexcept {
+    if (stashed_next_ < stashed_.size()) {
+        c = stashed_[stashed_next_++];
+        if (stashed_next_ == stashed_.size()) {
+            stashed_.clear();
+            stashed_next_ = 0;
+        }
+        return true;
+    }
+    unsigned head;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&ring_, head, cqe) break;  // the first, if any
+    if (!cqe) return false;
+    c = {cqe->user_data, cqe->res, cqe->flags};
+    io_uring_cq_advance(&ring_, 1);
+    return true;
 }
 
 void io_uring_engine::arm_notify() noexcept {
@@ -546,6 +590,7 @@ bool io_uring_engine::on_pooled_cqe(io_op& op, int& res, unsigned flags) noexcep
 int io_uring_engine::wait(int64_t timeout_ns) noexcept {
     io_uring_cqe* cqe = nullptr;
     file_ios_queued_ = 0;
+    if (stashed_next_ < stashed_.size()) timeout_ns = 0;  // completions are waiting already
     if (timeout_ns == 0) {
         // Nothing to submit and, by the kernel's own flag, nothing to reap: skip the system
         // call. An idle vCPU polls like this before and after every spin for cross-vCPU work,
@@ -559,21 +604,18 @@ int io_uring_engine::wait(int64_t timeout_ns) noexcept {
         io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
     int n = 0;
-    unsigned head;
-    unsigned seen = 0;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-        on_cqe(cqe->user_data, cqe->res, cqe->flags);
-        ++seen;
+    completion c{};
+    while (next_completion(c)) {
+        on_cqe(c.tag, c.res, c.flags);
+        ++n;
     }
-    io_uring_cq_advance(&ring_, seen);
-    n += static_cast<int>(seen);
     return n;
 }
 
 bool io_uring_engine::has_pending() noexcept {
-    // Completions already in the CQ ring, or deferred ones the kernel will post on our next
-    // io_uring_enter (it raises IORING_SQ_TASKRUN for those).
-    return io_uring_cq_ready(&ring_) > 0 ||
+    // Completions get_sqe set aside, ones already in the CQ ring, or deferred ones the kernel
+    // will post on our next io_uring_enter (it raises IORING_SQ_TASKRUN for those).
+    return stashed_next_ < stashed_.size() || io_uring_cq_ready(&ring_) > 0 ||
            (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW));
 }
 

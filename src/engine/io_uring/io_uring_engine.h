@@ -66,8 +66,17 @@ private:
     // A recv_queue pointer with these bits set: its multishot receive (multishot_recv.cc).
     static constexpr uint64_t k_recv_bits = 6;
 
+    // A completion as the CQ ring holds it.
+    struct completion {
+        uint64_t tag;
+        int res;
+        unsigned flags;
+    };
+
     io_uring_engine() = default;
     io_uring_sqe* get_sqe() noexcept;
+    void stash_completions() noexcept;
+    bool next_completion(completion& c) noexcept;
     void prep(io_uring_sqe* sqe, io_op& op) noexcept;
     void arm_notify() noexcept;
     bool wake_by_msg_ring(io_uring_engine& target) noexcept;
@@ -141,6 +150,10 @@ private:
     std::vector<recv_queue*> recvs_;  // by socket fd
     std::vector<uint32_t> in_kernel_;  // by fd: count_in
     std::vector<recv_queue*> dropped_recvs_;  // closed, their cancelled receive not yet ended
+    // Completions get_sqe took out of the CQ ring to make room, oldest first; wait() runs them
+    // (from stashed_next_) before any left in the ring.
+    std::vector<completion> stashed_;
+    size_t stashed_next_ = 0;
 };
 
 }  // namespace gluon::engine
