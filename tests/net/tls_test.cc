@@ -3,10 +3,19 @@
 #include "gluon/net/tls.h"
 
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
 #include "gluon/sync/semaphore.h"
@@ -379,6 +388,139 @@ TEST_P(tls_test, peer_resets_mid_handshake) {
     auto c = dial(*l->local_address(), client_ctx(), "localhost");
     EXPECT_EQ(c.error(), std::errc::connection_reset) << tls::last_error_message();
     ASSERT_TRUE(peer->join());
+}
+
+// ---- against a server made with OpenSSL's own API ----------------------------------------------
+
+// A TLS server on a plain thread and a blocking socket, written with OpenSSL's SSL API: it can do
+// what a gluon server never does (ask for renegotiation) and stop reading. After the handshake
+// it runs `script`, which waits for the test's go-ahead with wait(). No session tickets.
+class openssl_peer {
+public:
+    using script = std::function<void(SSL*, openssl_peer&)>;
+    openssl_peer(int fd, tls::version max, script run) : fd_(fd) {
+        EXPECT_EQ(::pipe(go_), 0);
+        thread_ = std::thread([this, max, run = std::move(run)] { serve(max, run); });
+    }
+    openssl_peer(const openssl_peer&) = delete;
+    openssl_peer& operator=(const openssl_peer&) = delete;
+    ~openssl_peer() {
+        const char many[8] = {};  // whatever waits are left (a test that failed half way)
+        (void)::write(go_[1], many, sizeof many);
+        join();
+        ::close(go_[0]);
+        ::close(go_[1]);
+    }
+    /// Lets the script go past its next wait().
+    void release() { ASSERT_EQ(::write(go_[1], "g", 1), 1); }
+    /// In the script: waits for release().
+    void wait() {
+        char c;
+        (void)::read(go_[0], &c, 1);
+    }
+    /// Waits for the script to end (blocking the calling thread).
+    void join() {
+        if (thread_.joinable()) thread_.join();
+    }
+
+private:
+    void serve(tls::version max, const script& run) {
+        sigset_t pipe;  // a write to a client that is gone is EPIPE here, not the process's end
+        sigemptyset(&pipe);
+        sigaddset(&pipe, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+        SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+        SSL_CTX_set_max_proto_version(ctx, static_cast<int>(max));
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+        SSL_CTX_set_num_tickets(ctx, 0);
+        const identity& id = certs().server;
+        BIO* b = BIO_new_mem_buf(id.cert.data(), static_cast<int>(id.cert.size()));
+        X509* cert = PEM_read_bio_X509(b, nullptr, nullptr, nullptr);
+        BIO_free(b);
+        b = BIO_new_mem_buf(id.key.data(), static_cast<int>(id.key.size()));
+        EVP_PKEY* key = PEM_read_bio_PrivateKey(b, nullptr, nullptr, nullptr);
+        BIO_free(b);
+        SSL_CTX_use_certificate(ctx, cert);
+        SSL_CTX_use_PrivateKey(ctx, key);
+        X509_free(cert);
+        EVP_PKEY_free(key);
+        SSL* ssl = SSL_new(ctx);
+        SSL_set_fd(ssl, fd_);
+        if (SSL_accept(ssl) == 1) run(ssl, *this);
+        SSL_free(ssl);
+        SSL_CTX_free(ctx);
+        ::close(fd_);
+    }
+
+    int fd_;
+    int go_[2] = {-1, -1};
+    std::thread thread_;
+};
+
+// Sends the peer a HelloRequest (a TLS 1.2 renegotiation request) and the byte c.
+bool ask_to_renegotiate(SSL* ssl, char c) {
+    return SSL_renegotiate(ssl) == 1 && SSL_do_handshake(ssl) == 1 && SSL_write(ssl, &c, 1) == 1;
+}
+
+// Fills the socket under c with records of 1,000 bytes of 'f' while it has room: a Unix socket
+// takes a whole send while its sender holds less than SO_SNDBUF, and none once it holds that
+// much. Returns the bytes written.
+size_t fill_send_buffer(tls::stream& c) {
+    const int sock = c.socket()->get();
+    const int sndbuf = c.socket()->get_option(SOL_SOCKET, SO_SNDBUF).value_or(0);
+    EXPECT_GT(sndbuf, 0);
+    const std::string chunk(1000, 'f');
+    size_t total = 0;
+    for (int held = 0; held < sndbuf;) {
+        if (!c.write_all(chunk.data(), chunk.size(), 5s)) {
+            ADD_FAILURE() << c.last_error_message();
+            break;
+        }
+        total += chunk.size();
+        EXPECT_EQ(::ioctl(sock, SIOCOUTQ, &held), 0);
+    }
+    return total;
+}
+
+// A read has to send what OpenSSL answered (the refusal of a renegotiation request) while the
+// peer reads nothing, so it sends under the read's deadline. When that runs out the read
+// returns what it read (or ETIMEDOUT) and the answer waits for the next call, which sends it
+// first: the stream stays usable, as a read's timeout promises. The client's socket buffer is
+// full when the request comes, so the answer cannot go out until the peer reads.
+TEST_P(tls_test, a_read_whose_reply_cannot_go_out_in_time_keeps_the_stream_usable) {
+    auto [mine, theirs] = *stream::pair();
+    ASSERT_TRUE(mine.set_buffer_sizes(0, 4096));
+    size_t peer_read = 0;
+    int peer_reason = 0;
+    openssl_peer peer(theirs.release(), tls::version::tls1_2, [&](SSL* ssl, openssl_peer& p) {
+        p.wait();  // the client's socket buffer is full
+        if (!ask_to_renegotiate(ssl, 'k')) return;
+        p.wait();  // the client's read has given up: read everything now
+        char buf[4096];
+        int n;
+        while ((n = SSL_read(ssl, buf, sizeof buf)) > 0) peer_read += static_cast<size_t>(n);
+        // OpenSSL ends a connection whose peer refuses the renegotiation it asked for.
+        peer_reason = ERR_GET_REASON(ERR_peek_last_error());
+    });
+    auto c = tls::stream::connect(std::move(mine), client_ctx(), "localhost", 5s);
+    ASSERT_TRUE(c) << tls::last_error_message();
+    ASSERT_EQ(c->version(), "TLSv1.2");
+    const size_t filled = fill_send_buffer(*c);
+    peer.release();
+    ASSERT_TRUE(fd::poll(c->socket()->get(), POLLIN, 5s));  // the request has come
+    char k = 0;
+    auto r = c->read_some(&k, 1, 200ms);
+    if (r)
+        EXPECT_EQ(k, 'k');
+    else
+        EXPECT_EQ(r.error(), std::errc::timed_out) << c->last_error_message();
+    peer.release();
+    // The refusal goes out first, then this record, in one send: the peer reads all it was sent
+    // before the refusal, intact, then the refusal.
+    ASSERT_TRUE(c->write_all("after", 5, 5s)) << c->last_error_message();
+    peer.join();
+    EXPECT_EQ(peer_read, filled);
+    EXPECT_EQ(peer_reason, SSL_R_NO_RENEGOTIATION);
 }
 
 TEST(tls_context, configuration_errors_are_clear) {

@@ -79,26 +79,46 @@ int on_verify(int ok, X509_STORE_CTX* xs) {
 // send (another fiber's SSL_write), so the holder of send_mu loops until io.out is empty.
 // The read path must not wait behind a parked writer (that could deadlock two peers that both
 // write before reading), so it only try-locks: the holder sends its bytes before unlocking.
-result<void> flush(stream::impl& s, deadline_t d, bool wait_for_lock) {
+// A reader sends under its own deadline what OpenSSL queued (its replies, a writer's records):
+// when that runs out, or the reader is interrupted, the bytes not sent go back to the front of
+// io.out for the next flush, so the read loses nothing and the stream stays usable. A writer's
+// failure leaves the stream broken: its caller cannot tell what went out.
+result<void> flush(stream::impl& s, deadline_t d, bool reader) {
     if (s.io.out.empty()) return {};
-    if (!wait_for_lock) {
+    if (reader) {
         if (!s.send_mu.try_lock()) return {};
     } else if (auto r = s.send_mu.lock_until(d); !r) {
         s.broken = r.error();  // our records are queued behind someone else's: no way back
         return r;
     }
-    while (!s.broken && !s.io.out.empty()) {
+    result<void> out;
+    while (!s.broken && !s.io.out.empty() && out) {
         s.sending.swap(s.io.out);
-        auto r = fd::send_all(s.sock.get(), s.sending.data(), s.sending.size(), time_left(d));
+        size_t sent = 0;
+        while (sent < s.sending.size()) {
+            auto n = fd::send_some(s.sock.get(), s.sending.data() + sent, s.sending.size() - sent,
+                                   0, time_left(d));
+            if (!n || *n == 0) {
+                out = unexpected(n ? errno_code(EPIPE) : n.error());
+                break;
+            }
+            sent += *n;
+        }
+        if (!out) {
+            const auto e = out.error();
+            if (reader && (e == std::errc::timed_out || e == std::errc::operation_canceled))
+                s.io.out.insert(0, s.sending, sent);  // ahead of what was queued meanwhile
+            else
+                s.broken = e;
+        }
         s.sending.clear();
-        if (!r) s.broken = r.error();
     }
     s.send_mu.unlock();
     if (s.broken) {
         s.failed = true;
         return unexpected(s.broken);
     }
-    return {};
+    return out;
 }
 
 // Receives ciphertext into the (then empty) io.in: OpenSSL asks for more only once it has
@@ -153,11 +173,18 @@ template <typename Op> result<int> drive(stream::impl& s, deadline_t d, phase ph
         unsigned long first = 0;
         std::string detail = drain_errors(&first);  // before anything below can park
         // Handshake messages, records and alerts go out before we wait for the peer.
-        auto sent = flush(s, d, ph != phase::read);
+        auto sent = flush(s, d, ph == phase::read);
         if (err == SSL_ERROR_SSL || err == SSL_ERROR_SYSCALL)
             return tls_failure(s, ph, err, first, detail);
         if (!sent) {
-            s.failed = true;
+            if (ph == phase::read && !s.failed) {
+                // The read's timeout or interrupt while sending: the records stay queued, and
+                // what SSL_read returned is the caller's (OpenSSL has let go of it).
+                if (err == SSL_ERROR_NONE) return r;
+                if (err == SSL_ERROR_ZERO_RETURN) return 0;
+            } else {
+                s.failed = true;
+            }
             return stream_fail(s, sent.error(), what(s, ph) + ": send: " + sent.error().message());
         }
         switch (err) {
