@@ -523,6 +523,49 @@ TEST_P(tls_test, a_read_whose_reply_cannot_go_out_in_time_keeps_the_stream_usabl
     EXPECT_EQ(peer_reason, SSL_R_NO_RENEGOTIATION);
 }
 
+// A peer that keeps asking to renegotiate and reads nothing: a read answers each request with a
+// refusal it has to queue, as a writer of the client holds the socket, parked on that peer.
+// Past 16 KiB of refusals the read fails with protocol_error instead of queueing without end.
+TEST_P(tls_test, renegotiation_requests_from_a_peer_that_reads_nothing_end_the_connection) {
+    auto [mine, theirs] = *stream::pair();
+    ASSERT_TRUE(mine.set_buffer_sizes(0, 4096));
+    constexpr int requests = 3000;  // some 90 KiB of refusals
+    openssl_peer peer(theirs.release(), tls::version::tls1_2, [](SSL* ssl, openssl_peer& p) {
+        p.wait();  // a writer of the client's is parked on its full socket
+        for (int i = 0; i < requests; ++i)
+            if (!ask_to_renegotiate(ssl, 'x')) return;
+    });
+    auto c = tls::stream::connect(std::move(mine), client_ctx(), "localhost", 5s);
+    ASSERT_TRUE(c) << tls::last_error_message();
+    ASSERT_EQ(c->version(), "TLSv1.2");
+    const std::string big(size_t{4} << 20, 'w');
+    bool writing = false;
+    result<void> put;
+    auto writer = spawn([&] {
+        writing = true;
+        put = c->write_all(big.data(), big.size(), 30s);
+    });
+    ASSERT_TRUE(writer);
+    while (!writing) this_fiber::yield();  // it ran until its send parked: the peer reads nothing
+    peer.release();
+    int got = 0;
+    std::error_code error;
+    char buf[4096];
+    while (got < requests) {
+        auto n = c->read_some(buf, sizeof buf, 10s);
+        if (!n || *n == 0) {
+            error = n ? errno_code(ENODATA) : n.error();
+            break;
+        }
+        got += static_cast<int>(*n);
+    }
+    EXPECT_EQ(error, tls::errc::protocol_error) << error.message() << ": " << c->last_error_message();
+    EXPECT_LT(got, requests);
+    EXPECT_TRUE(c->close());  // fails the parked send, and waits for it
+    ASSERT_TRUE(writer->join());
+    EXPECT_FALSE(put);
+}
+
 TEST(tls_context, configuration_errors_are_clear) {
     EXPECT_STREQ(tls::category().name(), "tls");
     EXPECT_EQ(make_error_code(tls::errc::verify_failed).message(),

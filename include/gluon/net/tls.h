@@ -107,6 +107,10 @@ private:
 /// close_notify: possible truncation), protocol_error, bad_record_mac, record_too_large,
 /// peer_alert, broken; a read of 0 is the peer's close_notify. A timeout or interrupt loses
 /// nothing: the stream stays usable. After any other error, every later call fails with broken.
+/// Renegotiation (TLS 1.2) is refused: a read answers the peer's request with a no_renegotiation
+/// warning and goes on (an OpenSSL peer ends the connection on it). A read fails with
+/// protocol_error when more than 16 KiB of such answers wait for a peer that does not read them
+/// (a send of this stream parked on it), rather than keeping them without bound.
 /// Writes: at most 64 KiB per write_some; EPIPE after shutdown(); a failed write leaves the
 /// stream broken (records may be half sent): close it. shutdown() sends close_notify (once)
 /// without waiting for the peer's. close() frees the TLS state and closes the socket without

@@ -89,6 +89,7 @@ struct stream::impl {
     std::string verify_detail;  // first certificate that failed verification, and why
     std::string last_error;
     std::string sending;  // io.out's bytes being sent (guarded by send_mu; keeps its capacity)
+    size_t replies = 0;   // bytes reads queued in io.out since a flush last emptied it
     mutex send_mu;       // one fiber at a time moves io.out to the socket (keeps records in order)
     mutex recv_mu;       // one fiber at a time fills io.in
     int calls = 0;       // reads, sends and shutdowns in progress (fibers of the stream's vCPU)

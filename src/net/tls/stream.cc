@@ -18,6 +18,11 @@ namespace {
 using detail::drain_errors;
 
 constexpr size_t k_max_send = size_t{64} * 1024;
+// What reads may leave queued for a peer that does not read it before the connection is given
+// up: the answers to its requests (a warning alert refusing each renegotiation request; about
+// 500 of them). A read queues them and cannot wait for a writer parked on that peer, so a peer
+// that kept asking would grow io.out without end.
+constexpr size_t k_max_read_replies = size_t{16} * 1024;
 
 enum class phase { handshake, read, write, shutdown };
 
@@ -118,6 +123,7 @@ result<void> flush(stream::impl& s, deadline_t d, bool reader) {
         s.failed = true;
         return unexpected(s.broken);
     }
+    if (out) s.replies = 0;  // io.out is empty: every answer has gone out
     return out;
 }
 
@@ -168,7 +174,9 @@ unexpected tls_failure(stream::impl& s, phase ph, int ssl_err, unsigned long fir
 template <typename Op> result<int> drive(stream::impl& s, deadline_t d, phase ph, Op&& op) {
     for (;;) {
         ERR_clear_error();
+        const size_t queued = s.io.out.size();
         int r = op();
+        if (ph == phase::read) s.replies += s.io.out.size() - queued;  // op() cannot park
         int err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(s.ssl, r);
         unsigned long first = 0;
         std::string detail = drain_errors(&first);  // before anything below can park
@@ -186,6 +194,12 @@ template <typename Op> result<int> drive(stream::impl& s, deadline_t d, phase ph
                 s.failed = true;
             }
             return stream_fail(s, sent.error(), what(s, ph) + ": send: " + sent.error().message());
+        }
+        if (s.replies > k_max_read_replies) {
+            s.failed = true;
+            return stream_fail(s, errc::protocol_error,
+                               what(s, ph) + ": the peer keeps sending requests that need an "
+                                             "answer (renegotiation) and does not read the answers");
         }
         switch (err) {
         case SSL_ERROR_NONE:
