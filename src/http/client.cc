@@ -557,10 +557,10 @@ client::~client() {
     // arrives on it (its server closing it, at the latest) or that vCPU ends.
     for (auto& [k, v] : impl_->idle)
         for (auto& c : v) (void)c.s->close();
-    // A session belongs to its vCPU: those of this one are closed now; the others end when
-    // their server closes them.
-    for (auto& [k, sess] : impl_->h2)
-        if (k.first == std::this_thread::get_id()) sess->close();
+    // Sessions are closed on their own vCPU: those of this one now, the others by their writer
+    // (h2_client_session::close asks it). Left to their server, those stayed open, with their
+    // fibers and buffers, until it closed them.
+    for (auto& [k, sess] : impl_->h2) sess->close();
 }
 
 result<client_response> client::send(const client_request& req) {

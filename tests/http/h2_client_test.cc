@@ -100,6 +100,31 @@ TEST_P(h2_client_test, prior_knowledge_carries_many_fibers_on_one_connection) {
     EXPECT_EQ(srv_->connections(), 1u);
 }
 
+// The client keeps an HTTP/2 connection per origin and vCPU; destroying it ends them all, each
+// on its own vCPU. Only the destroying vCPU's were closed: the others stayed open, with their
+// fibers and buffers, until the server closed them.
+TEST_P(h2_client_test, destroying_the_client_ends_its_http2_connections_on_every_vcpu) {
+    start();
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt) << rt.error().message();
+    client_options o;
+    o.http2_prior_knowledge = true;
+    auto c = std::make_unique<client>(o);
+    auto get = [&] {
+        auto r = c->get(url("/hello"));
+        return r && r->body == "hello over HTTP/2";
+    };
+    EXPECT_TRUE(get());  // this vCPU's connection
+    auto other = (*rt)->call(0, get);  // the other vCPU's
+    ASSERT_TRUE(other);
+    EXPECT_TRUE(*other);
+    EXPECT_EQ(srv_->connections(), 2u);
+    c.reset();
+    const deadline_t until = deadline_after(10s);
+    while (srv_->connections() > 0 && mono_now_ns() < until) ASSERT_TRUE(this_fiber::sleep_for(1ms));
+    EXPECT_EQ(srv_->connections(), 0u);
+}
+
 TEST_P(h2_client_test, streamed_request_bodies_and_streamed_responses) {
     start();
     client_options o;

@@ -464,6 +464,30 @@ TEST_P(grpc_client_test, many_fibers_share_one_connection) {
     EXPECT_EQ(srv_->connections(), 1u);  // every call a stream of this vCPU's one connection
 }
 
+// A channel keeps a connection per vCPU; closing it (here, destroying it) ends them all, each on
+// its own vCPU. Only the calling vCPU's was closed: the others stayed open, with their fibers
+// and buffers, until the server closed them.
+TEST_P(grpc_client_test, closing_a_channel_ends_its_connections_on_every_vcpu) {
+    const uint16_t port = start_gluon_server(nullptr);
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt) << rt.error().message();
+    auto ch = std::make_unique<channel>("127.0.0.1", port);
+    auto call = [&] {
+        Msg req, resp;
+        req.set_text("hi");
+        return unary(*ch, "/gluon.test.Echo/Unary", req, resp).ok() && resp.text() == "hi";
+    };
+    EXPECT_TRUE(call());  // this vCPU's connection
+    auto other = (*rt)->call(0, call);  // the other vCPU's
+    ASSERT_TRUE(other);
+    EXPECT_TRUE(*other);
+    EXPECT_EQ(srv_->connections(), 2u);
+    ch.reset();
+    const deadline_t until = deadline_after(10s);
+    while (srv_->connections() > 0 && mono_now_ns() < until) ASSERT_TRUE(this_fiber::sleep_for(1ms));
+    EXPECT_EQ(srv_->connections(), 0u);
+}
+
 GLUON_ENGINE_TEST_SUITE(grpc_client_test);
 
 }  // namespace

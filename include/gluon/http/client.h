@@ -93,6 +93,8 @@ struct client_request {
 class client {
 public:
     explicit client(client_options opts = {});
+    /// Closes the pooled connections, and the HTTP/2 connections of every vCPU (each on its own
+    /// vCPU, soon after this returns).
     ~client();
     client(const client&) = delete;
     client& operator=(const client&) = delete;

@@ -291,7 +291,8 @@ void h2_call::on_gone() noexcept {
 
 h2_client_session::h2_client_session(private_tag, std::unique_ptr<net::byte_stream> s, duration send_timeout,
                                      const limits& head_limits)
-    : s_(std::move(s)), send_timeout_(send_timeout), head_limits_(head_limits) {
+    : s_(std::move(s)), send_timeout_(send_timeout), head_limits_(head_limits),
+      home_(gluon::detail::current_vcpu()) {
     const setup& su = nghttp2_setup();
     if (nghttp2_session_client_new2(&ng_, su.cbs, this, su.opt) != 0) throw std::bad_alloc();
 }
@@ -323,6 +324,14 @@ result<std::shared_ptr<h2_client_session>> h2_client_session::start(std::unique_
 }
 
 void h2_client_session::close() noexcept {
+    if (gluon::detail::current_vcpu() != home_) {
+        // nghttp2 and the session's flags are its vCPU's alone; its writer's event is safe to
+        // set from any thread, and the writer closes the session there. A session whose vCPU
+        // has ended has no writer left to wake: setting the event then touches only the event.
+        close_asked_.store(true, std::memory_order_release);
+        wr_.set();
+        return;
+    }
     if (closing_) return;
     closing_ = true;
     if (!gone_) {
@@ -367,6 +376,9 @@ void h2_client_session::writer(std::shared_ptr<h2_client_session> self) {
         (void)wr_.wait();
         wr_.reset();
         write_wanted_ = false;
+        // Read after the reset: a close() from afar set the flag before the event, so either
+        // this sees it or the event stays set for the next turn.
+        if (close_asked_.exchange(false, std::memory_order_acquire)) close();
         if (!flush()) {
             if (net::socket_fd* sock = s_->socket()) (void)sys::shutdown(sock->get(), SHUT_RDWR);
             break;

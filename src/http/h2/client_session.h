@@ -1,11 +1,12 @@
 // An HTTP/2 client connection on nghttp2 (ADR 0016): many fibers' requests multiplexed over one
 // connection, each a stream. A reader fiber feeds nghttp2 and hands each stream's response to
 // the fiber waiting for it; a writer fiber sends what nghttp2 queued. All on the vCPU that
-// opened it: its calls must come from fibers of that vCPU.
+// opened it: its calls must come from fibers of that vCPU (close() excepted).
 #pragma once
 
 #include <nghttp2/nghttp2.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "gluon/http/client.h"
 #include "gluon/net/byte_stream.h"
 #include "gluon/runtime/oneshot.h"
+#include "gluon/runtime/vcpu.h"
 #include "gluon/sync/semaphore.h"
 
 namespace gluon::http::detail {
@@ -115,7 +117,9 @@ public:
 
     /// False once the connection ended or the server sent GOAWAY (no new streams).
     bool usable() const noexcept { return !gone_ && !goaway_; }
-    /// Closes the connection; calls in flight fail.
+    /// Closes the connection; calls in flight fail. Any thread may call it: from another thread
+    /// than the session's vCPU it asks the session's writer, which closes it there (after this
+    /// returns). A pool that keeps a session per vCPU closes them all this way.
     void close() noexcept;
     /// Runs a whole exchange for http::client: the request (body from `body` or `source`), then
     /// the response into out (or its body to on_body). Errors: those of h2_call, EMSGSIZE,
@@ -154,6 +158,8 @@ private:
     bool gone_ = false;
     bool goaway_ = false;
     bool closing_ = false;
+    gluon::detail::vcpu* home_;             // the vCPU that started it
+    std::atomic<bool> close_asked_{false};  // close() from another thread, for the writer
     std::string out_;
     char buf_[16 * 1024];
 

@@ -300,15 +300,15 @@ channel::channel(std::string host, uint16_t port, channel_options o) : im_(std::
 channel::~channel() { close(); }
 
 void channel::close() noexcept {
-    std::shared_ptr<h2_client_session> s;
+    // Every vCPU's connection, each closed on its own vCPU (h2_client_session::close asks the
+    // writer of a session of another one): closing only the caller's left the others open,
+    // with their fibers and buffers, until their server closed them.
+    std::map<std::thread::id, std::shared_ptr<h2_client_session>> all;
     {
         std::lock_guard g(im_->lock);
-        auto it = im_->sessions.find(std::this_thread::get_id());
-        if (it == im_->sessions.end()) return;
-        s = std::move(it->second);
-        im_->sessions.erase(it);
+        all.swap(im_->sessions);
     }
-    s->close();
+    for (auto& [vcpu, s] : all) s->close();
 }
 
 client_call channel::call(std::string_view method, const call_options& o) {

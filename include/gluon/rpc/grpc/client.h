@@ -109,7 +109,9 @@ public:
     status unary(std::string_view method, std::string_view request, std::string& response,
                  const call_options& o = {});
 
-    /// Closes this vCPU's connection, if any (calls in flight on it end with UNAVAILABLE).
+    /// Closes the channel's connections, those of every vCPU (calls in flight on them end with
+    /// UNAVAILABLE; a later call connects again). Any thread may call it: a connection of
+    /// another vCPU is closed there, soon after this returns. The destructor closes them too.
     void close() noexcept;
 
     struct impl;
