@@ -315,6 +315,61 @@ TEST_P(h2_client_test, a_window_opened_a_byte_at_a_time_does_not_stretch_the_tim
     ASSERT_TRUE(srv->join());
 }
 
+// A server that answers the first request on its first connection as soon as its head is in
+// (200, "early"), without reading its body, and then asks for the rest of the request not to be
+// sent (RST_STREAM NO_ERROR, RFC 9113 8.1); it opens no window and reads until the client goes.
+void answer_early_then_reset(net::listener& l) {
+    auto s = l.accept(10s);
+    ASSERT_TRUE(s);
+    std::string in;
+    char buf[16384];
+    bool sent = false;
+    for (;;) {
+        auto n = s->read_some(buf, sizeof buf, 10s);
+        if (!n || *n == 0) return;
+        in.append(buf, *n);
+        for (size_t at = 24; !sent && at + 9 <= in.size();) {  // past the preface, frame by frame
+            size_t len = (size_t(uint8_t(in[at])) << 16) | (size_t(uint8_t(in[at + 1])) << 8) | uint8_t(in[at + 2]);
+            if (at + 9 + len > in.size()) break;
+            if (in[at + 3] == 1) {  // HEADERS
+                // SETTINGS, SETTINGS ACK, HEADERS (:status 200, END_HEADERS), DATA (END_STREAM),
+                // RST_STREAM (NO_ERROR), all on stream 1.
+                std::string out = h2_frame(4, 0, 0, "") + h2_frame(4, 1, 0, "") + h2_frame(1, 4, 1, "\x88") +
+                                  h2_frame(0, 1, 1, "early") + h2_frame(3, 0, 1, std::string(4, '\0'));
+                ASSERT_TRUE(s->write_all(out.data(), out.size(), 10s));
+                sent = true;
+            }
+            at += 9 + len;
+        }
+    }
+}
+
+// The request's body is more than the server's windows and the client's queue take, so its
+// write waits when the reset comes. The reset woke that wait without ending it, and the next
+// wait lasted the whole timeout: the request failed with ETIMEDOUT (or ECONNRESET, had the
+// reset come first) instead of returning the answer.
+TEST_P(h2_client_test, an_answer_before_the_request_body_ends_stands_after_a_no_error_reset) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    auto srv = spawn([&] { answer_early_then_reset(*l); });
+    ASSERT_TRUE(srv);
+    {
+        client_options o;
+        o.http2_prior_knowledge = true;
+        client c(o);
+        client_request req;
+        req.method = method::post;
+        req.url = "http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/";
+        req.body = pattern(65535 + 65536 + 1000);  // the initial windows, the queue, and more
+        req.timeout = 5s;
+        auto r = c.send(req);
+        ASSERT_TRUE(r) << r.error().message();
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(r->body, "early");
+    }
+    ASSERT_TRUE(srv->join());
+}
+
 TEST_P(h2_client_test, against_nginx_with_http2) {
     std::string why;
     auto ngx = test::nginx::start(why, "", " http2");

@@ -157,8 +157,13 @@ result<void> h2_call::write(std::string_view data, stall_timeout timeout) {
     // Each wait ends with a few bytes sent (a peer may open its window a byte at a time): the
     // deadline is the call's, not the wait's.
     step_timeouts left(timeout);
-    while (out_.size() - out_pos_ > k_call_buffer)
+    while (out_.size() - out_pos_ > k_call_buffer) {
+        // Nothing more leaves a closed stream: one the server reset after its whole answer
+        // (RST_STREAM NO_ERROR, RFC 9113 8.1) woke this wait without failing it, and the next
+        // wait lasted the whole timeout.
+        if (closed_) return errno_error(ECONNRESET);
         if (int e = wait(left.next())) return errno_error(e == ENODATA ? EPIPE : e);
+    }
     return {};
 }
 
@@ -420,18 +425,22 @@ result<void> h2_client_session::exchange(std::string_view method, const url& u, 
     if (with_body && !streamed && (body || method == "POST" || method == "PUT" || method == "PATCH"))
         f.emplace_back("content-length", std::to_string(req.body.size()));
     GLUON_TRY(call.start(method, u.scheme, u.authority(), u.target, f, body));
+    result<void> sent;
     if (streamed) {
         char chunk[16 * 1024];
-        for (;;) {
+        while (sent) {
             size_t n = GLUON_TRY(req.body_source(chunk, sizeof chunk));
             if (n == 0) break;
-            GLUON_TRY(call.write({chunk, n}, stall_timeout{read_timeout, total}));
+            sent = call.write({chunk, n}, stall_timeout{read_timeout, total});
         }
-        GLUON_TRY(call.finish());
+        if (sent) sent = call.finish();
     } else if (body) {
-        GLUON_TRY(call.write(req.body, stall_timeout{read_timeout, total}));
-        GLUON_TRY(call.finish());
+        sent = call.write(req.body, stall_timeout{read_timeout, total});
+        if (sent) sent = call.finish();
     }
+    // A server may answer before the body has all gone and then ask for the rest not to be
+    // sent (RST_STREAM NO_ERROR, RFC 9113 8.1): its answer stands.
+    if (!sent && !call.answered_early()) return unexpected(sent.error());
     GLUON_TRY(call.wait_head(left()));
     started = true;
     out.status = call.status();

@@ -45,7 +45,7 @@ public:
     /// Queues request body bytes; waits while 64 KiB are queued unsent, each wait for at most
     /// timeout.gap and the whole call until timeout.deadline (a gRPC call's deadline: a peer
     /// opening its window a little at a time does not stretch it). Errors: ECONNRESET (the
-    /// stream was reset), EPIPE, ETIMEDOUT, ECANCELED.
+    /// stream was reset or closed, answered_early() included), EPIPE, ETIMEDOUT, ECANCELED.
     result<void> write(std::string_view data, stall_timeout timeout);
     /// Ends the request body.
     result<void> finish();
@@ -62,6 +62,11 @@ public:
     const std::vector<std::pair<std::string, std::string>>& trailers() const noexcept { return trailers_; }
     /// The RST_STREAM code the server ended the stream with (0: none, or NO_ERROR).
     uint32_t reset_code() const noexcept { return reset_code_; }
+    /// The server answered whole and closed the stream before the request's end (RST_STREAM
+    /// NO_ERROR, RFC 9113 8.1: the rest of the request is not wanted, and the answer stands).
+    bool answered_early() const noexcept {
+        return closed_ && reset_code_ == NGHTTP2_NO_ERROR && head_done_ && in_done_ && !too_big_;
+    }
     /// Resets the stream (CANCEL) if it is still open.
     void cancel() noexcept;
 
