@@ -409,6 +409,38 @@ TEST_P(h2_hostile_test, a_graceful_stop_finishes_streams_then_says_goaway) {
     ASSERT_TRUE(stopper->join());
 }
 
+// A request the client never ends (no END_STREAM) while its handler has answered and returned:
+// once the whole answer is out the server resets the stream with NO_ERROR (RFC 9113 8.1: the
+// rest of the request is not wanted), so the stream ends and the connection can become idle.
+// The stream stayed open, and the connection never idle, for as long as the client liked.
+TEST_P(h2_hostile_test, an_answered_request_the_client_never_ends_is_reset_with_no_error) {
+    server_options o;
+    o.idle_timeout = 200ms;
+    start(std::move(o));
+    raw_h2 c(srv_->local_address());
+    c.send_frame(HEADERS, END_HEADERS, 1, request_block("/", "POST"));
+    c.send_frame(DATA, 0, 1, "part of a body nobody reads");
+    bool answered = false, reset = false;
+    while (!reset) {
+        auto f = c.next();
+        ASSERT_TRUE(f) << "no RST_STREAM";
+        ASSERT_NE(f->type, GOAWAY);
+        if (f->stream != 1) continue;
+        if (f->type == DATA && (f->flags & END_STREAM)) answered = f->payload == "ok";
+        if (f->type == RST_STREAM) {
+            EXPECT_EQ(f->u32(0), NO_ERROR);
+            EXPECT_TRUE(answered);  // after the whole answer
+            reset = true;
+        }
+    }
+    c.send_frame(DATA, 0, 1, "more");  // sent before the reset arrived: dropped, no error
+    // With no stream left the connection is idle, and idle_timeout ends it.
+    const deadline_t until = deadline_after(10s);
+    while (srv_->connections() > 0 && mono_now_ns() < until) ASSERT_TRUE(this_fiber::sleep_for(1ms));
+    EXPECT_EQ(srv_->connections(), 0u);
+    EXPECT_EQ(served_, 1);
+}
+
 // A file answer cut off before its end (the stream reset, or the connection gone, while the
 // client's window held the rest back) closes its file: the stream objects kept for reuse, and
 // those freed with the connection, held it open.

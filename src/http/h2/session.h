@@ -55,6 +55,8 @@ public:
     }
     /// A handler finished: the stream may be freed.
     void handler_finished(h2_stream& st) noexcept;
+    /// A frame that ends stream id's response (END_STREAM) has been sent.
+    void response_sent(int32_t id) noexcept;
 
     // nghttp2 callbacks' work.
     int begin_headers(int32_t id);
@@ -68,6 +70,7 @@ private:
     bool feed(const char* p, size_t n);
     void start_handlers();
     void drop_reset_pending() noexcept;  // frees the queued streams reset before a worker took them
+    void drop_request_rest(h2_stream& st) noexcept;  // RST_STREAM NO_ERROR for an unended request
     struct worker {
         list_hook hook;
         fiber f;
