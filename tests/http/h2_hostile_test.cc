@@ -441,6 +441,34 @@ TEST_P(h2_hostile_test, an_answered_request_the_client_never_ends_is_reset_with_
     EXPECT_EQ(served_, 1);
 }
 
+// Only streams keep a connection from being idle: a client that sends nothing but PINGs, each
+// answered, is closed idle_timeout after its last stream. Each PING started idle_timeout again,
+// so one a little more often kept the connection, and its fiber, for good.
+TEST_P(h2_hostile_test, pings_do_not_keep_an_idle_connection_open) {
+    server_options o;
+    o.idle_timeout = 300ms;
+    start(std::move(o));
+    raw_h2 c(srv_->local_address());
+    const int64_t t0 = mono_now_ns();
+    int answered = 0;
+    bool closed = false;
+    while (!closed && mono_now_ns() - t0 < 5'000'000'000) {
+        ASSERT_TRUE(this_fiber::sleep_for(50ms));  // the client's pace, well within idle_timeout
+        closed = true;  // unless the PING is answered
+        if (!c.send_frame(PING, 0, 0, std::string(8, 'p'))) break;
+        while (auto f = c.next()) {
+            if (f->type == PING && (f->flags & ACK)) {
+                ++answered;
+                closed = false;
+                break;
+            }
+        }
+    }
+    EXPECT_TRUE(closed);
+    EXPECT_GE(answered, 1);  // PINGs were answered while it lasted
+    EXPECT_LT(mono_now_ns() - t0, 3'000'000'000);
+}
+
 // A file answer cut off before its end (the stream reset, or the connection gone, while the
 // client's window held the rest back) closes its file: the stream objects kept for reuse, and
 // those freed with the connection, held it open.

@@ -24,7 +24,10 @@ struct server_options : net::server_options {
     uint64_t max_requests_per_connection = 0;  // 0: no limit; else Connection: close on the last
     duration header_timeout = std::chrono::seconds(10);  // from a request's first byte to its blank line: 408
     duration body_timeout = std::chrono::seconds(30);    // between reads of a body: 408
-    duration idle_timeout = std::chrono::seconds(60);    // a keep-alive connection waiting for a request
+    /// A keep-alive connection waiting for a request; over HTTP/2, one with no stream open,
+    /// counted from when its last stream ended (PINGs and other frames that open no stream do
+    /// not start it again).
+    duration idle_timeout = std::chrono::seconds(60);
     /// Between writes of a response. Over HTTP/2 also how long a response may wait for the
     /// client's flow-control window: past it the stream is reset (RST_STREAM CANCEL; a streamed
     /// write fails with ETIMEDOUT), or, when the connection's own window is the closed one, the

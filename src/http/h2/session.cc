@@ -325,6 +325,10 @@ void h2_session::run(std::string_view preread) {
     want_write();
 
     bool ok = preread.empty() || feed(preread.data(), preread.size());
+    // Only streams make a connection busy: idle_timeout runs from when the last one ended, and
+    // what comes meanwhile without opening one (PINGs, SETTINGS, window updates) does not start
+    // it again. A PING a little more often than idle_timeout kept an idle connection for good.
+    deadline_t idle_until = k_no_deadline;
     while (ok && !gone_ && (nghttp2_session_want_read(ng_) || nghttp2_session_want_write(ng_))) {
         bool idle = streams_.empty();
         if (idle && stopping_ && *stopping_) {
@@ -332,10 +336,12 @@ void h2_session::run(std::string_view preread) {
             want_write();
             break;
         }
+        if (!idle) idle_until = k_no_deadline;
+        else if (idle_until == k_no_deadline) idle_until = timeout_deadline(opts_.idle_timeout);
         const int64_t now = idle ? 0 : mono_now_ns();  // one clock read for the check and the wait
         if (!idle && !check_stalls(now)) break;
         *idle_ = idle;
-        auto n = s_.read_some(buf_, cap_, idle ? opts_.idle_timeout : until_stall_check(now));
+        auto n = s_.read_some(buf_, cap_, idle ? timeout_left(idle_until) : until_stall_check(now));
         *idle_ = false;
         if (!n && !idle && n.error() == std::errc::timed_out) continue;  // time for check_stalls
         if (!n || *n == 0) break;
