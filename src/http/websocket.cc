@@ -164,7 +164,8 @@ std::string close_payload(uint16_t code, std::string_view reason) {
 
 // Ends the transport after the closing handshake. A server shuts its side down (the RFC has
 // the server close TCP first); a client waits for that (up to close_timeout, within what is
-// left of the caller's `wait`), then closes its socket.
+// left of the caller's `wait`), then closes its socket if it owns it (a stream given to over()
+// stays its owner's to close, as when the connection fails).
 void end_transport(state& st, duration wait) {
     if (st.ended) return;
     st.ended = true;
@@ -178,7 +179,7 @@ void end_transport(state& st, duration wait) {
         auto n = st.s->read_some(buf, sizeof buf, time_left(d));
         if (!n || *n == 0) break;
     }
-    (void)st.s->close();
+    if (st.owned) (void)st.s->close();
 }
 
 // Fails the connection (RFC 6455 7.1.7): a close frame with `code`, then this side's FIN, then

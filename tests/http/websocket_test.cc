@@ -455,6 +455,30 @@ TEST_P(http_websocket_test, a_pong_behind_a_send_waits_within_recvs_timeout_and_
     EXPECT_EQ(pong->payload, "are you there");
 }
 
+// A stream given to over() stays its owner's: after the closing handshake a client leaves it
+// open for its owner to close, as it does when the connection fails. It closed it, under its
+// owner.
+TEST_P(http_websocket_test, a_client_over_a_stream_of_its_owner_leaves_it_open_after_the_handshake) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(cli);
+    ASSERT_TRUE(pair->first.write_all("\x88\x02\x03\xe8", 4, 5s));  // the server's close frame, 1000
+    ASSERT_TRUE(pair->first.shutdown(5s));  // then its end of TCP, as the RFC has it
+    auto r = cli->recv(5s);  // answers the close, waits for the end
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::no_message_available);
+    EXPECT_EQ(cli->close_status(), close_code::normal);
+    char buf[16];
+    auto n = pair->second.read_some(buf, sizeof buf, 5s);  // EBADF once closed
+    ASSERT_TRUE(n) << n.error().message();
+    EXPECT_EQ(*n, 0u);
+    char echo[2];  // the client's answer reached the server: a close frame, masked
+    ASSERT_TRUE(pair->first.read_exactly(echo, sizeof echo, 5s));
+    EXPECT_EQ(static_cast<uint8_t>(echo[0]), 0x88);
+    EXPECT_EQ(static_cast<uint8_t>(echo[1]), 0x82);
+}
+
 TEST_P(http_websocket_test, ping_flood_gets_pongs_and_service_continues) {
     start_echo();
     auto s = raw_upgrade();

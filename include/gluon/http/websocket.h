@@ -99,7 +99,8 @@ public:
     static result<websocket> connect(std::string_view url, const websocket_options& opts = {});
     /// Runs one side (server_side: frames in must be masked) over a stream whose upgrade was
     /// handled elsewhere (`buffered`: bytes already read past the handshake). The stream must
-    /// outlive the websocket. Errors: none (it only allocates).
+    /// outlive the websocket and stays the caller's: the websocket shuts it down at most, never
+    /// closes it. Errors: none (it only allocates).
     static result<websocket> over(net::byte_stream& s, bool server_side,
                                   std::string_view buffered = {}, const websocket_options& opts = {});
 
