@@ -210,7 +210,8 @@ result<void> fail(state& st, uint16_t code, int err, const char* why, duration l
 }
 
 // Ends the connection under a fiber parked in recv(), for a close() that may not read beside
-// it: both directions are shut down, so that its read ends and it finds the connection gone.
+// it (or in a send, for a recv() that may not write beside it): both directions are shut down,
+// so that its read or write ends and it finds the connection gone.
 void stop_under_reader(state& st) {
     st.failed = true;
     if (!st.peer_code) st.peer_code = close_code::abnormal;
@@ -275,8 +276,22 @@ result<void> on_control(state& st, uint8_t opcode, const uint8_t* p, size_t n, d
     st.close_received = true;
     st.peer_code = code;
     st.peer_reason.assign(reinterpret_cast<const char*>(p) + (n >= 2 ? 2 : 0), n >= 2 ? n - 2 : 0);
-    if (!st.close_sent) (void)send_frame(st, op_close, true, close_payload(code, {}), st.opts.send_timeout);
-    end_transport(st, wait);
+    // The echo and the wait for the end of TCP share what is left of the caller's timeout: a
+    // peer that sent its close and stopped reading (the send lock held by a send it does not
+    // take, or our buffers full) held recv() up to send_timeout for an echo it will not read.
+    step_timeouts t(wait);
+    if (!st.close_sent) {
+        auto r = send_frame(st, op_close, true, close_payload(code, {}), t.next());
+        if (!r && !st.failed && !st.ended) {
+            // The send lock was not had in time, nothing was sent: the send that holds it ends
+            // with the connection, shut down under it (ending the transport through the stream
+            // would write beside it).
+            stop_under_reader(st);
+            st.ended = true;
+            return errno_error(ENODATA);
+        }
+    }
+    end_transport(st, t.next());
     return errno_error(ENODATA);
 }
 

@@ -455,6 +455,32 @@ TEST_P(http_websocket_test, a_pong_behind_a_send_waits_within_recvs_timeout_and_
     EXPECT_EQ(pong->payload, "are you there");
 }
 
+// A peer that sends its close frame and reads nothing more: the echo waits for the send lock
+// (held by a send the peer does not take) only as long as recv() may wait, then the connection
+// is shut down under that send. recv() waited send_timeout for the lock.
+TEST_P(http_websocket_test, a_close_echo_behind_a_stuck_send_waits_within_recvs_timeout) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    websocket_options o;
+    o.send_timeout = 5s;
+    auto srv = websocket::over(pair->first, true, {}, o);
+    ASSERT_TRUE(srv);
+    const std::string big(8 << 20, 'b');  // more than the pair buffers: the peer never reads it
+    auto sender = spawn([&] { (void)srv->send_binary(big); });
+    ASSERT_TRUE(sender);
+    this_fiber::yield();  // the sender holds the send lock, waiting for the peer to read
+    const std::string close = masked_frame(0x88, std::string("\x03\xe8", 2));  // 1000
+    ASSERT_TRUE(pair->second.write_all(close.data(), close.size(), 5s));
+    const auto start = std::chrono::steady_clock::now();
+    auto r = srv->recv(100ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);  // 100 ms, not send_timeout
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::no_message_available);
+    EXPECT_EQ(srv->close_status(), close_code::normal);
+    EXPECT_FALSE(srv->is_open());
+    ASSERT_TRUE(sender->join());  // its write ended with the connection
+}
+
 // A stream given to over() stays its owner's: after the closing handshake a client leaves it
 // open for its owner to close, as it does when the connection fails. It closed it, under its
 // owner.

@@ -126,9 +126,11 @@ public:
 
     /// Receives the next whole message into `m` (its buffer is reused), answering pings on the
     /// way (a pong waits for another fiber's send within `timeout`; when that runs out first,
-    /// the next recv() sends it). Errors: ENODATA (the connection closed: close_status() tells how; a close frame from
-    /// the peer has been answered, and a client has waited, up to close_timeout within
-    /// `timeout`, for the server to end the connection first), EPROTO (the peer broke the
+    /// the next recv() sends it). Errors: ENODATA (the connection closed: close_status() tells
+    /// how; a close frame from the peer has been answered within `timeout` and send_timeout (a
+    /// send that holds the connection past that ends with it: the connection is shut down under
+    /// it), and a client has waited, up to close_timeout within what is left of `timeout`, for
+    /// the server to end the connection first), EPROTO (the peer broke the
     /// protocol: the connection was failed with 1002 or 1008), EILSEQ (invalid UTF-8: 1007),
     /// EMSGSIZE (over max_message_bytes: 1009), ETIMEDOUT (nothing complete in time; a partial
     /// message is kept for the next call), ECANCELED, the stream's errors (the connection is
