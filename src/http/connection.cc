@@ -245,6 +245,7 @@ void connection::handle() {
     pending_ = 0;
     body_done_ = h.body == framing::none;
     body_left_ = h.body == framing::length ? h.content_length : 0;
+    body_until_ = body_done_ ? k_no_deadline : timeout_deadline(opts_.body_total_timeout);
     if (h.body == framing::chunked) dec_ = chunked_decoder();
     ++served_;
     keep_alive_ = h.keep_alive && !(opts_.max_requests_per_connection && served_ >= opts_.max_requests_per_connection) &&
@@ -314,6 +315,9 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
     if (body_error_) return errno_error(body_error_);
     // The caller's own timeout, when shorter, ends this read only: nothing was consumed, so the
     // body stays readable (body_timeout instead means the client stalled: the body is dead).
+    // body_total_timeout bounds every read too, and its end kills the body as body_timeout's
+    // does: a client sending a byte a little more often than body_timeout held its handler,
+    // and so its connection's fiber, for as long as it liked.
     const bool own_timeout = timeout < opts_.body_timeout;
     const duration wait = own_timeout ? timeout : opts_.body_timeout;
     if (body_done_ && !pending_) return size_t{0};
@@ -337,8 +341,9 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
             body_done_ = body_left_ == 0;
             return k;
         }
-        auto r = s_.read_some(buf, want, wait);
-        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return stalled();
+        const duration left = timeout_left(wait, body_until_);
+        auto r = s_.read_some(buf, want, left);
+        if (!r && own_timeout && left == wait && r.error().value() == ETIMEDOUT) return stalled();
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         body_left_ -= *r;
@@ -373,8 +378,9 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
             start_ = head_end_;
         }
         if (end_ == cap_) return fail(EPROTO);  // a chunk line longer than the room (cannot happen: 8 KiB > 4 KiB)
-        auto r = s_.read_some(in_ + end_, cap_ - end_, wait);
-        if (!r && own_timeout && r.error().value() == ETIMEDOUT) return stalled();
+        const duration left = timeout_left(wait, body_until_);
+        auto r = s_.read_some(in_ + end_, cap_ - end_, left);
+        if (!r && own_timeout && left == wait && r.error().value() == ETIMEDOUT) return stalled();
         if (!r) return fail(r.error().value());
         if (*r == 0) return fail(ENODATA);
         end_ += *r;

@@ -95,6 +95,7 @@ private:
     request req_;
     response res_;
     uint64_t body_left_ = 0;  // framing::length: bytes still to come
+    deadline_t body_until_ = k_no_deadline;  // body_total_timeout's end for the current body
     chunked_decoder dec_;
     size_t pending_ = 0;      // chunked: decoded bytes at start_ not yet handed out
     bool body_done_ = true;

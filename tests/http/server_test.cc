@@ -359,6 +359,36 @@ TEST_P(http_server_test, a_head_trickled_a_byte_at_a_time_is_timed_out_as_a_whol
     EXPECT_TRUE(closed_by_server(c));
 }
 
+// A client that sends its body a byte at a time: every read completes within body_timeout, so
+// only a deadline for the whole body (body_total_timeout) ends it, with 408. It kept the
+// handler, and the connection's fiber, for as long as the client went on.
+TEST_P(http_server_test, a_body_trickled_a_byte_at_a_time_is_timed_out_as_a_whole) {
+    server_options o;
+    o.body_timeout = 10s;  // beyond the test: no single read waits it out
+    o.body_total_timeout = 300ms;
+    start(test_router().as_handler(), o);
+    auto c = connect();
+    ASSERT_TRUE(send_text(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n"));
+    const int64_t t0 = mono_now_ns();
+    std::string buf;
+    int sent = 0;
+    for (; sent < 100 && buf.empty(); ++sent) {
+        if (!send_text(c, "a")) break;  // the server may close first
+        char tmp[4096];
+        auto n = c.read_some(tmp, sizeof tmp, 30ms);  // the client's pace: a byte per 30 ms
+        if (n) buf.append(tmp, *n);
+        else ASSERT_EQ(n.error(), std::errc::timed_out);
+    }
+    auto r = read_reply(c, buf);
+    const int64_t took = mono_now_ns() - t0;
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 408);
+    EXPECT_GE(sent, 5);  // it kept sending while the deadline ran
+    EXPECT_GE(took, 300'000'000);
+    EXPECT_LT(took, 1'500'000'000);
+    EXPECT_TRUE(closed_by_server(c));
+}
+
 TEST_P(http_server_test, an_idle_connection_gives_its_buffers_back_and_serves_again) {
     server_options o;
     o.release_buffers_after = 1ms;

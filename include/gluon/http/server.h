@@ -24,6 +24,12 @@ struct server_options : net::server_options {
     uint64_t max_requests_per_connection = 0;  // 0: no limit; else Connection: close on the last
     duration header_timeout = std::chrono::seconds(10);  // from a request's first byte to its blank line: 408
     duration body_timeout = std::chrono::seconds(30);    // between reads of a body: 408
+    /// HTTP/1.1: from a request's head to the end of its body, however steadily it comes: 408
+    /// (a client trickling its body a byte at a time never waits body_timeout out). The
+    /// default takes the default max_body_bytes (1 MiB) at 1.7 KB/s; forever for uploads that
+    /// may stream for longer. Not over HTTP/2, where a request body is also a gRPC call's
+    /// stream of messages, which may rightly last for hours.
+    duration body_total_timeout = std::chrono::minutes(10);
     /// A keep-alive connection waiting for a request; over HTTP/2, one with no stream open,
     /// counted from when its last stream ended (PINGs and other frames that open no stream do
     /// not start it again).
