@@ -12,6 +12,7 @@
 #include <functional>
 #include <vector>
 
+#include "gluon/fs/path.h"
 #include "gluon/runtime/runtime.h"
 #include "gluon/sys/ops.h"
 #include "gluon/runtime/vcpu.h"
@@ -25,8 +26,10 @@ long blocking(file_io::file_engine& e, const std::function<long()>& fn) {
     return offload_call(fn);  // inline off a vCPU
 }
 
-// Paths are relative to the root: drop leading slashes ("" is the root itself).
-std::string rel(std::string_view p) {
+// Paths are relative to the root: drop leading slashes ("" is the root itself). A NUL is
+// EINVAL: the kernel ends the path there, so "a\0b" would name "a".
+result<std::string> rel(std::string_view p) {
+    if (path::has_nul(p)) return errno_error(EINVAL);
     while (!p.empty() && p.front() == '/') p.remove_prefix(1);
     return p.empty() ? std::string(".") : std::string(p);
 }
@@ -183,31 +186,37 @@ public:
     ~local_fs() override { (void)sys::close(root_); }
 
     result<std::unique_ptr<file>> open(std::string_view path, int flags, mode_t mode) noexcept override {
-        auto fd = GLUON_TRY(file_io::openat(*e_, root_, rel(path).c_str(), flags | O_CLOEXEC, mode));
+        const std::string r = GLUON_TRY(rel(path));
+        auto fd = GLUON_TRY(file_io::openat(*e_, root_, r.c_str(), flags | O_CLOEXEC, mode));
         return make_file(*e_, fd);
     }
     result<void> mkdir(std::string_view p, mode_t mode) noexcept override {
-        return file_io::mkdirat(*e_, root_, rel(p).c_str(), mode);
+        const std::string r = GLUON_TRY(rel(p));
+        return file_io::mkdirat(*e_, root_, r.c_str(), mode);
     }
     result<void> rmdir(std::string_view p) noexcept override {
-        return file_io::unlinkat(*e_, root_, rel(p).c_str(), AT_REMOVEDIR);
+        const std::string r = GLUON_TRY(rel(p));
+        return file_io::unlinkat(*e_, root_, r.c_str(), AT_REMOVEDIR);
     }
     result<void> unlink(std::string_view p) noexcept override {
-        return file_io::unlinkat(*e_, root_, rel(p).c_str(), 0);
+        const std::string r = GLUON_TRY(rel(p));
+        return file_io::unlinkat(*e_, root_, r.c_str(), 0);
     }
     result<void> rename(std::string_view from, std::string_view to) noexcept override {
-        return file_io::renameat(*e_, root_, rel(from).c_str(), root_, rel(to).c_str());
+        const std::string a = GLUON_TRY(rel(from)), b = GLUON_TRY(rel(to));
+        return file_io::renameat(*e_, root_, a.c_str(), root_, b.c_str());
     }
     result<void> link(std::string_view existing, std::string_view np) noexcept override {
-        std::string a = rel(existing), b = rel(np);
+        const std::string a = GLUON_TRY(rel(existing)), b = GLUON_TRY(rel(np));
         return void_from_syscall(blocking(*e_, [&] { return sys::linkat(root_, a.c_str(), root_, b.c_str(), 0); }));
     }
     result<void> symlink(std::string_view target, std::string_view lp) noexcept override {
-        std::string t(target), l = rel(lp);
+        if (path::has_nul(target)) return errno_error(EINVAL);  // stored cut at the NUL
+        const std::string t(target), l = GLUON_TRY(rel(lp));
         return void_from_syscall(blocking(*e_, [&] { return sys::symlinkat(t.c_str(), root_, l.c_str()); }));
     }
     result<std::string> readlink(std::string_view p) noexcept override {
-        std::string r = rel(p);
+        const std::string r = GLUON_TRY(rel(p));
         std::string out(PATH_MAX, '\0');
         long n = blocking(*e_, [&] { return sys::readlinkat(root_, r.c_str(), out.data(), out.size()); });
         if (n < 0) return errno_error(static_cast<int>(-n));
@@ -219,7 +228,7 @@ public:
         return do_stat(p, AT_SYMLINK_NOFOLLOW);
     }
     result<struct statvfs> statfs(std::string_view p) noexcept override {
-        std::string r = rel(p);
+        const std::string r = GLUON_TRY(rel(p));
         struct statvfs out {};
         long rc = blocking(*e_, [&] {
             long fd = sys::openat(root_, r.c_str(), O_PATH | O_CLOEXEC, 0);
@@ -234,7 +243,7 @@ public:
         return out;
     }
     result<void> access(std::string_view p, int mode) noexcept override {
-        std::string r = rel(p);
+        const std::string r = GLUON_TRY(rel(p));
         return void_from_syscall(blocking(*e_, [&] { return sys::faccessat(root_, r.c_str(), mode); }));
     }
     result<void> truncate(std::string_view p, int64_t len) noexcept override {
@@ -243,21 +252,23 @@ public:
         return (f)->ftruncate(len);
     }
     result<void> chmod(std::string_view p, mode_t mode) noexcept override {
-        std::string r = rel(p);
+        const std::string r = GLUON_TRY(rel(p));
         return void_from_syscall(blocking(*e_, [&] { return sys::fchmodat(root_, r.c_str(), mode & 07777); }));
     }
     result<void> utimes(std::string_view p, const timespec times[2]) noexcept override {
-        std::string r = rel(p);
+        const std::string r = GLUON_TRY(rel(p));
         return void_from_syscall(blocking(*e_, [&] { return sys::utimensat(root_, r.c_str(), times, 0); }));
     }
     result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
-        auto fd = GLUON_TRY(file_io::openat(*e_, root_, rel(p).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        const std::string r = GLUON_TRY(rel(p));
+        auto fd = GLUON_TRY(file_io::openat(*e_, root_, r.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         return std::unique_ptr<directory>(new local_directory(*e_, fd));
     }
 
 private:
     result<struct stat> do_stat(std::string_view p, int flags) {
-        auto x = GLUON_TRY(file_io::statx(*e_, root_, rel(p).c_str(), flags));
+        const std::string r = GLUON_TRY(rel(p));
+        auto x = GLUON_TRY(file_io::statx(*e_, root_, r.c_str(), flags));
         return to_stat(x);
     }
 
@@ -268,6 +279,7 @@ private:
 }  // namespace
 
 result<std::unique_ptr<filesystem>> open_local(const std::string& root, file_io::engine_kind engine) {
+    if (path::has_nul(root)) return errno_error(EINVAL);
     auto e = GLUON_TRY(file_io::get(engine));
     long fd = sys::openat(AT_FDCWD, root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (fd < 0) return errno_error(static_cast<int>(-fd));

@@ -61,6 +61,8 @@ bool escapes(std::string_view relative) {
     return n == ".." || n.rfind("../", 0) == 0;
 }
 
+bool has_nul(std::string_view p) { return p.find('\0') != std::string_view::npos; }
+
 namespace {
 
 walk_action walk_dir(filesystem& fs, const std::string& dir, result<void>& err,

@@ -67,7 +67,7 @@ private:
     // "/x/../y" -> prefix/y; anything that climbs above the root is EACCES. A NUL is EINVAL: the
     // base ends the path there, after this check, so "..\0" would reach prefix/.. unchecked.
     result<std::string> map(std::string_view p) const {
-        if (p.find('\0') != std::string_view::npos) return errno_error(EINVAL);
+        if (path::has_nul(p)) return errno_error(EINVAL);
         while (!p.empty() && p.front() == '/') p.remove_prefix(1);
         std::string n = path::normalize(p);
         if (n == ".." || n.rfind("../", 0) == 0) return errno_error(EACCES);  // path::escapes

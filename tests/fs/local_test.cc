@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <set>
+#include <string_view>
 
 #include "fs_fixture.h"
 
@@ -119,6 +120,55 @@ TEST_P(local_fs_test, honest_errors) {
             ASSERT_EQ(::chmod((dir_ + "/x").c_str(), 0), 0);
             EXPECT_EQ(fs_->open("x", O_RDONLY).error(), std::errc::permission_denied);
         }
+    });
+}
+
+// The kernel ends a path at its first NUL: "a\0x" reached the system call as "a", so each call
+// acted on a name it was not given (opened, removed, renamed or changed "a").
+TEST_P(local_fs_test, a_path_with_a_nul_is_refused) {
+    in_fiber([&] {
+        using namespace std::string_view_literals;
+        ASSERT_TRUE(make("a", "keep"));
+        ASSERT_TRUE(fs_->mkdir("d").has_value());
+        ASSERT_TRUE(fs_->symlink("a", "s").has_value());
+        const mode_t mode = fs_->stat("a")->st_mode;
+        const auto a = "a\0x"sv, d = "d\0x"sv, s = "s\0x"sv, n = "n\0x"sv;
+        const auto einval = std::errc::invalid_argument;
+        EXPECT_EQ(fs_->open(a, O_RDONLY).error(), einval);
+        EXPECT_EQ(fs_->open(n, O_WRONLY | O_CREAT).error(), einval);
+        EXPECT_EQ(fs_->mkdir(n).error(), einval);
+        EXPECT_EQ(fs_->stat(a).error(), einval);
+        EXPECT_EQ(fs_->lstat(s).error(), einval);
+        EXPECT_EQ(fs_->readlink(s).error(), einval);
+        EXPECT_EQ(fs_->statfs(d).error(), einval);
+        EXPECT_EQ(fs_->access(a, F_OK).error(), einval);
+        EXPECT_EQ(fs_->opendir(d).error(), einval);
+        EXPECT_EQ(fs_->truncate(a, 0).error(), einval);
+        EXPECT_EQ(fs_->chmod(a, 0).error(), einval);
+        timespec t[2] = {{1000, 0}, {2000, 0}};
+        EXPECT_EQ(fs_->utimes(a, t).error(), einval);
+        EXPECT_EQ(fs_->link(a, "hard").error(), einval);
+        EXPECT_EQ(fs_->link("a", n).error(), einval);
+        EXPECT_EQ(fs_->symlink("a", n).error(), einval);
+        EXPECT_EQ(fs_->symlink(a, "soft").error(), einval);  // a target would be stored cut too
+        EXPECT_EQ(fs_->rename(a, "b").error(), einval);
+        EXPECT_EQ(fs_->rename("a", n).error(), einval);
+        EXPECT_EQ(fs_->unlink(a).error(), einval);
+        EXPECT_EQ(fs_->rmdir(d).error(), einval);
+        // Nothing was made, changed or removed under the names before the NUL.
+        EXPECT_EQ(slurp("a"), "keep");
+        auto sa = fs_->stat("a");
+        ASSERT_TRUE(sa.has_value());
+        EXPECT_EQ(sa->st_mode, mode);
+        EXPECT_NE(sa->st_mtim.tv_sec, 2000);
+        EXPECT_EQ(fs_->stat("n").error(), std::errc::no_such_file_or_directory);
+        auto sd = fs_->stat("d");
+        EXPECT_TRUE(sd && S_ISDIR(sd->st_mode));
+        auto sl = fs_->readlink("s");
+        EXPECT_TRUE(sl && *sl == "a");
+        for (const char* never : {"hard", "soft", "b"})
+            EXPECT_EQ(fs_->lstat(never).error(), std::errc::no_such_file_or_directory) << never;
+        EXPECT_EQ(fs::open_local(dir_ + std::string("\0x", 2), file_engine_kind()).error(), einval);
     });
 }
 

@@ -5,6 +5,9 @@
 //
 // The root is where relative and '/'-prefixed paths start; it is not a jail ('..' and symlinks
 // can leave it). Wrap it in a sub_filesystem for that.
+//
+// A path, symlink target or root holding a NUL byte is refused with EINVAL: the kernel would
+// end it at the NUL and act on another name ("a\0b" is "a").
 #pragma once
 
 #include <memory>
@@ -15,8 +18,8 @@
 
 namespace gluon::fs {
 
-/// Opens root (a directory) as a filesystem. Errors: ENOENT, ENOTDIR, EACCES, EOPNOTSUPP
-/// (engine not available here).
+/// Opens root (a directory) as a filesystem. Errors: ENOENT, ENOTDIR, EACCES, EINVAL (a NUL in
+/// root), EOPNOTSUPP (engine not available here).
 result<std::unique_ptr<filesystem>> open_local(const std::string& root,
                                                file_io::engine_kind engine = file_io::engine_kind::automatic);
 

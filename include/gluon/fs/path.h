@@ -25,6 +25,9 @@ std::string dirname(std::string_view p);
 /// True if the normalized relative path would climb above its starting directory ("../x",
 /// "a/../../x").
 bool escapes(std::string_view relative);
+/// True if p holds a NUL byte. A POSIX path ends at its first NUL, so a system call would see
+/// only what comes before it ("a\0b" names "a"): the filesystems refuse such paths (EINVAL).
+bool has_nul(std::string_view p);
 
 enum class walk_action { next, skip_subtree, stop };
 /// Visits root and everything below it, depth first, parents before children; symlinks are
