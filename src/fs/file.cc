@@ -57,8 +57,12 @@ result<int64_t> file::lseek(int64_t off, int whence) noexcept {
         }
         default: return errno_error(EINVAL);
     }
-    if (base + off < 0) return errno_error(EINVAL);
-    pos_ = base + off;
+    // POSIX: a position off_t cannot hold is EOVERFLOW, a negative one EINVAL (the sum itself
+    // must not overflow: a far SEEK_END or SEEK_CUR wrapped round to a negative position).
+    int64_t to = 0;
+    if (__builtin_add_overflow(base, off, &to)) return errno_error(off > 0 ? EOVERFLOW : EINVAL);
+    if (to < 0) return errno_error(EINVAL);
+    pos_ = to;
     return pos_;
 }
 

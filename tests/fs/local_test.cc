@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string_view>
 
@@ -38,6 +39,27 @@ TEST_P(local_fs_test, files_read_write_seek_and_stat) {
         auto s = fs_->stat("/a.txt");  // '/' is the filesystem's root
         ASSERT_TRUE(s.has_value());
         EXPECT_EQ(s->st_size, 5);
+    });
+}
+
+// POSIX lseek: a position off_t cannot hold is EOVERFLOW. The sum was computed unchecked (signed
+// overflow), and a far SEEK_CUR or SEEK_END wrapped round to a negative position (EINVAL).
+TEST_P(local_fs_test, a_seek_past_int64_max_is_eoverflow) {
+    in_fiber([&] {
+        constexpr int64_t max = std::numeric_limits<int64_t>::max();
+        auto f = make("far", "hello world");
+        ASSERT_TRUE(f);
+        ASSERT_EQ(*f->lseek(max - 1, SEEK_SET), max - 1);
+        EXPECT_EQ(*f->lseek(1, SEEK_CUR), max);  // the largest position is fine
+        EXPECT_EQ(f->lseek(1, SEEK_CUR).error(), std::errc::value_too_large);
+        EXPECT_EQ(f->lseek(max, SEEK_CUR).error(), std::errc::value_too_large);
+        EXPECT_EQ(*f->lseek(0, SEEK_CUR), max);  // a failed seek leaves the position
+        EXPECT_EQ(f->lseek(max, SEEK_END).error(), std::errc::value_too_large);
+        EXPECT_EQ(*f->lseek(max - 11, SEEK_END), max);
+        EXPECT_EQ(f->lseek(std::numeric_limits<int64_t>::min(), SEEK_CUR).error(), std::errc::invalid_argument);
+        EXPECT_EQ(*f->lseek(-max, SEEK_CUR), 0);
+        EXPECT_EQ(f->lseek(std::numeric_limits<int64_t>::min(), SEEK_END).error(), std::errc::invalid_argument);
+        EXPECT_EQ(*f->lseek(0, SEEK_CUR), 0);
     });
 }
 

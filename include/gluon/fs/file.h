@@ -62,7 +62,9 @@ public:
     // the kernel's: two file objects on one path have separate positions).
     result<size_t> read(void* buf, size_t n, duration timeout = forever) noexcept;
     result<size_t> write(const void* buf, size_t n, duration timeout = forever) noexcept;
-    /// SEEK_SET, SEEK_CUR, SEEK_END. Errors: EINVAL (negative result, bad whence).
+    /// SEEK_SET, SEEK_CUR, SEEK_END. The position is unchanged on error. Errors: EINVAL
+    /// (negative result, bad whence), EOVERFLOW (a result past INT64_MAX), those of fstat
+    /// (SEEK_END).
     result<int64_t> lseek(int64_t off, int whence) noexcept;
 
     /// Loops until n bytes are written. Errors: those of pwrite (ENOSPC after a partial write:
