@@ -38,11 +38,15 @@ public:
 
     result<size_t> do_pwrite(const void* buf, size_t n, int64_t off, deadline_t d) noexcept override {
         if (off < 0) return errno_error(EINVAL);
+        // The wait for a merge in progress (or for the lock of our own) is part of the call: it
+        // ends at the call's deadline, or when the fiber is interrupted.
         if (aligned(buf, n, off) || n == 0) {
-            std::shared_lock lk(mu_);
+            GLUON_TRY(mu_.lock_shared_until(d));
+            std::shared_lock lk(mu_, std::adopt_lock);
             return in_->pwrite(buf, n, off, time_left(d));
         }
-        std::lock_guard lk(mu_);
+        GLUON_TRY(mu_.lock_until(d));
+        std::lock_guard lk(mu_, std::adopt_lock);
         const uint64_t end = static_cast<uint64_t>(off) + n;
         const uint64_t a0 = down(off), a1 = up(end);
         // The file's size matters only when the last block is partial: writing it whole may

@@ -122,6 +122,46 @@ TEST_P(decorators_test, an_aligned_write_waits_for_a_merge_in_progress) {
     });
 }
 
+// A write that waits for a merge in progress gives up at its timeout: the lock's wait ignored
+// the deadline, so the call waited as long as the merge took (here, until the test gave up).
+TEST_P(decorators_test, a_write_waiting_for_a_merge_ends_at_its_timeout) {
+    using namespace std::chrono_literals;
+    in_fiber([&] {
+        auto mem = std::make_unique<memory_file>();
+        memory_file& m = *mem;
+        m.data.assign(4096 + 20, 'o');
+        auto f = fs::make_aligned(std::move(mem), 4096);
+        ASSERT_TRUE(f.has_value());
+        std::unique_ptr<char, decltype(&std::free)> block(static_cast<char*>(std::aligned_alloc(4096, 4096)), &std::free);
+        ASSERT_TRUE(block);
+        std::memset(block.get(), 'B', 4096);
+        // While an unaligned write holds the lock (writing its merged block back), another fiber
+        // writes an aligned block, then an unaligned piece, each with a 20 ms timeout.
+        result<size_t> aligned_w = size_t{0}, unaligned_w = size_t{0};
+        bool in_time = false;
+        fiber other;
+        m.in_write = [&] {
+            auto r = spawn([&] {
+                aligned_w = (*f)->pwrite(block.get(), 4096, 8192, 20ms);
+                unaligned_w = (*f)->pwrite("xy", 2, 8192 + 3, 20ms);
+            });
+            ASSERT_TRUE(r.has_value());
+            other = std::move(*r);
+            in_time = other.join_for(10s).has_value();  // the merge waits for it: a real bound
+        };
+        auto w = (*f)->pwrite("UUUUUUUUUU", 10, 4096 + 5);
+        if (other.joinable()) (void)other.join();  // it ends once the merge is done
+        ASSERT_TRUE(w.has_value()) << w.error().message();
+        ASSERT_TRUE(in_time) << "the writes waited for the merge past their timeout";
+        ASSERT_FALSE(aligned_w.has_value());
+        EXPECT_EQ(aligned_w.error(), std::errc::timed_out);
+        ASSERT_FALSE(unaligned_w.has_value());
+        EXPECT_EQ(unaligned_w.error(), std::errc::timed_out);
+        EXPECT_EQ(m.data.size(), 4096 + 20u);  // neither write happened
+        EXPECT_EQ(m.data.substr(4096, 20), "oooooUUUUUUUUUUooooo");
+    });
+}
+
 TEST_P(decorators_test, throttled_file_holds_its_rate) {
     in_fiber([&] {
         auto f = make("t", std::string(64 * 1024, 'x'));

@@ -18,8 +18,9 @@ namespace gluon::fs {
 /// blocks reads the edge blocks, merges and writes them back, serialised per file so two
 /// writers of one block cannot lose each other's bytes; a write that extends the file leaves
 /// it at its exact new length. Aligned requests go straight through, but, like ftruncate and
-/// fallocate, wait while such a merge is in progress (it would write back or cut off their bytes).
-/// Errors: EINVAL for a bad alignment (returned as a null result), plus those of inner.
+/// fallocate, wait while such a merge is in progress (it would write back or cut off their bytes);
+/// a write's wait counts towards its timeout (ETIMEDOUT) and ends if the fiber is interrupted
+/// (ECANCELED). Errors: EINVAL for a bad alignment (returned as a null result), plus those of inner.
 result<std::unique_ptr<file>> make_aligned(std::unique_ptr<file> inner, size_t alignment = 4096);
 
 struct throttle_limits {
