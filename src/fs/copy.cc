@@ -31,8 +31,11 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
                            std::string_view dst, const copy_options& o) {
     if (o.chunk == 0 || o.depth == 0) return errno_error(EINVAL);
     auto in = GLUON_TRY(src_fs.open(src, O_RDONLY));
+    // The kind is that of the file opened, not of what a stat of the path saw before (the path
+    // may have been replaced since): a device or FIFO would be read without end or not at all.
     auto st = GLUON_TRY(in->fstat());
     if (S_ISDIR(st.st_mode)) return errno_error(EISDIR);
+    if (!S_ISREG(st.st_mode)) return errno_error(EINVAL);
     // The same file by another name (the same path, a hard link, a symlink): truncating dst
     // would empty src before its first read.
     if (auto d = dst_fs.stat(dst); d && d->st_dev == st.st_dev && d->st_ino == st.st_ino)

@@ -67,6 +67,16 @@ TEST_P(copy_test, a_file_is_not_copied_onto_itself) {
     });
 }
 
+// The source's kind is that of the file opened: a character device (here through a symlink to
+// /dev/null) was copied as if regular, dst made first; /dev/zero would have filled the disk.
+TEST_P(copy_test, a_source_that_is_not_a_regular_file_is_refused) {
+    in_fiber([&] {
+        ASSERT_TRUE(fs_->symlink("/dev/null", "null").has_value());
+        EXPECT_EQ(fs::copy_file(*fs_, "null", *fs_, "copy").error(), std::errc::invalid_argument);
+        EXPECT_EQ(fs_->lstat("copy").error(), std::errc::no_such_file_or_directory);  // not made
+    });
+}
+
 TEST_P(copy_test, a_tree_is_not_copied_into_itself) {
     in_fiber([&] {
         ASSERT_TRUE(fs_->mkdir("src").has_value());

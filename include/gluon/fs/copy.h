@@ -20,9 +20,10 @@ struct copy_options {
 };
 
 /// Copies the regular file src to dst (created, or truncated, with src's permission bits).
-/// Returns the bytes copied. Errors: EINVAL (dst is src under another name: nothing is
-/// touched), those of open/pread/pwrite/fsync on either side (ENOENT, EACCES, ENOSPC, EISDIR,
-/// ...); on error the partial dst is left in place.
+/// Returns the bytes copied. Errors: EINVAL (src, as opened, is not a regular file, or dst is
+/// src under another name: nothing is touched), EISDIR (src is a directory), those of
+/// open/pread/pwrite/fsync on either side (ENOENT, EACCES, ENOSPC, ...); on error the partial
+/// dst is left in place.
 result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                            std::string_view dst, const copy_options& opts = {});
 
