@@ -25,12 +25,11 @@ struct free_deleter {
     void operator()(char* p) const noexcept { std::free(p); }
 };
 
-}  // namespace
-
-result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
-                           std::string_view dst, const copy_options& o) {
+// copy_file with src opened with open_flags.
+result<uint64_t> copy_opening(filesystem& src_fs, std::string_view src, int open_flags, filesystem& dst_fs,
+                              std::string_view dst, const copy_options& o) {
     if (o.chunk == 0 || o.depth == 0) return errno_error(EINVAL);
-    auto in = GLUON_TRY(src_fs.open(src, O_RDONLY));
+    auto in = GLUON_TRY(src_fs.open(src, open_flags));
     // The kind is that of the file opened, not of what a stat of the path saw before (the path
     // may have been replaced since): a device or FIFO would be read without end or not at all.
     auto st = GLUON_TRY(in->fstat());
@@ -99,6 +98,13 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
     return done;
 }
 
+}  // namespace
+
+result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
+                           std::string_view dst, const copy_options& o) {
+    return copy_opening(src_fs, src, O_RDONLY, dst_fs, dst, o);
+}
+
 namespace {
 
 // True if dst or a directory above it is the directory src_st: the copy would walk into what
@@ -134,7 +140,9 @@ result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesyste
         } else if (S_ISREG(st.st_mode)) {
             copy_options one = o;
             one.progress = nullptr;
-            auto c = copy_file(src_fs, p, dst_fs, target, one);
+            // Not following a symlink: one put in the file's place since the walk's lstat
+            // would have the copy take a file from outside the tree (ELOOP instead).
+            auto c = copy_opening(src_fs, p, O_RDONLY | O_NOFOLLOW, dst_fs, target, one);
             if (!c) err = c.error();
             else ++stats.files, stats.bytes += *c;
         } else if (S_ISLNK(st.st_mode)) {

@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "forwarding_fs.h"
 #include "fs_fixture.h"
 #include "gluon/fs/path.h"
 
@@ -74,6 +75,41 @@ TEST_P(copy_test, a_source_that_is_not_a_regular_file_is_refused) {
         ASSERT_TRUE(fs_->symlink("/dev/null", "null").has_value());
         EXPECT_EQ(fs::copy_file(*fs_, "null", *fs_, "copy").error(), std::errc::invalid_argument);
         EXPECT_EQ(fs_->lstat("copy").error(), std::errc::no_such_file_or_directory);  // not made
+    });
+}
+
+// Replaces `victim` with a symlink to `target` just before opening it: what another process can
+// do between a tree walk's lstat of a file and the copy's open of it.
+class swapping_fs final : public forwarding_fs {
+public:
+    swapping_fs(std::unique_ptr<filesystem> in, std::string victim, std::string target)
+        : forwarding_fs(std::move(in)), victim_(std::move(victim)), target_(std::move(target)) {}
+    result<std::unique_ptr<file>> open(std::string_view p, int flags, mode_t m) noexcept override {
+        if (p == victim_ && !std::exchange(swapped_, true)) {
+            if (!in_->unlink(p) || !in_->symlink(target_, p)) return errno_error(EIO);
+        }
+        return in_->open(p, flags, m);
+    }
+
+private:
+    std::string victim_, target_;
+    bool swapped_ = false;
+};
+
+// The walk saw a regular file; the copy then opened the path following a symlink put there
+// since, and copied a file from outside the tree.
+TEST_P(copy_test, a_file_replaced_by_a_symlink_during_a_tree_copy_is_not_followed) {
+    in_fiber([&] {
+        ASSERT_TRUE(make("secret", "outside"));
+        ASSERT_TRUE(fs_->mkdir("src").has_value());
+        ASSERT_TRUE(make("src/f", "inside"));
+        auto base = fs::open_local(dir_, file_engine_kind());
+        ASSERT_TRUE(base.has_value());
+        swapping_fs racing(std::move(*base), "src/f", "../secret");
+        auto st = fs::copy_tree(racing, "src", racing, "dst");
+        ASSERT_FALSE(st.has_value()) << "copied " << slurp("dst/f");
+        EXPECT_EQ(st.error(), std::errc::too_many_symbolic_link_levels);
+        EXPECT_NE(slurp("dst/f"), "outside");
     });
 }
 

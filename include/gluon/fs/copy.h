@@ -32,10 +32,11 @@ struct copy_stats {
 };
 /// Copies a tree: directories (created with src's permission bits, set once they are filled, so
 /// a read-only src copies too; existing ones are reused as they are), regular files and
-/// symlinks (recreated with the same target). Other file types are skipped. Stops at the first
-/// error (the directories created still get their modes).
-/// Errors: EINVAL (dst is src or inside it: nothing is copied), those of copy_file, mkdir,
-/// readlink, symlink and the walk (ENOENT for a missing src, EACCES, ...).
+/// symlinks (recreated with the same target). Other file types are skipped. A file is opened
+/// without following a symlink, so one that replaced it after the walk saw it is not followed
+/// out of the tree (ELOOP). Stops at the first error (the directories created still get their
+/// modes). Errors: EINVAL (dst is src or inside it: nothing is copied), ELOOP, those of
+/// copy_file, mkdir, readlink, symlink and the walk (ENOENT for a missing src, EACCES, ...).
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                              std::string_view dst, const copy_options& opts = {});
 
