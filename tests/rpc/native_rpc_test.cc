@@ -61,6 +61,17 @@ template <typename M> std::vector<uint8_t> answer(const wire::header& req, const
     return out;
 }
 
+// Reads s until the end of the stream (true), within 10 s (false: still open then).
+bool reaches_the_end(net::stream& s) {
+    std::vector<uint8_t> sink(64 << 10);
+    const deadline_t until = deadline_after(10s);
+    for (;;) {
+        auto n = s.read_some(sink.data(), sink.size(), time_left(until));
+        if (!n) return false;
+        if (*n == 0) return true;
+    }
+}
+
 class rpc_native : public test::engine_test {
 protected:
     void TearDown() override {
@@ -438,6 +449,20 @@ TEST_P(rpc_native, malformed_frame_closes_only_its_connection) {
     EXPECT_EQ(resp.text, "still here");
 }
 
+TEST_P(rpc_native, a_connection_that_ends_closes_its_socket) {
+    // A frame no server sends (a request) ends the connection; its socket was kept open until
+    // the last handle went, so the server saw no end and the fd stayed taken.
+    net::stream srv;
+    client c = open_raw(srv);
+    wire::header h; // kind::request
+    uint8_t head[wire::k_header_size];
+    wire::put(h, head);
+    ASSERT_TRUE(srv.write_all(head, sizeof head));
+    EXPECT_TRUE(reaches_the_end(srv)) << "the ended connection kept its socket open";
+    EXPECT_FALSE(c.healthy());
+    EXPECT_TRUE(c.close()); // closing it again is harmless
+}
+
 TEST_P(rpc_native, closed_connection_fails_calls_in_flight) {
     start();
     client c = connect();
@@ -586,6 +611,9 @@ TEST_P(rpc_native, cancels_a_server_does_not_read_are_bounded) {
     auto after = c.call(builtin::ping, req, resp);
     ASSERT_FALSE(after);
     EXPECT_EQ(after.error(), errc::connection_closed);
+    // The socket went with the connection, though c is still held: the server's end reads what
+    // was written of the large request, then the end of the stream.
+    EXPECT_TRUE(reaches_the_end(srv)) << "the ended connection kept its socket open";
 }
 
 TEST_P(rpc_native, a_deadline_bounds_a_call_whose_answer_stops_halfway) {

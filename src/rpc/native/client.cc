@@ -54,6 +54,7 @@ struct client_conn {
     size_t in_flight = 0;
     size_t cancels_queued = 0;
     uint32_t seq = 0;
+    result<void> stream_closed; // closing the stream, by the reader as the connection ended
 
     client_conn(std::unique_ptr<net::byte_stream> st, const client_options& opts)
         : s(std::move(st)), o(opts), rd(*s, opts.read_buffer_bytes), wr(*s) {}
@@ -157,6 +158,10 @@ void client_conn::read_loop() {
     }
     fail_all(make_error_code(errc::connection_closed));
     wr.stop();
+    // Neither fiber uses the stream now, and no call will: the socket goes as the connection
+    // ends (the peer's end, an error, too many cancels), not with the last handle, which may
+    // be kept long after (the peer saw no end, and the fd stayed taken, until then).
+    stream_closed = s->close();
 }
 
 // False: the connection cannot go on.
@@ -350,8 +355,8 @@ client::counters client::stats() const noexcept {
 
 result<void> client::close() {
     if (!c_) return errno_error(EINVAL);
-    c_->shut();
-    return c_->s->close();
+    c_->shut(); // the reader, ending, has closed the stream
+    return c_->stream_closed;
 }
 
 } // namespace gluon::rpc

@@ -41,7 +41,8 @@ struct client_options {
     duration default_timeout = forever;
     /// Cancels (of calls that timed out or were interrupted after their request left) waiting
     /// to be written, as a server that does not read leaves them. One more ends the connection:
-    /// its calls fail with errc::connection_closed and it is no longer healthy().
+    /// its calls fail with errc::connection_closed, it is no longer healthy() and its stream is
+    /// closed.
     size_t max_queued_cancels = 1024;
 };
 
@@ -73,7 +74,9 @@ public:
     client& operator=(client&&) noexcept = default;
     client(const client&) = default; // another handle to the same connection
     client& operator=(const client&) = default;
-    /// The last handle of an open connection closes it.
+    /// The last handle of an open connection closes it. A connection that ends before (the
+    /// peer closed it, a transport error, a malformed frame, too many queued cancels) closes
+    /// its stream as it ends.
     ~client();
 
     /// Speaks RPC over s, a connected stream (TCP, Unix, TLS, IPC). The connection's fibers run
