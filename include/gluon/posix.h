@@ -41,8 +41,9 @@ int shutdown(int fd, int how) noexcept;
 /// setsockopt(2). SO_RCVTIMEO and SO_SNDTIMEO also bound this facade's own waits on fd, as the
 /// kernel's would bound a blocking call: a receive (read, recv*, accept) or a send (write,
 /// send*) that waits longer fails with EAGAIN, a connect with EINPROGRESS. An error the kernel
-/// reports before then is the call's as it is, ETIMEDOUT included (the kernel gave up on the
-/// connection: TCP_USER_TIMEOUT, keepalive, SYN retries).
+/// reports to the call is the call's as it is, ETIMEDOUT included (the kernel gave up on the
+/// connection: TCP_USER_TIMEOUT, keepalive, SYN retries), even one the vCPU takes in after the
+/// limit ran out: the kernel reports it only once.
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept;
 
 // ---- transfers ----------------------------------------------------------------------------------

@@ -29,14 +29,13 @@ deadline_t limit_deadline(int fd, short events) noexcept {
     return d > duration::zero() ? deadline_after(d) : k_no_deadline;
 }
 
-// True if an operation's -ETIMEDOUT is its SO_RCVTIMEO/SO_SNDTIMEO deadline passing, not the
-// kernel's (a TCP user timeout, keepalive or SYN retries running out), which must reach the
-// caller as it is. The park timer fires only once the monotonic clock has reached the deadline,
-// so a -ETIMEDOUT with time left is the kernel's. (One the kernel reports after the deadline,
-// before the vCPU ran its timer, reads as the limit: the kernel's own blocking call would have
-// ended with EAGAIN first.)
-bool limit_ran_out(long r, deadline_t deadline) noexcept {
-    return r == -ETIMEDOUT && deadline != k_no_deadline && mono_now_ns() >= deadline;
+// True if an operation's -ETIMEDOUT is its SO_RCVTIMEO/SO_SNDTIMEO deadline passing (the park's
+// timer cancelled it), not the kernel's (a TCP user timeout, keepalive or SYN retries running
+// out), which must reach the caller as it is: the kernel hands its error out once, so one read
+// as the limit's was lost, and the next call saw only the connection's end. The clock cannot
+// tell them apart: the kernel's can be taken in, or its fiber run, after the deadline.
+bool limit_ran_out(long r, const io_op& op) noexcept {
+    return r == -ETIMEDOUT && op.cancel_errno == ETIMEDOUT;
 }
 
 // poll(2)'s timeout until d (-1: no deadline); 0 once it has passed.
@@ -58,7 +57,7 @@ long run(int fd, bool dontwait, short events, io_op op, Direct direct) noexcept 
     const deadline_t deadline = wait ? limit_deadline(fd, events) : k_no_deadline;
     if (wait && is_vcpu()) {
         const long r = run_op(op, deadline);
-        return limit_ran_out(r, deadline) ? -EAGAIN : r;
+        return limit_ran_out(r, op) ? -EAGAIN : r;
     }
     for (;;) {
         long r = direct();
@@ -115,7 +114,7 @@ int connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
     if (is_vcpu()) {
         auto op = io_op::connect(fd, addr, len);
         long r = run_op(op, deadline);
-        if (limit_ran_out(r, deadline)) r = -EINPROGRESS;  // (the kernel's answer)
+        if (limit_ran_out(r, op)) r = -EINPROGRESS;  // (the kernel's answer)
         return static_cast<int>(set_errno(r));
     }
     long r = sys::connect(fd, addr, len);

@@ -350,6 +350,60 @@ TEST_P(posix_test, receive_reports_the_kernels_etimedout) {
     EXPECT_EQ(e, ETIMEDOUT) << strerror(e);
 }
 
+// The kernel's ETIMEDOUT taken in before the limit, its receiver run after it (the vCPU was busy
+// with another fiber): the clock said "the limit", so the call failed with EAGAIN, and as the
+// kernel hands its error out once, the next call saw only the end of the stream.
+TEST_P(posix_test, a_kernels_etimedout_seen_after_the_limit_stays_etimedout) {
+    tcp_pair p;
+    const int small = 4096;
+    ASSERT_EQ(setsockopt(p.server, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+    ASSERT_EQ(setsockopt(p.client, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    ASSERT_EQ(setsockopt(p.client, IPPROTO_TCP, TCP_USER_TIMEOUT, &k_user_timeout_ms, sizeof k_user_timeout_ms), 0);
+    const timeval limit{2, 0};
+    ASSERT_EQ(posix::setsockopt(p.client, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit), 0);
+    const std::string chunk(1 << 16, 'w');
+    while (posix::send(p.client, chunk.data(), chunk.size(), MSG_DONTWAIT) > 0) {
+    }
+    ASSERT_EQ(errno, EAGAIN);
+    int64_t limit_end = 0;
+    int e1 = 0, e2 = 0;
+    long r2 = 0;
+    auto receiver = spawn([&] {
+        char b[8];
+        limit_end = mono_now_ns() + limit.tv_sec * 1'000'000'000LL;  // (its deadline is a little later)
+        errno = 0;
+        EXPECT_EQ(posix::recv(p.client, b, sizeof b, 0), -1);
+        e1 = errno;
+        errno = 0;  // the kernel's error, if that call did not get it
+        r2 = posix::recv(p.client, b, sizeof b, MSG_DONTWAIT);
+        e2 = errno;
+    });
+    ASSERT_TRUE(receiver);
+    // Its 1 ms timer is due when the vCPU next polls, so it is made ready there before the
+    // vCPU takes in the receive's completion: it runs first, and spins past the limit.
+    auto ahead = spawn([&] {
+        (void)this_fiber::sleep_for(1ms);
+        while (mono_now_ns() < limit_end + 50'000'000) {
+        }
+    });
+    ASSERT_TRUE(ahead);
+    this_fiber::yield();  // the receive and the sleep park
+    // Spin (the vCPU takes nothing in) until the kernel gives up on the connection.
+    const int64_t give_up = mono_now_ns() + 1'500'000'000;
+    bool closed = false;
+    while (!closed && mono_now_ns() < give_up) {
+        tcp_info ti{};
+        socklen_t len = sizeof ti;
+        closed = ::getsockopt(p.client, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE;
+    }
+    ASSERT_TRUE(receiver->join());
+    ASSERT_TRUE(ahead->join());
+    if (!closed) GTEST_SKIP() << "this kernel kept the connection 1.5 s (it gives up on a shut window later)";
+    // This call or, if the limit's timer stopped it first, the next one reports the kernel's error.
+    EXPECT_TRUE(e1 == ETIMEDOUT || (e1 == EAGAIN && r2 == -1 && e2 == ETIMEDOUT))
+        << "first " << strerror(e1) << ", then " << r2 << " (" << strerror(e2) << ")";
+}
+
 // A blocking connect to a listener whose accept queue is full: the listener drops its SYNs, and
 // the kernel gives up after TCP_USER_TIMEOUT or TCP_SYNCNT retries.
 TEST_P(posix_test, connect_reports_the_kernels_etimedout) {

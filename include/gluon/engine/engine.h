@@ -156,7 +156,10 @@ struct io_op {
     void* user = nullptr;
     // Engine-private state.
     list_hook hook;
-    int cancel_errno = 0;  // why the op was cancelled (ECANCELED, ETIMEDOUT); 0 = not cancelled
+    // Why the op was cancelled (ECANCELED, ETIMEDOUT); 0 = not cancelled. Once it completed, also
+    // read by its caller: 0 then says it ended by itself, a cancel too late to stop it included,
+    // which tells a kernel's ETIMEDOUT (a TCP connection given up) from a deadline's cancel.
+    int cancel_errno = 0;
     bool engine_busy = false;
     bool engine_counted = false;  // counted among its fd's operations in the kernel (io_uring)
     long engine_result = 0;     // a result held back until a later completion (SEND_ZC)

@@ -478,6 +478,7 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     if (tag & k_poll_bit) {
         auto* op = reinterpret_cast<io_op*>(tag & ~k_poll_bit);
         if (res < 0 || op->cancel_errno) {
+            if (res < 0 && res != -ECANCELED) op->cancel_errno = 0;  // its own error, not the cancel's
             complete(*op, cancelled_result(*op, res < 0 ? res : -ECANCELED));
             return;
         }
@@ -527,6 +528,9 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
         queue(*op, true);
         return;
     }
+    // The op finished before a cancel could stop it: its result is its own (a kernel's
+    // ETIMEDOUT stays the kernel's, see io_op::cancel_errno).
+    if (res != -ECANCELED) op->cancel_errno = 0;
     complete(*op, r);
 }
 
