@@ -158,12 +158,35 @@ void h2_session::response_sent(int32_t id) noexcept {
 // The whole response has gone and its handler returned, but the client has not ended its
 // request: nothing will read the rest, and the stream would stay open (with its object, and
 // the connection never idle) until the client ended it, which it need not do. RFC 9113 8.1
-// lets the server ask it to stop sending: RST_STREAM NO_ERROR, after which the client keeps
-// the response.
+// lets the server ask it to stop sending (RST_STREAM NO_ERROR, after which the client keeps the
+// response), but clients still uploading take that for an error (curl 7.88 fails the transfer
+// with "stream error"), so the stream lingers: the rest of the body is read and dropped, and
+// only a client that sends none of it for body_timeout is reset (check_lingering).
 void h2_session::drop_request_rest(h2_stream& st) noexcept {
     if (st.in_done || st.closed || gone_) return;
-    nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st.id, NGHTTP2_NO_ERROR);
-    want_write();
+    st.lingering_since = mono_now_ns();
+    const int64_t t = opts_.body_timeout.count() < 0 ? 0 : opts_.body_timeout.count();
+    const int64_t due = st.lingering_since > INT64_MAX - t ? INT64_MAX : st.lingering_since + t;
+    if (due < next_linger_check_) next_linger_check_ = due;
+}
+
+// Resets the lingering streams whose client has sent nothing for body_timeout.
+void h2_session::check_lingering(int64_t now) noexcept {
+    if (now < next_linger_check_) return;
+    const int64_t t = opts_.body_timeout.count() < 0 ? 0 : opts_.body_timeout.count();
+    int64_t next = INT64_MAX;
+    streams_.for_each([&](h2_stream& st) {
+        if (!st.lingering_since || st.in_done || st.closed) return;
+        const int64_t due = st.lingering_since > INT64_MAX - t ? INT64_MAX : st.lingering_since + t;
+        if (due > now) {
+            if (due < next) next = due;
+            return;
+        }
+        st.lingering_since = 0;
+        nghttp2_submit_rst_stream(ng_, NGHTTP2_FLAG_NONE, st.id, NGHTTP2_NO_ERROR);
+        want_write();
+    });
+    next_linger_check_ = next;
 }
 
 void h2_session::work(worker* w) {
@@ -340,8 +363,9 @@ void h2_session::run(std::string_view preread) {
         else if (idle_until == k_no_deadline) idle_until = timeout_deadline(opts_.idle_timeout);
         const int64_t now = idle ? 0 : mono_now_ns();  // one clock read for the check and the wait
         if (!idle && !check_stalls(now)) break;
+        if (!idle) check_lingering(now);
         *idle_ = idle;
-        auto n = s_.read_some(buf_, cap_, idle ? timeout_left(idle_until) : until_stall_check(now));
+        auto n = s_.read_some(buf_, cap_, idle ? timeout_left(idle_until) : until_next_check(now));
         *idle_ = false;
         if (!n && !idle && n.error() == std::errc::timed_out) continue;  // time for check_stalls
         if (!n || *n == 0) break;
@@ -410,9 +434,10 @@ bool h2_session::check_stalls(int64_t now) {
     return false;
 }
 
-duration h2_session::until_stall_check(int64_t now) const noexcept {
-    if (next_stall_check_ == INT64_MAX) return forever;
-    const int64_t left = next_stall_check_ - now;
+duration h2_session::until_next_check(int64_t now) const noexcept {
+    const int64_t next = next_stall_check_ < next_linger_check_ ? next_stall_check_ : next_linger_check_;
+    if (next == INT64_MAX) return forever;
+    const int64_t left = next - now;
     return duration(left > 0 ? left : 0);
 }
 

@@ -70,7 +70,7 @@ private:
     bool feed(const char* p, size_t n);
     void start_handlers();
     void drop_reset_pending() noexcept;  // frees the queued streams reset before a worker took them
-    void drop_request_rest(h2_stream& st) noexcept;  // RST_STREAM NO_ERROR for an unended request
+    void drop_request_rest(h2_stream& st) noexcept;  // an answered stream's request lingers
     struct worker {
         list_hook hook;
         fiber f;
@@ -80,7 +80,8 @@ private:
     bool flush();
     void free_stream(h2_stream& st) noexcept;
     bool check_stalls(int64_t now);
-    duration until_stall_check(int64_t now) const noexcept;
+    void check_lingering(int64_t now) noexcept;
+    duration until_next_check(int64_t now) const noexcept;  // the stall or the lingering check
 
     net::byte_stream& s_;
     const handler& h_;
@@ -106,6 +107,7 @@ private:
     bool gone_ = false;  // the connection failed or ended: no more I/O
     int64_t data_sent_at_;          // mono_coarse_ns of the last DATA frame (or the start)
     int64_t next_stall_check_ = 0;  // mono_now_ns when a response may next be stalled
+    int64_t next_linger_check_ = INT64_MAX;  // mono_now_ns when a lingering stream may be due
     std::string out_;
     nv_list nv_;
     peer_ip_cache client_ip_;

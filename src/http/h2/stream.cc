@@ -243,6 +243,7 @@ void h2_stream::reuse(int32_t new_id) noexcept {
     in_done = false;
     in_error = 0;
     submitted = deferred = out_eof = sending = out_ended = false;
+    lingering_since = 0;
     out_error = 0;
     if (out.capacity() > 64 * 1024) std::string().swap(out);
     out.clear();
@@ -288,6 +289,7 @@ result<size_t> h2_stream::read_body(void* buf, size_t n, duration timeout) {
 void h2_stream::on_data(const uint8_t* data, size_t len) {
     nghttp2_session* ng = sess.ng();
     if (handler_done || in_error) {
+        if (lingering_since) lingering_since = mono_now_ns();  // still sending: not stuck
         nghttp2_session_consume(ng, id, len);
         return;
     }
