@@ -248,6 +248,10 @@ io_uring_sqe* io_uring_engine::get_sqe() noexcept {
 // Moves the CQ ring's completions to stashed_, for wait() to run in order; the kernel can then
 // post the ones it holds back.
 void io_uring_engine::stash_completions() noexcept {
+    if (ring_batch_) {  // called under wait()'s on_cqe: give back the slots it has run first
+        io_uring_cq_advance(&ring_, *ring_batch_);
+        ring_batch_ = nullptr;  // and it stops reading the ring: the rest are stashed
+    }
     unsigned head;
     io_uring_cqe* cqe;
     unsigned seen = 0;
@@ -262,25 +266,35 @@ void io_uring_engine::stash_completions() noexcept {
     io_uring_cq_advance(&ring_, seen);
 }
 
-// The oldest completion not yet run: a stashed one, or the CQ ring's first, whose slot is given
-// back before it runs. A handler may queue requests, and get_sqe may then stash what is left
-// in the ring: no CQ position may be held across on_cqe.
-bool io_uring_engine::next_completion(completion& c) noexcept {
-    if (stashed_next_ < stashed_.size()) {
-        c = stashed_[stashed_next_++];
-        if (stashed_next_ == stashed_.size()) {
-            stashed_.clear();
-            stashed_next_ = 0;
-        }
-        return true;
+// Runs the stashed completions in order, those their handlers stash included.
+int io_uring_engine::run_stashed() noexcept {
+    int n = 0;
+    while (stashed_next_ < stashed_.size()) {
+        const completion c = stashed_[stashed_next_++];
+        on_cqe(c.tag, c.res, c.flags);
+        ++n;
     }
+    stashed_.clear();
+    stashed_next_ = 0;
+    return n;
+}
+
+// Runs what the CQ ring holds, in one pass that gives the slots back at its end. A handler may
+// queue requests and get_sqe may then stash the rest of the ring (ring_batch_ tells it how many
+// slots this pass has run, and it ends the pass).
+int io_uring_engine::run_ring() noexcept {
     unsigned head;
-    io_uring_cqe* cqe = nullptr;
-    io_uring_for_each_cqe(&ring_, head, cqe) break;  // the first, if any
-    if (!cqe) return false;
-    c = {cqe->user_data, cqe->res, cqe->flags};
-    io_uring_cq_advance(&ring_, 1);
-    return true;
+    io_uring_cqe* cqe;
+    unsigned seen = 0;
+    ring_batch_ = &seen;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;  // taken: its fields are on_cqe's arguments, its slot may go back under it
+        on_cqe(cqe->user_data, cqe->res, cqe->flags);
+        if (!ring_batch_) return static_cast<int>(seen);  // the rest were stashed
+    }
+    ring_batch_ = nullptr;
+    io_uring_cq_advance(&ring_, seen);
+    return static_cast<int>(seen);
 }
 
 void io_uring_engine::arm_notify() noexcept {
@@ -608,11 +622,9 @@ int io_uring_engine::wait(int64_t timeout_ns) noexcept {
         io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
     int n = 0;
-    completion c{};
-    while (next_completion(c)) {
-        on_cqe(c.tag, c.res, c.flags);
-        ++n;
-    }
+    if (stashed_next_ < stashed_.size()) n += run_stashed();  // older than the ring's
+    n += run_ring();
+    if (stashed_next_ < stashed_.size()) n += run_stashed();  // what its handlers set aside
     return n;
 }
 

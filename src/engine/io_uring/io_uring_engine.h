@@ -76,7 +76,8 @@ private:
     io_uring_engine() = default;
     io_uring_sqe* get_sqe() noexcept;
     void stash_completions() noexcept;
-    bool next_completion(completion& c) noexcept;
+    int run_stashed() noexcept;
+    int run_ring() noexcept;
     void prep(io_uring_sqe* sqe, io_op& op) noexcept;
     void arm_notify() noexcept;
     bool wake_by_msg_ring(io_uring_engine& target) noexcept;
@@ -154,6 +155,7 @@ private:
     // (from stashed_next_) before any left in the ring.
     std::vector<completion> stashed_;
     size_t stashed_next_ = 0;
+    unsigned* ring_batch_ = nullptr;  // while run_ring runs: how many ring slots it has run
 };
 
 }  // namespace gluon::engine
