@@ -366,7 +366,10 @@ int pthread_key_create(pthread_key_t* key, void (*dtor)(void*)) noexcept {
 }
 int pthread_key_delete(pthread_key_t key) noexcept {
     if (key < PTHREAD_KEYS_MAX) {
-        g_keys[key].slot.store(0, std::memory_order_release);  // no destructor runs for its values
+        // No destructor runs for its values (POSIX); the fiber-local key goes back for the next
+        // pthread_key_create, and a fiber's old value is never seen through it (fiber_local.h).
+        if (size_t slot = g_keys[key].slot.exchange(0, std::memory_order_acq_rel))
+            gluon::detail::fls_release_key(slot - 1);
         g_keys[key].dtor.store(nullptr, std::memory_order_relaxed);
     }
     return GLUON_REAL(pthread_key_delete)(key);

@@ -41,6 +41,21 @@ static int os_threads(void) {
     return n;
 }
 
+/* Keys made and deleted in a loop: each new key reads NULL in a thread that set the old one
+   (POSIX), however the preload reuses what a deleted key held. */
+static void* key_churn(void* arg) {
+    (void)arg;
+    static int v;
+    for (int i = 0; i < 5000; ++i) {
+        pthread_key_t k;
+        if (pthread_key_create(&k, NULL) != 0) return (void*)1;
+        if (pthread_getspecific(k) != NULL) return (void*)2;
+        if (pthread_setspecific(k, &v) != 0 || pthread_getspecific(k) != &v) return (void*)3;
+        if (pthread_key_delete(k) != 0) return (void*)4;
+    }
+    return NULL;
+}
+
 static void* worker(void* arg) {
     int i = (int)(intptr_t)arg;
     selves[i] = pthread_self();
@@ -146,6 +161,10 @@ int main(int argc, char** argv) {
         return 17;
     }
     if (pthread_getspecific(key) != &main_value) return 18;
+    pthread_t churn;
+    void* churned = (void*)-1;
+    if (pthread_create(&churn, NULL, key_churn, NULL) != 0 || pthread_join(churn, &churned) != 0 || churned)
+        return 21;
     if (argc > 1 && strcmp(argv[1], "fork") == 0) {
         pid_t p = fork();
         if (p == 0) _exit(0);
