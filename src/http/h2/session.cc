@@ -49,12 +49,6 @@ int on_stream_close(nghttp2_session*, int32_t id, uint32_t ec, void* u) {
     return session_of(u).on_stream_close(id, ec);
 }
 
-int on_frame_send(nghttp2_session*, const nghttp2_frame* f, void* u) {
-    if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
-        session_of(u).response_sent(f->hd.stream_id);
-    return 0;
-}
-
 long on_send(nghttp2_session*, const uint8_t* data, size_t len, int, void* u) {
     return session_of(u).on_send(data, len);
 }
@@ -74,7 +68,6 @@ struct setup {
         nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-        nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
         nghttp2_session_callbacks_set_send_callback(cbs, on_send);
         nghttp2_session_callbacks_set_send_data_callback(cbs, on_send_data);
         // Request bodies are buffered until the handler reads them: the window opens as it does.
@@ -145,19 +138,12 @@ void h2_session::handler_finished(h2_stream& st) noexcept {
     // Freed once nghttp2 is done with it too (it may still be sending the body); streams still
     // open when the connection ends are freed with the session.
     if (st.closed) free_stream(st);
-    else if (st.out_ended) drop_request_rest(st);
+    else if (!st.in_done) drop_request_rest(st);
 }
 
-void h2_session::response_sent(int32_t id) noexcept {
-    auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng_, id));
-    if (!st) return;
-    st->out_ended = true;
-    if (st->handler_done) drop_request_rest(*st);
-}
-
-// The whole response has gone and its handler returned, but the client has not ended its
-// request: nothing will read the rest, and the stream would stay open (with its object, and
-// the connection never idle) until the client ended it, which it need not do. RFC 9113 8.1
+// The handler returned, but the client has not ended its request: nothing will read the rest,
+// and the stream would stay open (with its object, and the connection never idle) until the
+// client ended it, which it need not do. Once the whole answer has gone, RFC 9113 8.1
 // lets the server ask it to stop sending (RST_STREAM NO_ERROR, after which the client keeps the
 // response), but clients still uploading take that for an error (curl 7.88 fails the transfer
 // with "stream error"), so the stream lingers: the rest of the body is read and dropped, and
@@ -180,6 +166,12 @@ void h2_session::check_lingering(int64_t now) noexcept {
         const int64_t due = st.lingering_since > INT64_MAX - t ? INT64_MAX : st.lingering_since + t;
         if (due > now) {
             if (due < next) next = due;
+            return;
+        }
+        if (nghttp2_session_get_stream_local_close(ng_, st.id) != 1) {  // the answer is still going
+            st.lingering_since = now;  // (a window that stays closed is check_stalls' to end)
+            const int64_t again = now > INT64_MAX - t ? INT64_MAX : now + t;
+            if (again < next) next = again;
             return;
         }
         st.lingering_since = 0;

@@ -55,8 +55,6 @@ public:
     }
     /// A handler finished: the stream may be freed.
     void handler_finished(h2_stream& st) noexcept;
-    /// A frame that ends stream id's response (END_STREAM) has been sent.
-    void response_sent(int32_t id) noexcept;
 
     // nghttp2 callbacks' work.
     int begin_headers(int32_t id);

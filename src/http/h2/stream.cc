@@ -242,7 +242,7 @@ void h2_stream::reuse(int32_t new_id) noexcept {
     in_total = 0;
     in_done = false;
     in_error = 0;
-    submitted = deferred = out_eof = sending = out_ended = false;
+    submitted = deferred = out_eof = sending = false;
     lingering_since = 0;
     out_error = 0;
     if (out.capacity() > 64 * 1024) std::string().swap(out);

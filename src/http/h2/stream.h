@@ -94,7 +94,6 @@ public:
     uint64_t body_off = 0;   // of a whole body, bytes already framed
     int out_error = 0;       // ETIMEDOUT once given up: later writes fail
     bool sending = false;    // a body goes to nghttp2, not yet to its end
-    bool out_ended = false;  // the frame that ends the response (END_STREAM) has been sent
     int64_t lingering_since = 0;  // answered, request still open: mono_now_ns of its last DATA
     int64_t sent_at = 0;     // mono_coarse_ns of its head's submission or its last DATA frame
     event out_room;
