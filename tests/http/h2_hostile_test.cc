@@ -419,6 +419,7 @@ TEST_P(h2_hostile_test, an_answered_request_the_client_never_ends_is_reset_with_
     server_options o;
     o.idle_timeout = 200ms;
     o.body_timeout = 200ms;  // how long the answered stream waits for the rest of the body
+    o.send_timeout = forever;  // no stall checks: the reader must look again by itself
     start(std::move(o));
     raw_h2 c(srv_->local_address());
     c.send_frame(HEADERS, END_HEADERS, 1, request_block("/", "POST"));
@@ -441,6 +442,39 @@ TEST_P(h2_hostile_test, an_answered_request_the_client_never_ends_is_reset_with_
     const deadline_t until = deadline_after(10s);
     while (srv_->connections() > 0 && mono_now_ns() < until) ASSERT_TRUE(this_fiber::sleep_for(1ms));
     EXPECT_EQ(srv_->connections(), 0u);
+    EXPECT_EQ(served_, 1);
+}
+
+// The same, with a client that keeps sending the body a little at a time: each DATA frame keeps
+// the answered stream lingering (a client still uploading is left to finish), but not beyond
+// body_total_timeout after the handler returned; then it is reset with NO_ERROR.
+TEST_P(h2_hostile_test, an_answered_request_trickled_for_ever_is_reset_at_body_total_timeout) {
+    server_options o;
+    o.body_timeout = 10s;
+    o.body_total_timeout = 300ms;
+    start(std::move(o));
+    raw_h2 c(srv_->local_address());
+    c.send_frame(HEADERS, END_HEADERS, 1, request_block("/", "POST"));
+    c.send_frame(DATA, 0, 1, "part of a body nobody reads");
+    bool done = false;
+    auto trickle = spawn([&] {
+        while (!done && c.send_frame(DATA, 0, 1, "x")) (void)this_fiber::sleep_for(50ms);  // the client's pace
+    });
+    ASSERT_TRUE(trickle);
+    const deadline_t started = mono_now_ns();
+    bool reset = false;
+    while (!reset) {
+        auto f = c.next();
+        ASSERT_TRUE(f) << "no RST_STREAM";
+        ASSERT_NE(f->type, GOAWAY);
+        if (f->stream == 1 && f->type == RST_STREAM) {
+            EXPECT_EQ(f->u32(0), NO_ERROR);
+            reset = true;
+        }
+    }
+    EXPECT_LT(mono_now_ns() - started, 5'000'000'000) << "reset long after body_total_timeout";
+    done = true;
+    ASSERT_TRUE(trickle->join());
     EXPECT_EQ(served_, 1);
 }
 

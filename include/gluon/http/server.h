@@ -27,12 +27,16 @@ struct server_options : net::server_options {
     /// HTTP/1.1: from a request's head to the end of its body, however steadily it comes: 408
     /// (a client trickling its body a byte at a time never waits body_timeout out). The
     /// default takes the default max_body_bytes (1 MiB) at 1.7 KB/s; forever for uploads that
-    /// may stream for longer. Not over HTTP/2, where a request body is also a gRPC call's
-    /// stream of messages, which may rightly last for hours.
+    /// may stream for longer. Over HTTP/2, where a request body is also a gRPC call's stream
+    /// of messages that may rightly last for hours, it bounds only the rest of a body nobody
+    /// reads: a stream whose handler has returned while the client has not ended its request
+    /// lingers, its body dropped, until the client ends it, sends nothing for body_timeout, or
+    /// is still sending body_total_timeout later; then it is reset (RST_STREAM NO_ERROR).
     duration body_total_timeout = std::chrono::minutes(10);
     /// A keep-alive connection waiting for a request; over HTTP/2, one with no stream open,
     /// counted from when its last stream ended (PINGs and other frames that open no stream do
-    /// not start it again).
+    /// not start it again; the connection notices the end up to min(body_timeout,
+    /// idle_timeout) late when no frame comes meanwhile).
     duration idle_timeout = std::chrono::seconds(60);
     /// Between writes of a response. Over HTTP/2 also how long a response may wait for the
     /// client's flow-control window: past it the stream is reset (RST_STREAM CANCEL; a streamed

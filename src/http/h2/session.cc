@@ -16,6 +16,12 @@ namespace {
 
 constexpr size_t k_send_batch = 64 * 1024;  // frames gathered before a send
 constexpr size_t k_idle_workers = 16;        // handler fibers kept waiting for streams
+
+// t + d in mono_now_ns terms, saturating (d == forever, or past INT64_MAX: never).
+int64_t sat_add(int64_t t, duration d) noexcept {
+    const int64_t ns = d.count() < 0 ? 0 : d.count();
+    return t > INT64_MAX - ns ? INT64_MAX : t + ns;
+}
 constexpr duration k_worker_linger = std::chrono::seconds(2);  // how long more than those wait
 constexpr size_t k_spare_streams = 32;       // finished stream objects kept for reuse
 
@@ -147,30 +153,31 @@ void h2_session::handler_finished(h2_stream& st) noexcept {
 // lets the server ask it to stop sending (RST_STREAM NO_ERROR, after which the client keeps the
 // response), but clients still uploading take that for an error (curl 7.88 fails the transfer
 // with "stream error"), so the stream lingers: the rest of the body is read and dropped, and
-// only a client that sends none of it for body_timeout is reset (check_lingering).
+// a client that sends none of it for body_timeout, or is still sending it body_total_timeout
+// after the handler returned, is reset (check_lingering; the reader looks at least every
+// until_next_check's cap, as nothing wakes it for a stream that starts lingering).
 void h2_session::drop_request_rest(h2_stream& st) noexcept {
     if (st.in_done || st.closed || gone_) return;
     st.lingering_since = mono_now_ns();
-    const int64_t t = opts_.body_timeout.count() < 0 ? 0 : opts_.body_timeout.count();
-    const int64_t due = st.lingering_since > INT64_MAX - t ? INT64_MAX : st.lingering_since + t;
+    st.linger_end = sat_add(st.lingering_since, opts_.body_total_timeout);
+    const int64_t due = std::min(sat_add(st.lingering_since, opts_.body_timeout), st.linger_end);
     if (due < next_linger_check_) next_linger_check_ = due;
 }
 
-// Resets the lingering streams whose client has sent nothing for body_timeout.
+// Resets the lingering streams that are due (drop_request_rest).
 void h2_session::check_lingering(int64_t now) noexcept {
     if (now < next_linger_check_) return;
-    const int64_t t = opts_.body_timeout.count() < 0 ? 0 : opts_.body_timeout.count();
     int64_t next = INT64_MAX;
     streams_.for_each([&](h2_stream& st) {
         if (!st.lingering_since || st.in_done || st.closed) return;
-        const int64_t due = st.lingering_since > INT64_MAX - t ? INT64_MAX : st.lingering_since + t;
+        const int64_t due = std::min(sat_add(st.lingering_since, opts_.body_timeout), st.linger_end);
         if (due > now) {
             if (due < next) next = due;
             return;
         }
         if (nghttp2_session_get_stream_local_close(ng_, st.id) != 1) {  // the answer is still going
             st.lingering_since = now;  // (a window that stays closed is check_stalls' to end)
-            const int64_t again = now > INT64_MAX - t ? INT64_MAX : now + t;
+            const int64_t again = sat_add(now, opts_.body_timeout);
             if (again < next) next = again;
             return;
         }
@@ -426,8 +433,14 @@ bool h2_session::check_stalls(int64_t now) {
     return false;
 }
 
+// The reader's wait while streams are open: until the next stall or lingering check, and no
+// longer than body_timeout or idle_timeout, whichever is shorter. Streams end, and start to
+// linger, in other fibers (a handler returning, the writer sending the last frame), and nothing
+// wakes the reader for that: it sees them when it next looks, so a lingering stream is reset, or
+// an idle connection closed, at most this much later than due.
 duration h2_session::until_next_check(int64_t now) const noexcept {
-    const int64_t next = next_stall_check_ < next_linger_check_ ? next_stall_check_ : next_linger_check_;
+    int64_t next = std::min(next_stall_check_, next_linger_check_);
+    next = std::min(next, sat_add(now, std::min(opts_.body_timeout, opts_.idle_timeout)));
     if (next == INT64_MAX) return forever;
     const int64_t left = next - now;
     return duration(left > 0 ? left : 0);

@@ -95,6 +95,7 @@ public:
     int out_error = 0;       // ETIMEDOUT once given up: later writes fail
     bool sending = false;    // a body goes to nghttp2, not yet to its end
     int64_t lingering_since = 0;  // answered, request still open: mono_now_ns of its last DATA
+    int64_t linger_end = 0;       // mono_now_ns past which it lingers no more, DATA or not
     int64_t sent_at = 0;     // mono_coarse_ns of its head's submission or its last DATA frame
     event out_room;
 
