@@ -184,22 +184,27 @@ template <typename Op> result<int> drive(stream::impl& s, deadline_t d, phase ph
         auto sent = flush(s, d, ph == phase::read);
         if (err == SSL_ERROR_SSL || err == SSL_ERROR_SYSCALL)
             return tls_failure(s, ph, err, first, detail);
-        if (!sent) {
-            if (ph == phase::read && !s.failed) {
-                // The read's timeout or interrupt while sending: the records stay queued, and
-                // what SSL_read returned is the caller's (OpenSSL has let go of it).
-                if (err == SSL_ERROR_NONE) return r;
-                if (err == SSL_ERROR_ZERO_RETURN) return 0;
-            } else {
-                s.failed = true;
-            }
-            return stream_fail(s, sent.error(), what(s, ph) + ": send: " + sent.error().message());
-        }
+        // Checked whether or not this flush went out: a read whose flush times out keeps its
+        // answers queued, and the records it took from the input buffer may have added many.
         if (s.replies > k_max_read_replies) {
             s.failed = true;
             return stream_fail(s, errc::protocol_error,
                                what(s, ph) + ": the peer keeps sending requests that need an "
                                              "answer (renegotiation) and does not read the answers");
+        }
+        if (!sent) {
+            if (ph == phase::read && !s.failed) {
+                // The read's timeout or interrupt while sending: the records stay queued, and
+                // what SSL_read returned is the caller's (OpenSSL has let go of it). The
+                // interrupt the send consumed is put back for the fiber's next wait.
+                if (err == SSL_ERROR_NONE || err == SSL_ERROR_ZERO_RETURN) {
+                    if (sent.error() == std::errc::operation_canceled) restore_interrupt();
+                    return err == SSL_ERROR_NONE ? r : 0;
+                }
+            } else {
+                s.failed = true;
+            }
+            return stream_fail(s, sent.error(), what(s, ph) + ": send: " + sent.error().message());
         }
         switch (err) {
         case SSL_ERROR_NONE:
