@@ -318,7 +318,8 @@ TEST_P(h2_client_test, a_window_opened_a_byte_at_a_time_does_not_stretch_the_tim
 // A server that answers the first request on its first connection as soon as its head is in
 // (200, "early"), without reading its body, and then asks for the rest of the request not to be
 // sent (RST_STREAM NO_ERROR, RFC 9113 8.1); it opens no window and reads until the client goes.
-void answer_early_then_reset(net::listener& l) {
+// With `whole` false the DATA frame does not end the answer: the reset cuts it short.
+void answer_early_then_reset(net::listener& l, bool whole = true) {
     auto s = l.accept(10s);
     ASSERT_TRUE(s);
     std::string in;
@@ -335,7 +336,7 @@ void answer_early_then_reset(net::listener& l) {
                 // SETTINGS, SETTINGS ACK, HEADERS (:status 200, END_HEADERS), DATA (END_STREAM),
                 // RST_STREAM (NO_ERROR), all on stream 1.
                 std::string out = h2_frame(4, 0, 0, "") + h2_frame(4, 1, 0, "") + h2_frame(1, 4, 1, "\x88") +
-                                  h2_frame(0, 1, 1, "early") + h2_frame(3, 0, 1, std::string(4, '\0'));
+                                  h2_frame(0, whole ? 1 : 0, 1, "early") + h2_frame(3, 0, 1, std::string(4, '\0'));
                 ASSERT_TRUE(s->write_all(out.data(), out.size(), 10s));
                 sent = true;
             }
@@ -366,6 +367,32 @@ TEST_P(h2_client_test, an_answer_before_the_request_body_ends_stands_after_a_no_
         ASSERT_TRUE(r) << r.error().message();
         EXPECT_EQ(r->status, 200);
         EXPECT_EQ(r->body, "early");
+    }
+    ASSERT_TRUE(srv->join());
+}
+
+// A NO_ERROR reset stands for the rest of the request only after a whole answer (END_STREAM):
+// one that cuts the answer short fails the request, whose body would otherwise be a piece of
+// the answer passed off as all of it.
+TEST_P(h2_client_test, an_answer_cut_short_by_a_no_error_reset_fails) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    auto srv = spawn([&] { answer_early_then_reset(*l, false); });
+    ASSERT_TRUE(srv);
+    {
+        client_options o;
+        o.http2_prior_knowledge = true;
+        client c(o);
+        client_request req;
+        req.method = method::post;
+        req.url = "http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/";
+        req.body = pattern(65535 + 65536 + 1000);
+        req.timeout = 5s;
+        auto r = c.send(req);
+        EXPECT_FALSE(r) << "a cut answer was taken whole: " << (r ? r->body : "");
+        if (!r) {
+            EXPECT_EQ(r.error(), std::errc::connection_reset) << r.error().message();
+        }
     }
     ASSERT_TRUE(srv->join());
 }

@@ -282,7 +282,8 @@ void h2_call::on_close(uint32_t code) noexcept {
         open_ = false;
         sess_->calls.erase(*this);
     }
-    if (code == NGHTTP2_NO_ERROR && head_done_) in_done_ = true;
+    // A NO_ERROR close ends the answer only if END_STREAM did (on_head_end, on_end): a reset
+    // with NO_ERROR that cuts an answer short is a reset (ECONNRESET), not its end.
     wake();
 }
 
