@@ -102,7 +102,11 @@ result<uint64_t> copy_opening(filesystem& src_fs, std::string_view src, int open
 
 result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                            std::string_view dst, const copy_options& o) {
-    return copy_opening(src_fs, src, O_RDONLY, dst_fs, dst, o);
+    // A FIFO or device is refused before it is opened: opening a FIFO waits for a writer, and
+    // opening a device may act on it. (One that replaces src after this is refused once open.)
+    if (auto pre = src_fs.stat(src); pre && !S_ISREG(pre->st_mode) && !S_ISDIR(pre->st_mode))
+        return errno_error(EINVAL);
+    return copy_opening(src_fs, src, O_RDONLY | O_NOCTTY, dst_fs, dst, o);
 }
 
 namespace {
@@ -142,7 +146,7 @@ result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesyste
             one.progress = nullptr;
             // Not following a symlink: one put in the file's place since the walk's lstat
             // would have the copy take a file from outside the tree (ELOOP instead).
-            auto c = copy_opening(src_fs, p, O_RDONLY | O_NOFOLLOW, dst_fs, target, one);
+            auto c = copy_opening(src_fs, p, O_RDONLY | O_NOFOLLOW | O_NOCTTY, dst_fs, target, one);
             if (!c) err = c.error();
             else ++stats.files, stats.bytes += *c;
         } else if (S_ISLNK(st.st_mode)) {

@@ -20,8 +20,9 @@ struct copy_options {
 };
 
 /// Copies the regular file src to dst (created, or truncated, with src's permission bits).
-/// Returns the bytes copied. Errors: EINVAL (src, as opened, is not a regular file, or dst is
-/// src under another name: nothing is touched), EISDIR (src is a directory), those of
+/// Returns the bytes copied. Errors: EINVAL (src is not a regular file, checked before it is
+/// opened, so a FIFO is not waited on, and again once open, or dst is src under another name:
+/// nothing is touched), EISDIR (src is a directory), those of
 /// open/pread/pwrite/fsync on either side (ENOENT, EACCES, ENOSPC, ...); on error the partial
 /// dst is left in place.
 result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
@@ -34,7 +35,8 @@ struct copy_stats {
 /// a read-only src copies too; existing ones are reused as they are), regular files and
 /// symlinks (recreated with the same target). Other file types are skipped. A file is opened
 /// without following a symlink, so one that replaced it after the walk saw it is not followed
-/// out of the tree (ELOOP). Stops at the first error (the directories created still get their
+/// out of the tree (ELOOP); a directory above it replaced by a symlink meanwhile still is (the
+/// walk is by path, not by directory descriptor). Stops at the first error (the directories created still get their
 /// modes). Errors: EINVAL (dst is src or inside it: nothing is copied), ELOOP, those of
 /// copy_file, mkdir, readlink, symlink and the walk (ENOENT for a missing src, EACCES, ...).
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
