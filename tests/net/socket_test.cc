@@ -104,6 +104,30 @@ TEST_P(net_test, tcp_ipv6_echo) {
     if (!probe) GTEST_SKIP() << "no IPv6 loopback";
     echo_round_trip(address::ipv6_loopback(0));
 }
+// A Unix listener whose backlog is full and which accepts nothing: a connect to it must not
+// succeed. Its EAGAIN was taken for a connect under way, whose outcome the socket's SO_ERROR
+// then gave as 0 (io_uring): the caller got a socket connected to nothing.
+TEST_P(net_test, a_connect_to_a_full_unix_backlog_does_not_succeed) {
+    auto addr = *address::unix_abstract("gluon-full-backlog-" + std::to_string(::getpid()) + "-" +
+                                         std::to_string(static_cast<int>(GetParam())));
+    listen_options lo;
+    lo.backlog = 1;
+    auto l = listener::listen(addr, lo);
+    ASSERT_TRUE(l) << l.error().message();
+    std::vector<stream> queued;
+    for (int i = 0; i < 4; ++i) {  // fill the backlog (the kernel takes backlog + 1)
+        auto c = stream::connect(addr, 50ms);
+        if (!c) break;
+        queued.push_back(std::move(*c));
+    }
+    ASSERT_FALSE(queued.empty());
+    auto c = stream::connect(addr, 200ms);
+    EXPECT_FALSE(c) << "connected with " << queued.size() << " connections queued on a backlog of 1";
+    if (!c) {
+        EXPECT_EQ(c.error(), std::errc::timed_out) << c.error().message();
+    }
+}
+
 TEST_P(net_test, unix_path_echo) {
     std::string path = "/tmp/gluon-net-test-" + std::to_string(::getpid()) + ".sock";
     ::unlink(path.c_str());

@@ -91,8 +91,13 @@ constexpr unsigned k_file_io_batch = 4;
 // -ECANCELED from the kernel after cancel(): say why it was cancelled.
 // ECANCELED is the reason we cancelled for (ETIMEDOUT, ...), or, when we gave none, the fd was
 // closed under the operation (cancel_in_kernel): EBADF, as on epoll.
+// Whether result r is that of the op's cancel: ECANCELED, or EINTR from an op the kernel was
+// running in a worker thread (a blocking connect, e.g. to a Unix listener's full backlog),
+// which the cancel interrupts.
+bool cancel_ended(const io_op& op, long r) { return r == -ECANCELED || (r == -EINTR && op.cancel_errno); }
+
 long cancelled_result(const io_op& op, long r) {
-    if (r != -ECANCELED) return r;
+    if (!cancel_ended(op, r)) return r;
     return op.cancel_errno ? -op.cancel_errno : -EBADF;
 }
 
@@ -492,7 +497,7 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     if (tag & k_poll_bit) {
         auto* op = reinterpret_cast<io_op*>(tag & ~k_poll_bit);
         if (res < 0 || op->cancel_errno) {
-            if (res < 0 && res != -ECANCELED) op->cancel_errno = 0;  // its own error, not the cancel's
+            if (res < 0 && !cancel_ended(*op, res)) op->cancel_errno = 0;  // its own error, not the cancel's
             complete(*op, cancelled_result(*op, res < 0 ? res : -ECANCELED));
             return;
         }
@@ -537,14 +542,17 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     }
     if ((r == -EAGAIN || r == -EINPROGRESS) && is_socket_like(op->code) && !op->cancel_errno) {
         // The fd is O_NONBLOCK, so the kernel would not wait for us: wait for readiness, then
-        // run the op again (a connect under way is finished by the poll: see below).
-        if (op->code == opcode::connect) op->engine_busy = true;
+        // run the op again (a connect under way is finished by the poll: see below). Only
+        // EINPROGRESS is a connect under way: EAGAIN (a Unix listener's full backlog) started
+        // nothing, and the socket's writability then says nothing (its SO_ERROR is 0 while it
+        // is not connected at all), so the connect is made again, as the epoll engine does.
+        if (r == -EINPROGRESS) op->engine_busy = true;
         queue(*op, true);
         return;
     }
     // The op finished before a cancel could stop it: its result is its own (a kernel's
     // ETIMEDOUT stays the kernel's, see io_op::cancel_errno).
-    if (res != -ECANCELED) op->cancel_errno = 0;
+    if (!cancel_ended(*op, res)) op->cancel_errno = 0;
     complete(*op, r);
 }
 
