@@ -139,7 +139,8 @@ task_sched* sched_here(int* err) noexcept {
     auto f = spawn(fiber_options{.stack_size = 0, .name = "tasks"}, [s] { run(s); });
     if (!f) {
         *err = f.error().value();
-        GLUON_WARN("gluon: cannot start the task runner: {}", f.error().message());
+        GLUON_LOG_RATE_LIMITED(warn, std::chrono::seconds(1), "gluon: cannot start the task runner: {}",
+                               f.error().message());
         delete s;
         return nullptr;
     }
