@@ -6,6 +6,7 @@
 
 #include "gluon/common/log.h"
 #include "gluon/net/socket.h"
+#include "gluon/runtime/waiter.h"
 #include "gluon/sys/ops.h"
 #include "websocket_handshake.h"
 #include "websocket_state.h"
@@ -285,7 +286,8 @@ result<void> on_control(state& st, uint8_t opcode, const uint8_t* p, size_t n, d
         if (!r && !st.failed && !st.ended) {
             // The send lock was not had in time, nothing was sent: the send that holds it ends
             // with the connection, shut down under it (ending the transport through the stream
-            // would write beside it).
+            // would write beside it). An interrupt the lock's wait took is the fiber's again.
+            if (r.error() == std::errc::operation_canceled) restore_interrupt();
             stop_under_reader(st);
             st.ended = true;
             return errno_error(ENODATA);
