@@ -5,7 +5,9 @@
 #include <functional>
 #include <string>
 
+#include "gluon/common/clock.h"
 #include "gluon/rpc/grpc.h"
+#include "gluon/runtime/fiber.h"
 #include "interop.pb.h"
 
 namespace gluon::rpc::grpc::testing {
@@ -15,6 +17,14 @@ using gluon::test::Msg;
 /// What the Slow method saw: calls that ended by their deadline, and by the client's cancel.
 struct slow_counts {
     int expired = 0, cancelled = 0;
+    /// Waits (10 s at most) until the slow calls' handlers have seen their end: a client can be
+    /// done with its expired and cancelled calls before their handlers run.
+    void await(int calls) const {
+        using namespace std::chrono_literals;
+        const deadline_t until = deadline_after(10s);
+        while (expired + cancelled < calls && mono_now_ns() < until)
+            if (!this_fiber::sleep_for(1ms)) return;
+    }
 };
 
 inline void add_echo_service(server& g, slow_counts& slow) {

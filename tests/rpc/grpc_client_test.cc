@@ -189,6 +189,7 @@ TEST_P(grpc_client_test, calls_grpc_cpp_server) {
 TEST_P(grpc_client_test, calls_gluon_server_in_clear_text) {
     channel ch("127.0.0.1", start_gluon_server(nullptr));
     call_every_kind(ch);
+    slow_.await(2);
     EXPECT_EQ(slow_.expired, 1);
     EXPECT_EQ(slow_.cancelled, 1);
 }
