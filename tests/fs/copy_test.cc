@@ -75,6 +75,10 @@ TEST_P(copy_test, a_source_that_is_not_a_regular_file_is_refused) {
         ASSERT_TRUE(fs_->symlink("/dev/null", "null").has_value());
         EXPECT_EQ(fs::copy_file(*fs_, "null", *fs_, "copy").error(), std::errc::invalid_argument);
         EXPECT_EQ(fs_->lstat("copy").error(), std::errc::no_such_file_or_directory);  // not made
+        // A FIFO is refused before it is opened: the open would wait for a writer for good.
+        ASSERT_EQ(::mkfifo((dir_ + "/fifo").c_str(), 0600), 0);
+        EXPECT_EQ(fs::copy_file(*fs_, "fifo", *fs_, "copy").error(), std::errc::invalid_argument);
+        EXPECT_EQ(fs_->lstat("copy").error(), std::errc::no_such_file_or_directory);
     });
 }
 
