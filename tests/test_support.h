@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "gluon/common/clock.h"
 #include "gluon/engine/engine.h"
 #include "gluon/runtime/fd.h"
+#include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -51,6 +53,17 @@ struct loopback_listener {
     const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&addr); }
     uint16_t port() const { return ntohs(addr.sin_port); }
 };
+
+/// Waits until `done()` holds, checking every millisecond (other fibers of this vCPU run
+/// meanwhile), for `limit` at most; returns done()'s last answer. For conditions that come
+/// true in another fiber or process with nothing to wait on (a count of connections).
+template <typename Pred>
+bool eventually(Pred done, duration limit = std::chrono::seconds(10)) {
+    const deadline_t until = deadline_after(limit);
+    while (!done() && mono_now_ns() < until)
+        if (!this_fiber::sleep_for(std::chrono::milliseconds(1))) break;
+    return done();
+}
 
 inline std::vector<engine::kind> all_engines() { return {engine::kind::io_uring, engine::kind::epoll}; }
 

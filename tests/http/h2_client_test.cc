@@ -120,9 +120,7 @@ TEST_P(h2_client_test, destroying_the_client_ends_its_http2_connections_on_every
     EXPECT_TRUE(*other);
     EXPECT_EQ(srv_->connections(), 2u);
     c.reset();
-    const deadline_t until = deadline_after(10s);
-    while (srv_->connections() > 0 && mono_now_ns() < until) ASSERT_TRUE(this_fiber::sleep_for(1ms));
-    EXPECT_EQ(srv_->connections(), 0u);
+    EXPECT_TRUE(test::eventually([&] { return srv_->connections() == 0; })) << srv_->connections();
 }
 
 TEST_P(h2_client_test, streamed_request_bodies_and_streamed_responses) {
@@ -213,9 +211,10 @@ std::string h2_frame(uint8_t type, uint8_t flags, uint32_t stream, const std::st
     return f + payload;
 }
 
-// A server that answers the first request on its first connection with `block` (an HPACK
-// header block) as the response's whole head, then reads until the client goes.
-void answer_with_head(net::listener& l, const std::string& block) {
+// A server that answers the first request on its first connection with `frames` as soon as the
+// request's HEADERS is in (after its own SETTINGS and the ACK of the client's, on stream 1),
+// without reading the body or opening a window, then reads until the client goes.
+void answer_once(net::listener& l, const std::string& frames) {
     auto s = l.accept(10s);
     ASSERT_TRUE(s);
     std::string in;
@@ -225,13 +224,11 @@ void answer_with_head(net::listener& l, const std::string& block) {
         auto n = s->read_some(buf, sizeof buf, 10s);
         if (!n || *n == 0) return;
         in.append(buf, *n);
-        // The preface's 24 bytes, then frames: answer once the request's HEADERS is in.
-        for (size_t at = 24; !sent && at + 9 <= in.size();) {
+        for (size_t at = 24; !sent && at + 9 <= in.size();) {  // past the preface, frame by frame
             size_t len = (size_t(uint8_t(in[at])) << 16) | (size_t(uint8_t(in[at + 1])) << 8) | uint8_t(in[at + 2]);
             if (at + 9 + len > in.size()) break;
             if (in[at + 3] == 1) {  // HEADERS
-                // SETTINGS, SETTINGS ACK, HEADERS (END_STREAM | END_HEADERS) on stream 1.
-                std::string out = h2_frame(4, 0, 0, "") + h2_frame(4, 1, 0, "") + h2_frame(1, 4 | 1, 1, block);
+                std::string out = h2_frame(4, 0, 0, "") + h2_frame(4, 1, 0, "") + frames;
                 ASSERT_TRUE(s->write_all(out.data(), out.size(), 10s));
                 sent = true;
             }
@@ -239,6 +236,9 @@ void answer_with_head(net::listener& l, const std::string& block) {
         }
     }
 }
+
+// Answers with `block` (an HPACK header block) as the response's whole head (END_STREAM).
+void answer_with_head(net::listener& l, const std::string& block) { answer_once(l, h2_frame(1, 4 | 1, 1, block)); }
 
 // HPACK lets one byte stand for a whole field of the dynamic table (RFC 7541 6.1): a 12 KiB
 // frame can carry 48 MB of fields. client_options::limits bounds a response head over HTTP/2
@@ -315,34 +315,12 @@ TEST_P(h2_client_test, a_window_opened_a_byte_at_a_time_does_not_stretch_the_tim
     ASSERT_TRUE(srv->join());
 }
 
-// A server that answers the first request on its first connection as soon as its head is in
-// (200, "early"), without reading its body, and then asks for the rest of the request not to be
-// sent (RST_STREAM NO_ERROR, RFC 9113 8.1); it opens no window and reads until the client goes.
-// With `whole` false the DATA frame does not end the answer: the reset cuts it short.
+// Answers 200 "early" as soon as the request's head is in, then asks for the rest of the
+// request not to be sent (RST_STREAM NO_ERROR, RFC 9113 8.1). With `whole` false the DATA frame
+// does not end the answer: the reset cuts it short.
 void answer_early_then_reset(net::listener& l, bool whole = true) {
-    auto s = l.accept(10s);
-    ASSERT_TRUE(s);
-    std::string in;
-    char buf[16384];
-    bool sent = false;
-    for (;;) {
-        auto n = s->read_some(buf, sizeof buf, 10s);
-        if (!n || *n == 0) return;
-        in.append(buf, *n);
-        for (size_t at = 24; !sent && at + 9 <= in.size();) {  // past the preface, frame by frame
-            size_t len = (size_t(uint8_t(in[at])) << 16) | (size_t(uint8_t(in[at + 1])) << 8) | uint8_t(in[at + 2]);
-            if (at + 9 + len > in.size()) break;
-            if (in[at + 3] == 1) {  // HEADERS
-                // SETTINGS, SETTINGS ACK, HEADERS (:status 200, END_HEADERS), DATA (END_STREAM),
-                // RST_STREAM (NO_ERROR), all on stream 1.
-                std::string out = h2_frame(4, 0, 0, "") + h2_frame(4, 1, 0, "") + h2_frame(1, 4, 1, "\x88") +
-                                  h2_frame(0, whole ? 1 : 0, 1, "early") + h2_frame(3, 0, 1, std::string(4, '\0'));
-                ASSERT_TRUE(s->write_all(out.data(), out.size(), 10s));
-                sent = true;
-            }
-            at += 9 + len;
-        }
-    }
+    answer_once(l, h2_frame(1, 4, 1, "\x88") + h2_frame(0, whole ? 1 : 0, 1, "early") +
+                       h2_frame(3, 0, 1, std::string(4, '\0')));
 }
 
 // The request's body is more than the server's windows and the client's queue take, so its

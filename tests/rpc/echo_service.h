@@ -5,10 +5,9 @@
 #include <functional>
 #include <string>
 
-#include "gluon/common/clock.h"
 #include "gluon/rpc/grpc.h"
-#include "gluon/runtime/fiber.h"
 #include "interop.pb.h"
+#include "test_support.h"
 
 namespace gluon::rpc::grpc::testing {
 
@@ -20,10 +19,7 @@ struct slow_counts {
     /// Waits (10 s at most) until the slow calls' handlers have seen their end: a client can be
     /// done with its expired and cancelled calls before their handlers run.
     void await(int calls) const {
-        using namespace std::chrono_literals;
-        const deadline_t until = deadline_after(10s);
-        while (expired + cancelled < calls && mono_now_ns() < until)
-            if (!this_fiber::sleep_for(1ms)) return;
+        (void)gluon::test::eventually([&] { return expired + cancelled >= calls; });
     }
 };
 
