@@ -287,6 +287,20 @@ void open_window_a_byte_at_a_time(net::listener& l) {
     }
 }
 
+// POSTs, over HTTP/2 by prior knowledge, a body more than the server's windows and the
+// client's queue take (so its write waits for window) to the raw server on l.
+result<client_response> post_large_body(net::listener& l, duration timeout) {
+    client_options o;
+    o.http2_prior_knowledge = true;
+    client c(o);
+    client_request req;
+    req.method = method::post;
+    req.url = "http://127.0.0.1:" + std::to_string(l.local_address()->port()) + "/";
+    req.body = pattern(65535 + 65536 + 1000);  // the initial windows, the queue, and more
+    req.timeout = timeout;
+    return c.send(req);
+}
+
 // A request body the server's window lets through a byte at a time: each wait for window
 // ends with progress, but the request's timeout still bounds the whole write. Each wait got
 // the whole timeout again, so the call lasted as long as the server went on (5 s here; for
@@ -297,16 +311,8 @@ TEST_P(h2_client_test, a_window_opened_a_byte_at_a_time_does_not_stretch_the_tim
     auto srv = spawn([&] { open_window_a_byte_at_a_time(*l); });
     ASSERT_TRUE(srv);
     {
-        client_options o;
-        o.http2_prior_knowledge = true;
-        client c(o);
-        client_request req;
-        req.method = method::post;
-        req.url = "http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/";
-        req.body = pattern(65535 + 65536 + 1000);  // the initial windows, the queue, and more
-        req.timeout = 300ms;
         auto t0 = std::chrono::steady_clock::now();
-        auto r = c.send(req);
+        auto r = post_large_body(*l, 300ms);
         auto took = std::chrono::steady_clock::now() - t0;
         ASSERT_FALSE(r);
         EXPECT_EQ(r.error(), std::errc::timed_out);
@@ -333,15 +339,7 @@ TEST_P(h2_client_test, an_answer_before_the_request_body_ends_stands_after_a_no_
     auto srv = spawn([&] { answer_early_then_reset(*l); });
     ASSERT_TRUE(srv);
     {
-        client_options o;
-        o.http2_prior_knowledge = true;
-        client c(o);
-        client_request req;
-        req.method = method::post;
-        req.url = "http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/";
-        req.body = pattern(65535 + 65536 + 1000);  // the initial windows, the queue, and more
-        req.timeout = 5s;
-        auto r = c.send(req);
+        auto r = post_large_body(*l, 5s);
         ASSERT_TRUE(r) << r.error().message();
         EXPECT_EQ(r->status, 200);
         EXPECT_EQ(r->body, "early");
@@ -358,15 +356,7 @@ TEST_P(h2_client_test, an_answer_cut_short_by_a_no_error_reset_fails) {
     auto srv = spawn([&] { answer_early_then_reset(*l, false); });
     ASSERT_TRUE(srv);
     {
-        client_options o;
-        o.http2_prior_knowledge = true;
-        client c(o);
-        client_request req;
-        req.method = method::post;
-        req.url = "http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/";
-        req.body = pattern(65535 + 65536 + 1000);
-        req.timeout = 5s;
-        auto r = c.send(req);
+        auto r = post_large_body(*l, 5s);
         EXPECT_FALSE(r) << "a cut answer was taken whole: " << (r ? r->body : "");
         if (!r) {
             EXPECT_EQ(r.error(), std::errc::connection_reset) << r.error().message();
