@@ -405,8 +405,7 @@ bool h2_session::check_stalls(int64_t now) {
         next_stall_check_ = INT64_MAX;
         return true;
     }
-    const int64_t limit = opts_.send_timeout.count() < 0 ? 0 : opts_.send_timeout.count();
-    auto after = [limit](int64_t t) { return t > INT64_MAX - limit ? INT64_MAX : t + limit; };
+    auto after = [this](int64_t t) { return sat_add(t, opts_.send_timeout); };
     // A stream that starts waiting later does so from a submission or a DATA frame after now:
     // its time is up no earlier than a send_timeout from now.
     int64_t next = after(now);
