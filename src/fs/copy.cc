@@ -25,9 +25,9 @@ struct free_deleter {
     void operator()(char* p) const noexcept { std::free(p); }
 };
 
-// copy_file with src opened with open_flags.
+// copy_file with src opened with open_flags, and dst with dst_flags added to its own.
 result<uint64_t> copy_opening(filesystem& src_fs, std::string_view src, int open_flags, filesystem& dst_fs,
-                              std::string_view dst, const copy_options& o) {
+                              std::string_view dst, int dst_flags, const copy_options& o) {
     if (o.chunk == 0 || o.depth == 0) return errno_error(EINVAL);
     auto in = GLUON_TRY(src_fs.open(src, open_flags));
     // The kind is that of the file opened, not of what a stat of the path saw before (the path
@@ -39,7 +39,7 @@ result<uint64_t> copy_opening(filesystem& src_fs, std::string_view src, int open
     // would empty src before its first read.
     if (auto d = dst_fs.stat(dst); d && d->st_dev == st.st_dev && d->st_ino == st.st_ino)
         return errno_error(EINVAL);
-    auto out = GLUON_TRY(dst_fs.open(dst, O_WRONLY | O_CREAT | O_TRUNC, st.st_mode & 07777));
+    auto out = GLUON_TRY(dst_fs.open(dst, O_WRONLY | O_CREAT | O_TRUNC | dst_flags, st.st_mode & 07777));
     const uint64_t total = static_cast<uint64_t>(st.st_size);
 
     // Small files get small buffers: one chunk just over the size, so EOF is seen at once.
@@ -106,7 +106,7 @@ result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem&
     // opening a device may act on it. (One that replaces src after this is refused once open.)
     if (auto pre = src_fs.stat(src); pre && !S_ISREG(pre->st_mode) && !S_ISDIR(pre->st_mode))
         return errno_error(EINVAL);
-    return copy_opening(src_fs, src, O_RDONLY | O_NOCTTY, dst_fs, dst, o);
+    return copy_opening(src_fs, src, O_RDONLY | O_NOCTTY, dst_fs, dst, 0, o);
 }
 
 namespace {
@@ -121,54 +121,115 @@ bool inside(filesystem& dst_fs, std::string_view dst, const struct stat& src_st)
     }
 }
 
+// A directory of a tree being copied: held open where its filesystem can (open_root), so its
+// entries are reached from it by one name each and a directory above it replaced by a symlink
+// does not lead the copy out of the tree; else named by its path, as the filesystem offers.
+struct place {
+    filesystem* fs;
+    std::unique_ptr<filesystem> held;  // fs is held.get() when set
+    std::string dir;                   // the path, when not held
+
+    std::string at(std::string_view name) const {
+        return held ? std::string(name) : path::join(dir, name);
+    }
+    std::string self() const { return held ? std::string(".") : dir; }
+};
+
+// The directory p of fs entered: held, or by path where fs cannot hold one (EOPNOTSUPP).
+result<place> enter(filesystem& fs, const std::string& p, int flags) {
+    auto h = fs.open_root(p, flags);
+    if (h) {
+        filesystem* f = h->get();
+        return place{f, std::move(*h), {}};
+    }
+    if (h.error() != std::errc::operation_not_supported) return unexpected(h.error());
+    return place{&fs, nullptr, p};
+}
+
+class tree_copy {
+public:
+    explicit tree_copy(const copy_options& o) : o_(o) {}
+
+    // Copies the entry src_name of from, whose lstat is st, to dst_name of to. nofollow is
+    // O_NOFOLLOW below the destination's root (nothing there is followed, a symlink put in
+    // place of a directory or file included) and 0 for the root the caller named.
+    result<void> entry(place& from, const std::string& src_name, const struct stat& st, place& to,
+                       const std::string& dst_name, int nofollow) {
+        if (S_ISDIR(st.st_mode)) return directory(from, src_name, st, to, dst_name, nofollow);
+        if (S_ISREG(st.st_mode)) {
+            copy_options one = o_;
+            one.progress = nullptr;
+            // Not following a symlink: one put in the file's place since its lstat would have
+            // the copy take a file from outside the tree (ELOOP instead).
+            auto c = copy_opening(*from.fs, from.at(src_name), O_RDONLY | O_NOFOLLOW | O_NOCTTY,
+                                  *to.fs, to.at(dst_name), nofollow, one);
+            if (!c) return unexpected(c.error());
+            ++stats.files, stats.bytes += *c;
+        } else if (S_ISLNK(st.st_mode)) {
+            auto t = GLUON_TRY(from.fs->readlink(from.at(src_name)));
+            GLUON_TRY(to.fs->symlink(t, to.at(dst_name)));
+            ++stats.symlinks;
+        }  // other kinds are skipped
+        if (o_.progress) o_.progress(stats.bytes, 0);
+        return {};
+    }
+
+    copy_stats stats;
+
+private:
+    // A directory is created open to its owner, or one copied from a read-only source could
+    // not be filled; the owner bits it should not have are taken away once it is full (after
+    // its children: a parent without search permission would hide them), even if the copy
+    // stopped inside it. What the umask took from mkdir's mode stays taken, as for the files.
+    result<void> directory(place& from, const std::string& src_name, const struct stat& st, place& to,
+                           const std::string& dst_name, int nofollow) {
+        auto m = to.fs->mkdir(to.at(dst_name), (st.st_mode & 07777) | S_IRWXU);
+        if (!m && m.error() != std::errc::file_exists) return m;
+        ++stats.dirs;
+        if (o_.progress) o_.progress(stats.bytes, 0);
+        auto dst = GLUON_TRY(enter(*to.fs, to.at(dst_name), nofollow));
+        auto src = enter(*from.fs, from.at(src_name), O_NOFOLLOW);
+        result<void> r = src ? fill(*src, dst) : result<void>(unexpected(src.error()));
+        if (m && (st.st_mode & S_IRWXU) != S_IRWXU) {
+            auto now = dst.fs->stat(dst.self());
+            auto c = now ? dst.fs->chmod(dst.self(), now->st_mode & 07777 & ~(S_IRWXU & ~st.st_mode))
+                         : result<void>(unexpected(now.error()));
+            if (!c && r) r = c;
+        }
+        return r;
+    }
+
+    // Copies the entries of from into to, parents before children, stopping at the first error.
+    result<void> fill(place& from, place& to) {
+        auto d = GLUON_TRY(from.fs->opendir(from.self()));
+        for (;;) {
+            auto e = GLUON_TRY(d->next());
+            if (!e) return {};
+            auto st = from.fs->lstat(from.at(e->name));
+            if (!st) {
+                if (st.error() == std::errc::no_such_file_or_directory) continue;  // removed meanwhile
+                return unexpected(st.error());
+            }
+            GLUON_TRY(entry(from, e->name, *st, to, e->name, O_NOFOLLOW));
+        }
+    }
+
+    const copy_options& o_;
+};
+
 }  // namespace
 
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                              std::string_view dst, const copy_options& o) {
-    copy_stats stats;
-    std::error_code err;
     const std::string base = path::normalize(src);
-    if (auto st = src_fs.lstat(base); st && S_ISDIR(st->st_mode) && inside(dst_fs, dst, *st))
-        return errno_error(EINVAL);
-    // A directory is created open to its owner, or one copied from a read-only source could
-    // not be filled; the owner bits it should not have are taken away once it is full.
-    std::vector<std::pair<std::string, mode_t>> to_close;  // (directory, owner bits to clear)
-    auto visit = [&](const std::string& p, const struct stat& st) {
-        std::string rel = p.size() > base.size() ? p.substr(base.size() + (base == "/" ? 0 : 1)) : "";
-        std::string target = rel.empty() ? std::string(dst) : path::join(dst, rel);
-        if (S_ISDIR(st.st_mode)) {
-            auto m = dst_fs.mkdir(target, (st.st_mode & 07777) | S_IRWXU);
-            if (!m && m.error() != std::errc::file_exists) err = m.error();
-            else ++stats.dirs;
-            if (m && (st.st_mode & S_IRWXU) != S_IRWXU) to_close.emplace_back(target, S_IRWXU & ~st.st_mode);
-        } else if (S_ISREG(st.st_mode)) {
-            copy_options one = o;
-            one.progress = nullptr;
-            // Not following a symlink: one put in the file's place since the walk's lstat
-            // would have the copy take a file from outside the tree (ELOOP instead).
-            auto c = copy_opening(src_fs, p, O_RDONLY | O_NOFOLLOW | O_NOCTTY, dst_fs, target, one);
-            if (!c) err = c.error();
-            else ++stats.files, stats.bytes += *c;
-        } else if (S_ISLNK(st.st_mode)) {
-            auto t = src_fs.readlink(p);
-            auto s = t ? dst_fs.symlink(*t, target) : result<void>(unexpected(t.error()));
-            if (!s) err = s.error();
-            else ++stats.symlinks;
-        }
-        if (o.progress) o.progress(stats.bytes, 0);
-        return err ? path::walk_action::stop : path::walk_action::next;
-    };
-    auto walked = path::walk(src_fs, base, visit);
-    // Children first: a parent without search permission would hide them. What the umask took
-    // from mkdir's mode stays taken, as for the files.
-    for (auto it = to_close.rbegin(); it != to_close.rend(); ++it) {
-        auto st = dst_fs.stat(it->first);
-        auto c = st ? dst_fs.chmod(it->first, st->st_mode & 07777 & ~it->second) : result<void>(unexpected(st.error()));
-        if (!c && !err) err = c.error();
-    }
-    GLUON_TRY(walked);
-    if (err) return unexpected(err);
-    return stats;
+    auto st = GLUON_TRY(src_fs.lstat(base));
+    if (S_ISDIR(st.st_mode) && inside(dst_fs, dst, st)) return errno_error(EINVAL);
+    // The roots are the caller's paths, as given: src's is not followed if it is a symlink (it is
+    // copied as one), dst's is (an existing directory reached through a symlink is filled).
+    place top_src{&src_fs, nullptr, ""}, top_dst{&dst_fs, nullptr, ""};
+    tree_copy t(o);
+    GLUON_TRY(t.entry(top_src, base, st, top_dst, std::string(dst), 0));
+    return t.stats;
 }
 
 }  // namespace gluon::fs

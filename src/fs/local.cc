@@ -264,6 +264,15 @@ public:
         auto fd = GLUON_TRY(file_io::openat(*e_, root_, r.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         return std::unique_ptr<directory>(new local_directory(*e_, fd));
     }
+    result<std::unique_ptr<filesystem>> open_root(std::string_view dir, int flags) noexcept override {
+        if (flags & ~O_NOFOLLOW) return errno_error(EINVAL);
+        const std::string r = GLUON_TRY(rel(dir));
+        // O_PATH: holding a directory to resolve names from needs no read permission on it (a
+        // write-only destination directory can still be filled).
+        auto fd = GLUON_TRY(
+            file_io::openat(*e_, root_, r.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | flags));
+        return std::unique_ptr<filesystem>(new local_fs(*e_, fd));
+    }
 
 private:
     result<struct stat> do_stat(std::string_view p, int flags) {

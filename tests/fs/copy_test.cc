@@ -4,7 +4,11 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <functional>
+#include <memory>
 #include <random>
 
 #include "forwarding_fs.h"
@@ -14,7 +18,72 @@
 namespace gluon::test {
 namespace {
 
-class copy_test : public fs_test {};
+// Runs a hook once, when the copy first reaches `victim` (a path from the root) by open, opendir
+// or open_root, through this filesystem or a directory held open from it: what another process
+// can do to a tree between the walk's listing of a directory and its use of an entry.
+class hooked_fs final : public forwarding_fs {
+public:
+    struct hook {
+        std::string victim;
+        std::function<void()> run;
+        bool fired = false;
+    };
+    hooked_fs(std::unique_ptr<filesystem> in, std::shared_ptr<hook> h, std::string at = ".")
+        : forwarding_fs(std::move(in)), hook_(std::move(h)), at_(std::move(at)) {}
+    bool fired() const { return hook_->fired; }
+
+    result<std::unique_ptr<file>> open(std::string_view p, int flags, mode_t m) noexcept override {
+        reach(p);
+        return in_->open(p, flags, m);
+    }
+    result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
+        reach(p);
+        return in_->opendir(p);
+    }
+    result<std::unique_ptr<filesystem>> open_root(std::string_view p, int flags) noexcept override {
+        reach(p);
+        auto d = GLUON_TRY(in_->open_root(p, flags));
+        return std::unique_ptr<filesystem>(new hooked_fs(std::move(d), hook_, fs::path::join(at_, p)));
+    }
+
+private:
+    void reach(std::string_view p) {
+        if (!hook_->fired && fs::path::normalize(fs::path::join(at_, p)) == hook_->victim) {
+            hook_->fired = true;
+            hook_->run();
+        }
+    }
+    std::shared_ptr<hook> hook_;
+    std::string at_;
+};
+
+class copy_test : public fs_test {
+protected:
+    // The local filesystem over the test directory, running `run` once when a copy reaches
+    // `victim` (hooked_fs).
+    std::unique_ptr<hooked_fs> hooked(std::string victim, std::function<void()> run) {
+        auto h = std::make_shared<hooked_fs::hook>();
+        h->victim = std::move(victim);
+        h->run = std::move(run);
+        auto base = fs::open_local(dir_, file_engine_kind());
+        EXPECT_TRUE(base.has_value());
+        if (!base) return nullptr;
+        return std::make_unique<hooked_fs>(std::move(*base), std::move(h));
+    }
+
+    // Nothing was written in the directory outside: it holds its one file, unchanged.
+    void outside_untouched() {
+        EXPECT_EQ(slurp("outside/f"), "secret");
+        auto d = fs_->opendir("outside");
+        ASSERT_TRUE(d.has_value());
+        int n = 0;
+        while (auto e = (*d)->next()) {
+            if (!*e) break;
+            ++n;
+        }
+        EXPECT_EQ(n, 1);
+    }
+};
 
 TEST_P(copy_test, copies_a_tree_with_content_modes_and_links) {
     in_fiber([&] {
@@ -101,7 +170,8 @@ private:
 };
 
 // The walk saw a regular file; the copy then opened the path following a symlink put there
-// since, and copied a file from outside the tree.
+// since, and copied a file from outside the tree. (forwarding_fs cannot hold a directory open:
+// this is the walk by path.)
 TEST_P(copy_test, a_file_replaced_by_a_symlink_during_a_tree_copy_is_not_followed) {
     in_fiber([&] {
         ASSERT_TRUE(make("secret", "outside"));
@@ -114,6 +184,118 @@ TEST_P(copy_test, a_file_replaced_by_a_symlink_during_a_tree_copy_is_not_followe
         ASSERT_FALSE(st.has_value()) << "copied " << slurp("dst/f");
         EXPECT_EQ(st.error(), std::errc::too_many_symbolic_link_levels);
         EXPECT_NE(slurp("dst/f"), "outside");
+    });
+}
+
+// src/sub/f ("inside") to copy to dst, and outside/f ("secret") beside them. When the copy
+// reaches `victim`, the directory `swapped` is moved to `moved` beside it and a symlink to
+// ../outside put in its place. Returns the copy's result.
+class copy_race_test : public copy_test {
+protected:
+    result<fs::copy_stats> race(const std::string& victim, const std::string& swapped) {
+        EXPECT_TRUE(fs_->mkdir("outside").has_value());
+        EXPECT_TRUE(make("outside/f", "secret"));
+        EXPECT_TRUE(fs_->mkdir("src").has_value());
+        EXPECT_TRUE(fs_->mkdir("src/sub").has_value());
+        EXPECT_TRUE(make("src/sub/f", "inside"));
+        auto racing = hooked(victim, [this, swapped] {
+            const std::string d = dir_ + "/" + swapped;
+            EXPECT_EQ(::rename(d.c_str(), (dir_ + "/" + fs::path::dirname(swapped) + "/moved").c_str()), 0);
+            EXPECT_EQ(::symlink("../outside", d.c_str()), 0);
+        });
+        if (!racing) return errno_error(EIO);
+        auto st = fs::copy_tree(*racing, "src", *racing, "dst");
+        EXPECT_TRUE(racing->fired()) << "the copy never reached " << victim;
+        return st;
+    }
+};
+
+// The walk listed src and saw sub, a directory; sub became a symlink before its file was opened.
+// Opened by path ("src/sub/f", O_NOFOLLOW on the last name only) the file was outside/f. Held
+// open, sub is still the directory listed (now src/moved): its file is copied, nothing else.
+// (The listing of src may go on to show the new entries, moved and the symlink sub, which then
+// fails to be made beside the copied sub: EEXIST. The outcome that matters is what was read.)
+TEST_P(copy_race_test, a_source_directory_replaced_by_a_symlink_is_not_followed) {
+    in_fiber([&] {
+        (void)race("src/sub/f", "src/sub");
+        EXPECT_EQ(slurp("dst/sub/f"), "inside");
+        outside_untouched();
+    });
+}
+
+// sub became a symlink after the walk listed it and before it entered it: opendir by path listed
+// outside and its file was copied. Entered without following a symlink, it is refused.
+TEST_P(copy_race_test, a_source_directory_replaced_before_it_is_entered_is_refused) {
+    in_fiber([&] {
+        auto st = race("src/sub", "src/sub");
+        ASSERT_FALSE(st.has_value()) << "copied " << slurp("dst/sub/f");
+        EXPECT_TRUE(st.error() == std::errc::too_many_symbolic_link_levels ||
+                    st.error() == std::errc::not_a_directory)
+            << st.error().message();
+        EXPECT_EQ(fs_->lstat("dst/sub/f").error(), std::errc::no_such_file_or_directory);
+        outside_untouched();
+    });
+}
+
+// dst/sub, made by the copy, became a symlink before the copy wrote its file: written by path,
+// the file landed in outside (a new outside/f, or outside/f overwritten). Held open, dst/sub is
+// still the directory made (now dst/moved), and the file lands there.
+TEST_P(copy_race_test, a_destination_directory_replaced_by_a_symlink_is_not_written_through) {
+    in_fiber([&] {
+        auto st = race("dst/sub/f", "dst/sub");
+        EXPECT_TRUE(st.has_value()) << st.error().message();
+        EXPECT_EQ(slurp("dst/moved/f"), "inside");
+        outside_untouched();
+    });
+}
+
+// dst/sub became a symlink after the copy made it and before it entered it.
+TEST_P(copy_race_test, a_destination_directory_replaced_before_it_is_entered_is_refused) {
+    in_fiber([&] {
+        auto st = race("dst/sub", "dst/sub");
+        ASSERT_FALSE(st.has_value());
+        EXPECT_TRUE(st.error() == std::errc::too_many_symbolic_link_levels ||
+                    st.error() == std::errc::not_a_directory)
+            << st.error().message();
+        outside_untouched();
+    });
+}
+
+GLUON_FS_TEST_SUITE(copy_race_test);
+
+// What a race would leave, there before the copy: below dst (the root the caller named, which is
+// followed), a symlink where the copy puts a directory or a file is not written through. By
+// path, outside/f was overwritten each time.
+TEST_P(copy_test, a_symlink_in_the_destination_tree_is_not_written_through) {
+    in_fiber([&] {
+        ASSERT_TRUE(fs_->mkdir("outside").has_value());
+        ASSERT_TRUE(make("outside/f", "secret"));
+        ASSERT_TRUE(fs_->mkdir("src").has_value());
+        ASSERT_TRUE(fs_->mkdir("src/sub").has_value());
+        ASSERT_TRUE(make("src/sub/f", "inside"));
+        ASSERT_TRUE(fs_->mkdir("dst").has_value());
+        ASSERT_TRUE(fs_->symlink("../outside", "dst/sub").has_value());
+        auto st = fs::copy_tree(*fs_, "src", *fs_, "dst");
+        ASSERT_FALSE(st.has_value());
+        EXPECT_TRUE(st.error() == std::errc::too_many_symbolic_link_levels ||
+                    st.error() == std::errc::not_a_directory)
+            << st.error().message();
+        outside_untouched();
+
+        ASSERT_TRUE(fs_->mkdir("src2").has_value());
+        ASSERT_TRUE(make("src2/f", "inside"));
+        ASSERT_TRUE(fs_->mkdir("dst2").has_value());
+        ASSERT_TRUE(fs_->symlink("../outside/f", "dst2/f").has_value());
+        st = fs::copy_tree(*fs_, "src2", *fs_, "dst2");
+        ASSERT_FALSE(st.has_value());
+        EXPECT_EQ(st.error(), std::errc::too_many_symbolic_link_levels);
+        outside_untouched();
+
+        ASSERT_TRUE(fs_->unlink("dst/sub").has_value());
+        ASSERT_TRUE(fs_->symlink("dst", "alias").has_value());  // the root itself may be one
+        st = fs::copy_tree(*fs_, "src", *fs_, "alias");
+        ASSERT_TRUE(st.has_value()) << st.error().message();
+        EXPECT_EQ(slurp("dst/sub/f"), "inside");
     });
 }
 

@@ -33,12 +33,20 @@ struct copy_stats {
 };
 /// Copies a tree: directories (created with src's permission bits, set once they are filled, so
 /// a read-only src copies too; existing ones are reused as they are), regular files and
-/// symlinks (recreated with the same target). Other file types are skipped. A file is opened
-/// without following a symlink, so one that replaced it after the walk saw it is not followed
-/// out of the tree (ELOOP); a directory above it replaced by a symlink meanwhile still is (the
-/// walk is by path, not by directory descriptor). Stops at the first error (the directories created still get their
-/// modes). Errors: EINVAL (dst is src or inside it: nothing is copied), ELOOP, those of
-/// copy_file, mkdir, readlink, symlink and the walk (ENOENT for a missing src, EACCES, ...).
+/// symlinks (recreated with the same target). Other file types are skipped. src and dst are
+/// taken as the caller names them (src a symlink is copied as one; dst may be a symlink to a
+/// directory); nothing below them is followed. Each directory is held open
+/// (filesystem::open_root) and its entries are reached from it by their names, without
+/// following a symlink: a file or directory replaced by a symlink while the copy runs, on
+/// either side, is not followed out of the tree (ELOOP, or ENOTDIR for a directory), nor is a
+/// symlink already in dst where the copy puts a file or directory; a directory moved meanwhile
+/// is copied from (or into) where it went. A filesystem that cannot hold a directory
+/// (open_root is EOPNOTSUPP: HTTP, cache, sub-filesystem) is walked by path, and there a
+/// directory replaced by a symlink meanwhile is still followed. Stops at the first error (the
+/// directories created still get their modes). Errors: EINVAL (dst is src or inside it:
+/// nothing is copied), ELOOP, ENOTDIR, EMFILE (three descriptors are held per level of depth),
+/// those of copy_file, mkdir, readlink, symlink, open_root and the listing (ENOENT for a missing
+/// src, EACCES, ...).
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                              std::string_view dst, const copy_options& opts = {});
 

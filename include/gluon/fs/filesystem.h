@@ -71,6 +71,18 @@ public:
     virtual result<void> utimes(std::string_view path, const timespec times[2]) noexcept = 0;
     /// Errors: ENOENT, ENOTDIR, EACCES.
     virtual result<std::unique_ptr<directory>> opendir(std::string_view path) noexcept = 0;
+    /// The directory dir held open as the root of a filesystem of its own: its paths resolve
+    /// from the directory opened now, not from dir's path, so a component of that path renamed
+    /// or replaced by a symlink later does not change what they reach (a tree walk that enters
+    /// each directory by one name through its parent does not leave the tree). flags is 0 or
+    /// O_NOFOLLOW (dir itself a symlink is refused). Like any root it is not a jail: '..' and
+    /// symlinks below it can leave it. Errors: EOPNOTSUPP (the filesystem cannot hold a
+    /// directory: the default; the local filesystem can), ELOOP or ENOTDIR (O_NOFOLLOW and a
+    /// symlink), ENOTDIR, ENOENT, EACCES, EMFILE, EINVAL (other flags).
+    virtual result<std::unique_ptr<filesystem>> open_root(std::string_view /*dir*/,
+                                                          int /*flags*/ = 0) noexcept {
+        return errno_error(EOPNOTSUPP);
+    }
 };
 
 }  // namespace gluon::fs
