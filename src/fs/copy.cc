@@ -11,6 +11,7 @@
 #include "gluon/fs/path.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/channel.h"
+#include "gluon/sys/ops.h"
 
 namespace gluon::fs {
 namespace {
@@ -25,16 +26,31 @@ struct free_deleter {
     void operator()(char* p) const noexcept { std::free(p); }
 };
 
+// Puts a file opened O_NONBLOCK back to blocking before it is read. A regular file's reads
+// mostly ignore the flag, but io_uring on some kernels ends one that would wait for the disk
+// with EAGAIN on such an fd. A file without an fd of its own (HTTP, cache) is left as its
+// filesystem made it.
+result<void> clear_nonblock(file& f) {
+    const int fd = f.native_handle();
+    if (fd < 0) return {};
+    const long fl = sys::fcntl(fd, F_GETFL);
+    if (fl < 0) return errno_error(static_cast<int>(-fl));
+    return void_from_syscall(sys::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK));
+}
+
 // copy_file with src opened with open_flags, and dst with dst_flags added to its own.
 result<uint64_t> copy_opening(filesystem& src_fs, std::string_view src, int open_flags, filesystem& dst_fs,
                               std::string_view dst, int dst_flags, const copy_options& o) {
     if (o.chunk == 0 || o.depth == 0) return errno_error(EINVAL);
-    auto in = GLUON_TRY(src_fs.open(src, open_flags));
+    // O_NONBLOCK: a FIFO put in src's place since it was looked at is opened at once, to be
+    // refused below, instead of the open waiting for a writer that may never come.
+    auto in = GLUON_TRY(src_fs.open(src, open_flags | O_NONBLOCK));
     // The kind is that of the file opened, not of what a stat of the path saw before (the path
     // may have been replaced since): a device or FIFO would be read without end or not at all.
     auto st = GLUON_TRY(in->fstat());
     if (S_ISDIR(st.st_mode)) return errno_error(EISDIR);
     if (!S_ISREG(st.st_mode)) return errno_error(EINVAL);
+    GLUON_TRY(clear_nonblock(*in));
     // The same file by another name (the same path, a hard link, a symlink): truncating dst
     // would empty src before its first read.
     if (auto d = dst_fs.stat(dst); d && d->st_dev == st.st_dev && d->st_ino == st.st_ino)
@@ -102,8 +118,8 @@ result<uint64_t> copy_opening(filesystem& src_fs, std::string_view src, int open
 
 result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                            std::string_view dst, const copy_options& o) {
-    // A FIFO or device is refused before it is opened: opening a FIFO waits for a writer, and
-    // opening a device may act on it. (One that replaces src after this is refused once open.)
+    // A FIFO or device is refused before it is opened: opening a device may act on it. (One
+    // that replaces src after this is refused once open; a FIFO is opened without waiting.)
     if (auto pre = src_fs.stat(src); pre && !S_ISREG(pre->st_mode) && !S_ISDIR(pre->st_mode))
         return errno_error(EINVAL);
     return copy_opening(src_fs, src, O_RDONLY | O_NOCTTY, dst_fs, dst, 0, o);

@@ -1,15 +1,21 @@
 // copy_file / copy_tree, and a full tmpfs: ENOSPC surfaces and nothing already written is lost.
 #include "gluon/fs/copy.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "forwarding_fs.h"
 #include "fs_fixture.h"
@@ -55,6 +61,41 @@ private:
     }
     std::shared_ptr<hook> hook_;
     std::string at_;
+};
+
+// Watches a FIFO while a copy runs: a copy not done after a generous limit is taken to be
+// waiting in open(2) for a writer, and one is opened (and closed) so that it goes on and the
+// test fails instead of hanging.
+class fifo_watchdog {
+public:
+    explicit fifo_watchdog(std::string fifo) : fifo_(std::move(fifo)), thread_([this] { watch(); }) {}
+    ~fifo_watchdog() { (void)stop(); }
+    /// Ends the watch. True if the copy had to be given a writer: it waited on the FIFO.
+    bool stop() {
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            done_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+        return fired_;
+    }
+
+private:
+    void watch() {
+        std::unique_lock<std::mutex> lk(m_);
+        if (cv_.wait_for(lk, std::chrono::seconds(10), [&] { return done_; })) return;
+        fired_ = true;
+        // A reader waiting in open gets its writer and returns; with none this fails (ENXIO).
+        const int fd = ::open(fifo_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) ::close(fd);
+    }
+
+    std::string fifo_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool done_ = false, fired_ = false;
+    std::thread thread_;  // last: started once the rest is built
 };
 
 class copy_test : public fs_test {
@@ -144,10 +185,47 @@ TEST_P(copy_test, a_source_that_is_not_a_regular_file_is_refused) {
         ASSERT_TRUE(fs_->symlink("/dev/null", "null").has_value());
         EXPECT_EQ(fs::copy_file(*fs_, "null", *fs_, "copy").error(), std::errc::invalid_argument);
         EXPECT_EQ(fs_->lstat("copy").error(), std::errc::no_such_file_or_directory);  // not made
-        // A FIFO is refused before it is opened: the open would wait for a writer for good.
+        // A FIFO is refused without waiting for a writer that never comes: the open would.
         ASSERT_EQ(::mkfifo((dir_ + "/fifo").c_str(), 0600), 0);
+        fifo_watchdog w(dir_ + "/fifo");
         EXPECT_EQ(fs::copy_file(*fs_, "fifo", *fs_, "copy").error(), std::errc::invalid_argument);
+        EXPECT_FALSE(w.stop()) << "the copy waited for a writer";
         EXPECT_EQ(fs_->lstat("copy").error(), std::errc::no_such_file_or_directory);
+    });
+}
+
+// src was a regular file when copy_file (or the tree walk) looked at it and a FIFO when it was
+// opened: the open, without O_NONBLOCK, waited for a writer that never came.
+TEST_P(copy_test, a_source_replaced_by_a_fifo_is_refused_without_waiting) {
+    in_fiber([&] {
+        ASSERT_TRUE(fs_->mkdir("src").has_value());
+        auto to_fifo = [&] {
+            const std::string f = dir_ + "/src/f";
+            EXPECT_EQ(::unlink(f.c_str()), 0);
+            EXPECT_EQ(::mkfifo(f.c_str(), 0600), 0);
+        };
+        ASSERT_TRUE(make("src/f", "data"));
+        auto racing = hooked("src/f", to_fifo);
+        ASSERT_TRUE(racing);
+        fifo_watchdog w(dir_ + "/src/f");
+        auto c = fs::copy_file(*racing, "src/f", *racing, "copy");
+        EXPECT_FALSE(w.stop()) << "copy_file waited for a writer";
+        EXPECT_TRUE(racing->fired());
+        ASSERT_FALSE(c.has_value());
+        EXPECT_EQ(c.error(), std::errc::invalid_argument);
+        EXPECT_EQ(fs_->lstat("copy").error(), std::errc::no_such_file_or_directory);
+
+        ASSERT_TRUE(fs_->unlink("src/f").has_value());
+        ASSERT_TRUE(make("src/f", "data"));
+        racing = hooked("src/f", to_fifo);
+        ASSERT_TRUE(racing);
+        fifo_watchdog tw(dir_ + "/src/f");
+        auto t = fs::copy_tree(*racing, "src", *racing, "dst");
+        EXPECT_FALSE(tw.stop()) << "copy_tree waited for a writer";
+        EXPECT_TRUE(racing->fired());
+        ASSERT_FALSE(t.has_value());
+        EXPECT_EQ(t.error(), std::errc::invalid_argument);
+        EXPECT_EQ(fs_->lstat("dst/f").error(), std::errc::no_such_file_or_directory);
     });
 }
 

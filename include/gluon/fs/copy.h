@@ -21,10 +21,10 @@ struct copy_options {
 
 /// Copies the regular file src to dst (created, or truncated, with src's permission bits).
 /// Returns the bytes copied. Errors: EINVAL (src is not a regular file, checked before it is
-/// opened, so a FIFO is not waited on, and again once open, or dst is src under another name:
-/// nothing is touched), EISDIR (src is a directory), those of
-/// open/pread/pwrite/fsync on either side (ENOENT, EACCES, ENOSPC, ...); on error the partial
-/// dst is left in place.
+/// opened, so a device is not opened, and again once open, which does not wait for a FIFO's
+/// writer; or dst is src under another name: nothing is touched), EISDIR (src is a directory),
+/// those of open/pread/pwrite/fsync on either side (ENOENT, EACCES, ENOSPC, ...); on error the
+/// partial dst is left in place.
 result<uint64_t> copy_file(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                            std::string_view dst, const copy_options& opts = {});
 
