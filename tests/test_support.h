@@ -5,9 +5,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +57,54 @@ struct loopback_listener {
     const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&addr); }
     uint16_t port() const { return ntohs(addr.sin_port); }
 };
+
+/// A Unix stream listener on an abstract name the kernel picks (autobind) with a backlog of 0,
+/// filled with connections made with plain socket calls (`full` says it worked): a connect to
+/// it finds the backlog full (EAGAIN) until accept_one() takes one. Closed when destroyed.
+struct full_unix_listener {
+    int fd = -1;
+    sockaddr_un addr{};
+    socklen_t len = sizeof(sa_family_t);
+    bool full = false;
+    std::vector<int> socks;  // the queued clients, then the accepted ones
+    full_unix_listener() {
+        fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        addr.sun_family = AF_UNIX;
+        EXPECT_EQ(::bind(fd, sa(), len), 0);  // an address of family only: autobind
+        len = sizeof addr;
+        EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+        EXPECT_EQ(::listen(fd, 0), 0);
+        for (int i = 0; i < 8 && !full; ++i) {  // the kernel queues backlog + 1
+            const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (::connect(c, sa(), len) == 0) {
+                socks.push_back(c);
+                continue;
+            }
+            full = errno == EAGAIN;
+            ::close(c);
+        }
+    }
+    full_unix_listener(const full_unix_listener&) = delete;
+    ~full_unix_listener() {
+        for (int s : socks) ::close(s);
+        ::close(fd);
+    }
+    const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&addr); }
+    /// Takes one queued connection: the backlog has room for one more.
+    void accept_one() {
+        const int s = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+        EXPECT_GE(s, 0) << std::strerror(errno);
+        if (s >= 0) socks.push_back(s);
+    }
+};
+
+/// CPU time of the whole process (every thread, io_uring's workers included), in ns: a wait
+/// that spins shows here, one that sleeps does not.
+inline int64_t process_cpu_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return timespec_ns(ts);
+}
 
 /// Waits until `done()` holds, checking every millisecond (other fibers of this vCPU run
 /// meanwhile), for `limit` at most; returns done()'s last answer. For conditions that come

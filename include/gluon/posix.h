@@ -35,15 +35,17 @@ int bind(int fd, const sockaddr* addr, socklen_t len) noexcept;
 int listen(int fd, int backlog) noexcept;
 int accept(int fd, sockaddr* addr, socklen_t* len) noexcept;
 int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept;
-/// On a blocking socket, waits for the handshake; on a non-blocking one, EINPROGRESS.
+/// On a blocking socket, waits for the handshake, or for room in a Unix listener's full
+/// backlog (tried again after pauses, as gluon::fd::connect); on a non-blocking one,
+/// EINPROGRESS (EAGAIN: a Unix listener's full backlog).
 int connect(int fd, const sockaddr* addr, socklen_t len) noexcept;
 int shutdown(int fd, int how) noexcept;
 /// setsockopt(2). SO_RCVTIMEO and SO_SNDTIMEO also bound this facade's own waits on fd, as the
 /// kernel's would bound a blocking call: a receive (read, recv*, accept) or a send (write,
-/// send*) that waits longer fails with EAGAIN, a connect with EINPROGRESS. An error the kernel
-/// reports to the call is the call's as it is, ETIMEDOUT included (the kernel gave up on the
-/// connection: TCP_USER_TIMEOUT, keepalive, SYN retries), even one the vCPU takes in after the
-/// limit ran out: the kernel reports it only once.
+/// send*) that waits longer fails with EAGAIN, a connect with EINPROGRESS (a Unix socket's with
+/// EAGAIN, as the kernel's). An error the kernel reports to the call is the call's as it is,
+/// ETIMEDOUT included (the kernel gave up on the connection: TCP_USER_TIMEOUT, keepalive, SYN
+/// retries), even one the vCPU takes in after the limit ran out: the kernel reports it only once.
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len) noexcept;
 
 // ---- transfers ----------------------------------------------------------------------------------

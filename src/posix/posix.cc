@@ -112,9 +112,12 @@ int connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
     if (nonblocking(fd)) return static_cast<int>(set_errno(sys::connect(fd, addr, len)));
     const deadline_t deadline = limit_deadline(fd, POLLOUT);
     if (is_vcpu()) {
+        // A Unix listener's full backlog is waited out (run_connect), as a blocking connect(2)
+        // waits; -EAGAIN from it is SO_SNDTIMEO running out with the backlog still full.
         auto op = io_op::connect(fd, addr, len);
-        long r = run_op(op, deadline);
-        if (limit_ran_out(r, op)) r = -EINPROGRESS;  // (the kernel's answer)
+        long r = run_connect(op, deadline);
+        // SO_SNDTIMEO ran out during an attempt: the kernel's answers, EAGAIN for a Unix socket.
+        if (limit_ran_out(r, op)) r = addr->sa_family == AF_UNIX ? -EAGAIN : -EINPROGRESS;
         return static_cast<int>(set_errno(r));
     }
     long r = sys::connect(fd, addr, len);

@@ -4,7 +4,10 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "gluon/common/misuse.h"
+#include "gluon/runtime/fiber.h"
 #include "gluon/sys/ops.h"
 #include "gluon/sys/proc.h"
 #include "scheduler.h"
@@ -93,6 +96,26 @@ long run_op(engine::engine& eng, engine::io_op& op, deadline_t deadline) noexcep
     vcpu* v = vcpu_or_misuse();
     if (!v) return -EPERM;
     return run_on(v, &eng, op, deadline);
+}
+
+// The socket of a connect that found a Unix listener's backlog full polls writable at once and
+// is woken by nothing when the listener accepts (the kernel wakes waiters on the listener), so
+// there is nothing to wait on but time. The pauses double: a backlog full for long (a listener
+// that stopped accepting) costs a few attempts a second. No attempt is made at the deadline: a
+// connect then under way would be cancelled by it, and end as ETIMEDOUT or EAGAIN by chance.
+long run_connect(engine::io_op& op, deadline_t deadline) noexcept {
+    duration pause = fd::k_connect_pause_first;
+    for (;;) {
+        const long r = run_op(op, deadline);
+        if (r != -EAGAIN) return r;
+        const int64_t now = mono_now_ns();
+        if (now >= deadline) return r;
+        const bool last = deadline - now <= pause.count();
+        auto slept = this_fiber::sleep_until(last ? deadline : now + pause.count());
+        if (!slept) return -slept.error().value();
+        if (last) return r;
+        pause = std::min(pause * 2, fd::k_connect_pause_max);
+    }
 }
 
 namespace fd {
@@ -184,7 +207,8 @@ result<int> accept(int fd, sockaddr* addr, socklen_t* addrlen, int flags, durati
 
 result<void> connect(int fd, const sockaddr* addr, socklen_t len, duration t) noexcept {
     auto op = engine::io_op::connect(fd, addr, len);
-    return void_from_syscall(run_for(op, t));
+    const long r = run_connect(op, dl(t));
+    return void_from_syscall(r == -EAGAIN ? -ETIMEDOUT : r);  // the backlog stayed full
 }
 
 result<short> poll(int fd, short events, duration t) noexcept {

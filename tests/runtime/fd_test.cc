@@ -12,6 +12,7 @@
 
 #include "gluon/engine/engine.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/stats.h"
 #include "gluon/runtime/vcpu.h"
 #include "high_fd.h"
 #include "test_support.h"
@@ -429,6 +430,89 @@ TEST_P(fd_test, fds_above_65536_work_and_are_tracked) {
     ASSERT_TRUE(fd::close(a));
     EXPECT_EQ(engine::fd_generation(a), gen + 1);
     ASSERT_TRUE(fd::close(b));
+}
+
+// ---- a connect to a Unix listener whose backlog is full -----------------------------------------
+
+// Engine operations of this vCPU that failed so far: each attempt of a connect refused for a
+// full backlog is one.
+uint64_t failed_ops() {
+    for (const vcpu_stats& v : vcpu_statistics())
+        if (v.index == current_vcpu_index()) return v.engine_errors;
+    return 0;
+}
+
+// The connect tries again after pauses that grow, and fails with ETIMEDOUT at its timeout,
+// having used next to no CPU. On io_uring an O_NONBLOCK socket's connect spun until the
+// deadline (the engine polled the socket, which is writable at once, and connected again). A
+// blocking socket on io_uring waits in the kernel instead; it must end at the timeout too.
+TEST_P(fd_test, a_connect_to_a_full_unix_backlog_pauses_between_attempts_until_its_timeout) {
+    test::full_unix_listener l;
+    ASSERT_TRUE(l.full);
+    for (const int nonblock : {int{SOCK_NONBLOCK}, 0}) {
+        const int c = ::socket(AF_UNIX, SOCK_STREAM | nonblock | SOCK_CLOEXEC, 0);
+        ASSERT_GE(c, 0);
+        const uint64_t failed = failed_ops();
+        const int64_t t0 = mono_now_ns(), cpu0 = test::process_cpu_ns();
+        auto r = fd::connect(c, l.sa(), l.len, 300ms);
+        const int64_t waited = mono_now_ns() - t0, cpu = test::process_cpu_ns() - cpu0;
+        const uint64_t attempts = failed_ops() - failed;
+        ASSERT_FALSE(r) << "connected past a full backlog";
+        EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+        EXPECT_GE(waited, 290'000'000);
+        EXPECT_LT(waited, 1'300'000'000);
+        EXPECT_LT(cpu, waited / 4) << "the connect used " << cpu / 1000 << " us of CPU in "
+                                   << waited / 1000 << " us";
+        // Pauses of 1, 2, 4, ... 64 ms: about ten attempts in 300 ms.
+        EXPECT_LE(attempts, 20u) << "attempts were not paused";
+        ASSERT_TRUE(fd::close(c));
+    }
+}
+
+// The connect gets in at its next attempt once the listener has taken a connection. The epoll
+// engine waited for an edge of the socket that never came (nothing wakes a connecting socket
+// when the listener accepts) until the timeout; io_uring's spin ended no attempt.
+TEST_P(fd_test, a_connect_to_a_full_unix_backlog_gets_in_once_the_listener_accepts) {
+    test::full_unix_listener l;
+    ASSERT_TRUE(l.full);
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(c, 0);
+    const uint64_t failed = failed_ops();
+    result<void> got = errno_error(EINPROGRESS);
+    auto connector = spawn([&] { got = fd::connect(c, l.sa(), l.len, 10s); });
+    ASSERT_TRUE(connector);
+    // The room comes once the connect has been refused twice: it is pausing between attempts.
+    const bool refused = test::eventually([&] { return failed_ops() >= failed + 2; }, 5s);
+    EXPECT_TRUE(refused) << "no refused attempt ended";
+    if (refused) l.accept_one();
+    else (void)connector->interrupt();  // (the captures must outlive it)
+    const int64_t t0 = mono_now_ns();
+    ASSERT_TRUE(connector->join());
+    if (refused) {
+        EXPECT_TRUE(got) << got.error().message();
+        // Its next attempt, at most k_connect_pause_max after the room came.
+        EXPECT_LT(mono_now_ns() - t0, 1'000'000'000);
+    }
+    ASSERT_TRUE(fd::close(c));
+}
+
+// An interrupt ends a connect that waits for room, as it ends any wait: ECANCELED.
+TEST_P(fd_test, an_interrupt_ends_a_connect_waiting_for_a_full_unix_backlog) {
+    test::full_unix_listener l;
+    ASSERT_TRUE(l.full);
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(c, 0);
+    const uint64_t failed = failed_ops();
+    result<void> got;
+    auto connector = spawn([&] { got = fd::connect(c, l.sa(), l.len); });
+    ASSERT_TRUE(connector);
+    const bool refused = test::eventually([&] { return failed_ops() >= failed + 2; }, 5s);
+    EXPECT_TRUE(refused) << "no refused attempt ended";
+    ASSERT_TRUE(connector->interrupt());
+    ASSERT_TRUE(connector->join());
+    ASSERT_FALSE(got);
+    EXPECT_EQ(got.error(), std::errc::operation_canceled) << got.error().message();
+    ASSERT_TRUE(fd::close(c));
 }
 
 }  // namespace

@@ -30,7 +30,9 @@ enum class opcode : uint8_t {
     recvmsg,   // fd, msg, flags
     sendmsg,   // fd, msg, flags
     accept,    // fd, addr, addrlen, flags (SOCK_CLOEXEC...); result is the new fd
-    connect,   // fd, addr (const), addrlen value; result 0
+    connect,   // fd, addr (const), addrlen value; result 0. EAGAIN (a Unix listener's full
+               // backlog, on an O_NONBLOCK socket) is a result: no readiness says when the
+               // backlog has room (gluon::run_connect tries again after a pause)
     poll,      // fd, poll_events; result is the revents mask
     fsync,     // fd, flags (IORING_FSYNC_DATASYNC-style: 1 = data only)
     send_zc,   // as send, zero-copy where the engine can (io_uring SEND_ZC); completes only

@@ -51,7 +51,9 @@ public:
     using socket_fd::socket_fd;
     stream(stream&&) noexcept = default;
     stream& operator=(stream&&) noexcept = default;
-    /// Connects to addr (TCP or Unix). Errors: ECONNREFUSED, ETIMEDOUT, ENETUNREACH, ...
+    /// Connects to addr (TCP or Unix). A Unix listener whose backlog is full is tried again
+    /// after pauses until it has room or the timeout passes (fd::connect). Errors:
+    /// ECONNREFUSED, ETIMEDOUT, ENETUNREACH, ENOENT (no Unix socket at the path), ECANCELED, ...
     static result<stream> connect(const address& addr, duration timeout = forever);
     /// A connected pair of Unix stream sockets.
     static result<std::pair<stream, stream>> pair();

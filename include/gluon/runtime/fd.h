@@ -28,6 +28,13 @@ long run_op(engine::io_op& op, deadline_t deadline = k_no_deadline) noexcept;
 /// its pollable_fd()); its completions must be dispatched on this thread, and its owner must
 /// flush() it after queueing (so that one submission can carry many operations).
 long run_op(engine::engine& eng, engine::io_op& op, deadline_t deadline = k_no_deadline) noexcept;
+/// run_op for a connect (io_op::connect) that waits out a Unix listener's full backlog: its
+/// EAGAIN, which no readiness event ends, is tried again after a pause of
+/// fd::k_connect_pause_first, doubling up to fd::k_connect_pause_max, never past `deadline`
+/// (a blocking socket on io_uring waits in the kernel instead). Returns 0 or -errno: -EAGAIN
+/// once the deadline has passed with the backlog still full, -ECANCELED (an interrupt), or the
+/// connect's own (ECONNREFUSED, ETIMEDOUT: the deadline passed during an attempt, ...).
+long run_connect(engine::io_op& op, deadline_t deadline = k_no_deadline) noexcept;
 
 namespace fd {
 
@@ -53,6 +60,15 @@ result<size_t> sendmsg(int fd, const msghdr* msg, int flags = 0, duration timeou
 /// Returns the accepted fd (SOCK_CLOEXEC by default).
 result<int> accept(int fd, sockaddr* addr = nullptr, socklen_t* addrlen = nullptr,
                    int flags = SOCK_CLOEXEC, duration timeout = forever) noexcept;
+/// The pauses between the attempts of a connect to a Unix listener whose backlog is full (see
+/// connect): the first, and the most one grows to by doubling.
+inline constexpr duration k_connect_pause_first = std::chrono::milliseconds(1);
+inline constexpr duration k_connect_pause_max = std::chrono::milliseconds(64);
+/// Connects fd to addr. A Unix listener whose backlog is full (the kernel's EAGAIN, for which no
+/// readiness event comes) is tried again after a pause, k_connect_pause_first doubling up to
+/// k_connect_pause_max, until the connect gets in; the timeout bounds the whole call (run_connect).
+/// Errors: those of connect(2) (ECONNREFUSED, ENOENT: no Unix listener at the path, ...),
+/// ETIMEDOUT (a backlog still full at the timeout included), ECANCELED.
 result<void> connect(int fd, const sockaddr* addr, socklen_t addrlen, duration timeout = forever) noexcept;
 /// Waits until fd has any of `events` (POLLIN, POLLOUT, ...); returns the revents mask. A zero
 /// timeout looks without waiting: at what the engine took ahead for fd, then with one ppoll(2).

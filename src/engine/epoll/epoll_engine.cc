@@ -167,6 +167,10 @@ long epoll_engine::submit(io_op& op) noexcept {
             return pending;
         }
         if (r != -EAGAIN) return r;
+        // A connect's own EAGAIN (a Unix listener's full backlog; one under way is engine_busy)
+        // is its result: the socket polls writable whatever the backlog, and nothing wakes it
+        // when the listener makes room, so the caller tries again (run_connect).
+        if (op.code == opcode::connect && !op.engine_busy) return r;
     }
     // A poll for input and output readiness both (POLLIN, POLLPRI or POLLRDHUP with POLLOUT:
     // select's write and except sets) is tried again on every event of the fd: on the readers'

@@ -540,12 +540,15 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
         }
         if (r == -EISCONN) r = 0;
     }
-    if ((r == -EAGAIN || r == -EINPROGRESS) && is_socket_like(op->code) && !op->cancel_errno) {
+    // A connect's EAGAIN (a Unix listener's full backlog, on an O_NONBLOCK socket) is its
+    // result: it started nothing, and no readiness ends it (the socket polls writable whatever
+    // the backlog, so polling and connecting again spun until the deadline), so the caller tries
+    // again (run_connect). A blocking socket's connect waits in the kernel instead.
+    const bool not_ready = r == -EINPROGRESS || (r == -EAGAIN && op->code != opcode::connect);
+    if (not_ready && is_socket_like(op->code) && !op->cancel_errno) {
         // The fd is O_NONBLOCK, so the kernel would not wait for us: wait for readiness, then
-        // run the op again (a connect under way is finished by the poll: see below). Only
-        // EINPROGRESS is a connect under way: EAGAIN (a Unix listener's full backlog) started
-        // nothing, and the socket's writability then says nothing (its SO_ERROR is 0 while it
-        // is not connected at all), so the connect is made again, as the epoll engine does.
+        // run the op again (a connect under way, EINPROGRESS, is finished by the poll: see
+        // above).
         if (r == -EINPROGRESS) op->engine_busy = true;
         queue(*op, true);
         return;
