@@ -1,5 +1,8 @@
 #include "gluon/task/io.h"
 
+#include <algorithm>
+
+#include "gluon/runtime/fd.h"
 #include "sched.h"
 
 namespace gluon::co {
@@ -80,6 +83,22 @@ bool sleep_awaitable::start(std::coroutine_handle<> h, task_detail::task_ctx* ct
 }
 
 void yield_awaitable::await_suspend(std::coroutine_handle<> h) noexcept { t_sched->schedule(h); }
+
+// As gluon::run_connect: a full Unix backlog's EAGAIN has no readiness to wait for, only time.
+task<result<void>> connect(int fd, const sockaddr* addr, socklen_t len, duration timeout) {
+    const deadline_t d = timeout_deadline(timeout);
+    duration pause = fd::k_connect_pause_first;
+    for (;;) {
+        const long r = co_await op_awaitable(engine::io_op::connect(fd, addr, len), time_left(d));
+        if (r != -EAGAIN) co_return void_from_syscall(r);
+        const int64_t now = mono_now_ns();
+        if (now >= d) co_return errno_error(ETIMEDOUT);
+        const bool last = d - now <= pause.count();
+        if (auto slept = co_await sleep_until(last ? d : now + pause.count()); !slept) co_return slept;
+        if (last) co_return errno_error(ETIMEDOUT);  // (no attempt at the deadline: see run_connect)
+        pause = std::min(pause * 2, fd::k_connect_pause_max);
+    }
+}
 
 task<result<void>> send_all(int fd, const void* buf, size_t n, duration timeout) {
     auto* p = static_cast<const char*>(buf);

@@ -1,6 +1,7 @@
 // co::accept and co::connect on every engine, over loopback TCP: a connection made by one task
 // and accepted by another carries bytes both ways with the peer's address reported; a refused
-// connect, an accept that times out and a cancelled accept end with their errors.
+// connect, an accept that times out and a cancelled accept end with their errors; a connect to
+// a Unix listener whose backlog is full waits for room.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -158,6 +159,55 @@ TEST_P(task_socket_test, send_all_times_out_on_a_peer_that_reads_slowly) {
     ASSERT_TRUE(peer->join());
     ::close(sv[0]);
     ::close(sv[1]);
+}
+
+// co::connect to a Unix listener whose backlog is full waits as fd::connect does: attempts
+// after pauses that grow, next to no CPU, ETIMEDOUT at the timeout. Its EAGAIN ended it at once.
+TEST_P(task_socket_test, a_connect_to_a_full_unix_backlog_pauses_between_attempts_until_its_timeout) {
+    test::full_unix_listener l;
+    ASSERT_TRUE(l.full);
+    auto t = [](int fd, const sockaddr* to, socklen_t len) -> task<int> {
+        auto c = co_await co::connect(fd, to, len, 300ms);
+        co_return c ? 0 : c.error().value();
+    };
+    for (const int nonblock : {int{SOCK_NONBLOCK}, 0}) {
+        const int c = ::socket(AF_UNIX, SOCK_STREAM | nonblock | SOCK_CLOEXEC, 0);
+        ASSERT_GE(c, 0);
+        const int64_t t0 = mono_now_ns(), cpu0 = test::process_cpu_ns();
+        EXPECT_EQ(block_on(t(c, l.sa(), l.len)).value(), ETIMEDOUT);
+        const int64_t waited = mono_now_ns() - t0, cpu = test::process_cpu_ns() - cpu0;
+        EXPECT_GE(waited, 290'000'000);
+        EXPECT_LT(waited, 1'300'000'000);
+        EXPECT_LT(cpu, waited / 4) << "the connect used " << cpu / 1000 << " us of CPU in "
+                                   << waited / 1000 << " us";
+        ASSERT_TRUE(fd::close(c));
+    }
+}
+
+// The connect, refused while the backlog is full, gets in at its next attempt once the
+// listener has taken a connection (after a while: its result does not depend on how long).
+TEST_P(task_socket_test, a_connect_to_a_full_unix_backlog_gets_in_once_the_listener_accepts) {
+    test::full_unix_listener l;
+    ASSERT_TRUE(l.full);
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(c, 0);
+    bool done = false;
+    auto t = [](int fd, const sockaddr* to, socklen_t len, bool& ended) -> task<result<void>> {
+        auto r = co_await co::connect(fd, to, len, 10s);
+        ended = true;
+        co_return r;
+    };
+    auto h = co_spawn(t(c, l.sa(), l.len, done));
+    ASSERT_TRUE(h);
+    ASSERT_TRUE(this_fiber::sleep_for(50ms));
+    EXPECT_FALSE(done) << "the connect ended while the backlog was full";
+    l.accept_one();
+    const int64_t t0 = mono_now_ns();
+    auto r = h->join();
+    EXPECT_TRUE(r) << r.error().message();
+    // Its next attempt, at most k_connect_pause_max after the room came.
+    EXPECT_LT(mono_now_ns() - t0, 1'000'000'000);
+    ASSERT_TRUE(fd::close(c));
 }
 
 GLUON_ENGINE_TEST_SUITE(task_socket_test);

@@ -180,10 +180,11 @@ inline io_awaitable<int> accept(int fd, sockaddr* addr = nullptr, socklen_t* add
                                 int flags = SOCK_CLOEXEC, duration timeout = forever) noexcept {
     return io_awaitable<int>(engine::io_op::accept(fd, addr, addrlen, flags), timeout);
 }
-inline io_awaitable<void> connect(int fd, const sockaddr* addr, socklen_t len,
-                                  duration timeout = forever) noexcept {
-    return io_awaitable<void>(engine::io_op::connect(fd, addr, len), timeout);
-}
+/// Connects fd to addr, as gluon::fd::connect: a Unix listener whose backlog is full is tried
+/// again after pauses (gluon::fd::k_connect_pause_first doubling up to k_connect_pause_max)
+/// until the connect gets in; the timeout bounds the whole call. Errors: those of connect(2),
+/// ETIMEDOUT (a backlog still full at the timeout included), ECANCELED.
+task<result<void>> connect(int fd, const sockaddr* addr, socklen_t len, duration timeout = forever);
 /// The revents mask once fd has any of `events`.
 inline io_awaitable<short> poll(int fd, short events, duration timeout = forever) noexcept {
     return io_awaitable<short>(engine::io_op::poll(fd, events), timeout);
