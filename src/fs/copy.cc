@@ -199,13 +199,19 @@ private:
     // stopped inside it. What the umask took from mkdir's mode stays taken, as for the files.
     result<void> directory(place& from, const std::string& src_name, const struct stat& st, place& to,
                            const std::string& dst_name, int nofollow) {
+        // The walk recurses and holds three descriptors per level: a bound keeps it within a
+        // fiber's stack and the descriptor limit, and ends a copy that a mount of dst inside src
+        // would make endless (walking by name, no path grows too long to stop it).
+        if (level_ > o_.max_depth) return errno_error(ENAMETOOLONG);
         auto m = to.fs->mkdir(to.at(dst_name), (st.st_mode & 07777) | S_IRWXU);
         if (!m && m.error() != std::errc::file_exists) return m;
         ++stats.dirs;
         if (o_.progress) o_.progress(stats.bytes, 0);
         auto dst = GLUON_TRY(enter(*to.fs, to.at(dst_name), nofollow));
         auto src = enter(*from.fs, from.at(src_name), O_NOFOLLOW);
+        ++level_;
         result<void> r = src ? fill(*src, dst) : result<void>(unexpected(src.error()));
+        --level_;
         if (m && (st.st_mode & S_IRWXU) != S_IRWXU) {
             auto now = dst.fs->stat(dst.self());
             auto c = now ? dst.fs->chmod(dst.self(), now->st_mode & 07777 & ~(S_IRWXU & ~st.st_mode))
@@ -231,6 +237,7 @@ private:
     }
 
     const copy_options& o_;
+    unsigned level_ = 0;  // directories entered below the root
 };
 
 }  // namespace

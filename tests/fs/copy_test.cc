@@ -419,6 +419,30 @@ TEST_P(copy_test, a_read_only_tree_is_copied_with_its_modes) {
     });
 }
 
+TEST_P(copy_test, a_tree_deeper_than_max_depth_is_refused_and_one_as_deep_is_copied) {
+    in_fiber([&] {
+        // Walking by name, no path grows too long to end a runaway copy (dst mounted inside
+        // src): the depth bound does, and the walk's recursion stays within the fiber's stack
+        // (the default 256 KiB) at the default bound.
+        const unsigned depth = fs::copy_options{}.max_depth;
+        std::string p = "deep";
+        ASSERT_TRUE(fs_->mkdir(p).has_value());
+        for (unsigned i = 0; i < depth; ++i) {
+            p += "/d";
+            ASSERT_TRUE(fs_->mkdir(p).has_value());
+        }
+        ASSERT_TRUE(make((p + "/f").c_str(), "bottom"));
+        auto st = fs::copy_tree(*fs_, "deep", *fs_, "copy");
+        ASSERT_TRUE(st.has_value()) << st.error().message();
+        EXPECT_EQ(st->dirs, depth + 1);
+        EXPECT_EQ(slurp(("copy" + p.substr(4) + "/f").c_str()), "bottom");
+
+        fs::copy_options shallow;
+        shallow.max_depth = depth - 1;
+        EXPECT_EQ(fs::copy_tree(*fs_, "deep", *fs_, "copy2", shallow).error(), std::errc::filename_too_long);
+    });
+}
+
 GLUON_FS_TEST_SUITE(copy_test);
 
 // Fills a 1 MiB tmpfs (mounted in a private mount namespace of a child process: needs

@@ -15,6 +15,9 @@ struct copy_options {
     size_t chunk = 1 << 20;  // bytes per read/write
     unsigned depth = 4;      // chunks in flight: reads may run this far ahead of writes
     bool fsync = false;      // fsync each destination file before closing it
+    /// copy_tree: the most levels of directories below src it enters (ENAMETOOLONG past them).
+    /// Each level takes about 1 KiB of the calling fiber's stack and three descriptors.
+    unsigned max_depth = 128;
     /// Called after each chunk is written (bytes done, bytes total) and after each tree entry.
     std::function<void(uint64_t done, uint64_t total)> progress;
 };
@@ -44,8 +47,8 @@ struct copy_stats {
 /// (open_root is EOPNOTSUPP: HTTP, cache, sub-filesystem) is walked by path, and there a
 /// directory replaced by a symlink meanwhile is still followed. Stops at the first error (the
 /// directories created still get their modes). Errors: EINVAL (dst is src or inside it:
-/// nothing is copied), ELOOP, ENOTDIR, EMFILE (three descriptors are held per level of depth),
-/// those of copy_file, mkdir, readlink, symlink, open_root and the listing (ENOENT for a missing
+/// nothing is copied), ELOOP, ENOTDIR, ENAMETOOLONG (a directory deeper below src than
+/// copy_options::max_depth), EMFILE (three descriptors are held per level of depth), those of copy_file, mkdir, readlink, symlink, open_root and the listing (ENOENT for a missing
 /// src, EACCES, ...).
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                              std::string_view dst, const copy_options& opts = {});
