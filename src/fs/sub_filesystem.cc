@@ -62,6 +62,13 @@ public:
     result<std::unique_ptr<directory>> opendir(std::string_view p) noexcept override {
         return with(p, [&](const std::string& m) { return base_->opendir(m); });
     }
+    // The base's directory held open (EOPNOTSUPP where the base cannot), confined as this one:
+    // '..' below it is refused the same way.
+    result<std::unique_ptr<filesystem>> open_root(std::string_view p, int flags) noexcept override {
+        auto m = GLUON_TRY(map(p));
+        std::shared_ptr<filesystem> held = GLUON_TRY(base_->open_root(m, flags));
+        return make_sub_filesystem(std::move(held), ".");
+    }
 
 private:
     // "/x/../y" -> prefix/y; anything that climbs above the root is EACCES. A NUL is EINVAL: the

@@ -249,6 +249,20 @@ TEST_P(decorators_test, sub_filesystem_rejects_escapes) {
         ASSERT_TRUE(s.mkdir("d").has_value());
         EXPECT_TRUE(base->stat("jail/d").has_value());
         EXPECT_EQ(fs::make_sub_filesystem(base, "secret").error(), std::errc::not_a_directory);
+
+        // A directory held open from it (copy_tree's walk) is confined the same way, and stays
+        // the directory it was when renamed.
+        ASSERT_TRUE(s.mkdir("d/e").has_value());
+        ASSERT_TRUE(s.open("d/e/f", O_WRONLY | O_CREAT).has_value());
+        auto held = s.open_root("d");
+        ASSERT_TRUE(held.has_value()) << held.error().message();
+        EXPECT_EQ((*held)->stat("../../secret").error(), std::errc::permission_denied);
+        EXPECT_EQ((*held)->stat("../inside").error(), std::errc::permission_denied);
+        EXPECT_EQ(s.open_root("../").error(), std::errc::permission_denied);
+        ASSERT_TRUE(s.rename("d", "moved").has_value());
+        EXPECT_TRUE((*held)->stat("e/f").has_value());
+        EXPECT_EQ(s.open_root("inside", O_NOFOLLOW).error(), std::errc::not_a_directory);
+        held->reset();
         fs_.reset();
     });
 }

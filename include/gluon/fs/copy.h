@@ -44,12 +44,13 @@ struct copy_stats {
 /// either side, is not followed out of the tree (ELOOP, or ENOTDIR for a directory), nor is a
 /// symlink already in dst where the copy puts a file or directory; a directory moved meanwhile
 /// is copied from (or into) where it went. A filesystem that cannot hold a directory
-/// (open_root is EOPNOTSUPP: HTTP, cache, sub-filesystem) is walked by path, and there a
+/// (open_root is EOPNOTSUPP: HTTP, cache) is walked by path, and there a
 /// directory replaced by a symlink meanwhile is still followed. Stops at the first error (the
 /// directories created still get their modes). Errors: EINVAL (dst is src or inside it:
 /// nothing is copied), ELOOP, ENOTDIR, ENAMETOOLONG (a directory deeper below src than
-/// copy_options::max_depth), EMFILE (three descriptors are held per level of depth), those of copy_file, mkdir, readlink, symlink, open_root and the listing (ENOENT for a missing
-/// src, EACCES, ...).
+/// copy_options::max_depth), EMFILE (three descriptors are held per level of depth), those of
+/// copy_file, mkdir, readlink, symlink, open_root and the listing (ENOENT for a missing src,
+/// EACCES, ...).
 result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesystem& dst_fs,
                              std::string_view dst, const copy_options& opts = {});
 

@@ -75,9 +75,11 @@ public:
     /// from the directory opened now, not from dir's path, so a component of that path renamed
     /// or replaced by a symlink later does not change what they reach (a tree walk that enters
     /// each directory by one name through its parent does not leave the tree). flags is 0 or
-    /// O_NOFOLLOW (dir itself a symlink is refused). Like any root it is not a jail: '..' and
-    /// symlinks below it can leave it. Errors: EOPNOTSUPP (the filesystem cannot hold a
-    /// directory: the default; the local filesystem can), ELOOP or ENOTDIR (O_NOFOLLOW and a
+    /// O_NOFOLLOW (dir itself a symlink is refused). It confines what this filesystem confines:
+    /// the local filesystem's is not a jail ('..' and symlinks below it can leave it), a
+    /// sub-filesystem's refuses '..' past it as the sub-filesystem does. Errors: EOPNOTSUPP
+    /// (the filesystem cannot hold a directory: the default; the local filesystem and a
+    /// sub-filesystem over one can), ELOOP or ENOTDIR (O_NOFOLLOW and a
     /// symlink), ENOTDIR, ENOENT, EACCES, EMFILE, EINVAL (other flags).
     virtual result<std::unique_ptr<filesystem>> open_root(std::string_view /*dir*/,
                                                           int /*flags*/ = 0) noexcept {
