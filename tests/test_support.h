@@ -98,13 +98,23 @@ struct full_unix_listener {
     }
 };
 
-/// CPU time of the whole process (every thread, io_uring's workers included), in ns: a wait
-/// that spins shows here, one that sleeps does not.
-inline int64_t process_cpu_ns() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return timespec_ns(ts);
-}
+/// Times a wait that must sleep, not spin, from its construction: the wall time, and the CPU
+/// time of the whole process (every thread, io_uring's workers included), where a spin shows.
+/// expect() checks the wall time is in [min, max) and the CPU time under a quarter of it.
+struct sleeping_wait {
+    static int64_t cpu_ns() {
+        timespec ts{};
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return timespec_ns(ts);
+    }
+    int64_t t0 = mono_now_ns(), cpu0 = cpu_ns();
+    void expect(std::chrono::nanoseconds min, std::chrono::nanoseconds max) const {
+        const int64_t waited = mono_now_ns() - t0, cpu = cpu_ns() - cpu0;
+        EXPECT_GE(waited, min.count());
+        EXPECT_LT(waited, max.count());
+        EXPECT_LT(cpu, waited / 4) << "the wait used " << cpu / 1000 << " us of CPU in " << waited / 1000 << " us";
+    }
+};
 
 /// Waits until `done()` holds, checking every millisecond (other fibers of this vCPU run
 /// meanwhile), for `limit` at most; returns done()'s last answer. For conditions that come
