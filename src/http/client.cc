@@ -394,6 +394,29 @@ struct client::impl {
         return {};
     }
 
+    /// The request that follows a redirect: 303 turns it into a retrieval, and 301 and 302 a
+    /// POST into a GET (RFC 9110 15.4.2-4); a HEAD is a retrieval already, and a GET would
+    /// fetch the body it did not ask for. Other methods go again as they were, body included.
+    static void redirected(int status, method& verb, bool& with_body) {
+        if (verb != method::head && (status == 303 || ((status == 301 || status == 302) && verb == method::post))) {
+            verb = method::get;
+            with_body = false;
+        }
+    }
+
+    /// Whether the call goes on from `out`, whose head has arrived, to its Location (or fails
+    /// with ELOOP past max_redirects). Not when the next request would carry a streamed body:
+    /// body_source has been read to its end, and calling it again would send another body (an
+    /// empty one, or whatever it gives) as if it were the request's; the redirect is the answer.
+    bool follows(const client_response& out, const client_request& req, method verb, bool with_body) const {
+        const int s = out.status;
+        if ((s != 301 && s != 302 && s != 303 && s != 307 && s != 308) || opts.max_redirects == 0 ||
+            out.header("Location").empty())
+            return false;
+        redirected(s, verb, with_body);
+        return !(with_body && req.body_source);
+    }
+
     // Fills `out`, whose buffers (fields, body, URL) are reused when a caller passes the same
     // response again.
     /// The caller's fields, checked before anything is sent over either protocol: a name that
@@ -530,20 +553,10 @@ struct client::impl {
                 else (void)c.s->close();
                 break;
             }
-            bool redirect = out.status == 301 || out.status == 302 || out.status == 303 || out.status == 307 || out.status == 308;
-            std::string_view loc = out.header("Location");
-            if (!redirect || loc.empty() || opts.max_redirects == 0) return {};
+            if (!follows(out, req, verb, with_body)) return {};
             if (redirects == opts.max_redirects) return errno_error(ELOOP);
-            if (req.body_source && (out.status == 307 || out.status == 308)) return {};  // cannot resend
-            url next = GLUON_TRY(u.resolve(loc));
-            // 303 turns the request into a retrieval, and 301 and 302 a POST into a GET (RFC 9110
-            // 15.4.2-4); a HEAD is a retrieval already, and a GET would fetch the body it did
-            // not ask for.
-            if (verb != method::head &&
-                (out.status == 303 || ((out.status == 301 || out.status == 302) && verb == method::post))) {
-                verb = method::get;
-                with_body = false;
-            }
+            url next = GLUON_TRY(u.resolve(out.header("Location")));
+            redirected(out.status, verb, with_body);
             u = std::move(next);
         }
     }

@@ -195,6 +195,54 @@ TEST_P(http_client_test, a_head_request_stays_head_through_301_302_and_303) {
     }
 }
 
+// A streamed body is read once: a redirect that keeps the method and its body (307, 308, and
+// 301 and 302 of anything but a POST) is the answer, and nothing is sent to its Location; one
+// that turns the request into a GET is followed without a body.
+TEST_P(http_client_test, a_redirect_that_would_send_a_streamed_body_again_is_the_answer) {
+    std::atomic<int> finals{0};
+    std::string origin = serve([&finals](request& req, response& res) {
+        if (req.path() == "/final") {
+            ++finals;
+            auto b = req.body();
+            res.body(std::string(req.method_name()) + " " + std::string(b ? *b : "?"));
+            return;
+        }
+        auto b = req.body();  // the whole upload, then the redirect
+        res.status(std::stoi(std::string(req.path().substr(2))));
+        res.header("Location", "/final");
+        res.body(b ? *b : "?");
+    });
+    client c;
+    for (method m : {method::put, method::patch, method::post}) {
+        for (int status : {301, 302, 303, 307, 308}) {
+            SCOPED_TRACE(std::string(method_name(m)) + " " + std::to_string(status));
+            client_request req;
+            req.method = m;
+            req.url = origin + "/r" + std::to_string(status);
+            int calls = 0;
+            req.body_source = [&calls](char* buf, size_t) -> result<size_t> {
+                if (calls++ > 0) return size_t{0};
+                std::memcpy(buf, "data", 4);
+                return size_t{4};
+            };
+            const int before = finals.load();
+            auto got = c.send(req);
+            ASSERT_TRUE(got) << got.error().message();
+            const bool to_get = status == 303 || (m == method::post && status != 307 && status != 308);
+            if (to_get) {
+                EXPECT_EQ(got->status, 200);
+                EXPECT_EQ(got->body, "GET ");
+                EXPECT_EQ(finals.load(), before + 1);
+            } else {
+                EXPECT_EQ(got->status, status);
+                EXPECT_EQ(got->body, "data");  // the redirect's own answer
+                EXPECT_EQ(finals.load(), before);
+            }
+            EXPECT_EQ(calls, 2);  // read to its end once, never again
+        }
+    }
+}
+
 TEST_P(http_client_test, a_field_name_that_is_not_a_token_is_refused_and_nothing_sent) {
     std::atomic<int> served{0};
     std::string origin = serve([&served](request&, response& res) {

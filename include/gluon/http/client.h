@@ -71,7 +71,9 @@ struct client_request {
     std::vector<std::pair<std::string, std::string>> headers;
     std::string body;
     /// A body streamed with chunked coding instead of `body`: called until it returns 0 (or an
-    /// error). A streamed request is never retried or redirected with its body.
+    /// error). A streamed request is never retried or redirected with its body: a redirect
+    /// that would send it again (307, 308; 301 and 302 but for a POST, which becomes a GET) is
+    /// the call's answer.
     std::function<result<size_t>(char* buf, size_t n)> body_source;
     /// A limit for this call (redirects and retries included) within client_options'
     /// total_timeout; forever: that one alone.
