@@ -310,9 +310,11 @@ struct client::impl {
         out.body_length = 0;
         if (req.on_head && !req.on_head(out)) return errno_error(ECANCELED);
 
-        // The body.
+        // The body. A redirect's is not the one the caller's buffer is for, and one the call
+        // follows is not the caller's at all: it goes to out.body, which the next answer
+        // replaces, not to on_body with the final answer's after it.
+        if (on_body && follows(out, req, verb, with_body)) on_body = nullptr;
         uint64_t got = 0;
-        // A redirect's body is not the one the caller's buffer is for.
         char* sink = on_body || (h.status >= 300 && h.status < 400) ? nullptr : req.body_into;
         const uint64_t sink_cap = req.body_into_size;
         auto deliver = [&](std::string_view piece) -> result<void> {
@@ -462,12 +464,18 @@ struct client::impl {
         out.status = 0;
         out.body.clear();
         out.body_length = 0;
-        // HTTP/2 hands the body over in pieces: into the caller's buffer through a callback.
-        std::function<bool(std::string_view)> into_sink;
-        const std::function<bool(std::string_view)>* h2_on_body = on_body;
+        // HTTP/2 hands the body over in pieces, through a callback: to on_body, or into the
+        // caller's buffer. A redirect the call follows keeps its body in out.body, as over
+        // HTTP/1.1.
+        std::function<bool(std::string_view)> h2_body;
         bool overflowed = false;
-        if (!on_body && req.body_into) {
-            into_sink = [&req, &out, &overflowed](std::string_view piece) {
+        if (on_body || req.body_into) {
+            h2_body = [&](std::string_view piece) {
+                if (follows(out, req, verb, with_body)) {
+                    out.body.append(piece);
+                    return true;
+                }
+                if (on_body) return (*on_body)(piece);
                 if (out.body_length + piece.size() > req.body_into_size) {
                     overflowed = true;
                     return false;
@@ -476,8 +484,8 @@ struct client::impl {
                 out.body_length += piece.size();
                 return true;
             };
-            h2_on_body = &into_sink;
         }
+        const std::function<bool(std::string_view)>* h2_on_body = h2_body ? &h2_body : nullptr;
         for (int redirects = 0;; ++redirects) {
             int retries_left = idempotent(verb) && !req.body_source ? opts.retries : 0;
             if (redirects > 0) {

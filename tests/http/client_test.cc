@@ -195,6 +195,47 @@ TEST_P(http_client_test, a_head_request_stays_head_through_301_302_and_303) {
     }
 }
 
+// A redirect the call follows is not the caller's answer: its body reaches neither on_body nor
+// the caller's buffer, which get the final answer's body alone.
+TEST_P(http_client_test, a_followed_redirects_body_is_not_handed_to_the_caller) {
+    router r = app();
+    r.get("/moved", [](request&, response& res) {
+        res.status(301);
+        res.header("Location", "/hello");
+        res.body("<a href=\"/hello\">moved</a>");
+    });
+    std::string origin = serve(r.as_handler());
+    client c;
+    client_request q;
+    q.url = origin + "/moved";
+    std::string got;
+    auto res = c.send(q, [&](std::string_view piece) {
+        got.append(piece);
+        return true;
+    });
+    ASSERT_TRUE(res) << res.error().message();
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(got, "hello");
+    EXPECT_TRUE(res->body.empty());
+    std::string buf(64, '\0');
+    q.body_into = buf.data();
+    q.body_into_size = buf.size();
+    res = c.send(q);
+    ASSERT_TRUE(res) << res.error().message();
+    EXPECT_EQ(res->body_length, 5u);
+    EXPECT_EQ(buf.substr(0, 5), "hello");
+    client no_follow({.max_redirects = 0});  // not followed: the redirect is the answer, body and all
+    got.clear();
+    q.body_into = nullptr;
+    res = no_follow.send(q, [&](std::string_view piece) {
+        got.append(piece);
+        return true;
+    });
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 301);
+    EXPECT_EQ(got, "<a href=\"/hello\">moved</a>");
+}
+
 // A streamed body is read once: a redirect that keeps the method and its body (307, 308, and
 // 301 and 302 of anything but a POST) is the answer, and nothing is sent to its Location; one
 // that turns the request into a GET is followed without a body.

@@ -155,6 +155,38 @@ TEST_P(h2_client_test, streamed_request_bodies_and_streamed_responses) {
     EXPECT_EQ(big.error(), std::errc::message_size);
 }
 
+// A redirect the call follows is not the caller's answer: over HTTP/2 as over HTTP/1.1, its
+// body reaches neither on_body nor the caller's buffer (which it would overflow here).
+TEST_P(h2_client_test, a_followed_redirects_body_is_not_handed_to_the_caller) {
+    r_.get("/moved", [](request&, response& res) {
+        res.status(302);
+        res.header("Location", "/hello");
+        res.body(std::string(100, 'm'));
+    });
+    start();
+    client_options o;
+    o.http2_prior_knowledge = true;
+    client c(o);
+    client_request q;
+    q.url = url("/moved");
+    std::string got;
+    auto r = c.send(q, [&](std::string_view piece) {
+        got.append(piece);
+        return true;
+    });
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(got, "hello over HTTP/2");
+    EXPECT_EQ(c.statistics().http2_requests, 2u);
+    std::string buf(64, '\0');
+    q.body_into = buf.data();
+    q.body_into_size = buf.size();
+    r = c.send(q);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body_length, 17u);
+    EXPECT_EQ(buf.substr(0, 17), "hello over HTTP/2");
+}
+
 TEST_P(h2_client_test, https_negotiates_h2_by_alpn) {
     net::tls::context_options so;
     so.alpn = {"h2", "http/1.1"};
