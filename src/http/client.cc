@@ -130,23 +130,25 @@ struct client::impl {
     }
 
     result<connection> open(const url& u, deadline_t total) {
-        duration t = timeout_left(opts.connect_timeout, total);
+        // One deadline for every step (resolution, TCP, a proxy's CONNECT, TLS): each step
+        // given connect_timeout afresh would let the steps together take several.
+        const deadline_t until = std::min(total, timeout_deadline(opts.connect_timeout));
         connection c;
         net::stream sock;
         if (!opts.proxy.empty()) {
             url p = GLUON_TRY(url::parse(opts.proxy));
-            sock = GLUON_TRY(net::connect(p.host, p.port, t));
+            sock = GLUON_TRY(net::connect(p.host, p.port, timeout_left(until)));
         } else {
-            sock = GLUON_TRY(net::connect(u.host, u.port, t));
+            sock = GLUON_TRY(net::connect(u.host, u.port, timeout_left(until)));
         }
         (void)sock.set_nodelay(true);
-        if (!opts.proxy.empty() && u.scheme == "https") GLUON_TRY(tunnel(sock, u, t));
+        if (!opts.proxy.empty() && u.scheme == "https") GLUON_TRY(tunnel(sock, u, until));
         // Read ahead (net::stream::read_ahead): a connection is used and closed on the vCPU
         // that opened it (the pool is per vCPU), and every read goes through its stream.
         sock.read_ahead();
         if (u.scheme == "https") {
             const net::tls::context* ctx = GLUON_TRY(tls_context());
-            auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *ctx, u.host, timeout_left(opts.connect_timeout, total)));
+            auto tls = GLUON_TRY(net::tls::stream::connect(std::move(sock), *ctx, u.host, timeout_left(until)));
             c.h2 = tls.alpn_selected() == "h2";
             c.s = std::make_unique<net::tls::stream>(std::move(tls));
         } else {
@@ -158,12 +160,13 @@ struct client::impl {
         return c;
     }
 
-    /// CONNECT through the proxy; the socket then carries the TLS session to the origin.
-    result<void> tunnel(net::stream& sock, const url& u, duration t) {
+    /// CONNECT through the proxy; the socket then carries the TLS session to the origin. The
+    /// proxy's answer must have come by `until`, however it trickles in.
+    result<void> tunnel(net::stream& sock, const url& u, deadline_t until) {
         std::string hp = u.host.find(':') != std::string::npos ? "[" + u.host + "]" : u.host;
         hp += ":" + std::to_string(u.port);
         std::string req = "CONNECT " + hp + " HTTP/1.1\r\nHost: " + hp + "\r\n\r\n";
-        GLUON_TRY(sock.write_all(req.data(), req.size(), t));
+        GLUON_TRY(sock.write_all(req.data(), req.size(), timeout_left(until)));
         std::string buf;
         std::vector<header> f(opts.limits.max_headers);
         response_head h;
@@ -172,7 +175,7 @@ struct client::impl {
         char tmp[4096];
         for (;;) {
             // Read byte-wise past the head: what follows belongs to the TLS session.
-            auto n = GLUON_TRY(sock.read_some(tmp, 1, t));
+            auto n = GLUON_TRY(sock.read_some(tmp, 1, timeout_left(until)));
             if (n == 0) return errno_error(ECONNRESET);
             buf.append(tmp, n);
             auto r = parse_response(buf, h, opts.limits, scanned, method::connect);

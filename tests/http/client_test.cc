@@ -529,6 +529,31 @@ TEST_P(http_client_test, connect_timeout_ends_a_handshake_that_never_completes) 
     EXPECT_LT(mono_now_ns() - t1, 2'000'000'000);
 }
 
+// A proxy that trickles its answer to CONNECT, a byte at a time, each well within any one
+// read's timeout: connect_timeout and total_timeout still bound the whole of it.
+TEST_P(http_client_test, a_proxy_trickling_its_connect_answer_is_bounded_by_the_timeouts) {
+    uint16_t port = serve_raw([](net::byte_stream& s) {
+        char buf[4096];
+        if (!s.read_some(buf, sizeof buf, 5s)) return;
+        const std::string start = "HTTP/1.1 200 Connection Established\r\nX-Slow: ";
+        if (!s.write_all(start.data(), start.size(), 5s)) return;
+        for (int i = 0; i < 200; ++i) {  // 10 s in all, unless the client leaves first
+            if (!this_fiber::sleep_for(50ms) || !s.write_all("a", 1, 5s)) return;
+        }
+        (void)s.write_all("\r\n\r\n", 4, 5s);
+    });
+    const std::string proxy = "http://127.0.0.1:" + std::to_string(port);
+    client by_total({.total_timeout = 300ms, .retries = 0, .proxy = proxy});
+    client by_connect({.connect_timeout = 300ms, .total_timeout = 30s, .retries = 0, .proxy = proxy});
+    for (client* c : {&by_total, &by_connect}) {
+        const int64_t t0 = mono_now_ns();
+        EXPECT_EQ(c->get("https://localhost:1/").error(), std::errc::timed_out);
+        const int64_t took = mono_now_ns() - t0;
+        EXPECT_GE(took, 250'000'000);
+        EXPECT_LT(took, 2'000'000'000);
+    }
+}
+
 TEST_P(http_client_test, reads_bodies_into_a_buffer_judges_heads_and_limits_one_call) {
     std::string origin = serve(app().as_handler());
     client c;

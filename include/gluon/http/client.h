@@ -25,7 +25,8 @@ class context;
 namespace gluon::http {
 
 struct client_options {
-    duration connect_timeout = std::chrono::seconds(10);  // name resolution, TCP and TLS handshakes
+    duration connect_timeout = std::chrono::seconds(10);  // all of name resolution, TCP, a proxy's
+                                                          // CONNECT and the TLS handshake
     duration read_timeout = std::chrono::seconds(30);     // between reads of a response, and
                                                           // between writes of a request's body
     duration total_timeout = std::chrono::minutes(2);     // the whole call, redirects included
