@@ -13,6 +13,7 @@
 #include "gluon/http/server.h"
 #include "gluon/net/tls.h"
 #include "gluon/runtime/fiber.h"
+#include "http/client_support.h"
 #include "net/tls_test_support.h"
 #include "support/nginx.h"
 #include "support/process.h"
@@ -384,6 +385,21 @@ TEST_P(proxy_test, an_upstream_reset_mid_body_fails_the_client_instead_of_a_shor
         }
         proxy_.reset();
     }
+}
+
+// A reverse proxy opens no tunnels: CONNECT is answered 501 and never reaches an upstream,
+// whose 2xx would have left a pooled connection tunnelled to the client's target.
+TEST_P(proxy_test, a_reverse_proxy_answers_connect_501_without_an_upstream) {
+    raw_upstream up;
+    up.reply = "HTTP/1.1 200 Connection Established\r\n\r\n";
+    up.start();
+    start_reverse({up.addr()});
+    auto c = net::stream::connect(proxy_->local_address(), 5s);
+    ASSERT_TRUE(c);
+    auto got = roundtrip(*c, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n", method::connect);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->status, 501);
+    EXPECT_EQ(up.served, 0);
 }
 
 TEST_P(proxy_test, reuses_pooled_upstream_connections) {

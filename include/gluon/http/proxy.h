@@ -57,9 +57,9 @@ struct proxy_options : proxy_common_options {
     bool preserve_host = true;
 };
 
-/// A handler that forwards every request to one of opts.upstreams (entries that are not
-/// host:port are logged and left out). Errors: none are returned; the handler answers them:
-/// 502 when no upstream could be reached (refused, unreachable, a name that does not resolve,
+/// A handler that forwards every request but CONNECT to one of opts.upstreams (entries that are
+/// not host:port are logged and left out). Errors: none are returned; the handler answers them:
+/// 501 for CONNECT (tunnels are forward_proxy's), 502 when no upstream could be reached (refused, unreachable, a name that does not resolve,
 /// an empty list), when the upstream's response head is malformed, or when its connection fails
 /// before that head arrives (after the retries allowed above); 504 when connecting, sending the
 /// request or waiting for the response took longer than its timeout. A failure after the head

@@ -44,6 +44,15 @@ struct reverse_state {
     }
 
     void serve(request& req, response& res) {
+        if (req.method() == method::connect) {
+            // A tunnel is forward_proxy's. Relayed, an upstream's 2xx would turn its
+            // connection into a tunnel to the client's target, and the pool would hand that
+            // to the next request, whoever sent it.
+            res.status(501);
+            res.content_type("text/plain");
+            res.body("CONNECT is not supported by this proxy\n");
+            return;
+        }
         if (ups.empty()) return detail::answer_failure(res, ECONNREFUSED);
         // An HTTP/1.1 client may send absolute-form to a reverse proxy too (RFC 9112 3.2.2).
         std::string origin_form;
