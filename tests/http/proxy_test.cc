@@ -44,6 +44,7 @@ struct raw_upstream {
     std::string reply;
     bool reset = false;
     int served = 0;
+    int closed = 0;  // connections it answered and closed
 
     void start() {
         auto s = net::listener::listen(net::address::ipv4_loopback(0));
@@ -69,6 +70,7 @@ struct raw_upstream {
                 (void)c->write_all(reply.data(), reply.size(), 5s);
                 if (reset) (void)c->set_linger(true, 0);
                 (void)c->close();
+                ++closed;
             }
         });
         ASSERT_TRUE(fb);
@@ -346,6 +348,26 @@ TEST_P(proxy_test, a_pooled_connection_the_upstream_closed_is_retried_on_a_new_o
     for (int i = 0; i < 3; ++i) {
         auto r = curl({"-w", "|%{http_code}", proxy_url("/again")});
         EXPECT_EQ(r.out, "ok|200") << i << r.err;
+    }
+    EXPECT_EQ(up.served, 3);
+}
+
+// A request that cannot be sent again (a POST with a body) never goes out on a pooled
+// connection the upstream has closed, however briefly it idled: it is checked first, and the
+// request goes on a new one instead of failing with a 502.
+TEST_P(proxy_test, a_request_that_cannot_be_retried_is_not_sent_on_a_pooled_connection_the_upstream_closed) {
+    raw_upstream up;  // answers as if it kept the connection, then closes it
+    up.reply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    up.start();
+    start_reverse({up.addr()});
+    for (int i = 0; i < 3; ++i) {
+        auto c = net::stream::connect(proxy_->local_address(), 5s);
+        ASSERT_TRUE(c);
+        auto got = roundtrip(*c, "POST /once HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nbody");
+        ASSERT_TRUE(got) << i;
+        EXPECT_EQ(got->status, 200) << i;
+        EXPECT_EQ(got->body, "ok") << i;
+        ASSERT_TRUE(test::eventually([&] { return up.closed == i + 1; }));  // gone before the next
     }
     EXPECT_EQ(up.served, 3);
 }

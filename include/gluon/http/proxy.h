@@ -12,9 +12,12 @@
 // failure can no longer change the status: the response is aborted (response::abort), so that the
 // client never takes a cut body for a complete one.
 //
-// Upstream connections are kept alive in a pool per upstream and vCPU (plain HTTP/1.1; a pooled
-// connection is reused only if the upstream has not closed it). Request bodies count against
-// server_options::max_body_bytes: raise it on a proxy's server.
+// Upstream connections are kept alive in a pool per upstream and vCPU (plain HTTP/1.1). A pooled
+// connection the upstream has closed is not used for a request that cannot be sent again (with
+// a body, or a method that is not idempotent, or any through the forward proxy): it is checked
+// first. Others take a connection that idled under a second unchecked, and are sent again on a
+// new one if it fails unanswered. Request bodies count against server_options::max_body_bytes:
+// raise it on a proxy's server.
 #pragma once
 
 #include <cstdint>

@@ -106,7 +106,7 @@ struct forward_state {
         a.authority = (u->host.find(':') != std::string::npos ? "[" + u->host + "]" : u->host) + ":" +
                       std::to_string(u->port);
         if (auto ip = net::address::from_ip(a.host, a.port)) a.ip = *ip;
-        auto c = pool.take(a.authority, a);
+        auto c = pool.take(a.authority, a, true);  // (no request is sent again here)
         if (!c) {
             detail::log_failure(a.authority, c.error().value());
             return detail::answer_failure(res, c.error().value());

@@ -73,7 +73,7 @@ struct reverse_state {
                 std::atomic<uint32_t>& n;
                 ~release() { n.fetch_sub(1, std::memory_order_relaxed); }
             } in_flight{busy[i]};
-            auto c = pool.take(up.authority, up);
+            auto c = pool.take(up.authority, up, !may_repeat);
             if (!c) {  // nothing was sent: any request may go to the next upstream
                 error = c.error().value();
                 detail::log_failure(up.authority, error);

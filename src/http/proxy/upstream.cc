@@ -33,7 +33,7 @@ upstream_pool::~upstream_pool() {
         for (auto& c : v) (void)c.sock.close();
 }
 
-result<upstream_conn> upstream_pool::take(const std::string& key, const upstream_address& a) {
+result<upstream_conn> upstream_pool::take(const std::string& key, const upstream_address& a, bool check) {
     const int64_t now = mono_coarse_ns();
     const int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o_.idle_timeout).count();
     for (;;) {
@@ -50,9 +50,11 @@ result<upstream_conn> upstream_pool::take(const std::string& key, const upstream
             continue;
         }
         // A connection idle for a while may have been closed by the upstream (its keep-alive
-        // timeout): a look costs a system call, so only those are looked at. A busy one that
-        // failed anyway is retried by the caller where that is safe.
-        if (now - c.idle_since > 1'000'000'000) {
+        // timeout): a look costs a system call, so only those are looked at, unless the
+        // request cannot be sent again (a body, a method that is not idempotent). A busy one
+        // that failed anyway is retried by the caller where that is safe; one the upstream
+        // closed just after its last answer would fail such a request with a 502.
+        if (check || now - c.idle_since > 1'000'000'000) {
             char probe;
             if (sys::recv(c.sock.get(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) != -EAGAIN) {
                 (void)c.sock.close();

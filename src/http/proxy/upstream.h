@@ -48,9 +48,11 @@ public:
     upstream_pool(const upstream_pool&) = delete;
     upstream_pool& operator=(const upstream_pool&) = delete;
 
-    /// A pooled connection to `key` from this vCPU, or a new one to `a`. Errors: those of
-    /// net::connect (ETIMEDOUT past connect_timeout, ECONNREFUSED, ...), ENOMEM.
-    result<upstream_conn> take(const std::string& key, const upstream_address& a);
+    /// A pooled connection to `key` from this vCPU, or a new one to `a`. With `check` (for a
+    /// request that cannot be sent again), a pooled one is taken only if the upstream has not
+    /// closed it, however briefly it idled. Errors: those of net::connect (ETIMEDOUT past
+    /// connect_timeout, ECONNREFUSED, ...), ENOMEM.
+    result<upstream_conn> take(const std::string& key, const upstream_address& a, bool check);
     /// Keeps a connection whose last exchange ended cleanly for the next one.
     void give_back(const std::string& key, upstream_conn c);
 
