@@ -118,7 +118,7 @@ result<void> connection::fill(duration timeout) {
 
 bool connection::dispatch() {
     while (beg_ < end_ && !pending_.empty()) {
-        if (!scan_.ready(in_.data() + beg_, end_ - beg_)) return true;
+        if (!scan_.ready(in_.data() + beg_, end_ - beg_, limits_)) return true;
         reply r;
         size_t used = 0;
         auto st = detail::decode(in_.data() + beg_, end_ - beg_, r, used, limits_);
@@ -189,7 +189,7 @@ result<reply> connection::next(duration timeout) {
     deadline_t d = timeout_deadline(timeout);
     for (;;) {
         if (broken_) return unexpected(broken_);
-        if (beg_ < end_ && scan_.ready(in_.data() + beg_, end_ - beg_)) {
+        if (beg_ < end_ && scan_.ready(in_.data() + beg_, end_ - beg_, limits_)) {
             reply r;
             size_t used = 0;
             auto st = detail::decode(in_.data() + beg_, end_ - beg_, r, used, limits_);

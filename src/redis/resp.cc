@@ -183,8 +183,10 @@ int value(cursor& c, reply& r, unsigned depth) {
 
 }  // namespace
 
-bool reply_scanner::ready(const char* p, size_t n) noexcept {
+bool reply_scanner::ready(const char* p, size_t n, const decode_limits& lim) noexcept {
+    const auto max_bulk = static_cast<int64_t>(lim.max_bulk), max_elems = static_cast<int64_t>(lim.max_elements);
     while (pos_ < n) {
+        if (depth_ > lim.max_depth) return true;  // an element deeper than decode() goes
         const char t = p[pos_];
         const void* cr = std::memchr(p + pos_, '\r', n - pos_);
         if (!cr) return n - pos_ > 64 * 1024;  // (a header line that long is garbage)
@@ -198,9 +200,8 @@ bool reply_scanner::ready(const char* p, size_t n) noexcept {
             case '$':
             case '!':
             case '=':
-                if (!to_int(l, v) || v < -1) return true;
+                if (!to_int(l, v) || v < -1 || v > max_bulk) return true;
                 if (v >= 0) {
-                    if (static_cast<uint64_t>(v) > (1ull << 40)) return true;
                     if (n - next < static_cast<size_t>(v) + 2) return false;
                     next += static_cast<size_t>(v) + 2;
                 }
@@ -210,7 +211,7 @@ bool reply_scanner::ready(const char* p, size_t n) noexcept {
             case '>':
             case '%':
             case '|':
-                if (!to_int(l, v) || v < -1 || v > (int64_t{1} << 40)) return true;
+                if (!to_int(l, v) || v < -1 || v > max_elems) return true;
                 if (t == '|') opens = 2 * v + 1;  // its pairs, then the value they describe
                 else if (v > 0) opens = t == '%' ? 2 * v : v;
                 break;

@@ -44,15 +44,17 @@ class reply_scanner {
 public:
     /// [p, p + n) holds the buffered bytes from the reply's start: the same start as at the
     /// last call, with as many bytes or more. True when a whole reply is there, or bytes that are
-    /// not RESP (decode() says which): decode then, and reset() before the next reply.
-    bool ready(const char* p, size_t n) noexcept;
+    /// not RESP or break lim (decode() with the same limits says which): decode then, and
+    /// reset() before the next reply. A header over the limits is reported as soon as it is
+    /// read: the bytes it claims are never waited for (nor buffered).
+    bool ready(const char* p, size_t n, const decode_limits& lim = {}) noexcept;
     void reset() noexcept {
         pos_ = 0;
         depth_ = 0;
     }
 
 private:
-    static constexpr unsigned k_max_depth = 64;  // deeper is decode()'s error to report
+    static constexpr unsigned k_max_depth = 64;  // open aggregates it can follow
     size_t pos_ = 0;                 // scanned up to here: the start of the next element
     unsigned depth_ = 0;             // open aggregates
     int64_t left_[k_max_depth] = {};  // elements still to come in each

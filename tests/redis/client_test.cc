@@ -9,7 +9,9 @@
 #include "gluon/net/tls.h"
 #include "gluon/redis/client.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/net/socket.h"
 #include "net/tls_test_support.h"
+#include "redis/resp.h"
 #include "support/redis_server.h"
 #include "test_support.h"
 
@@ -311,6 +313,91 @@ TEST_P(redis_test, a_server_that_is_not_there_or_goes_away) {
                 gone.error() == std::errc::connection_refused)
         << gone.error().message();
 }
+
+// A hostile or broken server on a loopback port: it answers the commands of the one connection
+// it accepts with `answers` in order (HELLO 3 first gets an empty map), then reads on without
+// answering until the client goes. received() counts the commands that came.
+class scripted_server {
+public:
+    scripted_server(int protocol, std::vector<std::string> answers) {
+        if (protocol == 3) answers.insert(answers.begin(), "%0\r\n");
+        auto l = net::listener::listen(net::address::ipv4_loopback(0));
+        EXPECT_TRUE(l) << l.error().message();
+        if (!l) return;
+        port_ = l->local_address()->port();
+        f_ = *spawn([this, l = std::move(*l), answers = std::move(answers)]() mutable { serve(l, answers); });
+    }
+    ~scripted_server() { EXPECT_TRUE(f_.join()); }
+    uint16_t port() const { return port_; }
+    int received() const { return received_; }
+
+private:
+    void serve(net::listener& l, const std::vector<std::string>& answers) {
+        auto s = l.accept(10s);
+        if (!s) return;
+        std::string in;
+        char buf[4096];
+        for (;;) {
+            auto n = s->read_some(buf, sizeof buf, 10s);
+            if (!n || *n == 0) return;
+            in.append(buf, *n);
+            reply cmd;
+            size_t used = 0;
+            while (detail::decode(in.data(), in.size(), cmd, used) == detail::decode_status::complete) {
+                in.erase(0, used);
+                if (static_cast<size_t>(received_) < answers.size()) {
+                    const std::string& a = answers[static_cast<size_t>(received_)];
+                    if (!s->write_all(a.data(), a.size(), 10s)) return;
+                }
+                ++received_;
+            }
+        }
+    }
+    uint16_t port_ = 0;
+    int received_ = 0;
+    fiber f_;
+};
+
+// Against scripted servers: needs no redis-server.
+class scripted_test : public ::testing::TestWithParam<param> {
+protected:
+    void SetUp() override {
+        if (!engine::available(GetParam().engine)) GTEST_SKIP() << "engine not available";
+        init_options o;
+        o.engine = GetParam().engine;
+        o.log_engine = false;
+        ASSERT_TRUE(init(o));
+    }
+    void TearDown() override {
+        if (is_vcpu()) {
+            ASSERT_TRUE(fini());
+        }
+    }
+    options opts(const scripted_server& srv) const {
+        options o;
+        o.port = srv.port();
+        o.protocol = GetParam().protocol;
+        return o;
+    }
+};
+
+// A reply whose header claims more than the limits (a string over 512 MiB) is refused as soon
+// as the header is read: the client neither waits for nor buffers the bytes it claims (it used
+// to, until the command timed out).
+TEST_P(scripted_test, a_reply_header_over_the_limits_fails_at_once) {
+    scripted_server srv(GetParam().protocol, {"$1000000000\r\n"});
+    auto o = opts(srv);
+    o.command_timeout = 5s;
+    client db(o);
+    auto r = db.command({"GET", "k"});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::protocol_error) << r.error().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(engines, scripted_test,
+                         ::testing::Values(param{engine::kind::io_uring, 2}, param{engine::kind::io_uring, 3},
+                                           param{engine::kind::epoll, 2}, param{engine::kind::epoll, 3}),
+                         name_of);
 
 INSTANTIATE_TEST_SUITE_P(engines, redis_test,
                          ::testing::Values(param{engine::kind::io_uring, 2}, param{engine::kind::io_uring, 3},

@@ -111,6 +111,37 @@ TEST(resp, the_scanner_finds_each_reply_end_resumably) {
     EXPECT_TRUE(junk.ready("?what\r\n", 7));  // not RESP: decode() reports it
 }
 
+// The scanner applies decode()'s limits to each header as it reads it: a length or count over
+// them, or an element nested deeper, is ready at once (for decode() to refuse), never waited
+// for. It waited for whatever a bulk header claimed up to 1 TiB, so a hostile "$1000000000"
+// kept the connection buffering until its command timed out.
+TEST(resp, the_scanner_stops_at_a_header_over_the_limits) {
+    decode_limits lim;
+    lim.max_bulk = 1024;
+    lim.max_elements = 16;
+    lim.max_depth = 4;
+    for (std::string bad : {"$2048\r\n", "!2048\r\n", "=2048\r\n", "*17\r\n", "~17\r\n", ">17\r\n", "%17\r\n",
+                            "|17\r\n", "*2\r\n:1\r\n$2048\r\n", "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n$3\r\nab"}) {
+        reply_scanner sc;
+        EXPECT_TRUE(sc.ready(bad.data(), bad.size(), lim)) << bad;
+        reply r;
+        size_t used = 0;
+        EXPECT_EQ(decode(bad.data(), bad.size(), r, used, lim), decode_status::invalid) << bad;
+    }
+    // At the limits, the rest is waited for.
+    for (std::string partial : {"$1024\r\nab", "*16\r\n:1\r\n", "%16\r\n", "*1\r\n*1\r\n*1\r\n*1\r\n$3\r\nab"}) {
+        reply_scanner sc;
+        EXPECT_FALSE(sc.ready(partial.data(), partial.size(), lim)) << partial;
+    }
+    // The default limits: a string is at most 512 MiB.
+    const std::string huge = "$1000000000\r\n";
+    reply_scanner sc;
+    EXPECT_TRUE(sc.ready(huge.data(), huge.size()));
+    reply r;
+    size_t used = 0;
+    EXPECT_EQ(decode(huge.data(), huge.size(), r, used), decode_status::invalid);
+}
+
 // A reply of many elements arriving in 16 KiB pieces: the scanner, going on from where it
 // stopped, says it is whole only with its last piece, when it decodes entire.
 TEST(resp, a_large_reply_in_pieces_is_ready_only_with_its_last) {
