@@ -82,7 +82,17 @@ void connection::fail(std::error_code why, slot* self, std::error_code self_err)
     pending_.clear();
 }
 
-result<void> connection::flush(deadline_t d) {
+void connection::fail_transfer(std::error_code e, slot* self) noexcept {
+    // A read or write serves every command queued, but its deadline and interrupt are those of
+    // the caller making it: that caller's ETIMEDOUT or ECANCELED is its own, and the others'
+    // commands fail with ECONNABORTED (their replies can no longer be matched), not with an
+    // interrupt they did not get or a timeout that is not theirs. A transport error is
+    // everyone's.
+    const bool own = e == std::errc::timed_out || e == std::errc::operation_canceled;
+    fail(own ? make_error_code(std::errc::connection_aborted) : e, self, e);
+}
+
+result<void> connection::flush(deadline_t d, slot* self) {
     if (writing_) return {};  // the caller writing now takes these bytes too
     writing_ = true;
     while (!out_.empty() && !broken_) {
@@ -91,7 +101,7 @@ result<void> connection::flush(deadline_t d) {
         writing_buf_.clear();
         if (!r) {
             writing_ = false;
-            fail(r.error(), nullptr, {});
+            fail_transfer(r.error(), self);
             return unexpected(r.error());
         }
     }
@@ -141,9 +151,7 @@ void connection::read_until(slot& mine, deadline_t d) {
     while (!mine.done) {
         if (auto r = fill(timeout_left(d)); !r) {
             reading_ = false;
-            auto e = r.error();
-            if (e == std::errc::timed_out) fail(make_error_code(std::errc::connection_aborted), &mine, e);
-            else fail(e, &mine, e);
+            fail_transfer(r.error(), &mine);
             return;
         }
         if (!dispatch()) {
@@ -161,7 +169,7 @@ result<reply> connection::finish_call() {
     slot mine;
     pending_.push_back(&mine);
     deadline_t d = timeout_deadline(timeout_);
-    if (auto w = flush(d); !w && !mine.done) return unexpected(w.error());
+    if (auto w = flush(d, &mine); !w && !mine.done) return unexpected(w.error());
     while (!mine.done) {
         if (!reading_) {
             // Replies may be buffered already (a reader before us read past its own).

@@ -63,12 +63,15 @@ private:
         event ev;
     };
     result<reply> finish_call();
-    result<void> flush(deadline_t d);
+    /// Writes what is queued unless another caller is writing; self: the caller's command.
+    result<void> flush(deadline_t d, slot* self = nullptr);
     /// Reads and hands out replies until mine is done (or the connection fails).
     void read_until(slot& mine, deadline_t d);
     /// Decodes what is buffered; each reply to the oldest waiting slot. False: not RESP.
     bool dispatch();
     void fail(std::error_code why, slot* self, std::error_code self_err) noexcept;
+    /// fail() for an error of self's own read or write: see connection.cc.
+    void fail_transfer(std::error_code e, slot* self) noexcept;
     result<void> fill(duration timeout);  // one read into the buffer
 
     std::unique_ptr<net::byte_stream> s_;

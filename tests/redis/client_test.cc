@@ -394,6 +394,33 @@ TEST_P(scripted_test, a_reply_header_over_the_limits_fails_at_once) {
     EXPECT_EQ(r.error(), std::errc::protocol_error) << r.error().message();
 }
 
+// The fiber reading for the connection is interrupted with a command queued behind its own:
+// the connection closes, the interrupted command gets ECANCELED and the other one ECONNABORTED.
+// The reader's ECANCELED was given to every command on the connection, as if each had been
+// interrupted.
+TEST_P(scripted_test, an_interrupted_reader_leaves_the_others_aborted_not_cancelled) {
+    scripted_server srv(GetParam().protocol, {});  // never answers a command
+    client db(opts(srv));
+    const int handshake = GetParam().protocol == 3 ? 1 : 0;
+    std::error_code first_err, second_err;
+    auto first = *spawn([&] {
+        auto r = db.command({"PING"});
+        first_err = r ? std::error_code() : r.error();
+    });
+    // Its command came: it reads, being alone on the connection.
+    ASSERT_TRUE(test::eventually([&] { return srv.received() == handshake + 1; }));
+    auto second = *spawn([&] {
+        auto r = db.command({"PING"});
+        second_err = r ? std::error_code() : r.error();
+    });
+    ASSERT_TRUE(test::eventually([&] { return srv.received() == handshake + 2; }));
+    ASSERT_TRUE(first.interrupt());
+    ASSERT_TRUE(first.join());
+    ASSERT_TRUE(second.join());
+    EXPECT_EQ(first_err, std::errc::operation_canceled) << first_err.message();
+    EXPECT_EQ(second_err, std::errc::connection_aborted) << second_err.message();
+}
+
 INSTANTIATE_TEST_SUITE_P(engines, scripted_test,
                          ::testing::Values(param{engine::kind::io_uring, 2}, param{engine::kind::io_uring, 3},
                                            param{engine::kind::epoll, 2}, param{engine::kind::epoll, 3}),

@@ -63,12 +63,13 @@ public:
     /// Sends one command and returns its reply (which may be a Redis error reply). Errors:
     /// those of connecting (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing Unix socket, the TLS
     /// handshake's), EACCES (AUTH or HELLO refused), ETIMEDOUT (no reply within
-    /// command_timeout), ECONNRESET / EPIPE (the connection broke), ECONNABORTED (a command
-    /// before it timed out and closed the connection), EPROTO (the server's bytes are not
-    /// RESP), EPERM (not on a vCPU), EINVAL (a command that would change the pooled connection
-    /// for its other callers: SUBSCRIBE and its kin, MONITOR and CLIENT REPLY, whose replies are
-    /// not one per command, and SELECT, HELLO, RESET; use subscriber, options.database and
-    /// options.protocol).
+    /// command_timeout), ECANCELED (the calling fiber was interrupted: its connection is
+    /// closed, as after a timeout), ECONNRESET / EPIPE (the connection broke), ECONNABORTED (a
+    /// command before it timed out or was interrupted and closed the connection), EPROTO (the
+    /// server's bytes are not RESP), EPERM (not on a vCPU), EINVAL (a command that would change
+    /// the pooled connection for its other callers: SUBSCRIBE and its kin, MONITOR and CLIENT
+    /// REPLY, whose replies are not one per command, and SELECT, HELLO, RESET; use subscriber,
+    /// options.database and options.protocol).
     result<reply> command(std::initializer_list<std::string_view> args);
     result<reply> command(const std::vector<std::string>& args);
 
