@@ -53,8 +53,10 @@ struct client::impl {
 
     /// Commands that change what a pooled connection answers (replies that are not one per
     /// command: SUBSCRIBE and its kin, MONITOR, CLIENT REPLY) or the state every caller of it
-    /// shares (SELECT, HELLO, RESET): the pipeline would hand later callers the wrong replies,
-    /// or another database. subscriber and options.database / options.protocol serve these.
+    /// shares (SELECT, HELLO, RESET, and a transaction: after MULTI the server queues every
+    /// caller's commands, answers them QUEUED and gives their results in the EXEC of whoever
+    /// sent MULTI): the pipeline would hand later callers the wrong replies, or another
+    /// database. subscriber and options.database / options.protocol serve these.
     template <typename Range>
     static bool changes_connection(const Range& args) {
         auto it = std::begin(args);
@@ -62,7 +64,8 @@ struct client::impl {
         const std::string_view name = *it;
         static constexpr std::string_view refused[] = {"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE",
                                                        "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR", "SELECT",
-                                                       "HELLO", "RESET"};
+                                                       "HELLO", "RESET", "MULTI", "EXEC", "DISCARD",
+                                                       "WATCH", "UNWATCH"};
         for (std::string_view r : refused)
             if (ascii_iequals(name, r)) return true;
         if (ascii_iequals(name, "CLIENT") && ++it != std::end(args)) return ascii_iequals(*it, "REPLY");

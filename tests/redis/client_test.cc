@@ -229,12 +229,14 @@ TEST_P(redis_test, close_with_a_caller_blocked_inside_the_connection) {
 }
 
 // Commands that would change a pooled connection for its other callers are refused; the
-// pipeline stays in step.
+// pipeline stays in step. (After MULTI, another fiber's GET was answered QUEUED and its value
+// went into the EXEC of the fiber that sent MULTI.)
 TEST_P(redis_test, commands_that_change_the_connection_are_refused) {
     client db(opts());
     ASSERT_TRUE(db.set("x", "1"));
     for (auto args : {std::vector<std::string>{"SUBSCRIBE", "a", "b"}, {"psubscribe", "n*"}, {"Monitor"},
-                      {"CLIENT", "REPLY", "OFF"}, {"SELECT", "1"}, {"HELLO", "3"}, {"RESET"}, {"unsubscribe"}}) {
+                      {"CLIENT", "REPLY", "OFF"}, {"SELECT", "1"}, {"HELLO", "3"}, {"RESET"}, {"unsubscribe"},
+                      {"MULTI"}, {"exec"}, {"DISCARD"}, {"WATCH", "x"}, {"UNWATCH"}}) {
         auto r = db.command(args);
         ASSERT_FALSE(r) << args[0];
         EXPECT_EQ(r.error(), std::errc::invalid_argument) << args[0];

@@ -68,8 +68,10 @@ public:
     /// command before it timed out or was interrupted and closed the connection), EPROTO (the
     /// server's bytes are not RESP), EPERM (not on a vCPU), EINVAL (a command that would change
     /// the pooled connection for its other callers: SUBSCRIBE and its kin, MONITOR and CLIENT
-    /// REPLY, whose replies are not one per command, and SELECT, HELLO, RESET; use subscriber,
-    /// options.database and options.protocol).
+    /// REPLY, whose replies are not one per command, SELECT, HELLO, RESET, and MULTI, EXEC,
+    /// DISCARD, WATCH, UNWATCH, whose transaction would take in other fibers' commands; use
+    /// subscriber, options.database and options.protocol, and a script (EVAL) for commands
+    /// that must run as one).
     result<reply> command(std::initializer_list<std::string_view> args);
     result<reply> command(const std::vector<std::string>& args);
 
