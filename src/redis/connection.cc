@@ -212,8 +212,10 @@ result<reply> connection::next(duration timeout) {
             }
         }
         if (auto r = fill(timeout_left(d)); !r) {
-            if (r.error() != std::errc::timed_out) fail(r.error(), nullptr, {});
-            return unexpected(r.error());
+            // A read that timed out or was interrupted took nothing: the connection goes on.
+            const auto e = r.error();
+            if (e != std::errc::timed_out && e != std::errc::operation_canceled) fail(e, nullptr, {});
+            return unexpected(e);
         }
     }
 }

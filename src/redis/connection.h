@@ -43,8 +43,8 @@ public:
         return flush(timeout_deadline(timeout_));
     }
     /// The next reply off the connection, for a caller that matches replies itself
-    /// (subscriber mode: no command waits). Errors: ETIMEDOUT (the connection stays usable),
-    /// ECONNRESET, EPROTO.
+    /// (subscriber mode: no command waits). Errors: ETIMEDOUT, ECANCELED (the connection stays
+    /// usable after either), ECONNRESET, EPROTO.
     result<reply> next(duration timeout);
 
     /// Commands sent and not yet answered.

@@ -423,6 +423,32 @@ TEST_P(scripted_test, an_interrupted_reader_leaves_the_others_aborted_not_cancel
     EXPECT_EQ(second_err, std::errc::connection_aborted) << second_err.message();
 }
 
+// A subscriber's wait for a message is interrupted: the subscriber is still usable, as after a
+// timeout (the interrupted read took nothing). It was closed, and every later call failed with
+// ECANCELED.
+TEST_P(scripted_test, a_subscriber_interrupted_in_next_is_still_usable) {
+    scripted_server srv(GetParam().protocol,
+                        {"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n",
+                         "*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$5\r\nhello\r\n"});
+    auto sub = subscriber::connect(opts(srv));
+    ASSERT_TRUE(sub) << sub.error().message();
+    ASSERT_TRUE(sub->subscribe({"a"}));
+    std::error_code got;
+    auto waiting = *spawn([&] {
+        auto m = sub->next(10s);
+        got = m ? std::error_code() : m.error();
+    });
+    ASSERT_TRUE(waiting.interrupt());
+    ASSERT_TRUE(waiting.join());
+    EXPECT_EQ(got, std::errc::operation_canceled) << got.message();
+    auto more = sub->subscribe({"b"});
+    ASSERT_TRUE(more) << more.error().message();
+    auto m = sub->next(10s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->channel, "a");
+    EXPECT_EQ(m->payload, "hello");
+}
+
 INSTANTIATE_TEST_SUITE_P(engines, scripted_test,
                          ::testing::Values(param{engine::kind::io_uring, 2}, param{engine::kind::io_uring, 3},
                                            param{engine::kind::epoll, 2}, param{engine::kind::epoll, 3}),

@@ -119,7 +119,8 @@ public:
     result<void> psubscribe(std::initializer_list<std::string_view> patterns);
     result<void> unsubscribe(std::initializer_list<std::string_view> channels);
     /// The next message, waiting up to timeout. Errors: ETIMEDOUT (nothing came; the
-    /// subscriber is still usable), ECONNRESET (the server closed), EPROTO.
+    /// subscriber is still usable), ECANCELED (the fiber was interrupted; the subscriber is
+    /// still usable), ECONNRESET (the server closed), EPROTO.
     result<message> next(duration timeout = forever);
 
     explicit subscriber(std::unique_ptr<connection> c) noexcept;
