@@ -1,3 +1,4 @@
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -15,6 +16,11 @@ struct client::impl {
     options opts;
     spinlock lock;
     gluon::mutex opening;  // one fiber opens a connection at a time; the others wait for it
+    // Opens ended, and how the last one ended (under `opening`): a fiber that waited for
+    // another's open takes its failure instead of trying again, so fibers behind a server that
+    // does not answer do not each wait out a connect and handshake in turn.
+    std::atomic<uint64_t> opens{0};
+    std::error_code last_open_err;
     // Shared: a caller holds the connection it is in (a reader blocked in a read, a writer in a
     // write) while the pool drops a broken one or close() empties the pool; the last one out
     // frees it.
@@ -36,9 +42,14 @@ struct client::impl {
             return nullptr;
         };
         if (auto c = take()) return c;
+        const uint64_t before = opens.load(std::memory_order_acquire);
         std::unique_lock g(opening);
         if (auto c = take()) return c;
-        std::shared_ptr<connection> c = GLUON_TRY(connection::open(opts));
+        if (opens.load(std::memory_order_relaxed) != before && last_open_err) return unexpected(last_open_err);
+        auto opened = connection::open(opts);
+        last_open_err = opened ? std::error_code() : opened.error();
+        opens.fetch_add(1, std::memory_order_release);
+        std::shared_ptr<connection> c = GLUON_TRY(std::move(opened));
         std::lock_guard l(lock);
         pools[std::this_thread::get_id()].push_back(c);
         return c;

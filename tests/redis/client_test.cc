@@ -449,6 +449,39 @@ TEST_P(scripted_test, a_subscriber_interrupted_in_next_is_still_usable) {
     EXPECT_EQ(m->payload, "hello");
 }
 
+// Fibers that wait while another opens a connection to a server that never answers take its
+// failure: one connection is tried, not one after another per fiber (the last fiber failed after
+// as many command timeouts as fibers before it).
+TEST_P(scripted_test, fibers_waiting_for_a_failed_open_take_its_error) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    std::vector<net::stream> accepted;
+    auto acceptor = *spawn([&] {
+        while (auto s = l->accept(10s)) accepted.push_back(std::move(*s));
+    });
+    options o;
+    o.port = l->local_address()->port();
+    o.protocol = GetParam().protocol;
+    o.database = 1;  // a handshake command the server never answers
+    o.command_timeout = 300ms;
+    {
+        client db(o);
+        std::vector<fiber> fs;
+        std::vector<std::error_code> errs(5);
+        for (size_t i = 0; i < errs.size(); ++i)
+            fs.push_back(*spawn([&, i] {
+                auto r = db.command({"PING"});
+                errs[i] = r ? std::error_code() : r.error();
+            }));
+        for (auto& f : fs) ASSERT_TRUE(f.join());
+        for (auto& e : errs) EXPECT_EQ(e, std::errc::timed_out) << e.message();
+    }
+    this_fiber::yield();  // an accept of a connect made last
+    EXPECT_EQ(accepted.size(), 1u);
+    ASSERT_TRUE(acceptor.interrupt());
+    ASSERT_TRUE(acceptor.join());
+}
+
 INSTANTIATE_TEST_SUITE_P(engines, scripted_test,
                          ::testing::Values(param{engine::kind::io_uring, 2}, param{engine::kind::io_uring, 3},
                                            param{engine::kind::epoll, 2}, param{engine::kind::epoll, 3}),

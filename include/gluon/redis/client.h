@@ -62,7 +62,8 @@ public:
 
     /// Sends one command and returns its reply (which may be a Redis error reply). Errors:
     /// those of connecting (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing Unix socket, the TLS
-    /// handshake's), EACCES (AUTH or HELLO refused), ETIMEDOUT (no reply within
+    /// handshake's; a command that waited while another opened a connection that failed gets
+    /// that failure), EACCES (AUTH or HELLO refused), ETIMEDOUT (no reply within
     /// command_timeout), ECANCELED (the calling fiber was interrupted: its connection is
     /// closed, as after a timeout), ECONNRESET / EPIPE (the connection broke), ECONNABORTED (a
     /// command before it timed out or was interrupted and closed the connection), EPROTO (the
