@@ -1,6 +1,8 @@
 // The state behind ipc::session and ipc::stream (private to src/ipc).
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <deque>
 #include <map>
@@ -137,9 +139,14 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     void free_pieces(const std::vector<buffer_region::piece>& p) noexcept;
 
     // writer.cc
+    /// Sends one whole control message. Errors: those of write_rest.
     result<void> write_control(const uint8_t* p, size_t n, duration timeout = forever);
+    /// Under write_mu: writes the rest of a control message of which `sent` bytes went out.
+    /// Errors: ETIMEDOUT, ECANCELED (the session fails too if part of the message went out),
+    /// ECONNRESET, EPIPE and the like (the session fails with ECONNRESET).
+    result<void> write_rest(iovec* iov, int cnt, size_t sent, deadline_t dl);
     /// Sends n bytes of stream id as FallbackData: messages of at most opts.max_fallback bytes.
-    /// Errors: ETIMEDOUT, ECANCELED, ECONNRESET (the session then fails).
+    /// Errors: those of write_rest.
     result<void> write_fallback(uint32_t id, const uint8_t* p, size_t n, duration timeout);
     /// Puts e on the send queue (waiting while it is full) and wakes the peer if needed.
     result<void> enqueue(const queue_element& e, deadline_t dl);

@@ -21,14 +21,42 @@ result<void> session_impl::write_control(const uint8_t* p, size_t n, duration ti
     // only once this vCPU runs out of ready fibers, and a lingering reader keeps it busy).
     long k = sys::send(sock.get(), p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (k == long(n)) return {};
-    if (k > 0) {
-        p += k;
-        n -= size_t(k);
+    const size_t sent = k > 0 ? size_t(k) : 0;
+    iovec rest{const_cast<uint8_t*>(p + sent), n - sent};
+    return write_rest(&rest, 1, sent, deadline_after(timeout));
+}
+
+result<void> session_impl::write_rest(iovec* iov, int cnt, size_t sent, deadline_t dl) {
+    while (cnt > 0) {
+        if (iov->iov_len == 0) {
+            ++iov;
+            --cnt;
+            continue;
+        }
+        auto r = sock.writev(iov, cnt, time_left(dl));
+        if (!r || *r == 0) {
+            const std::error_code e = r ? errno_code(EPIPE) : r.error();
+            const bool waited = e == std::errc::timed_out || e == std::errc::operation_canceled;
+            // The socket carries one message after another: the peer would read our next one as
+            // the rest of this, so a message cut short ends the session. One not begun leaves it
+            // as it was.
+            if (!waited) fail(errno_code(ECONNRESET));
+            else if (sent > 0) fail(e);
+            return unexpected(e);
+        }
+        size_t put = *r;
+        sent += put;
+        while (cnt > 0 && put >= iov->iov_len) {
+            put -= iov->iov_len;
+            ++iov;
+            --cnt;
+        }
+        if (cnt > 0) {
+            iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + put;
+            iov->iov_len -= put;
+        }
     }
-    auto r = sock.write_all(p, n, timeout);
-    if (!r && r.error() != std::errc::timed_out && r.error() != std::errc::operation_canceled)
-        fail(errno_code(ECONNRESET));
-    return r;
+    return {};
 }
 
 result<void> session_impl::write_fallback(uint32_t id, const uint8_t* p, size_t n, duration timeout) {
@@ -44,12 +72,7 @@ result<void> session_impl::write_fallback(uint32_t id, const uint8_t* p, size_t 
         iovec iov[2] = {{prefix, sizeof prefix}, {const_cast<uint8_t*>(p + done), k}};
         {
             std::lock_guard lk(write_mu);
-            auto r = sock.writev_all(iov, k ? 2 : 1, time_left(dl));
-            if (!r) {
-                if (r.error() != std::errc::timed_out && r.error() != std::errc::operation_canceled)
-                    fail(errno_code(ECONNRESET));
-                return r;
-            }
+            GLUON_TRY(write_rest(iov, k ? 2 : 1, 0, dl));
         }
         stats.fallbacks_sent.fetch_add(1, std::memory_order_relaxed);
         stats.messages_sent.fetch_add(1, std::memory_order_relaxed);

@@ -98,6 +98,58 @@ struct raw_client {
     }
 };
 
+// The server side of a v3 handshake, by hand: it takes a client's memfds (and closes them),
+// then does nothing but what the test does with its socket.
+struct raw_server {
+    net::address addr;
+    net::listener l;
+    net::stream s;
+
+    raw_server() {
+        static std::atomic<int> n{0};
+        addr = *net::address::unix_abstract("gluon-ipc-raw-server-" + std::to_string(::getpid()) + "-" +
+                                            std::to_string(n++));
+        l = *net::listener::listen(addr);
+    }
+    void header(wire::type t) {
+        uint8_t h[8];
+        wire::encode_header(h, 8, 3, t);
+        ASSERT_TRUE(s.write_all(h, 8, 5s));
+    }
+    // Reads one header of type t; its body (length - 8 bytes) is read too.
+    void expect(wire::type t) {
+        uint8_t h[8];
+        ASSERT_TRUE(s.read_exactly(h, 8, 5s));
+        ASSERT_EQ(h[7], uint8_t(t));
+        std::vector<uint8_t> body(wire::get_u32(h) - 8);
+        ASSERT_TRUE(s.read_exactly(body.data(), body.size(), 5s));
+    }
+    void handshake() {
+        s = *l.accept(5s);
+        expect(wire::type::exchange_proto_version);
+        header(wire::type::exchange_proto_version);
+        expect(wire::type::share_memory_by_memfd);
+        header(wire::type::ack_ready_recv_fd);
+        uint8_t one;
+        int fds[2] = {-1, -1};
+        auto got = s.recv_fds(&one, 1, fds, 5s);
+        ASSERT_TRUE(got);
+        for (size_t i = 0; i < got->fds; ++i) ::close(fds[i]);
+        header(wire::type::ack_share_memory);
+    }
+};
+
+// Options of a gluon client whose region (1 MiB of 4 KiB slices) sends anything larger than it
+// as FallbackData.
+session_options small_client() {
+    session_options o;
+    o.path_prefix = "/dev/shm/gluon-ipc-bad-peer";
+    o.buffer_size = 1u << 20;
+    o.slices = {{4092, 100}};
+    o.queue_cap = 64;
+    return o;
+}
+
 class ipc_bad_peer : public test::engine_test {
 protected:
     // Runs `attack` against a listener and returns the error the server's session ended with.
@@ -313,6 +365,37 @@ TEST_P(ipc_bad_peer, more_new_streams_than_the_server_accepts) {
 TEST_P(ipc_bad_peer, a_fallback_larger_than_allowed) {
     auto e = session_error([](raw_client& c) { c.header(wire::type::fallback_data, 0x7fffffff); });
     EXPECT_EQ(e, errc::message_too_large) << e.message();
+}
+
+// A peer that does not read its socket: a FallbackData message that the writer's timeout cuts
+// short ends the session. The peer would read the next message on the socket as the rest of
+// this one (the session stayed up, and a Polling landed inside the payload).
+TEST_P(ipc_bad_peer, a_fallback_message_cut_short_by_its_timeout) {
+    raw_server srv;
+    fiber hs = *spawn([&] { srv.handshake(); });
+    auto c = session::connect(srv.addr, small_client());
+    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_TRUE(hs.join());
+    auto st = *c->open_stream();
+    std::vector<uint8_t> big(8u << 20, 'x');  // far more than the socket buffers hold
+    auto w = st.send(big.data(), big.size(), 100ms);
+    ASSERT_FALSE(w);
+    EXPECT_EQ(w.error(), std::errc::timed_out) << w.error().message();
+    EXPECT_EQ(c->error(), std::errc::timed_out) << c->error().message();
+    // The peer finds the socket ended after part of the message, and nothing after it.
+    std::vector<uint8_t> got;
+    bool eof = false;
+    uint8_t buf[64 << 10];
+    while (!eof) {
+        auto r = srv.s.read_some(buf, sizeof buf, 5s);
+        ASSERT_TRUE(r) << r.error().message();
+        got.insert(got.end(), buf, buf + *r);
+        eof = *r == 0;
+    }
+    ASSERT_GE(got.size(), 16u);
+    EXPECT_EQ(got[7], uint8_t(wire::type::fallback_data));
+    EXPECT_EQ(wire::get_u32(got.data()), 16 + big.size());
+    EXPECT_LT(got.size(), 16 + big.size());
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 // as in shmipc). Errors: EAGAIN-free: a full region or queue blocks the writer until space frees
 // up or the timeout passes (ETIMEDOUT). The end of a stream the peer closed is ENODATA. When the
 // peer goes away (its socket hangs up) every waiter wakes with ECONNRESET; a peer that breaks
-// the protocol gets its session closed and every call returns the ipc::errc that said why.
+// the protocol gets its session closed and every call returns the ipc::errc that said why. A
+// write whose timeout or interrupt cuts a message on the socket short (FallbackData) ends the
+// session with that ETIMEDOUT or ECANCELED: the peer could no longer tell where the next begins.
 #pragma once
 
 #include <cstddef>
