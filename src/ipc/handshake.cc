@@ -49,9 +49,9 @@ result<wire::share_memory_paths> read_paths(net::stream& s, const wire::header& 
 // The queue region: two queues of the same capacity, client->server first.
 result<void> map_queues(session_impl& si, shm_file q) {
     size_t n = q.size();
+    if (n % 2 != 0 || n / 2 < k_queue_header || n > UINT32_MAX) return fail(errc::bad_queue);
     si.queue_map = GLUON_TRY(q.map());
     si.queue_file = std::move(q);
-    if (n % 2 != 0 || n / 2 < k_queue_header || n > UINT32_MAX) return fail(errc::bad_queue);
     uint8_t* a = si.queue_map.data();
     uint8_t* b = a + n / 2;
     uint32_t cap = queue_view::stored_cap(a);
@@ -80,6 +80,7 @@ result<void> map_region(session_impl& si, shm_file f) {
         si.region = std::move(r);
         return {};
     }
+    if (f.size() > UINT32_MAX) return fail(errc::bad_region);  // offsets are 32 bits
     auto r = std::make_shared<region_ref>();
     r->map = GLUON_TRY(f.map());
     r->file = std::move(f);

@@ -123,12 +123,17 @@ result<mapping> shm_file::map() const {
     if (size_ == 0) return errno_error(EINVAL);
     // MAP_POPULATE: the pages are faulted in now, at connect time, not one by one under the
     // first messages (the free lists hand slices out in order, so traffic walks the whole region).
-    void* p = sys::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
+    // Only when every page exists, as in the objects gluon makes: populating a hole allocates
+    // it, and a peer's object may be a hole of any size, which this side would fill (and wait
+    // for) before its checks could refuse it. Lazily, a page costs only when it is used.
+    struct stat st {};
+    GLUON_TRY(check(sys::fstat(fd_, &st)));
+    const bool populate = st.st_blocks >= 0 && uint64_t(st.st_blocks) * 512 >= size_;
+    void* p = sys::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd_, 0);
     if (sys::is_error(p)) return errno_error(int(-reinterpret_cast<long>(p)));
     mapping m(static_cast<uint8_t*>(p), size_);
     // A page past the object's end raises SIGBUS when touched: the size is checked again now
     // that the mapping exists. (Unless the object is sealed, the peer can still shrink it later.)
-    struct stat st {};
     GLUON_TRY(check(sys::fstat(fd_, &st)));
     if (st.st_size < 0 || size_t(st.st_size) < size_) return errno_error(EINVAL);
     return m;

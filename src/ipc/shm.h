@@ -64,7 +64,8 @@ public:
     static result<shm_file> adopt(int fd);
 
     /// Maps the whole object read-write, shared, and checks that the object still holds every
-    /// mapped byte (a peer may have shrunk it since it was opened). Errors: those of mmap(2) and
+    /// mapped byte (a peer may have shrunk it since it was opened). Its pages are faulted in now
+    /// if all exist; an object with holes is mapped lazily. Errors: those of mmap(2) and
     /// fstat(2), EINVAL (empty, or now smaller than when opened).
     result<mapping> map() const;
     /// True if the object is sealed against shrinking (F_SEAL_SHRINK): only then can no other

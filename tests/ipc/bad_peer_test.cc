@@ -32,6 +32,7 @@ struct raw_client {
     buffer_region region;
     queue_view send_q;
     net::stream s;
+    size_t sparse_queue = 0;  // non-zero: a queue memfd of this many bytes, all of them a hole
 
     void header(wire::type t, uint32_t len = 8) {
         uint8_t h[8];
@@ -62,6 +63,7 @@ struct raw_client {
         queue_view::format(qm.data(), k_cap);
         queue_view::format(qm.data() + queue_bytes(k_cap), k_cap);
         send_q = queue_view(qm.data(), k_cap);
+        if (sparse_queue) q = unsealed_memfd(sparse_queue);
         s = *net::stream::connect(a, 5s);
         header(wire::type::exchange_proto_version);
         expect(wire::type::exchange_proto_version);
@@ -317,6 +319,28 @@ TEST_P(ipc_bad_peer, unsealed_memory_where_sealed_memory_is_required) {
     EXPECT_EQ(e, errc::unsealed_memory) << e.message();
     e = session_error([](raw_client& c) { c.put(2, c.message("hello") + 8); }, 2, {}, false);
     EXPECT_EQ(e, errc::bad_offset) << e.message();  // a session, ended by the bad offset
+}
+
+// A queue memfd that is one large hole (no queue): refused without the server allocating its
+// pages first (mapping it with MAP_POPULATE filled the hole, whatever its size).
+TEST_P(ipc_bad_peer, a_sparse_queue_far_larger_than_a_queue) {
+    static std::atomic<int> n{0};
+    auto addr = *net::address::unix_abstract("gluon-ipc-sparse-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    auto l = listener::listen(addr);
+    ASSERT_TRUE(l);
+    std::error_code seen;
+    fiber srv = *spawn([&] {
+        auto s = l->accept(10s);
+        seen = s ? s->error() : s.error();
+    });
+    raw_client c;
+    c.sparse_queue = 64u << 20;
+    c.connect(addr, 2, true, false);
+    ASSERT_TRUE(srv.join());
+    EXPECT_EQ(seen, errc::bad_queue) << seen.message();
+    struct stat st {};
+    ASSERT_EQ(::fstat(c.q.fd(), &st), 0);
+    EXPECT_LT(uint64_t(st.st_blocks) * 512, 1u << 20) << "bytes of the hole allocated";
 }
 
 // A message of one empty slice, then the stream's end: the reader meets no byte, returns
