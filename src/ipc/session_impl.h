@@ -112,6 +112,7 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     atomic_counters stats;
     fiber reader;
     std::atomic<bool> reader_done{false};
+    std::atomic<bool> wake_pending{false};  // a wake-up fiber waits for the socket (wake_peer)
     int64_t linger_ns = 0;  // how long the reader lingers (opts.poll_linger)
 
     ~session_impl();
@@ -139,8 +140,11 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     void free_pieces(const std::vector<buffer_region::piece>& p) noexcept;
 
     // writer.cc
-    /// Sends one whole control message. Errors: those of write_rest.
-    result<void> write_control(const uint8_t* p, size_t n, duration timeout = forever);
+    /// Sends one whole control message by dl (the wait for write_mu included). Errors: those of
+    /// write_rest.
+    result<void> write_control(const uint8_t* p, size_t n, deadline_t dl = k_no_deadline);
+    /// write_control under write_mu.
+    result<void> write_locked(const uint8_t* p, size_t n, deadline_t dl);
     /// Under write_mu: writes the rest of a control message of which `sent` bytes went out.
     /// Errors: ETIMEDOUT, ECANCELED (the session fails too if part of the message went out),
     /// ECONNRESET, EPIPE and the like (the session fails with ECONNRESET).
@@ -152,7 +156,9 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     result<void> enqueue(const queue_element& e, deadline_t dl);
     /// Waits a little for space (region or queue) to free up. Errors: ETIMEDOUT, the session's.
     result<void> wait_space(deadline_t dl);
-    void wake_peer() noexcept;
+    /// Sends the peer a Polling if its reader sleeps. One that cannot go by dl is sent by a
+    /// fiber of its own (the message is queued: the writer need not wait).
+    void wake_peer(deadline_t dl = k_no_deadline) noexcept;
 };
 
 std::shared_ptr<stream_impl> make_stream(const std::shared_ptr<session_impl>& s, uint32_t id);

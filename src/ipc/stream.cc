@@ -71,7 +71,7 @@ result<void> usable(const stream_impl& st) {
 }
 
 // Tells the peer this side writes no more: a close element, or StreamClose if the queue is full.
-result<void> end_writing(stream_impl& st) {
+result<void> end_writing(stream_impl& st, deadline_t dl) {
     session_impl& s = *st.s;
     {
         std::lock_guard lk(s.mu);
@@ -85,13 +85,13 @@ result<void> end_writing(stream_impl& st) {
         o = s.send_q.put({st.id, 0, 1});
     }
     if (o == queue_view::outcome::ok) {
-        s.wake_peer();
+        s.wake_peer(dl);
         return {};
     }
     uint8_t m[12];
     wire::encode_header(m, 12, s.version, wire::type::stream_close);
     wire::put_u32(m + 8, st.id);
-    return s.write_control(m, sizeof m);
+    return s.write_control(m, sizeof m, dl);
 }
 
 void give_back(session_impl& s, const std::vector<uint32_t>& slices) {
@@ -318,7 +318,7 @@ result<void> stream::do_close() noexcept {
     if (!impl_) return {};
     stream_impl& st = *impl_;
     session_impl& s = *st.s;
-    auto told = end_writing(st);
+    auto told = end_writing(st, k_no_deadline);
     std::deque<detail::rx_message> rx;
     {
         std::lock_guard lk(s.mu);
@@ -343,9 +343,9 @@ result<void> stream::do_close() noexcept {
     return told;
 }
 
-result<void> stream::do_shutdown(duration) {
+result<void> stream::do_shutdown(duration timeout) {
     if (!impl_) return errno_error(EBADF);
-    return end_writing(*impl_);
+    return end_writing(*impl_, deadline_after(timeout));
 }
 
 result<size_t> stream::do_read_some(void* buf, size_t n, duration timeout) {

@@ -14,8 +14,13 @@ namespace {
 constexpr auto k_space_poll = std::chrono::microseconds(200);
 }  // namespace
 
-result<void> session_impl::write_control(const uint8_t* p, size_t n, duration timeout) {
-    std::lock_guard lk(write_mu);
+result<void> session_impl::write_control(const uint8_t* p, size_t n, deadline_t dl) {
+    if (!write_mu.try_lock()) GLUON_TRY(write_mu.lock_until(dl, false));
+    std::lock_guard lk(write_mu, std::adopt_lock);
+    return write_locked(p, n, dl);
+}
+
+result<void> session_impl::write_locked(const uint8_t* p, size_t n, deadline_t dl) {
     // A control message is a few bytes and the socket buffer almost never full: one send(2)
     // now, rather than an operation queued on the engine (io_uring submits queued operations
     // only once this vCPU runs out of ready fibers, and a lingering reader keeps it busy).
@@ -23,7 +28,7 @@ result<void> session_impl::write_control(const uint8_t* p, size_t n, duration ti
     if (k == long(n)) return {};
     const size_t sent = k > 0 ? size_t(k) : 0;
     iovec rest{const_cast<uint8_t*>(p + sent), n - sent};
-    return write_rest(&rest, 1, sent, deadline_after(timeout));
+    return write_rest(&rest, 1, sent, dl);
 }
 
 result<void> session_impl::write_rest(iovec* iov, int cnt, size_t sent, deadline_t dl) {
@@ -71,7 +76,8 @@ result<void> session_impl::write_fallback(uint32_t id, const uint8_t* p, size_t 
         wire::encode_fallback_prefix(prefix, version, id, uint32_t(k));
         iovec iov[2] = {{prefix, sizeof prefix}, {const_cast<uint8_t*>(p + done), k}};
         {
-            std::lock_guard lk(write_mu);
+            if (!write_mu.try_lock()) GLUON_TRY(write_mu.lock_until(dl, false));
+            std::lock_guard lk(write_mu, std::adopt_lock);
             GLUON_TRY(write_rest(iov, k ? 2 : 1, 0, dl));
         }
         stats.fallbacks_sent.fetch_add(1, std::memory_order_relaxed);
@@ -82,11 +88,45 @@ result<void> session_impl::write_fallback(uint32_t id, const uint8_t* p, size_t 
     return {};
 }
 
-void session_impl::wake_peer() noexcept {
+void session_impl::wake_peer(deadline_t dl) noexcept {
     if (!send_q.mark_working()) return;  // the peer's reader is running, or already woken
     uint8_t h[wire::k_header_size];
     wire::encode_header(h, wire::k_header_size, version, wire::type::polling);
-    if (write_control(h, sizeof h)) stats.polls_sent.fetch_add(1, std::memory_order_relaxed);
+    auto r = write_control(h, sizeof h, dl);
+    if (r) {
+        stats.polls_sent.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    if (r.error() != std::errc::timed_out && r.error() != std::errc::operation_canceled) return;  // failed
+    {
+        std::lock_guard lk(mu);
+        if (err) return;
+    }
+    // The socket stayed full (or another message held it) until the writer's deadline. The
+    // flag now tells every other writer that a wake-up is on its way, so it must still go or the
+    // peer never looks at the queue again: a fiber sends it, and the writer, whose message is
+    // queued, keeps its deadline. One such fiber waits at a time; it sends for every writer that
+    // came before it took the socket.
+    if (wake_pending.exchange(true, std::memory_order_acq_rel)) return;
+    auto self = shared_from_this();
+    auto f = spawn(fiber_options{.name = "ipc wake-up"}, [self] {
+        std::lock_guard lk(self->write_mu);
+        self->wake_pending.store(false, std::memory_order_release);
+        {
+            std::lock_guard g(self->mu);
+            if (self->err) return;  // the socket may be closed already
+        }
+        uint8_t m[wire::k_header_size];
+        wire::encode_header(m, wire::k_header_size, self->version, wire::type::polling);
+        // No deadline: the session's end (its socket shut down) is what stops it.
+        if (self->write_locked(m, sizeof m, k_no_deadline))
+            self->stats.polls_sent.fetch_add(1, std::memory_order_relaxed);
+    });
+    if (!f) {
+        fail(f.error());
+        return;
+    }
+    (void)f->detach();
 }
 
 result<void> session_impl::wait_space(deadline_t dl) {
@@ -116,10 +156,10 @@ result<void> session_impl::enqueue(const queue_element& e, deadline_t dl) {
             fail(make_error_code(errc::bad_queue));
             return unexpected(make_error_code(errc::bad_queue));
         }
-        wake_peer();  // a full queue whose consumer sleeps would stay full
+        wake_peer(dl);  // a full queue whose consumer sleeps would stay full
         GLUON_TRY(wait_space(dl));
     }
-    wake_peer();
+    wake_peer(dl);
     return {};
 }
 

@@ -14,6 +14,7 @@
 
 #include "gluon/ipc/listener.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
 #include "ipc/queue.h"
 #include "ipc/region.h"
 #include "ipc/shm.h"
@@ -100,12 +101,15 @@ struct raw_client {
     }
 };
 
-// The server side of a v3 handshake, by hand: it takes a client's memfds (and closes them),
-// then does nothing but what the test does with its socket.
+// The server side of a v3 handshake, by hand: it maps the client's memfds, then does nothing
+// but what the test does with its socket and memory.
 struct raw_server {
     net::address addr;
     net::listener l;
     net::stream s;
+    mapping bm, qm;
+    buffer_region region;
+    queue_view recv_q;  // client -> server
 
     raw_server() {
         static std::atomic<int> n{0};
@@ -136,8 +140,24 @@ struct raw_server {
         int fds[2] = {-1, -1};
         auto got = s.recv_fds(&one, 1, fds, 5s);
         ASSERT_TRUE(got);
-        for (size_t i = 0; i < got->fds; ++i) ::close(fds[i]);
+        ASSERT_EQ(got->fds, 2u);
+        auto b = *shm_file::adopt(fds[0]);
+        auto q = *shm_file::adopt(fds[1]);
+        bm = *b.map();
+        region = *buffer_region::attach(bm.data(), bm.size());
+        qm = *q.map();
+        recv_q = queue_view(qm.data(), queue_view::stored_cap(qm.data()));
         header(wire::type::ack_share_memory);
+    }
+    // Takes every message the client queued without looking at the socket, and clears the
+    // working flag as a reader that went back to sleep does: the next message sends a Polling.
+    void take_all() {
+        queue_element e;
+        while (recv_q.pop(e) == queue_view::outcome::ok) {
+            if ((e.status & 0xff) != 0) continue;
+            ASSERT_TRUE(region.push(e.offset));
+        }
+        ASSERT_TRUE(recv_q.mark_not_working());
     }
 };
 
@@ -420,6 +440,60 @@ TEST_P(ipc_bad_peer, a_fallback_message_cut_short_by_its_timeout) {
     EXPECT_EQ(got[7], uint8_t(wire::type::fallback_data));
     EXPECT_EQ(wire::get_u32(got.data()), 16 + big.size());
     EXPECT_LT(got.size(), 16 + big.size());
+}
+
+// A peer that takes the messages from the queue but does not read its socket: once the socket
+// is full, a send's wake-up (a Polling) cannot go, and the send still returns within its
+// timeout (it waited for the socket without end). Once the peer reads again, the wake-up comes.
+TEST_P(ipc_bad_peer, a_peer_that_stops_reading_its_socket) {
+    raw_server srv;
+    fiber hs = *spawn([&] { srv.handshake(); });
+    auto c = session::connect(srv.addr, small_client());
+    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_TRUE(hs.join());
+    auto st = *c->open_stream();
+    // Should a send wait for the socket, the peer reads it after 5 s: the test fails, not hangs.
+    counting_semaphore sends_done;
+    fiber valve = *spawn([&] {
+        if (sends_done.acquire(5s)) return;
+        uint8_t sink[64 << 10];
+        while (auto r = srv.s.read_some(sink, sizeof sink, 5s))
+            if (*r == 0) break;
+    });
+    // Each message makes a Polling of 8 bytes; the socket holds a few hundred of them (each
+    // costs the sender's buffer far more than 8 bytes): sends until one finds it full.
+    const uint64_t polls = c->counters().polls_sent;
+    int64_t longest = 0;
+    size_t sent = 0;
+    for (bool full = false; sent < 20000 && !full; ++sent) {
+        const int64_t t0 = mono_now_ns();
+        auto w = st.send("x", 1, 20ms);
+        ASSERT_TRUE(w) << w.error().message() << " after " << sent << " sends";
+        longest = std::max(longest, mono_now_ns() - t0);
+        full = mono_now_ns() - t0 >= 20'000'000;
+        srv.take_all();
+    }
+    // One more while the wake-up still waits for the socket: it needs none of its own.
+    const int64_t t0 = mono_now_ns();
+    ASSERT_TRUE(st.send("y", 1, 20ms));
+    longest = std::max(longest, mono_now_ns() - t0);
+    sends_done.release();
+    ASSERT_TRUE(valve.join());
+    EXPECT_LT(longest, 1'000'000'000) << "ns for a send with a 20 ms timeout";
+    EXPECT_LT(sent, 20000u) << "the socket never filled";
+    EXPECT_TRUE(c->healthy());
+    // The peer reads again: one Polling for each send but the last, the one that could not go
+    // among them.
+    uint8_t buf[64 << 10];
+    size_t read = 0;
+    while (read < 8 * sent) {
+        auto r = srv.s.read_some(buf, sizeof buf, 5s);
+        ASSERT_TRUE(r) << r.error().message() << " with " << read << " of " << 8 * sent << " bytes read";
+        ASSERT_GT(*r, 0u);
+        read += *r;
+    }
+    EXPECT_EQ(read, 8 * sent);
+    EXPECT_EQ(c->counters().polls_sent, polls + sent);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 // the protocol gets its session closed and every call returns the ipc::errc that said why. A
 // write whose timeout or interrupt cuts a message on the socket short (FallbackData) ends the
 // session with that ETIMEDOUT or ECANCELED: the peer could no longer tell where the next begins.
+// A write waits for the socket no longer than its timeout: a queued message's wake-up for the
+// peer that cannot go by then is sent by a fiber of the session, and the write succeeds.
 #pragma once
 
 #include <cstddef>
@@ -143,8 +145,9 @@ public:
 
     // close() (from byte_stream): tells the peer this side is done (a close element, or
     // StreamClose when the queue is full; once) and gives back what was unread; later calls fail
-    // with EPIPE. shutdown(): tells the peer the same but goes on reading. Errors: ECONNRESET,
-    // ipc::errc (the session is down: the stream is closed locally anyway).
+    // with EPIPE. shutdown(timeout): tells the peer the same (within the timeout: ETIMEDOUT) but
+    // goes on reading. Errors: ECONNRESET, ipc::errc (the session is down: the stream is closed
+    // locally anyway).
     /// True once the stream sent FallbackData (then its later messages go on the socket too, to
     /// keep bytes in order). Receiving FallbackData does not move this side to the socket.
     bool in_fallback() const noexcept;
