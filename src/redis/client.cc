@@ -103,6 +103,14 @@ void client::close() noexcept {
 result<reply> client::command(std::initializer_list<std::string_view> args) { return im_->command(args); }
 result<reply> client::command(const std::vector<std::string>& args) { return im_->command(args); }
 
+result<reply> client::transaction(const std::vector<std::vector<std::string>>& commands) {
+    if (commands.empty()) return errno_error(EINVAL);
+    for (const auto& c : commands)
+        if (c.empty() || impl::changes_connection(c)) return errno_error(EINVAL);
+    std::shared_ptr<connection> c = GLUON_TRY(im_->pick());
+    return c->transaction(commands);
+}
+
 namespace {
 
 /// The reply if it is of kind k, else EPROTO (an error reply is logged).

@@ -161,13 +161,42 @@ void connection::read_until(slot& mine, deadline_t d) {
         }
     }
     reading_ = false;
-    // Someone else waits for a reply that has not come: they read next.
-    if (!pending_.empty() && pending_.front()->waiting) pending_.front()->ev.set();
+    // Someone else waits for a reply that has not come: they read next. (The oldest slot
+    // need not be waiting: a transaction's replies before its EXEC have no caller of their own.)
+    for (slot* s : pending_)
+        if (s->waiting) {
+            s->ev.set();
+            break;
+        }
 }
 
 result<reply> connection::finish_call() {
     slot mine;
     pending_.push_back(&mine);
+    return wait_for(mine);
+}
+
+result<reply> connection::transaction(const std::vector<std::vector<std::string>>& cmds) {
+    if (broken_) return unexpected(broken_);
+    using one = std::array<std::string_view, 1>;
+    // Appended in one go (no other fiber runs meanwhile), so the bytes go out together and the
+    // server queues these commands and no one else's. The replies before EXEC's (+OK, then
+    // +QUEUED or a refusal for each) go to slots of this call; EXEC's comes last.
+    std::deque<slot> queued(cmds.size() + 1);
+    detail::encode_command(out_, one{"MULTI"});
+    for (const auto& c : cmds) detail::encode_command(out_, c);
+    detail::encode_command(out_, one{"EXEC"});
+    for (slot& q : queued) pending_.push_back(&q);
+    slot exec;
+    pending_.push_back(&exec);
+    auto r = wait_for(exec);  // (every slot of this call is out of pending_ when it returns)
+    if (r && r->is_error())
+        for (slot& q : queued)
+            if (!q.err && q.r.is_error()) return std::move(q.r);
+    return r;
+}
+
+result<reply> connection::wait_for(slot& mine) {
     deadline_t d = timeout_deadline(timeout_);
     if (auto w = flush(d, &mine); !w && !mine.done) return unexpected(w.error());
     while (!mine.done) {

@@ -35,6 +35,10 @@ public:
         detail::encode_command(out_, args);
         return finish_call();
     }
+    /// MULTI, the commands and EXEC, queued together so that no other caller's command falls
+    /// between them: EXEC's reply, or the first refusal while queueing (EXEC then ran none of
+    /// them). Errors: see client::command.
+    result<reply> transaction(const std::vector<std::vector<std::string>>& cmds);
     /// Sends a command whose replies are read with next() (subscriber mode).
     template <typename Range>
     result<void> send(const Range& args) {
@@ -63,6 +67,8 @@ private:
         event ev;
     };
     result<reply> finish_call();
+    /// Sends what is queued and waits until mine, in pending_, has its reply.
+    result<reply> wait_for(slot& mine);
     /// Writes what is queued unless another caller is writing; self: the caller's command.
     result<void> flush(deadline_t d, slot* self = nullptr);
     /// Reads and hands out replies until mine is done (or the connection fails).

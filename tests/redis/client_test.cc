@@ -250,6 +250,71 @@ TEST_P(redis_test, commands_that_change_the_connection_are_refused) {
     EXPECT_EQ(ping->str, "PONG");
 }
 
+// A transaction's commands run as one, next to other fibers' commands pipelined on the same
+// connection: none of theirs is queued inside it (answered QUEUED) and none of its replies
+// reaches them.
+TEST_P(redis_test, transactions_run_as_one_beside_other_fibers_commands) {
+    auto o = opts();
+    o.pool_size = 1;
+    client db(o);
+    auto t = db.transaction({{"SET", "tx", "10"}, {"INCR", "tx"}, {"INCRBY", "tx", "5"}, {"GET", "tx"}});
+    ASSERT_TRUE(t) << t.error().message();
+    ASSERT_EQ(t->type, reply::kind::array);
+    ASSERT_EQ(t->elements.size(), 4u);
+    EXPECT_EQ(t->elements[0].str, "OK");
+    EXPECT_EQ(t->elements[1].integer, 11);
+    EXPECT_EQ(t->elements[2].integer, 16);
+    EXPECT_EQ(t->elements[3].str, "16");
+
+    constexpr int k = 40;
+    int ok = 0;
+    std::vector<fiber> fs;
+    for (int i = 0; i < k; ++i)
+        fs.push_back(*spawn([&, i] {
+            for (int round = 0; round < 10; ++round) {
+                if (i % 2) {
+                    // Two increments with nothing between them: consecutive values.
+                    auto r = db.transaction({{"INCR", "pair"}, {"INCR", "pair"}});
+                    if (!r || r->elements.size() != 2 || r->elements[1].integer != r->elements[0].integer + 1)
+                        return;
+                } else {
+                    const std::string key = "plain:" + std::to_string(i);
+                    if (!db.set(key, std::to_string(round))) return;
+                    auto got = db.get(key);
+                    if (!got || got->value_or("?") != std::to_string(round)) return;
+                }
+            }
+            ++ok;
+        }));
+    for (auto& f : fs) ASSERT_TRUE(f.join());
+    EXPECT_EQ(ok, k);
+    EXPECT_EQ(db.get("pair")->value_or(""), std::to_string(k / 2 * 10 * 2));
+}
+
+TEST_P(redis_test, a_transaction_refused_while_queueing_runs_nothing) {
+    client db(opts());
+    ASSERT_TRUE(db.set("n", "1"));
+    // A runtime error is one command's reply; the others run.
+    auto t = db.transaction({{"INCR", "n"}, {"LPUSH", "n", "x"}, {"INCR", "n"}});
+    ASSERT_TRUE(t) << t.error().message();
+    ASSERT_EQ(t->elements.size(), 3u);
+    EXPECT_EQ(t->elements[0].integer, 2);
+    EXPECT_TRUE(t->elements[1].is_error());
+    EXPECT_EQ(t->elements[2].integer, 3);
+    // A command refused as it is queued (wrong arity) aborts the whole transaction.
+    auto bad = db.transaction({{"INCR", "n"}, {"GET"}});
+    ASSERT_TRUE(bad) << bad.error().message();
+    EXPECT_TRUE(bad->is_error());
+    EXPECT_NE(bad->str.find("wrong number of arguments"), std::string::npos) << bad->str;
+    EXPECT_EQ(db.get("n")->value_or(""), "3");
+    // The connection goes on, out of the transaction.
+    EXPECT_EQ(*db.incr("n"), 4);
+    for (auto cmds : {std::vector<std::vector<std::string>>{}, {{}}, {{"MULTI"}}, {{"GET", "n"}, {"EXEC"}},
+                      {{"WATCH", "n"}}, {{"SUBSCRIBE", "c"}}})
+        EXPECT_EQ(db.transaction(cmds).error(), std::errc::invalid_argument);
+    EXPECT_EQ(*db.incr("n"), 5);
+}
+
 TEST_P(redis_test, auth_is_checked) {
     std::string why;
     auto secured = test::redis_server::start(why, {"--requirepass", "s3cret"});
@@ -421,6 +486,66 @@ TEST_P(scripted_test, an_interrupted_reader_leaves_the_others_aborted_not_cancel
     ASSERT_TRUE(second.join());
     EXPECT_EQ(first_err, std::errc::operation_canceled) << first_err.message();
     EXPECT_EQ(second_err, std::errc::connection_aborted) << second_err.message();
+}
+
+// A transaction queued behind another caller's command while that caller reads: its reply
+// comes first and alone, and the reading passes to the transaction although the oldest reply
+// still awaited (MULTI's +OK) has no caller waiting for it. Handed only to a waiting oldest
+// slot, the reading passed to no one and the transaction waited out its timeout.
+TEST_P(scripted_test, a_transaction_behind_another_callers_reply_takes_over_the_reading) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    bool first_done = false, pinged = false;
+    const int handshake = GetParam().protocol == 3 ? 1 : 0;
+    auto server = *spawn([&] {
+        auto s = l->accept(10s);
+        if (!s) return;
+        std::string in;
+        int n = 0;
+        auto read_commands = [&](int want) {
+            char buf[4096];
+            while (n < want) {
+                auto got = s->read_some(buf, sizeof buf, 10s);
+                if (!got || *got == 0) return false;
+                in.append(buf, *got);
+                reply cmd;
+                size_t used = 0;
+                while (detail::decode(in.data(), in.size(), cmd, used) == detail::decode_status::complete)
+                    in.erase(0, used), ++n;
+            }
+            return true;
+        };
+        if (handshake && (!read_commands(1) || !s->write_all("%0\r\n", 4, 10s))) return;
+        if (!read_commands(handshake + 1)) return;
+        pinged = true;
+        // Then MULTI, INCR, INCR, EXEC: PING's answer alone, the rest once it is taken.
+        if (!read_commands(handshake + 5) || !s->write_all("+PONG\r\n", 7, 10s)) return;
+        if (!test::eventually([&] { return first_done; }, 10s)) return;
+        const std::string rest = "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n:2\r\n";
+        (void)s->write_all(rest.data(), rest.size(), 10s);
+    });
+    options o;
+    o.port = l->local_address()->port();
+    o.protocol = GetParam().protocol;
+    o.command_timeout = 3s;
+    client db(o);
+    result<reply> ping = errno_error(EINPROGRESS), tx = errno_error(EINPROGRESS);
+    auto first = *spawn([&] {
+        ping = db.command({"PING"});
+        first_done = true;
+    });
+    // The first reads once its PING is out (it is alone on the connection).
+    EXPECT_TRUE(test::eventually([&] { return pinged; }, 10s));
+    auto second = *spawn([&] { tx = db.transaction({{"INCR", "k"}, {"INCR", "k"}}); });
+    ASSERT_TRUE(first.join());
+    ASSERT_TRUE(second.join());
+    ASSERT_TRUE(ping) << ping.error().message();
+    EXPECT_EQ(ping->str, "PONG");
+    ASSERT_TRUE(tx) << tx.error().message();
+    ASSERT_EQ(tx->elements.size(), 2u);
+    EXPECT_EQ(tx->elements[1].integer, 2);
+    db.close();
+    ASSERT_TRUE(server.join());
 }
 
 // A subscriber's wait for a message is interrupted: the subscriber is still usable, as after a

@@ -71,10 +71,18 @@ public:
     /// the pooled connection for its other callers: SUBSCRIBE and its kin, MONITOR and CLIENT
     /// REPLY, whose replies are not one per command, SELECT, HELLO, RESET, and MULTI, EXEC,
     /// DISCARD, WATCH, UNWATCH, whose transaction would take in other fibers' commands; use
-    /// subscriber, options.database and options.protocol, and a script (EVAL) for commands
-    /// that must run as one).
+    /// subscriber, options.database and options.protocol, and transaction()).
     result<reply> command(std::initializer_list<std::string_view> args);
     result<reply> command(const std::vector<std::string>& args);
+    /// Runs the commands as one transaction (MULTI, the commands, EXEC), sent together on a
+    /// pooled connection so that no other fiber's command falls inside it. Returns EXEC's
+    /// reply: an array of the commands' replies, in order (each may be an error reply: Redis
+    /// runs the rest), or, when the server refused one as it was queued (a wrong number of
+    /// arguments, an unknown command), that refusal as an error reply, and none ran. WATCH
+    /// has no place on a shared connection: use a script (EVAL) to act on what it reads.
+    /// Errors: those of command; EINVAL (no command, an empty one, or one that command
+    /// refuses, MULTI and EXEC included).
+    result<reply> transaction(const std::vector<std::vector<std::string>>& commands);
 
     /// GET: the value, or nullopt if the key does not exist. Errors: those of command, and
     /// EPROTO for an answer of another kind (an error reply: its text is logged).
