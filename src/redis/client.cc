@@ -64,10 +64,12 @@ struct client::impl {
 
     /// Commands that change what a pooled connection answers (replies that are not one per
     /// command: SUBSCRIBE and its kin, MONITOR, CLIENT REPLY) or the state every caller of it
-    /// shares (SELECT, HELLO, RESET, and a transaction: after MULTI the server queues every
-    /// caller's commands, answers them QUEUED and gives their results in the EXEC of whoever
-    /// sent MULTI): the pipeline would hand later callers the wrong replies, or another
-    /// database. subscriber and options.database / options.protocol serve these.
+    /// shares (SELECT, HELLO, RESET, AUTH, QUIT, and a transaction: after MULTI the server
+    /// queues every caller's commands, answers them QUEUED and gives their results in the EXEC
+    /// of whoever sent MULTI): the pipeline would hand later callers the wrong replies, another
+    /// database or user (and a connection the pool opens next would not have them), or a
+    /// connection the server closes under them. subscriber, options.database / protocol /
+    /// username / password and close() serve these.
     template <typename Range>
     static bool changes_connection(const Range& args) {
         auto it = std::begin(args);
@@ -75,8 +77,8 @@ struct client::impl {
         const std::string_view name = *it;
         static constexpr std::string_view refused[] = {"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE",
                                                        "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR", "SELECT",
-                                                       "HELLO", "RESET", "MULTI", "EXEC", "DISCARD",
-                                                       "WATCH", "UNWATCH"};
+                                                       "HELLO", "RESET", "AUTH", "QUIT", "MULTI", "EXEC",
+                                                       "DISCARD", "WATCH", "UNWATCH"};
         for (std::string_view r : refused)
             if (ascii_iequals(name, r)) return true;
         if (ascii_iequals(name, "CLIENT") && ++it != std::end(args)) return ascii_iequals(*it, "REPLY");

@@ -230,13 +230,16 @@ TEST_P(redis_test, close_with_a_caller_blocked_inside_the_connection) {
 
 // Commands that would change a pooled connection for its other callers are refused; the
 // pipeline stays in step. (After MULTI, another fiber's GET was answered QUEUED and its value
-// went into the EXEC of the fiber that sent MULTI.)
+// went into the EXEC of the fiber that sent MULTI; AUTH made every fiber on the connection that
+// user until the pool opened a new connection, which was not; QUIT closed the connection under
+// the commands behind it.)
 TEST_P(redis_test, commands_that_change_the_connection_are_refused) {
     client db(opts());
     ASSERT_TRUE(db.set("x", "1"));
     for (auto args : {std::vector<std::string>{"SUBSCRIBE", "a", "b"}, {"psubscribe", "n*"}, {"Monitor"},
                       {"CLIENT", "REPLY", "OFF"}, {"SELECT", "1"}, {"HELLO", "3"}, {"RESET"}, {"unsubscribe"},
-                      {"MULTI"}, {"exec"}, {"DISCARD"}, {"WATCH", "x"}, {"UNWATCH"}}) {
+                      {"MULTI"}, {"exec"}, {"DISCARD"}, {"WATCH", "x"}, {"UNWATCH"}, {"AUTH", "pw"},
+                      {"auth", "someone", "pw"}, {"QUIT"}}) {
         auto r = db.command(args);
         ASSERT_FALSE(r) << args[0];
         EXPECT_EQ(r.error(), std::errc::invalid_argument) << args[0];

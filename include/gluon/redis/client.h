@@ -69,9 +69,11 @@ public:
     /// command before it timed out or was interrupted and closed the connection), EPROTO (the
     /// server's bytes are not RESP), EPERM (not on a vCPU), EINVAL (a command that would change
     /// the pooled connection for its other callers: SUBSCRIBE and its kin, MONITOR and CLIENT
-    /// REPLY, whose replies are not one per command, SELECT, HELLO, RESET, and MULTI, EXEC,
-    /// DISCARD, WATCH, UNWATCH, whose transaction would take in other fibers' commands; use
-    /// subscriber, options.database and options.protocol, and transaction()).
+    /// REPLY, whose replies are not one per command, SELECT, HELLO, RESET, AUTH, whose state
+    /// every caller of the connection would share and a new connection would not have, QUIT,
+    /// which ends it for them, and MULTI, EXEC, DISCARD, WATCH, UNWATCH, whose transaction
+    /// would take in other fibers' commands; use subscriber, options.database,
+    /// options.protocol, options.username / password, close() and transaction()).
     result<reply> command(std::initializer_list<std::string_view> args);
     result<reply> command(const std::vector<std::string>& args);
     /// Runs the commands as one transaction (MULTI, the commands, EXEC), sent together on a
