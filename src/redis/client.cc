@@ -185,10 +185,13 @@ bool as_event(const reply& r, std::string_view& kind) {
 result<void> subscriber::change(std::string_view verb, std::initializer_list<std::string_view> names) {
     std::vector<std::string_view> args{verb};
     args.insert(args.end(), names.begin(), names.end());
-    GLUON_TRY(c_->send(args));
+    // The timeout bounds the whole call: a server that keeps sending messages and does not
+    // confirm would otherwise hold it for as long as it likes (each reply waited afresh).
+    const deadline_t d = timeout_deadline(c_->timeout_);
+    GLUON_TRY(c_->send(args, d));
     // One confirmation per name; messages that come first are kept for next().
     for (size_t confirmed = 0; confirmed < names.size();) {
-        auto r = GLUON_TRY(c_->next(c_->timeout_));
+        auto r = GLUON_TRY(c_->next(timeout_left(d)));
         std::string_view kind;
         if (r.is_error()) {
             GLUON_WARN("redis: {} refused: {}", verb, r.str);
@@ -201,7 +204,10 @@ result<void> subscriber::change(std::string_view verb, std::initializer_list<std
             early_.push_back({r.elements[2].str, r.elements[1].str, r.elements[3].str});
         } else {
             ++confirmed;
+            continue;
         }
+        // (Reads of messages already there may succeed past the deadline.)
+        if (timeout_left(d) == duration::zero()) return errno_error(ETIMEDOUT);
     }
     return {};
 }

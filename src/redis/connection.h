@@ -39,12 +39,12 @@ public:
     /// between them: EXEC's reply, or the first refusal while queueing (EXEC then ran none of
     /// them). Errors: see client::command.
     result<reply> transaction(const std::vector<std::vector<std::string>>& cmds);
-    /// Sends a command whose replies are read with next() (subscriber mode).
+    /// Sends a command whose replies are read with next() (subscriber mode), by d.
     template <typename Range>
-    result<void> send(const Range& args) {
+    result<void> send(const Range& args, deadline_t d) {
         if (broken_) return unexpected(broken_);
         detail::encode_command(out_, args);
-        return flush(timeout_deadline(timeout_));
+        return flush(d);
     }
     /// The next reply off the connection, for a caller that matches replies itself
     /// (subscriber mode: no command waits). Errors: ETIMEDOUT, ECANCELED (the connection stays

@@ -577,6 +577,87 @@ TEST_P(scripted_test, a_subscriber_interrupted_in_next_is_still_usable) {
     EXPECT_EQ(m->payload, "hello");
 }
 
+// A server that takes a subscriber's commands (HELLO 3 answered with an empty map) and answers
+// a SUBSCRIBE with messages of `size` bytes but never with its confirmation: a message each
+// `every` (none: as fast as it can) until `total` bytes, then nothing until the client goes or
+// stop().
+class unconfirming_server {
+public:
+    unconfirming_server(int protocol, size_t size, duration every, size_t total) {
+        auto l = net::listener::listen(net::address::ipv4_loopback(0));
+        EXPECT_TRUE(l) << l.error().message();
+        if (!l) return;
+        port_ = l->local_address()->port();
+        f_ = *spawn([this, protocol, size, every, total, l = std::move(*l)]() mutable {
+            auto s = l.accept(10s);
+            if (!s) return;
+            std::string in;
+            int n = 0;
+            auto read_commands = [&](int want) {
+                char buf[4096];
+                while (n < want) {
+                    auto got = s->read_some(buf, sizeof buf, 10s);
+                    if (!got || *got == 0) return false;
+                    in.append(buf, *got);
+                    reply cmd;
+                    size_t used = 0;
+                    while (detail::decode(in.data(), in.size(), cmd, used) == detail::decode_status::complete)
+                        in.erase(0, used), ++n;
+                }
+                return true;
+            };
+            if (protocol == 3 && (!read_commands(1) || !s->write_all("%0\r\n", 4, 10s))) return;
+            if (!read_commands(protocol == 3 ? 2 : 1)) return;
+            const std::string m = "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$" + std::to_string(size) + "\r\n" +
+                                  std::string(size, 'm') + "\r\n";
+            std::string batch;
+            while (batch.size() < 64 * 1024) batch += m;
+            const std::string& out = every > duration::zero() ? m : batch;
+            for (size_t sent = 0; sent < total; sent += out.size()) {
+                if (!s->write_all(out.data(), out.size(), 10s)) return;
+                if (every > duration::zero() && !this_fiber::sleep_for(every)) return;
+            }
+            char buf[4096];
+            while (auto got = s->read_some(buf, sizeof buf, 10s))
+                if (*got == 0) return;
+        });
+    }
+    ~unconfirming_server() {
+        stop();
+        EXPECT_TRUE(f_.join());
+    }
+    uint16_t port() const { return port_; }
+    void stop() { (void)f_.interrupt(); }
+
+private:
+    uint16_t port_ = 0;
+    fiber f_;
+};
+
+// command_timeout bounds a subscribe as a whole. Each reply had the whole timeout afresh, so a
+// server that sent a message now and then and never the confirmation held the call for as long
+// as it went on (here 10 s, for a timeout of 300 ms).
+TEST_P(scripted_test, a_subscribe_never_confirmed_times_out_while_messages_come) {
+    unconfirming_server srv(GetParam().protocol, 10, 20ms, 500 * 10);
+    options o;
+    o.port = srv.port();
+    o.protocol = GetParam().protocol;
+    o.command_timeout = 300ms;
+    auto sub = subscriber::connect(o);
+    ASSERT_TRUE(sub) << sub.error().message();
+    const auto start = std::chrono::steady_clock::now();
+    auto r = sub->subscribe({"a"});
+    const auto took = std::chrono::steady_clock::now() - start;
+    srv.stop();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+    EXPECT_LT(took, 3s);
+    // The messages that came meanwhile are kept.
+    auto m = sub->next(1s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->channel, "a");
+}
+
 // Fibers that wait while another opens a connection to a server that never answers take its
 // failure: one connection is tried, not one after another per fiber (the last fiber failed after
 // as many command timeouts as fibers before it).

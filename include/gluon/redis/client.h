@@ -124,7 +124,8 @@ public:
     subscriber& operator=(subscriber&&) noexcept;
     ~subscriber();
 
-    /// Subscribes to channels and waits for each confirmation. Errors: ETIMEDOUT, EPROTO,
+    /// Subscribes to channels and waits for each confirmation, up to options.command_timeout
+    /// for the whole call. Errors: ETIMEDOUT (not every confirmation came in time), EPROTO,
     /// ECONNRESET, EPIPE.
     result<void> subscribe(std::initializer_list<std::string_view> channels);
     result<void> psubscribe(std::initializer_list<std::string_view> patterns);
