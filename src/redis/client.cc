@@ -199,12 +199,22 @@ result<void> subscriber::change(std::string_view verb, std::initializer_list<std
         }
         if (!as_event(r, kind)) return errno_error(EPROTO);
         if (kind == "message" && r.elements.size() == 3) {
-            early_.push_back({r.elements[1].str, {}, r.elements[2].str});
+            early_.push_back({std::move(r.elements[1].str), {}, std::move(r.elements[2].str)});
         } else if (kind == "pmessage" && r.elements.size() == 4) {
-            early_.push_back({r.elements[2].str, r.elements[1].str, r.elements[3].str});
+            early_.push_back({std::move(r.elements[2].str), std::move(r.elements[1].str), std::move(r.elements[3].str)});
         } else {
             ++confirmed;
             continue;
+        }
+        // A server that floods messages and does not confirm would have them kept without end.
+        const message& m = early_.back();
+        early_bytes_ += sizeof(message) + m.channel.size() + m.pattern.size() + m.payload.size();
+        if (early_bytes_ > k_max_early_bytes) {
+            GLUON_WARN("redis: {}: over {} bytes of messages before its confirmations", verb, k_max_early_bytes);
+            early_.clear();
+            early_bytes_ = 0;
+            c_->close();
+            return errno_error(ENOBUFS);
         }
         // (Reads of messages already there may succeed past the deadline.)
         if (timeout_left(d) == duration::zero()) return errno_error(ETIMEDOUT);
@@ -219,7 +229,8 @@ result<void> subscriber::unsubscribe(std::initializer_list<std::string_view> cha
 result<subscriber::message> subscriber::next(duration timeout) {
     if (!early_.empty()) {
         message m = std::move(early_.front());
-        early_.erase(early_.begin());
+        early_.pop_front();
+        early_bytes_ -= sizeof(message) + m.channel.size() + m.pattern.size() + m.payload.size();
         return m;
     }
     deadline_t d = timeout_deadline(timeout);

@@ -658,6 +658,25 @@ TEST_P(scripted_test, a_subscribe_never_confirmed_times_out_while_messages_come)
     EXPECT_EQ(m->channel, "a");
 }
 
+// Messages that come before a subscribe's confirmations are kept up to a bound: past it the
+// subscribe fails with ENOBUFS and the subscriber is closed. They were kept without end (a
+// server flooding 100 MiB of them had the client hold all of it).
+TEST_P(scripted_test, messages_before_the_confirmations_are_kept_up_to_a_bound) {
+    unconfirming_server srv(GetParam().protocol, 1000, duration::zero(), 100u << 20);
+    options o;
+    o.port = srv.port();
+    o.protocol = GetParam().protocol;
+    o.command_timeout = 10s;
+    auto sub = subscriber::connect(o);
+    ASSERT_TRUE(sub) << sub.error().message();
+    auto r = sub->subscribe({"a"});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::no_buffer_space) << r.error().message();
+    auto m = sub->next(1s);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error(), std::errc::connection_aborted) << m.error().message();
+}
+
 // Fibers that wait while another opens a connection to a server that never answers take its
 // failure: one connection is tried, not one after another per fiber (the last fiber failed after
 // as many command timeouts as fibers before it).

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -125,8 +126,10 @@ public:
     ~subscriber();
 
     /// Subscribes to channels and waits for each confirmation, up to options.command_timeout
-    /// for the whole call. Errors: ETIMEDOUT (not every confirmation came in time), EPROTO,
-    /// ECONNRESET, EPIPE.
+    /// for the whole call; messages that come first are kept for next(), up to
+    /// k_max_early_bytes. Errors: ETIMEDOUT (not every confirmation came in time), EPROTO,
+    /// ECONNRESET, EPIPE, ENOBUFS (more messages came first than are kept: the subscriber is
+    /// closed, since the rest would be lost).
     result<void> subscribe(std::initializer_list<std::string_view> channels);
     result<void> psubscribe(std::initializer_list<std::string_view> patterns);
     result<void> unsubscribe(std::initializer_list<std::string_view> channels);
@@ -137,10 +140,15 @@ public:
 
     explicit subscriber(std::unique_ptr<connection> c) noexcept;
 
+    /// What the messages kept while waiting for confirmations may hold (their bytes and
+    /// sizeof(message) each): above Redis's own limit for a subscriber's output (32 MiB).
+    static constexpr size_t k_max_early_bytes = 64u << 20;
+
 private:
     result<void> change(std::string_view verb, std::initializer_list<std::string_view> names);
     std::unique_ptr<connection> c_;
-    std::vector<message> early_;  // messages that arrived while waiting for a confirmation
+    std::deque<message> early_;  // messages that arrived while waiting for a confirmation
+    size_t early_bytes_ = 0;      // what they hold (see k_max_early_bytes)
 };
 
 }  // namespace gluon::redis
