@@ -1,7 +1,6 @@
 #include "resp.h"
 
 #include <charconv>
-#include <cstdlib>
 #include <cstring>
 
 namespace gluon::redis {
@@ -122,9 +121,16 @@ int value(cursor& c, reply& r, unsigned depth) {
             else if (l == "-inf") r.number = -__builtin_inf();
             else if (l == "nan") r.number = __builtin_nan("");
             else {
-                char* e = nullptr;
-                r.number = std::strtod(r.str.c_str(), &e);
-                if (l.empty() || e != r.str.c_str() + r.str.size()) return k_bad;
+                // std::from_chars, not strtod: strtod reads the decimal point of the C locale (a
+                // program that set LC_NUMERIC to de_DE read "3.14" as 3, not RESP, and lost the
+                // connection) and takes what RESP does not have (spaces before, hex, "infinity").
+                // A value beyond a double's range is not one either.
+                std::string_view v = l;
+                if (v.size() > 1 && v[0] == '+' && v[1] != '-') v.remove_prefix(1);  // RESP3's sign
+                const size_t first = !v.empty() && v[0] == '-' ? 1 : 0;
+                if (v.size() <= first || !((v[first] >= '0' && v[first] <= '9') || v[first] == '.')) return k_bad;
+                auto [q, ec] = std::from_chars(v.data(), v.data() + v.size(), r.number);
+                if (ec != std::errc() || q != v.data() + v.size()) return k_bad;
             }
             return k_ok;
         }

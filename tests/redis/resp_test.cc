@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <clocale>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,40 @@ TEST(resp, nested_headers_allocate_nothing_ahead_of_their_elements) {
         EXPECT_LE(level->elements.capacity(), 16u) << "level " << i;
         level = level->elements.empty() ? nullptr : &level->elements.back();
     }
+}
+
+// A double is RESP3's syntax and nothing else: an optional sign, digits, a decimal point, an
+// exponent, or inf, -inf, nan. strtod also took spaces before it, hex and "infinity".
+TEST(resp, doubles_are_read_as_resp_writes_them) {
+    EXPECT_EQ(must_decode(",+2.5\r\n").number, 2.5);
+    EXPECT_EQ(must_decode(",-0.125\r\n").number, -0.125);
+    EXPECT_EQ(must_decode(",1.5e3\r\n").number, 1500);
+    EXPECT_EQ(must_decode(",2E-2\r\n").number, 0.02);
+    EXPECT_EQ(must_decode(",10\r\n").number, 10);
+    EXPECT_EQ(must_decode(",inf\r\n").number, __builtin_inf());
+    EXPECT_NE(must_decode(",nan\r\n").number, must_decode(",nan\r\n").number);
+    for (std::string bad : {",\r\n", ", 3.14\r\n", ",3.14 \r\n", ",0x10\r\n", ",infinity\r\n", ",+inf\r\n",
+                            ",+-1\r\n", ",1e400\r\n", ",3,14\r\n"}) {
+        reply r;
+        size_t used = 0;
+        EXPECT_EQ(decode(bad.data(), bad.size(), r, used), decode_status::invalid) << bad;
+    }
+}
+
+// Whatever locale the program runs in (strtod read the locale's decimal point: in de_DE, "3.14"
+// stopped at the '.' and the reply was not RESP).
+TEST(resp, doubles_do_not_depend_on_the_locale) {
+    const char* set = nullptr;
+    for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "ru_RU.UTF-8", "ru_RU.utf8"})
+        if ((set = std::setlocale(LC_NUMERIC, name))) break;
+    if (!set) GTEST_SKIP() << "no locale with a decimal comma is installed";
+    reply r;
+    size_t used = 0;
+    const std::string d = ",3.25\r\n";
+    const auto st = decode(d.data(), d.size(), r, used);
+    std::setlocale(LC_NUMERIC, "C");
+    ASSERT_EQ(st, decode_status::complete);
+    EXPECT_EQ(r.number, 3.25);
 }
 
 TEST(resp, garbage_and_limits_are_invalid) {
