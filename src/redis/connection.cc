@@ -12,6 +12,9 @@ namespace gluon::redis {
 
 namespace {
 constexpr size_t k_read_chunk = 16 * 1024;
+// A buffer grown past this for a large reply or command is freed once it is empty, so that a
+// connection does not keep the size of the largest reply it ever had (per connection, per vCPU).
+constexpr size_t k_keep_buffer = 1u << 20;
 }
 
 result<std::unique_ptr<connection>> connection::open(const options& o) {
@@ -99,6 +102,7 @@ result<void> connection::flush(deadline_t d, slot* self) {
         writing_buf_.swap(out_);
         auto r = s_->write_all(writing_buf_.data(), writing_buf_.size(), timeout_left(d));
         writing_buf_.clear();
+        if (writing_buf_.capacity() > k_keep_buffer) std::string().swap(writing_buf_);
         if (!r) {
             writing_ = false;
             fail_transfer(r.error(), self);
@@ -126,6 +130,13 @@ result<void> connection::fill(duration timeout) {
     return {};
 }
 
+void connection::consumed(size_t n) noexcept {
+    beg_ += n;
+    if (beg_ != end_) return;
+    beg_ = end_ = 0;
+    if (in_.size() > k_keep_buffer) std::vector<char>().swap(in_);
+}
+
 bool connection::dispatch() {
     while (beg_ < end_ && !pending_.empty()) {
         if (!scan_.ready(in_.data() + beg_, end_ - beg_, limits_)) return true;
@@ -135,7 +146,7 @@ bool connection::dispatch() {
         if (st == detail::decode_status::incomplete) return true;
         if (st == detail::decode_status::invalid) return false;
         scan_.reset();
-        beg_ += used;
+        consumed(used);
         if (r.type == reply::kind::push) continue;  // out-of-band (RESP3): not a command's reply
         slot* s = pending_.front();
         pending_.pop_front();
@@ -236,7 +247,7 @@ result<reply> connection::next(duration timeout) {
             }
             if (st == detail::decode_status::complete) {
                 scan_.reset();
-                beg_ += used;
+                consumed(used);
                 return r;
             }
         }

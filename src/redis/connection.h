@@ -55,6 +55,9 @@ public:
     size_t in_flight() const noexcept { return pending_.size(); }
     bool usable() const noexcept { return !broken_; }
     int protocol() const noexcept { return protocol_; }
+    /// What its read and write buffers hold allocated (for tests: a large reply or command
+    /// does not leave them that large).
+    size_t buffer_bytes() const noexcept { return in_.capacity() + out_.capacity() + writing_buf_.capacity(); }
     /// Fails every waiting command with ECONNABORTED and closes the socket.
     void close() noexcept;
 
@@ -75,6 +78,8 @@ private:
     void read_until(slot& mine, deadline_t d);
     /// Decodes what is buffered; each reply to the oldest waiting slot. False: not RESP.
     bool dispatch();
+    /// n bytes of the buffer decoded: the buffer is emptied (and freed if large) when they are all.
+    void consumed(size_t n) noexcept;
     void fail(std::error_code why, slot* self, std::error_code self_err) noexcept;
     /// fail() for an error of self's own read or write: see connection.cc.
     void fail_transfer(std::error_code e, slot* self) noexcept;

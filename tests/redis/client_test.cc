@@ -11,6 +11,7 @@
 #include "gluon/runtime/fiber.h"
 #include "gluon/net/socket.h"
 #include "net/tls_test_support.h"
+#include "redis/connection.h"
 #include "redis/resp.h"
 #include "support/redis_server.h"
 #include "test_support.h"
@@ -196,6 +197,26 @@ TEST_P(redis_test, a_timeout_closes_the_connection_and_the_next_command_gets_a_n
     ASSERT_TRUE(f.join());
     EXPECT_EQ(behind, std::errc::connection_aborted);
     EXPECT_EQ(db.get("k")->value_or(""), "v");
+}
+
+// A large command and a large reply do not leave the connection's buffers that large: they
+// kept the size of the largest reply the connection ever had (hundreds of MB for a large GET,
+// per pooled connection).
+TEST_P(redis_test, a_large_reply_does_not_leave_the_buffers_large) {
+    auto c = connection::open(opts());
+    ASSERT_TRUE(c) << c.error().message();
+    const std::string big(8u << 20, 'b');
+    auto set = (*c)->call(std::vector<std::string_view>{"SET", "big", big});
+    ASSERT_TRUE(set) << set.error().message();
+    auto got = (*c)->call(std::vector<std::string_view>{"GET", "big"});
+    ASSERT_TRUE(got) << got.error().message();
+    EXPECT_EQ(got->str.size(), big.size());
+    EXPECT_LT((*c)->buffer_bytes(), 4u << 20);
+    // And the connection goes on.
+    auto ping = (*c)->call(std::vector<std::string_view>{"PING"});
+    ASSERT_TRUE(ping) << ping.error().message();
+    EXPECT_EQ(ping->str, "PONG");
+    EXPECT_LT((*c)->buffer_bytes(), 4u << 20);
 }
 
 // close() while a fiber waits inside a connection (a blocking BLPOP): the fiber gets
