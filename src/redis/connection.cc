@@ -7,6 +7,7 @@
 #include "gluon/net/resolver.h"
 #include "gluon/net/socket.h"
 #include "gluon/net/tls.h"
+#include "gluon/sys/ops.h"
 
 namespace gluon::redis {
 
@@ -75,6 +76,12 @@ void connection::close() noexcept {
 void connection::fail(std::error_code why, slot* self, std::error_code self_err) noexcept {
     if (!broken_) {
         broken_ = why;
+        // Closed off its vCPU (a client destroyed on another thread): the receive the owner's
+        // engine keeps armed on the socket (read_ahead) holds it open, connected, until it
+        // ends, and no data comes to end it on an idle connection. Shutting the socket down
+        // ends it, and the server sees the connection go.
+        if (vcpu_handle::current() != owner_)
+            if (net::socket_fd* so = s_->socket(); so && so->valid()) (void)sys::shutdown(so->get(), SHUT_RDWR);
         (void)s_->close();
     }
     for (slot* s : pending_) {

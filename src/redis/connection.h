@@ -15,6 +15,7 @@
 #include "gluon/common/result.h"
 #include "gluon/net/byte_stream.h"
 #include "gluon/redis/client.h"
+#include "gluon/runtime/vcpu.h"
 #include "gluon/sync/semaphore.h"
 #include "resp.h"
 
@@ -24,8 +25,9 @@ class connection {
 public:
     /// Connects, then HELLO 3 / AUTH / SELECT as o says. Errors: see client::command.
     static result<std::unique_ptr<connection>> open(const options& o);
+    /// On the vCPU that is to use it (see owner_).
     explicit connection(std::unique_ptr<net::byte_stream> s, duration timeout) noexcept
-        : s_(std::move(s)), timeout_(timeout) {}
+        : s_(std::move(s)), timeout_(timeout), owner_(vcpu_handle::current()) {}
     ~connection();
 
     /// One command, its reply. Errors: see client::command (EPERM: another vCPU's connection).
@@ -58,7 +60,7 @@ public:
     /// What its read and write buffers hold allocated (for tests: a large reply or command
     /// does not leave them that large).
     size_t buffer_bytes() const noexcept { return in_.capacity() + out_.capacity() + writing_buf_.capacity(); }
-    /// Fails every waiting command with ECONNABORTED and closes the socket.
+    /// Fails every waiting command with ECONNABORTED and closes the socket (from any thread).
     void close() noexcept;
 
 private:
@@ -87,6 +89,9 @@ private:
 
     std::unique_ptr<net::byte_stream> s_;
     duration timeout_;
+    // The vCPU whose engine reads the socket ahead (an armed receive there holds it open until
+    // it ends); the client's destructor may close the connection on another thread.
+    vcpu_handle owner_;
     int protocol_ = 2;
     std::error_code broken_;
     std::string out_, writing_buf_;

@@ -3,7 +3,9 @@
 // timeouts, AUTH, TLS, and a server that is not there or goes away.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gluon/net/tls.h"
@@ -247,6 +249,43 @@ TEST_P(redis_test, close_with_a_caller_blocked_inside_the_connection) {
     EXPECT_EQ(got, std::errc::connection_aborted) << got.message();
     ASSERT_TRUE(db.set("after", "close"));  // a new connection
     EXPECT_EQ(db.get("after")->value_or(""), "close");
+}
+
+// A client destroyed on another vCPU than one whose connection it has closes that connection
+// too. On io_uring the receive its vCPU keeps armed on the socket (read ahead) held the socket
+// open, and the server kept the connection, after the client was gone.
+TEST_P(redis_test, a_client_destroyed_on_another_vcpu_closes_its_connections) {
+    auto db = std::make_unique<client>(opts());
+    client watcher(opts());
+    std::atomic<int64_t> id{0};
+    std::thread owner([&, o = opts()] {
+        init_options io;
+        io.engine = GetParam().engine;
+        io.log_engine = false;
+        (void)run(io, [&] {
+            // Reads after the first are made ahead (an armed receive, on io_uring).
+            for (int i = 0; i < 2; ++i) (void)db->command({"PING"});
+            auto r = db->command({"CLIENT", "ID"});
+            client waiter(o);
+            id = r && r->type == reply::kind::integer ? r->integer : -1;
+            // In the engine until the test is done: the owner vCPU lives on meanwhile.
+            (void)waiter.command({"BLPOP", "owner-done", "10"});
+        });
+    });
+    const bool got_id = test::eventually([&] { return id.load() != 0; }) && id.load() > 0;
+    const std::string ids = std::to_string(id.load());
+    auto listed = [&] {
+        auto l = watcher.command({"CLIENT", "LIST", "ID", ids});
+        return l && !l->is_error() && !l->str.empty();
+    };
+    const bool was_listed = got_id && listed();
+    db.reset();  // here, not on the owner's vCPU
+    const bool gone = got_id && test::eventually([&] { return !listed(); }, 5s);
+    EXPECT_TRUE(watcher.command({"RPUSH", "owner-done", "x"}));
+    owner.join();
+    ASSERT_TRUE(got_id);
+    EXPECT_TRUE(was_listed);
+    EXPECT_TRUE(gone);
 }
 
 // Commands that would change a pooled connection for its other callers are refused; the
