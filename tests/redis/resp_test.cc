@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <clocale>
 #include <string>
 #include <vector>
 
@@ -197,22 +196,6 @@ TEST(resp, doubles_are_read_as_resp_writes_them) {
         size_t used = 0;
         EXPECT_EQ(decode(bad.data(), bad.size(), r, used), decode_status::invalid) << bad;
     }
-}
-
-// Whatever locale the program runs in (strtod read the locale's decimal point: in de_DE, "3.14"
-// stopped at the '.' and the reply was not RESP).
-TEST(resp, doubles_do_not_depend_on_the_locale) {
-    const char* set = nullptr;
-    for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "ru_RU.UTF-8", "ru_RU.utf8"})
-        if ((set = std::setlocale(LC_NUMERIC, name))) break;
-    if (!set) GTEST_SKIP() << "no locale with a decimal comma is installed";
-    reply r;
-    size_t used = 0;
-    const std::string d = ",3.25\r\n";
-    const auto st = decode(d.data(), d.size(), r, used);
-    std::setlocale(LC_NUMERIC, "C");
-    ASSERT_EQ(st, decode_status::complete);
-    EXPECT_EQ(r.number, 3.25);
 }
 
 TEST(resp, garbage_and_limits_are_invalid) {
