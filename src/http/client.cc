@@ -51,6 +51,10 @@ bool connection_failure(const std::error_code& e) {
            e == std::errc::connection_aborted || e == std::errc::connection_refused;
 }
 
+/// Write errors that mean the server closed the connection, and may have answered first.
+bool closed_by_peer(const std::error_code& e) {
+    return e == std::errc::broken_pipe || e == std::errc::connection_reset;
+}
 
 }  // namespace
 
@@ -252,8 +256,8 @@ struct client::impl {
         // read_timeout bounds each wait for the server to take more, not the whole upload (a
         // large body to a slow but steady server); only total_timeout bounds all of it.
         const stall_timeout wt{rt, total};
-        GLUON_TRY(s.writev_all(v, v[1].iov_len ? 2 : 1, wt));
-        if (streamed) {
+        auto wrote = s.writev_all(v, v[1].iov_len ? 2 : 1, wt);
+        if (wrote && streamed) {
             char chunk[16 * 1024];
             for (;;) {
                 size_t n = GLUON_TRY(req.body_source(chunk, sizeof chunk));
@@ -262,9 +266,17 @@ struct client::impl {
                 *r.ptr++ = '\r';
                 *r.ptr++ = '\n';
                 iovec cv[3] = {{line, static_cast<size_t>(r.ptr - line)}, {chunk, n}, {const_cast<char*>("\r\n"), 2}};
-                GLUON_TRY(s.writev_all(cv, 3, wt));
-                if (n == 0) break;
+                wrote = s.writev_all(cv, 3, wt);
+                if (!wrote || n == 0) break;
             }
+        }
+        // A server may answer before it has the whole body (a 413, a 401) and close the
+        // connection (RFC 9112 9.5): the write then fails, but its answer has arrived and is the
+        // call's. It is looked for only once a write failed, so the common case pays nothing.
+        std::error_code cut;  // the request's write failed so: an answer may still be read
+        if (!wrote) {
+            if (!closed_by_peer(wrote.error())) return wrote;
+            cut = wrote.error();
         }
 
         // The response head, skipping interim 1xx answers. The connection's receive buffer
@@ -296,7 +308,10 @@ struct client::impl {
                 pos = 0;
             }
             if (have == c.rcap) return errno_error(EPROTO);  // cannot happen: the parser's limit is lower
-            auto n = GLUON_TRY(s.read_some(rb + have, c.rcap - have, timeout_left(rt, total)));
+            auto got_bytes = s.read_some(rb + have, c.rcap - have, timeout_left(rt, total));
+            // No answer came before the server closed: the failed write is the exchange's error.
+            if (cut && have == 0 && (!got_bytes || *got_bytes == 0)) return unexpected(cut);
+            auto n = GLUON_TRY(std::move(got_bytes));
             if (n == 0) return errno_error(have == 0 ? ENODATA : EPROTO);
             at.started = true;
             have += n;
@@ -395,7 +410,7 @@ struct client::impl {
                 if (GLUON_TRY(more()) == 0) break;
             }
         }
-        at.keep = h.keep_alive && h.body != framing::to_close && pos == have && h.status != 101;
+        at.keep = !cut && h.keep_alive && h.body != framing::to_close && pos == have && h.status != 101;
         return {};
     }
 

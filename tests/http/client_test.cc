@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -342,6 +343,51 @@ TEST_P(http_client_test, retries_an_idempotent_request_once_when_the_connection_
     client no_retries({.retries = 0});
     hang_next = true;
     EXPECT_FALSE(no_retries.get(origin + "/"));
+}
+
+// A server that refuses a body before it has taken it (here a 413, the body being over its
+// limit) answers and closes the connection while the client is still writing: the write fails
+// (EPIPE or ECONNRESET), but the answer has arrived and is the call's. It was not read: the
+// call failed with the write's error, after sending the whole body again (PUT is idempotent).
+TEST_P(http_client_test, an_answer_before_the_whole_body_is_the_calls_not_a_broken_pipe) {
+    server_options o;
+    o.max_body_bytes = 1024;
+    std::atomic<int> bodies{0};
+    std::string origin = serve([&](request& req, response& res) {
+        if (req.body()) ++bodies;  // a chunked body over the limit: the server answers 413
+        res.body("taken");
+    }, o);
+    constexpr size_t k_size = 32 << 20;  // far more than the sockets' buffers hold
+    client c;
+    client_request put;
+    put.method = method::put;
+    put.url = origin + "/upload";
+    put.body.assign(k_size, 'p');
+    auto r = c.send(put);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 413);
+    EXPECT_EQ(c.statistics().retries, 0u);
+
+    client_request post;  // streamed (chunked): the server finds it too long as it reads it
+    post.method = method::post;
+    post.url = origin + "/upload";
+    size_t sent = 0;
+    post.body_source = [&](char* buf, size_t n) -> result<size_t> {
+        size_t k = std::min(n, k_size - sent);
+        std::memset(buf, 's', k);
+        sent += k;
+        return k;
+    };
+    r = c.send(post);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 413);
+    EXPECT_LT(sent, k_size);  // it stopped sending when the server closed
+    EXPECT_EQ(bodies, 0);
+
+    put.body = "small";  // the connection was not pooled: the next call works as ever
+    r = c.send(put);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "taken");
 }
 
 // One response object filled again and again (send(req, out)): each answer's fields, body and

@@ -107,7 +107,10 @@ public:
     /// nothing is sent), resolution and connect errors, TLS errors (verify_failed, ...),
     /// ETIMEDOUT (connect, read or total timeout), EPROTO (a malformed response), EMSGSIZE (a
     /// body over max_body_bytes), ELOOP (more redirects than max_redirects... when following),
-    /// ECONNRESET / ENODATA (the server closed mid-response), ECANCELED.
+    /// ECONNRESET / ENODATA (the server closed mid-response), ECANCELED. A server that answers
+    /// before it has the whole request body (a 413, a 401) and closes the connection while the
+    /// body is being written: its answer is the call's (RFC 9112 9.5), not EPIPE or ECONNRESET.
+    /// (Over TLS the failed write ends the session, and its error stands.)
     result<client_response> send(const client_request& req);
     /// send() into `out`: a response passed again keeps its buffers (fields, body, URL), so a
     /// caller that sends in a loop allocates nothing per response once they have grown. On an
