@@ -4,6 +4,7 @@
 #include "gluon/http/proxy.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <set>
 #include <string>
@@ -407,6 +408,38 @@ TEST_P(proxy_test, an_upstream_reset_mid_body_fails_the_client_instead_of_a_shor
         }
         proxy_.reset();
     }
+}
+
+// An upstream that refuses a body before it has taken it (a 413: the body is over its limit)
+// answers and closes the connection while the proxy is still sending the body: the proxy's
+// write fails (EPIPE or ECONNRESET), but the answer has arrived, and the client gets it. The
+// client got a 502.
+TEST_P(proxy_test, an_upstream_answer_before_the_whole_body_is_relayed_not_a_502) {
+    router small;
+    small.put("/upload", [](request& req, response& res) { res.body(req.body() ? "taken" : "refused"); });
+    server_options so;
+    so.max_body_bytes = 1024;
+    auto up = server::start(net::address::ipv4_loopback(0), small.as_handler(), so);
+    ASSERT_TRUE(up) << up.error().message();
+    upstream_ = std::move(*up);
+    start_reverse({upstream_addr()});
+    auto c = net::stream::connect(proxy_->local_address(), 5s);
+    ASSERT_TRUE(c);
+    // The client writes on a fiber of its own and reads the answer meanwhile, as the proxy's
+    // own server may answer (and close) before it has read the whole body too.
+    const std::string body(32 << 20, 'b');  // far more than the sockets' buffers hold
+    const std::string head =
+        "PUT /upload HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+    auto writer = spawn([&] {
+        if (send_text(*c, head)) (void)c->write_all(body.data(), body.size(), 5s);
+    });
+    ASSERT_TRUE(writer);
+    std::string buf;
+    auto got = read_reply(*c, buf);
+    (void)c->shutdown(SHUT_RDWR);  // ends the writer if the proxy has not
+    ASSERT_TRUE(writer->join());
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->status, 413);
 }
 
 // A reverse proxy opens no tunnels: CONNECT is answered 501 and never reaches an upstream,

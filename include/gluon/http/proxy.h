@@ -65,7 +65,9 @@ struct proxy_options : proxy_common_options {
 /// 501 for CONNECT (tunnels are forward_proxy's), 502 when no upstream could be reached (refused, unreachable, a name that does not resolve,
 /// an empty list), when the upstream's response head is malformed, or when its connection fails
 /// before that head arrives (after the retries allowed above); 504 when connecting, sending the
-/// request or waiting for the response took longer than its timeout. A failure after the head
+/// request or waiting for the response took longer than its timeout. An upstream that answers
+/// before it has the whole request body (a 413, a 401) and closes the connection while the body
+/// is being sent: its answer is relayed (RFC 9112 9.5), not a 502. A failure after the head
 /// went to the client aborts the response (response::abort). A request body that fails is
 /// answered by the server as for any handler (413 over max_body_bytes, 408, 400; nothing if the
 /// client left), and the upstream connection it was going to is closed.

@@ -88,15 +88,23 @@ relay_outcome relay(upstream_conn& c, request& req, response& res, const request
     const size_t room = c.cap - k_chunk_room;
 
     // The request: its head leaves with the body's first piece; the body follows piece by piece.
+    // An upstream may answer before it has the whole body (a 413, a 401) and close (RFC 9112
+    // 9.5): the write fails, but the answer has arrived, and it is relayed. It is looked for
+    // only after such a failed write: a request costs no extra system call.
     std::string_view head = c.head;
+    int cut = 0;  // the request's write failed so (EPIPE, ECONNRESET): an answer may be read
     for (size_t n = 0;;) {
         if (body != upstream_body::none) {
             auto r = req.read_body(b, room);
             if (!r) return client_failure();
             n = *r;
         }
-        if (auto w = send_piece(c.sock, head, b, n, body, stall_timeout{o.send_timeout}); !w)
-            return upstream_failure(w.error().value(), false, body == upstream_body::none);
+        if (auto w = send_piece(c.sock, head, b, n, body, stall_timeout{o.send_timeout}); !w) {
+            const int e = w.error().value();
+            if (e != EPIPE && e != ECONNRESET) return upstream_failure(e, false, body == upstream_body::none);
+            cut = e;
+            break;
+        }
         if (n == 0) break;
     }
 
@@ -124,10 +132,13 @@ relay_outcome relay(upstream_conn& c, request& req, response& res, const request
         }
         if (have == c.cap) return upstream_failure(EPROTO, false, false);
         auto n = c.sock.read_some(b + have, c.cap - have, o.read_timeout);
+        // No answer came before the upstream closed: the failed write is the exchange's error.
+        if (cut && have == 0 && (!n || *n == 0)) return upstream_failure(cut, false, body == upstream_body::none);
         if (!n) return upstream_failure(n.error().value(), false, have == 0 && body == upstream_body::none);
         if (*n == 0) return upstream_failure(have == 0 ? ECONNRESET : EPROTO, false, have == 0 && body == upstream_body::none);
         have += *n;
     }
+    if (cut) h.keep_alive = false;  // the connection is broken
     res.status(h.status);
     c.head.clear();
     append_response_fields(c.head, h, o);
