@@ -484,16 +484,20 @@ struct client::impl {
         out.body_length = 0;
         // HTTP/2 hands the body over in pieces, through a callback: to on_body, or into the
         // caller's buffer. A redirect the call follows keeps its body in out.body, as over
-        // HTTP/1.1.
+        // HTTP/1.1. body_length counts the pieces wherever they go, as over HTTP/1.1.
         std::function<bool(std::string_view)> h2_body;
         bool overflowed = false;
         if (on_body || req.body_into) {
             h2_body = [&](std::string_view piece) {
                 if (follows(out, req, verb, with_body)) {
                     out.body.append(piece);
+                    out.body_length += piece.size();
                     return true;
                 }
-                if (on_body) return (*on_body)(piece);
+                if (on_body) {
+                    out.body_length += piece.size();
+                    return (*on_body)(piece);
+                }
                 if (out.body_length + piece.size() > req.body_into_size) {
                     overflowed = true;
                     return false;

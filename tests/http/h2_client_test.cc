@@ -147,6 +147,8 @@ TEST_P(h2_client_test, streamed_request_bodies_and_streamed_responses) {
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(r->status, 200);
     EXPECT_EQ(got, sent);
+    EXPECT_EQ(r->body_length, sent.size());  // counted though it went to on_body (it stayed 0)
+    EXPECT_TRUE(r->body.empty());
     // A body over the limit stops the transfer.
     o.max_body_bytes = 1000;
     client small(o);
@@ -177,6 +179,7 @@ TEST_P(h2_client_test, a_followed_redirects_body_is_not_handed_to_the_caller) {
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(r->status, 200);
     EXPECT_EQ(got, "hello over HTTP/2");
+    EXPECT_EQ(r->body_length, 17u);  // the final answer's, not the redirect's 100 bytes
     EXPECT_EQ(c.statistics().http2_requests, 2u);
     std::string buf(64, '\0');
     q.body_into = buf.data();
