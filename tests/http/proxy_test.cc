@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gluon/http/client.h"
 #include "gluon/http/router.h"
 #include "gluon/http/server.h"
 #include "gluon/net/tls.h"
@@ -304,6 +305,40 @@ TEST_P(proxy_test, head_passes_the_length_on_without_a_body) {
         std::string lower;
         for (char ch : r.out) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         EXPECT_NE(lower.find("content-length: " + std::to_string(big_.size())), std::string::npos) << r.out;
+    }
+}
+
+// A HEAD answered without a Content-Length (the GET's body would be chunked, or end at the
+// close) goes on without one, over both versions. The proxy's server added Content-Length: 0,
+// telling the client that the GET's body was empty.
+TEST_P(proxy_test, head_without_a_length_is_not_given_one) {
+    for (const char* reply : {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Up: 1\r\n\r\n",
+                              "HTTP/1.1 200 OK\r\nConnection: close\r\nX-Up: 1\r\n\r\n"}) {
+        SCOPED_TRACE(reply);
+        raw_upstream up;
+        up.reply = reply;
+        up.start();
+        start_reverse({up.addr()});
+        auto c = net::stream::connect(proxy_->local_address(), 5s);
+        ASSERT_TRUE(c);
+        for (int i = 0; i < 2; ++i) {  // the connection stays in step: no body followed
+            auto got = roundtrip(*c, "HEAD /x HTTP/1.1\r\nHost: t\r\n\r\n", method::head);
+            ASSERT_TRUE(got) << i;
+            EXPECT_EQ(got->status, 200);
+            EXPECT_EQ(field(got->head, "X-Up"), "1");
+            EXPECT_EQ(field(got->head, "Content-Length"), "") << got->head;
+        }
+        client h2({.http2_prior_knowledge = true});
+        client_request q;
+        q.method = method::head;
+        q.url = proxy_url("/x");
+        auto r = h2.send(q);
+        ASSERT_TRUE(r) << r.error().message();
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(r->header("x-up"), "1");
+        EXPECT_EQ(r->header("content-length"), "");
+        EXPECT_EQ(h2.statistics().http2_requests, 1u);
+        proxy_.reset();
     }
 }
 

@@ -150,13 +150,16 @@ relay_outcome relay(upstream_conn& c, request& req, response& res, const request
         return upstream_failure(e, true, false);
     };
     if (verb == method::head) {
-        // No body follows; the length a GET would get is passed on.
+        // No body follows; the length a GET would get is passed on. Without one the head goes
+        // out as a streamed body's, with no length either (chunked to an HTTP/1.1 client, as
+        // a GET's body would be relayed): a response left as it is would say Content-Length: 0.
         std::string_view cl = h.find("content-length");
         uint64_t len = 0;
-        if (!cl.empty() && std::from_chars(cl.data(), cl.data() + cl.size(), len).ec == std::errc()) {
+        if (!cl.empty() && std::from_chars(cl.data(), cl.data() + cl.size(), len).ec == std::errc())
             res.content_length(len);
-            if (!res.finish()) return client_failure();
-        }
+        else if (!res.write({}))
+            return client_failure();
+        if (!res.finish()) return client_failure();
         ok.keep = h.keep_alive && pos == have;
         return ok;
     }
