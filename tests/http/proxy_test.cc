@@ -360,6 +360,25 @@ TEST_P(proxy_test, upstream_down_is_502_and_a_silent_upstream_is_504) {
     EXPECT_EQ(r.out, "504");
 }
 
+// A timeout is not retried, even for a request that may be sent again: the upstream may still
+// be working on it. The client waited (1 + retries) read timeouts for its 504, while each
+// upstream in turn got the request.
+TEST_P(proxy_test, a_silent_upstream_is_504_after_one_read_timeout_without_a_retry) {
+    raw_upstream a, b;  // both read the request and never answer
+    a.start();
+    b.start();
+    proxy_options o;
+    o.read_timeout = 300ms;
+    o.retries = 1;
+    start_reverse({a.addr(), b.addr()}, o);
+    auto c = net::stream::connect(proxy_->local_address(), 5s);
+    ASSERT_TRUE(c);
+    auto got = roundtrip(*c, "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->status, 504);
+    EXPECT_EQ(a.served + b.served, 1);
+}
+
 TEST_P(proxy_test, a_malformed_upstream_response_is_502) {
     GLUON_REQUIRE_PEER(have("curl"), "no curl command");
     for (const char* reply : {"not HTTP at all\r\n\r\n", "HTTP/1.1 2x0 OK\r\n\r\n",

@@ -54,7 +54,11 @@ struct proxy_options : proxy_common_options {
         least_busy,   // the upstream with the fewest exchanges in flight from this proxy
     } balancing = balance::round_robin;
     /// New attempts, on the next upstream, for a request without a body whose method is
-    /// idempotent, when the upstream failed before sending anything back.
+    /// idempotent, when the upstream failed before sending anything back (its connection
+    /// closed or reset). Not when sending the request or waiting for the answer timed out: the
+    /// upstream may still be working on it, so the client gets its 504 after one read_timeout
+    /// (not 1 + retries of them), and no second upstream takes the request that made the first
+    /// one slow.
     int retries = 1;
     /// Pass the client's Host on (true), or send the upstream's own "host:port".
     bool preserve_host = true;

@@ -89,8 +89,11 @@ struct reverse_state {
             error = r.error;
             detail::log_failure(up.authority, error);
             if (r.answered) return;
-            // (A kept-alive connection the upstream had closed is one such case.)
-            if (!(r.retryable && may_repeat) || error == ECANCELED) break;
+            // (A kept-alive connection the upstream had closed is one such case.) A timeout is
+            // not: the upstream may still be working on the request, and another attempt would
+            // have the client wait up to (1 + retries) x read_timeout for its 504, and load a
+            // second upstream with the request that made the first one slow.
+            if (!(r.retryable && may_repeat) || error == ECANCELED || error == ETIMEDOUT) break;
         }
         detail::answer_failure(res, error);
     }
