@@ -592,6 +592,43 @@ TEST_P(proxy_test, forward_proxy_relays_absolute_form_and_tunnels_connect) {
     (*tls_srv)->stop(1s);
 }
 
+// A tunnel silent both ways for tunnel_idle_timeout is closed then, however its directions
+// took turns before. Here the client sends a byte a while after the tunnel opened, then half
+// closes: the direction from the upstream, alone now, had been waiting since the tunnel opened,
+// and waited a whole timeout more after its first one ran out, so the tunnel lived on for
+// nearly twice the timeout after the last byte.
+TEST_P(proxy_test, a_tunnel_silent_for_its_idle_timeout_is_closed_then) {
+    constexpr auto k_idle = 1000ms;
+    auto target = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(target);
+    forward_proxy_options fo;
+    fo.allow = [](std::string_view, uint16_t, bool) { return true; };
+    fo.tunnel_idle_timeout = k_idle;
+    start_proxy(forward_proxy(fo));
+    auto c = net::stream::connect(proxy_->local_address(), 5s);
+    ASSERT_TRUE(c);
+    const std::string hp = "127.0.0.1:" + std::to_string(target->local_address()->port());
+    auto got = roundtrip(*c, "CONNECT " + hp + " HTTP/1.1\r\nHost: " + hp + "\r\n\r\n", method::connect);
+    ASSERT_TRUE(got);
+    ASSERT_EQ(got->status, 200);
+    auto up = target->accept(5s);
+    ASSERT_TRUE(up);
+    // Not a wait for anything: the tunnel's reads age a fifth of the timeout before the byte.
+    ASSERT_TRUE(this_fiber::sleep_for(k_idle / 5));
+    ASSERT_TRUE(c->write_all("x", 1, 5s));
+    ASSERT_TRUE(c->shutdown(SHUT_WR));
+    const int64_t t0 = mono_now_ns();
+    char ch[2];
+    auto n = up->read_some(ch, sizeof ch, 5s);
+    ASSERT_TRUE(n && *n == 1);
+    n = up->read_some(ch, sizeof ch, 5s);  // the half close, passed on
+    ASSERT_TRUE(n && *n == 0);
+    EXPECT_TRUE(closed_by_server(*c));  // the tunnel ends: the proxy closes the connection
+    const auto took = std::chrono::nanoseconds(mono_now_ns() - t0);
+    EXPECT_GE(took, k_idle * 9 / 10);
+    EXPECT_LT(took, k_idle * 7 / 5) << "the tunnel outlived its idle timeout";
+}
+
 GLUON_ENGINE_TEST_SUITE(proxy_test);
 
 }  // namespace

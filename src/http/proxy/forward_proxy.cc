@@ -22,23 +22,27 @@ void refuse(response& res, int status, std::string_view why) {
 /// Both directions of a tunnel; either one failing ends the other.
 struct tunnel {
     duration idle;
-    int64_t last_activity = mono_now_ns();
+    deadline_t quiet_until = deadline_after(idle);  // idle since the last bytes either way
     bool failed = false;
     fiber dirs[2];
 
     void pump(net::byte_stream& from, net::byte_stream& to, int self) {
         char buf[16 * 1024];
-        const int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(idle).count();
         while (!failed) {
-            auto n = from.read_some(buf, sizeof buf, idle);
-            if (!n && n.error() == std::errc::timed_out && mono_now_ns() - last_activity < idle_ns) continue;
+            // A read waits only for what is left of the idle time, since the other direction
+            // may have moved meanwhile: given `idle` afresh after such a move, a direction
+            // alone (the other half closed) kept a silent tunnel up to twice `idle`.
+            const duration left = time_left(quiet_until);
+            if (left == duration::zero()) break;
+            auto n = from.read_some(buf, sizeof buf, left);
+            if (!n && n.error() == std::errc::timed_out) continue;  // the other way may have moved
             if (!n) break;
             if (*n == 0) {  // a half close travels on; the other direction goes on
                 (void)to.shutdown(idle);
                 return;
             }
             if (!to.write_all(buf, *n, stall_timeout{idle})) break;  // idle: no progress for that long
-            last_activity = mono_now_ns();
+            quiet_until = deadline_after(idle);
         }
         failed = true;
         (void)dirs[1 - self].interrupt();
