@@ -77,11 +77,14 @@ result<buffer_region> buffer_region::attach(uint8_t* base, size_t len) {
         if (at + k_list_header > len) return bad(errc::bad_region);
         uint32_t cap = *r.u32(uint32_t(at + 4)), data_cap = *r.u32(uint32_t(at + 16));
         uint64_t stride = uint64_t(data_cap) + k_slice_header;
-        uint64_t end = at + k_list_header + stride * cap;
         // Sizes ascend (allocation picks the first list that fits) and keep 4-byte alignment
-        // (the headers are accessed atomically).
-        if (cap == 0 || data_cap == 0 || data_cap % 4 != 0 || data_cap <= prev || end > len)
+        // (the headers are accessed atomically). The slices must fit what is left, checked by
+        // division: stride * cap can pass 2^64 (a stride over 4 GiB by a few bytes), and its
+        // wrapped value fit a 4 GiB mapping, with the stride cut to 32 bits.
+        if (cap == 0 || data_cap == 0 || data_cap % 4 != 0 || data_cap <= prev ||
+            cap > (len - at - k_list_header) / stride)
             return bad(errc::bad_region);
+        uint64_t end = at + k_list_header + stride * cap;
         prev = data_cap;
         r.lists_[r.count_++] = {uint32_t(at), uint32_t(at + k_list_header), cap, data_cap, uint32_t(stride)};
         r.total_slices_ += cap;

@@ -1,5 +1,6 @@
 // The shared-memory layouts against shmipc's (docs: the protocol notes), and their checks.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <vector>
@@ -103,6 +104,32 @@ TEST(ipc_region, a_corrupt_header_is_refused) {
     std::memcpy(mem.data() + 8 + 8, &bad, 4);
     EXPECT_EQ(a->pop(0).error(), errc::bad_region);
     EXPECT_EQ(a->free_count(0), int32_t(a->list(0).cap));
+}
+
+// A list whose slices claim more than 2^64 bytes (a stride of 4 GiB + 8 times almost 2^32
+// slices) is refused: the product wrapped to less than a 4 GiB region, and the region was taken
+// with slices 8 bytes apart whose data ran past the mapping's end.
+TEST(ipc_region, a_list_larger_than_64_bits_can_count_is_refused) {
+    // 4 GiB less a byte of address space (the most attach takes), only the first page usable:
+    // attach reads nothing past the list headers. PROT_NONE pages cost no memory.
+    const size_t len = UINT32_MAX;
+    void* p = ::mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    ASSERT_EQ(::mprotect(p, 4096, PROT_READ | PROT_WRITE), 0);
+    auto* base = static_cast<uint8_t*>(p);
+    const uint16_t lists = 1;
+    const uint32_t used = 64, cap = UINT32_MAX - 6, data_cap = UINT32_MAX - 11;  // stride 2^32 + 8
+    std::memcpy(base, &lists, 2);
+    std::memcpy(base + 4, &used, 4);
+    std::memcpy(base + 8 + 4, &cap, 4);
+    std::memcpy(base + 8 + 16, &data_cap, 4);
+    auto r = buffer_region::attach(base, len);
+    if (r) {
+        ADD_FAILURE() << "taken with a stride of " << r->list(0).stride;
+    } else {
+        EXPECT_EQ(r.error(), errc::bad_region);
+    }
+    ::munmap(p, len);
 }
 
 TEST(ipc_queue, layouts_match_the_spec) {
