@@ -97,10 +97,11 @@ std::error_code session_impl::on_message(const wire::message& m) noexcept {
         if (client != (m.head.kind == type::hot_restart)) return code(errc::unexpected_message);
         uint64_t epoch = wire::get_u64(m.body.data());
         std::lock_guard lk(mu);
-        if (client)
+        if (client) {
             hot_restart_epoch = epoch;
-        else
-            hot_restart_acks.insert(epoch);
+        } else if (auto it = hot_restarts.find(epoch); it != hot_restarts.end()) {
+            it->second = true;
+        }  // else an epoch never sent: nothing to acknowledge
         accept_cv.notify_all();
         return {};
     }

@@ -196,6 +196,10 @@ std::pair<int64_t, int64_t> session::queued() const noexcept {
 result<void> session::send_hot_restart(uint64_t epoch) {
     if (!impl_) return errno_error(EBADF);
     if (impl_->client) return errno_error(EPERM);
+    {
+        std::lock_guard lk(impl_->mu);
+        impl_->hot_restarts.emplace(epoch, false);  // before sending: the ack may come at once
+    }
     uint8_t m[16];
     wire::encode_header(m, 16, impl_->version, wire::type::hot_restart);
     wire::put_u64(m + 8, epoch);
@@ -205,7 +209,8 @@ result<void> session::send_hot_restart(uint64_t epoch) {
 bool session::hot_restart_acked(uint64_t epoch) const noexcept {
     if (!impl_) return false;
     std::lock_guard lk(impl_->mu);
-    return impl_->hot_restart_acks.count(epoch) != 0;
+    auto it = impl_->hot_restarts.find(epoch);
+    return it != impl_->hot_restarts.end() && it->second;
 }
 
 std::optional<uint64_t> session::hot_restart_requested() const noexcept {

@@ -8,7 +8,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -104,7 +103,9 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     bool peer_gone = false;
     bool closing = false;
     std::optional<uint64_t> hot_restart_epoch;
-    std::set<uint64_t> hot_restart_acks;
+    // Server: the epochs of the HotRestarts sent, each true once acknowledged. Only those: an
+    // entry per epoch the client names would let it grow this without limit.
+    std::map<uint64_t, bool> hot_restarts;
 
     gluon::mutex send_mu;   // the one producer of send_q
     gluon::mutex write_mu;  // whole control messages on the socket

@@ -699,6 +699,55 @@ TEST_P(ipc_session, the_server_forgets_streams_it_closed_first) {
     ASSERT_TRUE(s->close());
 }
 
+// A connected pair: a server session s (accepted from l) and its client c.
+struct session_pair {
+    listener l;
+    std::optional<session> s, c;
+
+    explicit session_pair(const session_options& o) {
+        auto addr = unique_address();
+        auto lr = listener::listen(addr, o);
+        EXPECT_TRUE(lr) << lr.error().message();
+        if (!lr) return;
+        l = std::move(*lr);
+        fiber acc = *spawn([&] {
+            auto r = l.accept(10s);
+            EXPECT_TRUE(r) << r.error().message();
+            if (r) s = std::move(*r);
+        });
+        auto r = session::connect(addr, o);
+        EXPECT_TRUE(r) << r.error().message();
+        if (r) c = std::move(*r);
+        EXPECT_TRUE(acc.join());
+    }
+    bool ok() const { return s && c; }
+};
+
+size_t hot_restarts_kept(const session& s) {
+    auto* si = const_cast<detail::session_impl*>(static_cast<const detail::session_impl*>(s.impl_owner()));
+    std::lock_guard lk(si->mu);
+    return si->hot_restarts.size();
+}
+
+// A server records the acknowledgements of the HotRestarts it sent and no other: one entry for
+// every epoch a client acknowledged let a client grow the server's memory without end.
+TEST_P(ipc_session, the_server_records_acks_only_of_hot_restarts_it_sent) {
+    session_pair p(options(memory_mode::memfd, 1u << 20));
+    ASSERT_TRUE(p.ok());
+    for (uint64_t epoch = 100; epoch < 1100; ++epoch) ASSERT_TRUE(p.c->ack_hot_restart(epoch));
+    ASSERT_TRUE(p.s->send_hot_restart(5));
+    ASSERT_TRUE(eventually([&] { return p.c->hot_restart_requested() == std::optional<uint64_t>(5); }));
+    ASSERT_TRUE(p.c->ack_hot_restart(5));
+    // The socket keeps order: once 5 is acknowledged, the acks before it have been read.
+    ASSERT_TRUE(eventually([&] { return p.s->hot_restart_acked(5); }));
+    EXPECT_FALSE(p.s->hot_restart_acked(100));
+    EXPECT_FALSE(p.s->hot_restart_acked(1099));
+    EXPECT_EQ(hot_restarts_kept(*p.s), 1u);
+    EXPECT_TRUE(p.s->healthy());
+    ASSERT_TRUE(p.c->close());
+    ASSERT_TRUE(p.s->close());
+}
+
 // The registry of client regions a server session was accepted with (its listener's).
 std::shared_ptr<detail::region_registry> registry_of(const session& s) {
     return static_cast<const detail::session_impl*>(s.impl_owner())->registry;

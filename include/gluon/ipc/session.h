@@ -210,7 +210,8 @@ public:
     /// Server: asks the client to move to a new server (HotRestart with epoch). Errors:
     /// ECONNRESET, EPIPE, ipc::errc.
     result<void> send_hot_restart(uint64_t epoch);
-    /// Server: true once the client acknowledged that epoch.
+    /// Server: true once the client acknowledged that epoch, sent by send_hot_restart (an
+    /// acknowledgement of an epoch never sent is ignored).
     bool hot_restart_acked(uint64_t epoch) const noexcept;
     /// Client: the epoch of a HotRestart the server sent, if any.
     std::optional<uint64_t> hot_restart_requested() const noexcept;
