@@ -219,12 +219,16 @@ result<std::span<const uint8_t>> stream::read_view(duration timeout) {
     session_impl& s = *st.s;
     deadline_t dl = deadline_after(timeout);
     std::vector<uint32_t> empty;  // empty slices passed over: already off their messages
+    bool interrupted = false;     // a wait ended by an interrupt that found data after all
     std::unique_lock lk(s.mu);
     // Every return gives those back (after unlocking: give_back may take s.mu), or they would
     // be lost to both sides for the region's life.
     auto finish = [&](result<std::span<const uint8_t>> v) {
         lk.unlock();
         if (!empty.empty()) give_back(s, empty);
+        // What came first wins, and the interrupt stays pending for the next call (fiber.h): a
+        // fiber interrupted to stop reading would otherwise read on and wait again without end.
+        if (interrupted && (v || v.error() != std::errc::operation_canceled)) restore_interrupt();
         return v;
     };
     for (;;) {
@@ -249,8 +253,10 @@ result<std::span<const uint8_t>> stream::read_view(duration timeout) {
         if (st.local_closed) return finish(errno_error(EPIPE));
         if (s.err) return finish(unexpected(s.err));
         if (st.remote_closed) return finish(errno_error(ENODATA));
+        if (interrupted) return finish(errno_error(ECANCELED));  // what came was no data after all
         long r = st.cv.wait_interruptible(lk, dl);
         if (r < 0 && st.rx.empty()) return finish(errno_error(int(-r)));
+        interrupted = r == -ECANCELED;
     }
 }
 

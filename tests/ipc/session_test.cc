@@ -748,6 +748,47 @@ TEST_P(ipc_session, the_server_records_acks_only_of_hot_restarts_it_sent) {
     ASSERT_TRUE(p.s->close());
 }
 
+// A reader interrupted while data is on its way gets the data, and the interrupt stays pending
+// for its next call (the contract of gluon/runtime/fiber.h). read_view took the interrupt and
+// returned the data: a fiber interrupted to stop reading read on and waited again.
+TEST_P(ipc_session, an_interrupt_that_meets_data_stays_pending) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    o.poll_linger = 0ns;  // the server's reader yields once after a message, then sleeps
+    session_pair p(o);
+    ASSERT_TRUE(p.ok());
+    auto a = *p.c->open_stream();
+    auto b = *p.c->open_stream();
+    ASSERT_TRUE(a.send("0", 1));
+    auto sa = p.s->accept_stream(10s);
+    ASSERT_TRUE(sa);
+    char x;
+    ASSERT_TRUE(sa->recv_exactly(&x, 1, 10s));
+    std::optional<result<std::span<const uint8_t>>> first, second;
+    bool pending = false;
+    fiber r = *spawn([&] {
+        first = sa->read_view(10s);
+        if (*first) sa->consume((*first)->size());
+        pending = this_fiber::interrupt_pending();
+        second = sa->read_view(5s);
+    });
+    this_fiber::yield();  // r waits for data
+    // The server's reader wakes this fiber for stream b, then yields behind it: the next message
+    // is in the queue and r's interrupt queues r behind the reader, which delivers the message
+    // before r runs.
+    ASSERT_TRUE(b.send("1", 1));
+    ASSERT_TRUE(p.s->accept_stream(10s));
+    ASSERT_TRUE(a.send("2", 1));
+    ASSERT_TRUE(r.interrupt());
+    ASSERT_TRUE(r.join());
+    ASSERT_TRUE(first && *first) << "the interrupt came first: " << (*first).error().message();
+    EXPECT_TRUE(pending) << "the interrupt was taken by a read that returned data";
+    ASSERT_TRUE(second);
+    ASSERT_FALSE(*second);
+    EXPECT_EQ(second->error(), std::errc::operation_canceled) << second->error().message();
+    ASSERT_TRUE(p.c->close());
+    ASSERT_TRUE(p.s->close());
+}
+
 // The registry of client regions a server session was accepted with (its listener's).
 std::shared_ptr<detail::region_registry> registry_of(const session& s) {
     return static_cast<const detail::session_impl*>(s.impl_owner())->registry;
