@@ -98,6 +98,9 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     std::atomic<int> space_waiters{0};  // writers in wait_space (give_back skips the lock without)
     std::deque<std::shared_ptr<stream_impl>> accepted;
     std::unordered_map<uint32_t, std::shared_ptr<stream_impl>> streams;
+    // Server: ids of streams it closed first, oldest first (some the client closed since), at
+    // most opts.max_pending_streams: they stay in `streams` until the client closes them too.
+    std::deque<uint32_t> closed_first;
     size_t fallback_buffered = 0;  // FallbackData bytes received and not yet read or dropped
     std::error_code err;
     bool peer_gone = false;

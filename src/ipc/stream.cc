@@ -335,8 +335,18 @@ result<void> stream::do_close() noexcept {
         for (const auto& m : rx)
             if (m.pieces.empty()) s.fallback_buffered -= m.heap.size() - m.pos;
         // The client forgets the stream now (the peer's data for it is dropped); the server keeps
-        // it until the client closes it too, or data for it would open a new stream.
-        if (s.client || st.remote_closed) s.streams.erase(st.id);
+        // it until the client closes it too, or data for it would open a new stream. A client
+        // may never close it, so the server keeps only the latest such streams.
+        if (s.client || st.remote_closed) {
+            s.streams.erase(st.id);
+        } else {
+            s.closed_first.push_back(st.id);
+            while (s.closed_first.size() > std::max<size_t>(s.opts.max_pending_streams, 1)) {
+                auto it = s.streams.find(s.closed_first.front());
+                s.closed_first.pop_front();
+                if (it != s.streams.end() && it->second->local_closed) s.streams.erase(it);
+            }
+        }
         st.cv.notify_all();
     }
     std::vector<uint32_t> unread;

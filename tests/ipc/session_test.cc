@@ -662,6 +662,30 @@ size_t kept_streams(const session& s) {
     return si->streams.size();
 }
 
+// A connected pair: a server session s (accepted from l) and its client c.
+struct session_pair {
+    listener l;
+    std::optional<session> s, c;
+
+    explicit session_pair(const session_options& o) {
+        auto addr = unique_address();
+        auto lr = listener::listen(addr, o);
+        EXPECT_TRUE(lr) << lr.error().message();
+        if (!lr) return;
+        l = std::move(*lr);
+        fiber acc = *spawn([&] {
+            auto r = l.accept(10s);
+            EXPECT_TRUE(r) << r.error().message();
+            if (r) s = std::move(*r);
+        });
+        auto r = session::connect(addr, o);
+        EXPECT_TRUE(r) << r.error().message();
+        if (r) c = std::move(*r);
+        EXPECT_TRUE(acc.join());
+    }
+    bool ok() const { return s && c; }
+};
+
 // A server forgets a stream it closed first once the client closes it too (it used to keep
 // every such stream for the session's life).
 TEST_P(ipc_session, the_server_forgets_streams_it_closed_first) {
@@ -699,29 +723,36 @@ TEST_P(ipc_session, the_server_forgets_streams_it_closed_first) {
     ASSERT_TRUE(s->close());
 }
 
-// A connected pair: a server session s (accepted from l) and its client c.
-struct session_pair {
-    listener l;
-    std::optional<session> s, c;
-
-    explicit session_pair(const session_options& o) {
-        auto addr = unique_address();
-        auto lr = listener::listen(addr, o);
-        EXPECT_TRUE(lr) << lr.error().message();
-        if (!lr) return;
-        l = std::move(*lr);
-        fiber acc = *spawn([&] {
-            auto r = l.accept(10s);
-            EXPECT_TRUE(r) << r.error().message();
-            if (r) s = std::move(*r);
-        });
-        auto r = session::connect(addr, o);
-        EXPECT_TRUE(r) << r.error().message();
-        if (r) c = std::move(*r);
-        EXPECT_TRUE(acc.join());
+// A client that never closes its streams: the server remembers only the last
+// max_pending_streams of those it closed first (it kept every one for the session's life).
+TEST_P(ipc_session, the_server_forgets_the_oldest_streams_a_client_never_closes) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    o.max_pending_streams = 8;
+    session_pair p(o);
+    ASSERT_TRUE(p.ok());
+    std::vector<stream> open;  // the client's, never closed
+    for (int i = 0; i < 50; ++i) {
+        auto st = p.c->open_stream();
+        ASSERT_TRUE(st);
+        ASSERT_TRUE(st->send("ping", 4));
+        auto ss = p.s->accept_stream(10s);
+        ASSERT_TRUE(ss);
+        char b[4];
+        ASSERT_TRUE(ss->recv_exactly(b, 4, 10s));
+        ASSERT_TRUE(ss->close());
+        open.push_back(std::move(*st));
     }
-    bool ok() const { return s && c; }
-};
+    EXPECT_EQ(kept_streams(*p.s), 8u);
+    // The latest are still known: the client's data for one of them is dropped, not a stream.
+    ASSERT_TRUE(open.back().send("late", 4));
+    ASSERT_TRUE(open.front().send("late", 4));  // forgotten: a new stream
+    auto again = p.s->accept_stream(10s);
+    ASSERT_TRUE(again) << again.error().message();
+    EXPECT_EQ(again->id(), open.front().id());
+    EXPECT_TRUE(p.s->healthy());
+    ASSERT_TRUE(p.c->close());
+    ASSERT_TRUE(p.s->close());
+}
 
 size_t hot_restarts_kept(const session& s) {
     auto* si = const_cast<detail::session_impl*>(static_cast<const detail::session_impl*>(s.impl_owner()));

@@ -76,7 +76,10 @@ struct session_options {
     /// that sends more ends the session (ipc::errc::backlog_exceeded).
     size_t max_buffered_fallback = 256u << 20;
     /// Server: streams the client started that accept_stream has not taken yet (shmipc-go's
-    /// server queues 1024); one more ends the session (ipc::errc::backlog_exceeded).
+    /// server queues 1024); one more ends the session (ipc::errc::backlog_exceeded). Also how
+    /// many streams this side closed first it remembers until the client closes them too, so
+    /// that the client's late data for them is dropped: past that, the oldest is forgotten (data
+    /// for it would then start a new stream).
     uint32_t max_pending_streams = 1024;
     /// Both: how long the reader keeps looking at an empty queue before clearing its working
     /// flag. While the flag is set the peer sends no wake-up, so a peer that answers within the
