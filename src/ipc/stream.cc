@@ -324,7 +324,8 @@ result<void> stream::do_close() noexcept {
     if (!impl_) return {};
     stream_impl& st = *impl_;
     session_impl& s = *st.s;
-    auto told = end_writing(st, k_no_deadline);
+    // Bounded: a peer that takes neither its queue nor its socket would hold close() forever.
+    auto told = end_writing(st, deadline_after(s.opts.close_timeout));
     std::deque<detail::rx_message> rx;
     {
         std::lock_guard lk(s.mu);

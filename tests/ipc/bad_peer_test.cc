@@ -496,5 +496,54 @@ TEST_P(ipc_bad_peer, a_peer_that_stops_reading_its_socket) {
     EXPECT_EQ(c->counters().polls_sent, polls + sent);
 }
 
+// A peer that takes neither its queue nor its socket: close() cannot tell it, and gives up
+// after close_timeout (it waited without end, for the socket the wake-up fiber held). The
+// stream is closed here anyway, and the session, of which nothing went out cut short, stays up.
+TEST_P(ipc_bad_peer, close_gives_up_on_a_peer_that_takes_nothing) {
+    raw_server srv;
+    fiber hs = *spawn([&] { srv.handshake(); });
+    auto o = small_client();
+    o.close_timeout = 200ms;
+    auto c = session::connect(srv.addr, o);
+    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_TRUE(hs.join());
+    auto st = *c->open_stream();
+    // Should close wait for the socket, the peer reads it after 5 s: the test fails, not hangs.
+    counting_semaphore closed;
+    fiber valve = *spawn([&] {
+        if (closed.acquire(5s)) return;
+        uint8_t sink[64 << 10];
+        while (auto r = srv.s.read_some(sink, sizeof sink, 5s))
+            if (*r == 0) break;
+    });
+    // Pollings until the socket is full (a send then waits its whole timeout: the wake-up is
+    // left to a fiber that waits for the socket), then messages until the queue is full.
+    bool full = false;
+    for (size_t sent = 0; sent < 20000 && !full; ++sent) {
+        const int64_t t0 = mono_now_ns();
+        ASSERT_TRUE(st.send("x", 1, 20ms)) << "after " << sent << " sends";
+        full = mono_now_ns() - t0 >= 20'000'000;
+        srv.take_all();
+    }
+    ASSERT_TRUE(full) << "the socket never filled";
+    result<void> w;
+    for (uint32_t i = 0; i <= k_cap && w; ++i) w = st.send("y", 1, 20ms);
+    ASSERT_FALSE(w) << "the queue never filled";
+    ASSERT_EQ(w.error(), std::errc::timed_out) << w.error().message();
+    const int64_t t0 = mono_now_ns();
+    auto r = st.close();
+    const int64_t took = mono_now_ns() - t0;
+    closed.release();
+    ASSERT_TRUE(valve.join());
+    EXPECT_LT(took, 2'000'000'000) << "ns for a close with a 200 ms close_timeout";
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+    EXPECT_FALSE(st.is_open());
+    auto z = st.send("z", 1, 20ms);
+    ASSERT_FALSE(z);
+    EXPECT_EQ(z.error(), std::errc::broken_pipe);
+    EXPECT_TRUE(c->healthy()) << c->error().message();
+}
+
 }  // namespace
 }  // namespace gluon::ipc

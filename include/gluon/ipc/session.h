@@ -86,6 +86,10 @@ struct session_options {
     /// linger costs neither side a system call; the price is up to this much CPU after each
     /// burst of messages. 0: clear at once (as shmipc-go does, after one yield).
     duration poll_linger = std::chrono::microseconds(20);
+    /// Both: how long stream::close() waits to tell the peer (a close element, or StreamClose
+    /// over the socket when the queue is full) for a peer that takes neither its queue nor its
+    /// socket; close() takes no timeout of its own.
+    duration close_timeout = std::chrono::seconds(5);
     /// Both: when shared memory stays full for this long, a message goes over the socket as
     /// FallbackData instead of waiting on (forever: never; the writer waits for its timeout).
     duration fallback_after = forever;
@@ -147,10 +151,11 @@ public:
     bool is_open() const noexcept;
 
     // close() (from byte_stream): tells the peer this side is done (a close element, or
-    // StreamClose when the queue is full; once) and gives back what was unread; later calls fail
-    // with EPIPE. shutdown(timeout): tells the peer the same (within the timeout: ETIMEDOUT) but
-    // goes on reading. Errors: ECONNRESET, ipc::errc (the session is down: the stream is closed
-    // locally anyway).
+    // StreamClose when the queue is full; once), waiting for that no longer than
+    // session_options::close_timeout, and gives back what was unread; later calls fail with
+    // EPIPE. shutdown(timeout): tells the peer the same (within the timeout) but goes on
+    // reading. Errors: ETIMEDOUT (the peer may never learn of it), ECONNRESET, ipc::errc (the
+    // session is down); the stream is closed locally anyway.
     /// True once the stream sent FallbackData (then its later messages go on the socket too, to
     /// keep bytes in order). Receiving FallbackData does not move this side to the socket.
     bool in_fallback() const noexcept;
