@@ -99,16 +99,19 @@ void server::serve(stream& s) {
     (void)(*wrapped)->close();
 }
 
+void server::stop_accepting() noexcept {
+    if (!st_ || stopping_) return;
+    stopping_ = true;
+    if (st_->acceptor.joinable()) {
+        (void)st_->acceptor.interrupt();
+        (void)st_->acceptor.join();
+    }
+    (void)listener_.close();
+}
+
 void server::stop(duration grace) noexcept {
     if (!st_) return;
-    if (!stopping_) {
-        stopping_ = true;
-        if (st_->acceptor.joinable()) {
-            (void)st_->acceptor.interrupt();
-            (void)st_->acceptor.join();
-        }
-        (void)listener_.close();
-    }
+    stop_accepting();
     if (st_->all_done.wait(grace)) return;
     st_->conns.for_each([](conn& k) { (void)k.f.interrupt(); });
     (void)st_->all_done.wait();

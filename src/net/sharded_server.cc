@@ -56,9 +56,17 @@ result<std::unique_ptr<sharded_server>> sharded_server::start(runtime& rt, const
 sharded_server::~sharded_server() { stop(duration::zero()); }
 
 void sharded_server::stop(duration grace) noexcept {
+    // All listeners close before any shard waits for its handlers: stopped one by one, each
+    // shard's grace came after the last one's, so the stop took grace once per shard, and the
+    // shards not yet stopping went on accepting (and serving) new connections meanwhile.
+    const deadline_t until = deadline_after(grace);
     for (unsigned i = 0; i < shards_.size(); ++i) {
         if (!shards_[i]) continue;
-        (void)rt_->run(i, [&] { shards_[i]->stop(grace); shards_[i].reset(); });
+        (void)rt_->run(i, [&] { shards_[i]->stop_accepting(); });
+    }
+    for (unsigned i = 0; i < shards_.size(); ++i) {
+        if (!shards_[i]) continue;
+        (void)rt_->run(i, [&] { shards_[i]->stop(time_left(until)); shards_[i].reset(); });
     }
 }
 

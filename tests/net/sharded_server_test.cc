@@ -65,5 +65,51 @@ TEST_P(sharded_test, connections_are_served_on_the_cpu_that_received_them) {
     (*srv)->stop(1s);
 }
 
+// A client thread on CPU `cpu` connects (reaching that CPU's shard) and keeps the connection.
+int connect_from_cpu(int cpu, const address& where) {
+    int c = -1;
+    std::thread([&] {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof set, &set), 0);
+        c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_EQ(::connect(c, where.data(), where.size()), 0);
+    }).join();
+    return c;
+}
+
+// stop(grace) closes every shard's listener before it waits for any shard's handlers, which
+// then share the one grace: with a handler that never ends on each shard, the stop takes about
+// grace, not grace once per shard (while the shards not yet stopping went on accepting).
+TEST_P(sharded_test, stop_gives_the_handlers_of_all_shards_one_grace) {
+    if (!engine::available(GetParam())) GTEST_SKIP();
+    if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two CPUs";
+    auto rt = runtime::start(test::test_runtime(2, GetParam(), /*pin=*/true));
+    ASSERT_TRUE(rt);
+    std::atomic<int> running{0}, interrupted{0};
+    auto srv = sharded_server::start(**rt, address::ipv4_loopback(0), [&](byte_stream& s) {
+        ++running;
+        char c;
+        auto r = s.read_some(&c, 1);  // the client never writes: until stop interrupts it
+        if (!r && r.error() == std::errc::operation_canceled) ++interrupted;
+    });
+    ASSERT_TRUE(srv) << srv.error().message();
+    const address where = (*srv)->local_address();
+    const int held[2] = {connect_from_cpu(0, where), connect_from_cpu(1, where)};
+    ASSERT_TRUE(test::eventually([&] { return running == 2; }));
+    ASSERT_EQ((*srv)->accepted(0), 1u);
+    ASSERT_EQ((*srv)->accepted(1), 1u);
+
+    constexpr auto grace = 1s;
+    const auto t0 = std::chrono::steady_clock::now();
+    (*srv)->stop(grace);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_EQ(interrupted.load(), 2);
+    EXPECT_GE(took, grace - 50ms);
+    EXPECT_LT(took, grace + 700ms);  // one grace per shard took two
+    for (int c : held) ::close(c);
+}
+
 }  // namespace
 }  // namespace gluon::net

@@ -55,6 +55,10 @@ public:
     /// `grace`, then interrupts the rest (their blocking calls return ECANCELED) and waits for
     /// them. Call from the server's vCPU.
     void stop(duration grace = forever) noexcept;
+    /// The first half of stop(): the accepting fiber ends and the listener is closed; running
+    /// handlers go on. For servers that stop together (sharded_server): none of them accepts
+    /// while the others' handlers finish. Call from the server's vCPU.
+    void stop_accepting() noexcept;
 
     struct conn;
 

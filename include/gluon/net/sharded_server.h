@@ -21,6 +21,8 @@ public:
                                                          const server_options& opts = {});
     /// Stops every shard (see server::stop).
     ~sharded_server();
+    /// Every shard stops accepting first, then the handlers of all shards share one `grace`
+    /// (see server::stop): the whole stop takes about grace, however many shards there are.
     void stop(duration grace = forever) noexcept;
 
     const address& local_address() const noexcept { return local_; }
