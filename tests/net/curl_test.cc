@@ -75,6 +75,10 @@ protected:
 };
 GLUON_ENGINE_TEST_SUITE(curl_test);
 
+// Tests whose peer is a gluon server in the test itself (no nginx needed).
+class curl_local_test : public test::engine_test {};
+GLUON_ENGINE_TEST_SUITE(curl_local_test);
+
 TEST(curl, error_categories) {
     std::error_code e = make_error_code(CURLE_COULDNT_CONNECT);
     EXPECT_STREQ(e.category().name(), "curl");
@@ -294,6 +298,41 @@ TEST_P(curl_test, post_sends_body_and_headers) {
     ASSERT_NE(r->header("x-typed"), nullptr);
     EXPECT_EQ(*r->header("x-typed"), "yes");
     (*srv)->stop(1s);
+}
+
+// A server that redirects every request to itself: following stops at max_redirects (30 by
+// default), where libcurl before 8.3 followed without end.
+TEST_P(curl_local_test, a_redirect_loop_ends_after_max_redirects) {
+    int requests = 0;
+    auto srv = server::start(address::ipv4_loopback(0), [&](byte_stream& s) {
+        std::string in;
+        char buf[4096];
+        for (;;) {
+            size_t end;
+            while ((end = in.find("\r\n\r\n")) == std::string::npos) {
+                auto n = s.read_some(buf, sizeof buf, 5s);
+                if (!n || *n == 0) return;
+                in.append(buf, *n);
+            }
+            in.erase(0, end + 4);
+            ++requests;
+            const std::string_view again =
+                "HTTP/1.1 302 Found\r\nLocation: /again\r\nContent-Length: 0\r\n\r\n";
+            if (!s.write_all(again.data(), again.size(), 5s)) return;
+        }
+    });
+    ASSERT_TRUE(srv);
+    const std::string where = "http://" + (*srv)->local_address().to_string() + "/";
+    auto r = get(where, {.timeout = 10s, .follow_redirects = true});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), make_error_code(CURLE_TOO_MANY_REDIRECTS)) << r.error().message();
+    EXPECT_EQ(requests, 31);  // the first, then the 30 redirects followed
+    requests = 0;
+    r = get(where, {.timeout = 10s, .follow_redirects = true, .max_redirects = 2});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), make_error_code(CURLE_TOO_MANY_REDIRECTS)) << r.error().message();
+    EXPECT_EQ(requests, 3);
+    (*srv)->stop(duration::zero());  // its handler waits for the next request on curl's connection
 }
 
 TEST_P(curl_test, fini_with_a_transfer_in_flight_cancels_it) {

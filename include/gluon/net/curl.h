@@ -62,6 +62,9 @@ struct request_options {
     /// Extra request headers, each "Name: value".
     std::vector<std::string> headers;
     bool follow_redirects = false;
+    /// With follow_redirects: the most redirects followed; one more is CURLE_TOO_MANY_REDIRECTS
+    /// (libcurl before 8.3 follows any number: a redirect loop went on for thousands of requests).
+    long max_redirects = 30;
     /// Refuse bodies larger than this (CURLE_WRITE_ERROR); 0 = no limit.
     size_t max_body = 0;
 };
@@ -76,8 +79,8 @@ struct response {
     const std::string* header(std::string_view name) const noexcept;
 };
 
-/// GET `url` and collect the response. Errors: those of perform(), and CURLE_WRITE_ERROR when
-/// the body exceeds max_body.
+/// GET `url` and collect the response. Errors: those of perform(), CURLE_WRITE_ERROR when
+/// the body exceeds max_body, and CURLE_TOO_MANY_REDIRECTS past max_redirects.
 result<response> get(std::string_view url, const request_options& opts = {}) noexcept;
 
 /// POST `body` to `url` (Content-Type from opts.headers, else

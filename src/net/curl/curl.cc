@@ -150,6 +150,7 @@ result<response> request(std::string_view url, const std::string_view* body,
         curl_easy_setopt(e, CURLOPT_HEADERDATA, &s);
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers.get());
         curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, opts.follow_redirects ? 1L : 0L);
+        curl_easy_setopt(e, CURLOPT_MAXREDIRS, opts.max_redirects);
         if (body) {
             // libcurl reads the body in place (no copy); it outlives the transfer. A null
             // pointer would make libcurl read the body from stdin instead.
