@@ -196,11 +196,18 @@ result<stream> listener::accept(duration t) noexcept {
 }
 
 result<stream> listener::accept(address& peer, duration t) noexcept {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    auto c = GLUON_TRY(fd::accept(fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC, t));
-    peer = address::from(reinterpret_cast<sockaddr*>(&ss), len);
-    return stream(c);
+    // Through accept()'s shared accept, then the peer's address from the socket: an accept(2)
+    // of its own would not see the connections io_uring's multishot accept (armed by an
+    // accept() before) had taken from the kernel, and waited while one sat there. A connection
+    // reset before its address could be read is skipped, as one that was gone in the backlog.
+    const deadline_t d = deadline_after(t);
+    for (;;) {
+        auto s = GLUON_TRY(accept(time_left(d)));
+        if (auto a = s.peer_address()) {
+            peer = *a;
+            return s;
+        }
+    }
 }
 
 // ---- datagram ---------------------------------------------------------------------------

@@ -142,6 +142,28 @@ TEST_P(accept_test, a_server_stopped_from_another_vcpu_frees_its_port) {
     ASSERT_TRUE((*rt)->run(0, [&] { srv.reset(); }));
 }
 
+// accept() and accept(peer) on one listener take from the same place: on io_uring the first
+// accept() arms the multishot accept, which takes the next connection from the kernel, and an
+// accept(peer) that made an accept(2) of its own waited on an empty backlog while it sat there.
+TEST_P(accept_test, accept_with_the_peer_address_gets_what_the_shared_accept_took) {
+    auto l = listener::listen(address::ipv4_loopback(0));
+    ASSERT_TRUE(l);
+    auto where = l->local_address();
+    ASSERT_TRUE(where);
+    for (uint32_t i = 0; i < 3; ++i) {
+        auto c = connect_numbered(*where, 2 * i);
+        auto s = l->accept(5s);
+        ASSERT_TRUE(s) << s.error().message();
+        EXPECT_EQ(read_number(*s), 2 * i);
+        auto d = connect_numbered(*where, 2 * i + 1);
+        address peer;
+        auto t = l->accept(peer, 5s);
+        ASSERT_TRUE(t) << i << ": " << t.error().message();
+        EXPECT_EQ(read_number(*t), 2 * i + 1);
+        EXPECT_EQ(peer.to_string(), d.local_address()->to_string());
+    }
+}
+
 // An accept that timed out leaves nothing behind: the next one gets the next connection.
 TEST_P(accept_test, an_accept_that_times_out_leaves_the_listener_working) {
     auto l = listener::listen(address::ipv4_loopback(0));

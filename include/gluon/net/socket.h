@@ -123,6 +123,8 @@ public:
     /// the kernel as they come; a readiness poll of fd() still reports those. Errors:
     /// EMFILE/ENFILE (out of fds: back off and retry), ECANCELED, ETIMEDOUT.
     result<stream> accept(duration timeout = forever) noexcept;
+    /// accept() that also gives the peer's address (read from the accepted socket). Errors:
+    /// those of accept().
     result<stream> accept(address& peer, duration timeout = forever) noexcept;
 };
 
