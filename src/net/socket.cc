@@ -180,6 +180,9 @@ result<listener> listener::listen(const address& addr, const listen_options& opt
         if (opts.reuse_address) (void)l.set_option(SOL_SOCKET, SO_REUSEADDR, 1);
         if (opts.reuse_port)
             GLUON_TRY(l.set_option(SOL_SOCKET, SO_REUSEPORT, 1));
+        // Accepted connections inherit it from the listener: listen_options::nodelay then holds
+        // for every accept, not only for those of a net::server (which set it on each).
+        if (opts.nodelay) (void)l.set_option(IPPROTO_TCP, TCP_NODELAY, 1);
     }
     GLUON_TRY(void_from_syscall(sys::bind(l.get(), addr.data(), addr.size())));
     GLUON_TRY(void_from_syscall(sys::listen(l.get(), opts.backlog)));

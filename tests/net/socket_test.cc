@@ -152,6 +152,28 @@ TEST_P(net_test, server_turns_nagle_off_on_accepted_tcp_connections) {
     (*srv)->stop(1s);
 }
 
+// listen_options::nodelay holds for a listener's own accepts too, not only under a server.
+TEST_P(net_test, a_listener_turns_nagle_off_on_what_it_accepts_as_asked) {
+    for (bool on : {true, false}) {
+        listen_options o;
+        o.nodelay = on;
+        auto l = listener::listen(address::ipv4_loopback(0), o);
+        ASSERT_TRUE(l) << l.error().message();
+        const address where = *l->local_address();
+        auto c1 = stream::connect(where, 2s);
+        ASSERT_TRUE(c1);
+        auto a1 = l->accept(2s);
+        ASSERT_TRUE(a1) << a1.error().message();
+        EXPECT_EQ(a1->get_option(IPPROTO_TCP, TCP_NODELAY).value_or(-1), on ? 1 : 0);
+        auto c2 = stream::connect(where, 2s);
+        ASSERT_TRUE(c2);
+        address peer;
+        auto a2 = l->accept(peer, 2s);
+        ASSERT_TRUE(a2) << a2.error().message();
+        EXPECT_EQ(a2->get_option(IPPROTO_TCP, TCP_NODELAY).value_or(-1), on ? 1 : 0);
+    }
+}
+
 TEST_P(net_test, send_file_streams_a_file_over_tcp) {
     char path[] = "/tmp/gluon-send-file-XXXXXX";
     int file = mkstemp(path);

@@ -110,7 +110,8 @@ struct listen_options {
     int backlog = 4096;
     bool reuse_address = true;
     bool reuse_port = false;
-    /// TCP_NODELAY on accepted TCP connections (Nagle off: request/response traffic).
+    /// TCP_NODELAY on accepted TCP connections (Nagle off: request/response traffic), set on
+    /// the listener, from which every accepted connection inherits it.
     bool nodelay = true;
 };
 
