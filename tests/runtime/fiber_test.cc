@@ -294,6 +294,39 @@ TEST_P(fiber_test, a_fiber_local_destructor_may_use_fiber_locals) {
     later.clear();
 }
 
+// A fiber-local's constructor that uses a fiber-local of a key past the end of the fiber's slots
+// (which grow, i.e. move, then): the value made lands in the slot later uses read. It was
+// stored through a reference into the old array, so it was lost (and leaked) and the next use
+// made another one.
+TEST_P(fiber_test, a_fiber_local_constructor_may_use_fiber_locals) {
+    struct late {
+        int v = 0;
+    };
+    static std::vector<std::unique_ptr<fiber_local<late>>> later;
+    static int made = 0;
+    struct user {
+        int v = 0;
+        user() {
+            ++made;
+            later.back()->get().v = 1;
+        }
+    };
+    fiber_local<user> first;
+    for (int i = 0; i < 40; ++i) later.push_back(std::make_unique<fiber_local<late>>());
+    made = 0;
+    int seen = -1, late_v = -1;
+    auto f = spawn([&] {
+        first->v = 5;  // the only key used so far: its slots are few
+        seen = first->v;
+        late_v = later.back()->get().v;
+    });
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(seen, 5);
+    EXPECT_EQ(made, 1);
+    EXPECT_EQ(late_v, 1);
+    later.clear();
+}
+
 // A dropped fiber_local's key goes to the next fiber_local of its type: a fiber that makes and
 // drops one in a loop keeps one value alive (its value of the dropped one is destroyed when it
 // first uses the new one; they used to pile up until the fiber ended, one key each), and never

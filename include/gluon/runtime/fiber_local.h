@@ -30,11 +30,15 @@ public:
     /// it first uses the fiber_local that got the key; no fiber sees another fiber_local's value.
     ~fiber_local() { detail::fls_release_key(key_); }
 
-    /// The calling fiber's value, default-constructed on first use.
+    /// The calling fiber's value, default-constructed on first use. T's constructor may use
+    /// fiber-locals itself.
     T& get() {
-        void*& slot = detail::fls_slot(key_);
-        if (!slot) slot = new T();
-        return *static_cast<T*>(slot);
+        if (void* v = detail::fls_slot(key_)) return *static_cast<T*>(v);
+        T* made = new T();
+        // The slot is looked up again: T() may have used fiber-locals past the end of the
+        // fiber's slots, which grow (move) then, so a reference taken before it would dangle.
+        detail::fls_slot(key_) = made;
+        return *made;
     }
     T& operator*() { return get(); }
     T* operator->() { return &get(); }
