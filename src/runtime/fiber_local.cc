@@ -40,22 +40,23 @@ dtor_fn dtor_of(size_t index) {
     return index < r.dtors.size() ? r.dtors[index] : nullptr;
 }
 
-void destroy_slots(fls_entry* slots, size_t n) noexcept {
-    for (size_t k = 0; k < n; ++k)
-        if (slots[k].value)
-            if (auto d = dtor_of(k)) d(std::exchange(slots[k].value, nullptr));
-    std::free(slots);
-}
-
-// Destroys every value of a fiber's (or thread's) slots. A value's destructor may use
-// fiber-locals itself (a logger's buffer), which sets slots again and may grow, i.e. move, the
-// array under the loop: each round takes the array away first, and values set by destructors
-// are destroyed in the next round; at most 4 rounds (pthread keys' PTHREAD_DESTRUCTOR_ITERATIONS),
-// then what destructors keep setting is dropped.
+// Destroys every value of a fiber's (or thread's) slots, one at a time in the live array, as
+// pthread keys do: each slot is emptied just before its value's destructor runs, so a
+// destructor sees the fiber's values not destroyed yet (a buffer flushing into the fiber's
+// counters finds them), and one it uses that is gone already is made anew, to be destroyed in
+// the next round. A destructor may also set slots past the end, growing (moving) the array:
+// it is read through `slots` and `size` on every step. At most 4 rounds (pthread keys'
+// PTHREAD_DESTRUCTOR_ITERATIONS), then what destructors keep setting is dropped.
 void destroy_all(fls_entry*& slots, size_t& size) noexcept {
-    for (int round = 0; slots && round < 4; ++round) {
-        fls_entry* s = std::exchange(slots, nullptr);
-        destroy_slots(s, std::exchange(size, 0));
+    for (int round = 0; round < 4; ++round) {
+        bool any = false;
+        for (size_t k = 0; k < size; ++k) {
+            void* value = std::exchange(slots[k].value, nullptr);
+            if (!value) continue;
+            any = true;
+            if (auto d = dtor_of(k)) d(value);
+        }
+        if (!any) break;
     }
     std::free(std::exchange(slots, nullptr));
     size = 0;

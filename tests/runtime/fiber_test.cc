@@ -294,6 +294,35 @@ TEST_P(fiber_test, a_fiber_local_destructor_may_use_fiber_locals) {
     later.clear();
 }
 
+// A fiber-local's destructor that uses another fiber-local of the fiber whose value is not
+// destroyed yet sees that value, as with pthread keys: one counter per fiber, holding what both
+// put in it. The destructors ran on an array taken away first, so that one made a second
+// counter and the flush went to it.
+TEST_P(fiber_test, a_fiber_local_destructor_sees_the_fibers_values_not_destroyed_yet) {
+    static std::vector<int> destroyed;  // each counter's total as it goes
+    struct counter {
+        int n = 0;
+        ~counter() { destroyed.push_back(n); }
+    };
+    static fiber_local<counter>* counters = nullptr;
+    struct buffer {
+        int pending = 0;
+        ~buffer() { (*counters)->n += pending; }
+    };
+    // Made in this order, so that the buffer's key comes first and it is destroyed first.
+    fiber_local<buffer> buf;
+    fiber_local<counter> cnt;
+    counters = &cnt;
+    destroyed.clear();
+    auto f = spawn([&] {
+        cnt->n = 10;
+        buf->pending = 5;
+    });
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(destroyed, std::vector<int>{15});
+    counters = nullptr;
+}
+
 // A fiber-local's constructor that uses a fiber-local of a key past the end of the fiber's slots
 // (which grow, i.e. move, then): the value made lands in the slot later uses read. It was
 // stored through a reference into the old array, so it was lost (and leaked) and the next use

@@ -1,5 +1,10 @@
 // Fiber-local storage: one T per fiber, created on first use, destroyed when the fiber ends.
 // Outside a vCPU it behaves like thread_local for the calling thread.
+//
+// At the end, the fiber's values are destroyed one at a time (in the order of their keys, for
+// fiber_locals that never gave a key back the order they were made), as pthread keys are: a
+// destructor sees the fiber's values not destroyed yet, and one that uses a fiber_local whose
+// value is gone already gets a new value, destroyed in turn (up to 4 rounds).
 #pragma once
 
 #include <cstddef>
