@@ -49,11 +49,16 @@ void shared_mutex::unlock() noexcept {
         return;
     }
     writer_ = false;
-    if (waiter* w = writers_q_.pop_front()) {
-        writer_ = true;  // handed to the next writer
-        lk_.unlock();
-        wake(*w, 0);
-        return;
+    // Readers that queued while this writer held the lock go before the next writer (which
+    // then has them to wait for, and no reader that comes after it): handing it straight to
+    // the next writer left them queued for as long as writers kept coming.
+    if (readers_q_.empty()) {
+        if (waiter* w = writers_q_.pop_front()) {
+            writer_ = true;  // handed to the next writer
+            lk_.unlock();
+            wake(*w, 0);
+            return;
+        }
     }
     admit_readers_locked();
     lk_.unlock();

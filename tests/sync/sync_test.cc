@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -181,6 +182,62 @@ TEST_P(sync_test, shared_mutex_readers_share_writers_exclude) {
     for (auto& f : fs) ASSERT_TRUE(f.join());
     EXPECT_GE(max_readers, 2);
     EXPECT_FALSE(overlap);
+}
+
+// A reader queued behind a writer goes in when that writer unlocks, before the writers queued
+// after it. The lock went from writer to writer while any was queued, so a reader waited for
+// as long as writers kept coming.
+TEST_P(sync_test, shared_mutex_lets_a_queued_reader_in_before_the_next_writer) {
+    shared_mutex m;
+    std::string order;
+    m.lock();
+    auto r = spawn([&] {
+        m.lock_shared();
+        order += 'R';
+        this_fiber::yield();  // the writers must wait for it
+        m.unlock_shared();
+    });
+    this_fiber::yield();  // the reader queues
+    std::vector<fiber> ws;
+    for (int i = 0; i < 3; ++i)
+        ws.push_back(*spawn([&] {
+            m.lock();
+            order += 'W';
+            this_fiber::yield();  // the next writer queues while this one holds the lock
+            m.unlock();
+        }));
+    this_fiber::yield();  // the writers queue
+    m.unlock();
+    ASSERT_TRUE(r->join());
+    for (auto& w : ws) ASSERT_TRUE(w.join());
+    EXPECT_EQ(order, "RWWW");
+}
+
+// A writer still gets in while readers keep coming: readers that ask once it waits queue behind
+// it, and those that queued during its hold go before the next writer.
+TEST_P(sync_test, shared_mutex_readers_do_not_starve_a_waiting_writer) {
+    shared_mutex m;
+    m.lock_shared();
+    bool wrote = false;
+    auto w = spawn([&] {
+        m.lock();
+        wrote = true;
+        m.unlock();
+    });
+    this_fiber::yield();  // the writer queues behind our read lock
+    EXPECT_FALSE(m.try_lock_shared());
+    int late_reads = 0;
+    auto r = spawn([&] {
+        m.lock_shared();
+        if (wrote) ++late_reads;
+        m.unlock_shared();
+    });
+    this_fiber::yield();  // the late reader queues behind the writer
+    m.unlock_shared();
+    ASSERT_TRUE(w->join());
+    ASSERT_TRUE(r->join());
+    EXPECT_TRUE(wrote);
+    EXPECT_EQ(late_reads, 1);
 }
 
 TEST_P(sync_test, unbuffered_channel_is_a_rendezvous) {

@@ -1,5 +1,8 @@
-// Reader-writer lock for fibers and threads. Writer-preferring: once a writer waits, new
-// readers queue behind it, so writers are not starved.
+// Reader-writer lock for fibers and threads. Phase-fair: once a writer waits, new readers
+// queue behind it, so writers are not starved; and a writer's unlock lets in every reader that
+// queued meanwhile before the next writer, so a stream of writers does not starve readers
+// either. A waiting writer waits for the readers in at most one such batch, a waiting reader
+// for at most one writer.
 #pragma once
 
 #include <chrono>
