@@ -5,6 +5,8 @@
 #include "gluon/common/intrusive_list.h"
 #include "gluon/common/log.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/oneshot.h"
+#include "gluon/runtime/vcpu_call.h"
 #include "gluon/sync/semaphore.h"
 
 namespace gluon::net {
@@ -20,6 +22,47 @@ struct server::state {
     event all_done{true};  // set while no handler runs
 };
 
+namespace {
+
+// Work for a server's own vCPU from another thread: a call posted there starts a fiber that does
+// it, and the caller waits. The handlers' list and counters are that vCPU's alone, and each
+// handler frees its own entry when it ends; walking the list from another vCPU raced with that.
+struct remote_stop : vcpu_call, vcpu_timer {
+    server* srv = nullptr;
+    duration grace{};
+    bool whole = false;  // stop(grace), else stop_accepting()
+    oneshot done;
+};
+
+void start_remote_stop(remote_stop* r) noexcept {
+    auto f = spawn(fiber_options{.name = "server stop"}, [r] {
+        if (r->whole)
+            r->srv->stop(r->grace);
+        else
+            r->srv->stop_accepting();
+        r->done.signal();  // the caller frees r: not touched after this
+    });
+    if (f) {
+        (void)f->detach();
+        return;
+    }
+    // No stack now: try again shortly (only a fiber of this vCPU can stop the server).
+    (void)static_cast<vcpu_timer*>(r)->arm(deadline_after(std::chrono::milliseconds(10)),
+                                           [](vcpu_timer* t) noexcept { start_remote_stop(static_cast<remote_stop*>(t)); });
+}
+
+void stop_on(vcpu_handle owner, server* srv, duration grace, bool whole) noexcept {
+    remote_stop r;
+    r.srv = srv;
+    r.grace = grace;
+    r.whole = whole;
+    r.fn = [](vcpu_call* c) noexcept { start_remote_stop(static_cast<remote_stop*>(c)); };
+    if (!post_call(owner, r)) return;
+    r.done.wait();
+}
+
+}  // namespace
+
 result<std::unique_ptr<server>> server::start(const address& addr, handler h, const server_options& opts) {
     if (!is_vcpu()) return errno_error(EPERM);
     auto l = GLUON_TRY(listener::listen(addr, opts));
@@ -29,6 +72,7 @@ result<std::unique_ptr<server>> server::start(const address& addr, handler h, co
     s->listener_ = std::move(l);
     s->handler_ = std::move(h);
     s->wrap_ = opts.wrap;
+    s->owner_ = vcpu_handle::current();
     s->nodelay_ = opts.nodelay && addr.family() != AF_UNIX;
     s->read_ahead_ = opts.read_ahead;
     s->st_ = std::make_unique<state>();
@@ -100,7 +144,9 @@ void server::serve(stream& s) {
 }
 
 void server::stop_accepting() noexcept {
-    if (!st_ || stopping_) return;
+    if (!st_) return;
+    if (vcpu_handle::current() != owner_) return stop_on(owner_, this, duration::zero(), false);
+    if (stopping_) return;
     stopping_ = true;
     if (st_->acceptor.joinable()) {
         (void)st_->acceptor.interrupt();
@@ -111,6 +157,7 @@ void server::stop_accepting() noexcept {
 
 void server::stop(duration grace) noexcept {
     if (!st_) return;
+    if (vcpu_handle::current() != owner_) return stop_on(owner_, this, grace, true);
     stop_accepting();
     if (st_->all_done.wait(grace)) return;
     st_->conns.for_each([](conn& k) { (void)k.f.interrupt(); });

@@ -3,11 +3,15 @@
 // multishot accept; these tests pin down that nothing is lost, reordered or held open by it.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gluon/net/server.h"
@@ -140,6 +144,54 @@ TEST_P(accept_test, a_server_stopped_from_another_vcpu_frees_its_port) {
     auto again = listener::listen(where);
     ASSERT_TRUE(again) << again.error().message();
     ASSERT_TRUE((*rt)->run(0, [&] { srv.reset(); }));
+}
+
+// A server stopped from another vCPU while its handlers end by themselves (their clients
+// write): stop() interrupts the handlers still running. It walked the server's list of them
+// from the stopping vCPU while the server's vCPU took ending handlers off it and freed them,
+// and crashed within a few rounds; it now does that walk on the server's vCPU.
+TEST_P(accept_test, a_server_stopped_from_another_vcpu_while_its_handlers_end_stops_them_all) {
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));
+    ASSERT_TRUE(rt) << rt.error().message();
+    constexpr int rounds = 40, conns = 400;  // 800 fds: under the usual limit of 1024
+    for (int round = 0; round < rounds; ++round) {
+        std::atomic<int> started{0}, ended{0};
+        std::unique_ptr<server> srv;
+        ASSERT_TRUE((*rt)->run(0, [&] {
+            auto s = server::start(address::ipv4_loopback(0), [&](byte_stream& c) {
+                ++started;
+                char b;
+                (void)c.read_some(&b, 1);  // a byte, the end, or the stop's interrupt
+                ++ended;
+            });
+            ASSERT_TRUE(s) << s.error().message();
+            srv = std::move(*s);
+        }));
+        ASSERT_TRUE(srv);
+        const address where = srv->local_address();
+        std::vector<int> clients;
+        for (int i = 0; i < conns; ++i) {  // plain blocking sockets: the server's vCPU accepts
+            const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            ASSERT_GE(c, 0);
+            clients.push_back(c);
+            ASSERT_EQ(::connect(c, where.data(), where.size()), 0);
+        }
+        for (int i = 0; i < 5000 && started < conns; ++i) (void)this_fiber::sleep_for(1ms);
+        ASSERT_EQ(started, conns);
+        std::atomic<bool> go{false};
+        std::thread writer([&] {
+            while (!go) std::this_thread::yield();
+            // Last connected first: the handlers that end by themselves are those the stop's
+            // walk, from the first, has not reached yet.
+            for (auto c = clients.rbegin(); c != clients.rend(); ++c) (void)::send(*c, "x", 1, MSG_NOSIGNAL);
+        });
+        go = true;
+        ASSERT_TRUE((*rt)->run(1, [&] { srv->stop(duration::zero()); }));
+        writer.join();
+        EXPECT_EQ(ended, conns) << "round " << round;
+        ASSERT_TRUE((*rt)->run(0, [&] { srv.reset(); }));
+        for (int c : clients) ::close(c);
+    }
 }
 
 // accept() and accept(peer) on one listener take from the same place: on io_uring the first

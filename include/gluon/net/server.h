@@ -14,6 +14,7 @@
 #include "gluon/common/clock.h"
 #include "gluon/common/result.h"
 #include "gluon/net/socket.h"
+#include "gluon/runtime/vcpu.h"
 
 namespace gluon::net {
 
@@ -38,7 +39,7 @@ public:
     /// Errors: those of listener::listen, EPERM outside a vCPU.
     static result<std::unique_ptr<server>> start(const address& addr, handler h,
                                                  const server_options& opts = {});
-    /// Stops if still running (with no grace period).
+    /// Stops if still running (with no grace period). Any thread, as stop().
     ~server();
     server(const server&) = delete;
     server& operator=(const server&) = delete;
@@ -53,11 +54,13 @@ public:
     uint64_t wrap_failures() const noexcept { return wrap_failures_; }
     /// Stops accepting (the listener is closed), lets running handlers finish for up to
     /// `grace`, then interrupts the rest (their blocking calls return ECANCELED) and waits for
-    /// them. Call from the server's vCPU.
+    /// them. Any thread may call it: off the server's vCPU it runs in a fiber there (the
+    /// handlers' connections are that vCPU's) and the caller waits for it, so that vCPU must
+    /// still be running.
     void stop(duration grace = forever) noexcept;
     /// The first half of stop(): the accepting fiber ends and the listener is closed; running
     /// handlers go on. For servers that stop together (sharded_server): none of them accepts
-    /// while the others' handlers finish. Call from the server's vCPU.
+    /// while the others' handlers finish. Any thread, as stop().
     void stop_accepting() noexcept;
 
     struct conn;
@@ -71,6 +74,7 @@ private:
     address local_;
     handler handler_;
     stream_wrapper wrap_;
+    vcpu_handle owner_;  // the vCPU that accepts and runs the handlers
     size_t active_ = 0;
     uint64_t accepted_ = 0;
     uint64_t wrap_failures_ = 0;
