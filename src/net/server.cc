@@ -103,23 +103,23 @@ void server::accept_loop() {
             continue;
         }
         if (read_ahead_) c->read_ahead();
-        ++accepted_;
+        accepted_.fetch_add(1, std::memory_order_relaxed);
         if (nodelay_) (void)c->set_nodelay(true);
         auto* k = new conn;
         st_->conns.push_back(*k);
-        if (active_++ == 0) st_->all_done.reset();
+        if (active_.fetch_add(1, std::memory_order_relaxed) == 0) st_->all_done.reset();
         auto f = spawn([this, k, s = std::move(*c)]() mutable {
             serve(s);
             st_->conns.erase(*k);
             delete k;  // detaches our own handle
-            if (--active_ == 0) st_->all_done.set();
+            if (active_.fetch_sub(1, std::memory_order_relaxed) == 1) st_->all_done.set();
         });
         if (f) {
             k->f = std::move(*f);
         } else {  // no stack: drop this connection, keep serving the others
             st_->conns.erase(*k);
             delete k;
-            if (--active_ == 0) st_->all_done.set();
+            if (active_.fetch_sub(1, std::memory_order_relaxed) == 1) st_->all_done.set();
             GLUON_LOG_RATE_LIMITED(warn, std::chrono::seconds(1), "gluon: no fiber for a connection: {}",
                                    f.error().message());
         }
@@ -134,7 +134,7 @@ void server::serve(stream& s) {
     }
     auto wrapped = wrap_(std::move(s));
     if (!wrapped) {
-        ++wrap_failures_;
+        wrap_failures_.fetch_add(1, std::memory_order_relaxed);
         GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: connection on {} dropped: {}",
                                local_.to_string(), wrapped.error().message());
         return;

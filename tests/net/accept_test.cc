@@ -194,6 +194,38 @@ TEST_P(accept_test, a_server_stopped_from_another_vcpu_while_its_handlers_end_st
     }
 }
 
+// A server's counters are read from other threads (sharded_server::accepted reads its shards')
+// while its vCPU accepts: they are atomics (a thread sanitizer reported plain ones here).
+TEST_P(accept_test, a_servers_counters_can_be_watched_from_another_vcpu) {
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));
+    ASSERT_TRUE(rt) << rt.error().message();
+    std::unique_ptr<server> srv;
+    ASSERT_TRUE((*rt)->run(0, [&] {
+        auto s = server::start(address::ipv4_loopback(0), [](byte_stream& c) {
+            uint32_t v = 0;
+            (void)c.read_exactly(&v, sizeof v, 5s);
+        });
+        ASSERT_TRUE(s) << s.error().message();
+        srv = std::move(*s);
+    }));
+    ASSERT_TRUE(srv);
+    const address where = srv->local_address();
+    constexpr uint32_t n = 20;
+    std::vector<stream> clients;
+    for (uint32_t i = 0; i < n; ++i) {
+        auto c = stream::connect(where, 5s);
+        ASSERT_TRUE(c) << c.error().message();
+        clients.push_back(std::move(*c));
+        (void)srv->accepted();  // read while the server's vCPU may be counting
+        (void)srv->active();
+    }
+    EXPECT_TRUE(test::eventually([&] { return srv->accepted() == n; }));
+    for (uint32_t i = 0; i < n; ++i) ASSERT_TRUE(clients[i].write_all(&i, sizeof i, 5s));
+    EXPECT_TRUE(test::eventually([&] { return srv->active() == 0; }));
+    EXPECT_EQ(srv->wrap_failures(), 0u);
+    ASSERT_TRUE((*rt)->run(0, [&] { srv.reset(); }));
+}
+
 // accept() and accept(peer) on one listener take from the same place: on io_uring the first
 // accept() arms the multishot accept, which takes the next connection from the kernel, and an
 // accept(peer) that made an accept(2) of its own waited on an empty backlog while it sat there.

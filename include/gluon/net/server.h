@@ -7,6 +7,7 @@
 // plain and TLS listeners alike.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -47,11 +48,12 @@ public:
     const address& local_address() const noexcept { return local_; }
     /// The listening socket (for socket options such as a reuseport steering program).
     int listen_fd() const noexcept { return listener_.get(); }
-    /// Connections whose handler is still running.
-    size_t active() const noexcept { return active_; }
-    uint64_t accepted() const noexcept { return accepted_; }
+    /// Connections whose handler is still running. The counters may be read from any thread
+    /// (sharded_server reads its shards'); they only ever change on the server's vCPU.
+    size_t active() const noexcept { return active_.load(std::memory_order_relaxed); }
+    uint64_t accepted() const noexcept { return accepted_.load(std::memory_order_relaxed); }
     /// Accepted connections that the wrap step refused (a failed TLS handshake, ...).
-    uint64_t wrap_failures() const noexcept { return wrap_failures_; }
+    uint64_t wrap_failures() const noexcept { return wrap_failures_.load(std::memory_order_relaxed); }
     /// Stops accepting (the listener is closed), lets running handlers finish for up to
     /// `grace`, then interrupts the rest (their blocking calls return ECANCELED) and waits for
     /// them. Any thread may call it: off the server's vCPU it runs in a fiber there (the
@@ -75,9 +77,9 @@ private:
     handler handler_;
     stream_wrapper wrap_;
     vcpu_handle owner_;  // the vCPU that accepts and runs the handlers
-    size_t active_ = 0;
-    uint64_t accepted_ = 0;
-    uint64_t wrap_failures_ = 0;
+    std::atomic<size_t> active_{0};
+    std::atomic<uint64_t> accepted_{0};
+    std::atomic<uint64_t> wrap_failures_{0};
     bool nodelay_ = true;
     bool read_ahead_ = false;
     bool stopping_ = false;
