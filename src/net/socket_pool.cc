@@ -1,6 +1,7 @@
 #include "gluon/net/socket_pool.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <cctype>
 #include <deque>
@@ -22,9 +23,33 @@ struct idle_conn {
     deadline_t expires;
 };
 
+// Closes a stream of vCPU `owner` (the one it was got on) from the calling thread. Off that
+// vCPU it is shut down first: on io_uring the receive that vCPU keeps armed on a stream that
+// reads ahead holds the socket open, the peer seeing no end, until data comes, which an idle
+// connection never gets.
+void close_conn(stream& s, int owner) noexcept {
+    if (s.valid() && owner != current_vcpu_index()) (void)s.shutdown(SHUT_RDWR);
+    (void)s.close();
+}
+
+// Streams taken out of the pool under its lock, closed once the lock is dropped (closing is a
+// syscall, and the lock is a spinlock): declare it before the lock guard.
+class closer {
+public:
+    closer() = default;
+    closer(const closer&) = delete;
+    closer& operator=(const closer&) = delete;
+    ~closer() {
+        for (auto& [s, owner] : conns_) close_conn(s, owner);
+    }
+    void add(stream s, int owner) { conns_.emplace_back(std::move(s), owner); }
+
+private:
+    std::vector<std::pair<stream, int>> conns_;
+};
+
 // Shared by the pool and its leases, so a lease that outlives the pool can still be released
-// (it is then closed). Streams leave the maps under the lock and are closed after it is dropped:
-// closing is a syscall, and the lock is a spinlock.
+// (it is then closed).
 struct pool_core {
     explicit pool_core(const pool_options& o) : opts(o) {}
 
@@ -35,36 +60,37 @@ struct pool_core {
     // recently used connection is the least likely to have been closed by the server).
     std::unordered_map<int, std::unordered_map<std::string, std::deque<idle_conn>>> idle;
     pool_stats stats;
-    // Each vCPU sweeps all its keys for expired connections at most once per idle_timeout, so
-    // keys that are never asked for again do not hold their connections forever.
-    std::unordered_map<int, deadline_t> next_sweep;
+    // Every vCPU's keys are swept for expired connections at most once per idle_timeout, by
+    // whichever vCPU uses the pool then, so keys that are never asked for again, and vCPUs that
+    // have ended (their index never comes back), do not hold their connections forever.
+    deadline_t next_sweep = 0;
 
     deadline_t expiry(deadline_t now) const noexcept {
         const int64_t t = opts.idle_timeout.count();
         return t >= k_no_deadline - now ? k_no_deadline : now + t;
     }
 
-    // lk held. Moves expired connections of q to out.
-    void drop_expired(std::deque<idle_conn>& q, deadline_t now, std::vector<stream>& out) {
+    // lk held. Moves expired connections of q (vCPU v's) to out.
+    void drop_expired(int v, std::deque<idle_conn>& q, deadline_t now, closer& out) {
         while (!q.empty() && q.front().expires <= now) {
-            out.push_back(std::move(q.front().s));
+            out.add(std::move(q.front().s), v);
             q.pop_front();
             ++stats.discarded;
             --stats.idle;
         }
     }
 
-    // lk held. Sweeps vCPU v's keys if it is time to.
-    void maybe_sweep(int v, deadline_t now, std::vector<stream>& out) {
-        deadline_t& next = next_sweep[v];
-        if (now < next) return;
-        next = expiry(now);
-        auto vit = idle.find(v);
-        if (vit == idle.end()) return;
-        auto& keys = vit->second;
-        for (auto it = keys.begin(); it != keys.end();) {
-            drop_expired(it->second, now, out);
-            it = it->second.empty() ? keys.erase(it) : std::next(it);
+    // lk held. Sweeps every vCPU's keys if it is time to.
+    void maybe_sweep(deadline_t now, closer& out) {
+        if (now < next_sweep) return;
+        next_sweep = expiry(now);
+        for (auto vit = idle.begin(); vit != idle.end();) {
+            auto& keys = vit->second;
+            for (auto it = keys.begin(); it != keys.end();) {
+                drop_expired(vit->first, it->second, now, out);
+                it = it->second.empty() ? keys.erase(it) : std::next(it);
+            }
+            vit = keys.empty() ? idle.erase(vit) : std::next(vit);
         }
     }
 };
@@ -101,44 +127,49 @@ socket_pool::lease& socket_pool::lease::operator=(lease&& o) noexcept {
         core_ = std::move(o.core_);
         key_ = std::move(o.key_);
         s_ = std::move(o.s_);
+        vcpu_ = o.vcpu_;
         reused_ = o.reused_;
     }
     return *this;
 }
 
+socket_pool::lease::~lease() {
+    if (s_.valid()) detail::close_conn(s_, vcpu_);
+}
+
 result<void> socket_pool::lease::close() noexcept {
     core_.reset();
+    if (s_.valid() && vcpu_ != current_vcpu_index()) (void)s_.shutdown(SHUT_RDWR);  // see close_conn
     return s_.close();
 }
 
 void socket_pool::lease::release() noexcept {
     auto core = std::move(core_);
-    const int v = current_vcpu_index();
-    if (!core || !s_.valid() || v < 0) {  // off a vCPU no get() could take it again
-        (void)s_.close();
+    if (!core || !s_.valid() || current_vcpu_index() < 0) {  // off a vCPU no get() could take it again
+        detail::close_conn(s_, vcpu_);
         return;
     }
+    // Pooled for the vCPU it was got on, wherever it is released: a stream that reads ahead
+    // must be read on that vCPU only (its engine may hold the stream's next bytes).
+    const int v = vcpu_;
     const deadline_t now = mono_now_ns();
-    std::vector<stream> to_close;
-    {
-        std::lock_guard g(core->lk);
-        if (core->closed || core->opts.max_idle_per_key == 0) {
-            to_close.push_back(std::move(s_));
-        } else {
-            auto& q = core->idle[v][key_];
-            core->drop_expired(q, now, to_close);
-            q.push_back({std::move(s_), core->expiry(now)});
-            ++core->stats.idle;
-            while (q.size() > core->opts.max_idle_per_key) {
-                to_close.push_back(std::move(q.front().s));
-                q.pop_front();
-                ++core->stats.discarded;
-                --core->stats.idle;
-            }
-            core->maybe_sweep(v, now, to_close);
-        }
+    detail::closer to_close;  // closes after the lock is dropped
+    std::lock_guard g(core->lk);
+    if (core->closed || core->opts.max_idle_per_key == 0) {
+        to_close.add(std::move(s_), v);
+        return;
     }
-    // to_close goes out of scope here, outside the lock: the streams close.
+    auto& q = core->idle[v][key_];
+    core->drop_expired(v, q, now, to_close);
+    q.push_back({std::move(s_), core->expiry(now)});
+    ++core->stats.idle;
+    while (q.size() > core->opts.max_idle_per_key) {
+        to_close.add(std::move(q.front().s), v);
+        q.pop_front();
+        ++core->stats.discarded;
+        --core->stats.idle;
+    }
+    core->maybe_sweep(now, to_close);
 }
 
 // ---- socket_pool ------------------------------------------------------------------------------
@@ -171,41 +202,46 @@ result<socket_pool::lease> socket_pool::get_keyed(std::string key,
     bool discarded = false;  // the previous candidate was unhealthy (counted under the next lock)
     for (;;) {
         stream candidate;
-        std::vector<stream> to_close;
         {
+            detail::closer to_close;  // closes after the lock is dropped
             std::lock_guard g(core_->lk);
             if (discarded) ++core_->stats.discarded;
             const deadline_t now = mono_now_ns();
-            core_->maybe_sweep(v, now, to_close);
-            auto& keys = core_->idle[v];
-            if (auto it = keys.find(key); it != keys.end()) {
-                core_->drop_expired(it->second, now, to_close);
-                if (!it->second.empty()) {
-                    candidate = std::move(it->second.back().s);
-                    it->second.pop_back();
-                    --core_->stats.idle;
+            core_->maybe_sweep(now, to_close);
+            if (auto vit = core_->idle.find(v); vit != core_->idle.end()) {
+                auto& keys = vit->second;
+                if (auto it = keys.find(key); it != keys.end()) {
+                    core_->drop_expired(v, it->second, now, to_close);
+                    if (!it->second.empty()) {
+                        candidate = std::move(it->second.back().s);
+                        it->second.pop_back();
+                        --core_->stats.idle;
+                    }
+                    if (it->second.empty()) keys.erase(it);
                 }
-                if (it->second.empty()) keys.erase(it);
+                if (keys.empty()) core_->idle.erase(vit);
             }
             if (!candidate.valid()) ++core_->stats.misses;
         }
-        to_close.clear();  // closes, outside the lock
         if (!candidate.valid()) break;
         if (healthy(candidate)) {  // a syscall: outside the lock
             std::lock_guard g(core_->lk);
             ++core_->stats.hits;
-            return lease(core_, std::move(key), std::move(candidate), true);
+            return lease(core_, std::move(key), std::move(candidate), v, true);
         }
         discarded = true;
     }
     auto s = GLUON_TRY(connect());
-    return lease(core_, std::move(key), std::move(s), false);
+    return lease(core_, std::move(key), std::move(s), v, false);
 }
 
 void socket_pool::clear() noexcept {
-    decltype(core_->idle) taken;  // destroyed (closed) after the lock is dropped
+    detail::closer to_close;  // closes after the lock is dropped
     std::lock_guard g(core_->lk);
-    taken.swap(core_->idle);
+    for (auto& [v, keys] : core_->idle)
+        for (auto& [key, q] : keys)
+            for (auto& c : q) to_close.add(std::move(c.s), v);
+    core_->idle.clear();
     core_->stats.idle = 0;
 }
 

@@ -280,5 +280,106 @@ TEST_P(socket_pool_test, fibers_on_two_vcpus_share_a_pool) {
     EXPECT_EQ(srv->accepted(), st.misses);
 }
 
+// A connection that reads ahead, got on another vCPU: on io_uring that vCPU's engine keeps a
+// receive armed on it, which held the socket open when the connection was closed from here
+// (the pool cleared, a lease dropped), so the server saw the end only once its own read timed
+// out. Closed off its vCPU, it is shut down first.
+TEST_P(socket_pool_test, connections_of_another_vcpu_closed_here_end_at_the_peer) {
+    std::atomic<int> ended{0};
+    auto srv = server::start(address::ipv4_loopback(0), [&](byte_stream& s) {
+        char buf[64];
+        for (;;) {  // echoes until the end of the stream, or for 30 s of silence
+            auto n = s.read_some(buf, sizeof buf, 30s);
+            if (!n || *n == 0 || !s.write_all(buf, *n, 5s)) break;
+        }
+        ++ended;
+    });
+    ASSERT_TRUE(srv) << srv.error().message();
+    const address where = (*srv)->local_address();
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));
+    ASSERT_TRUE(rt);
+    socket_pool pool;
+    socket_pool::lease kept;
+    ASSERT_TRUE((*rt)->run(1, [&] {
+        auto a = pool.get(where);
+        auto b = pool.get(where);
+        ASSERT_TRUE(a && b);
+        for (auto* l : {&*a, &*b}) {
+            (*l)->read_ahead();
+            for (int r = 0; r < 3; ++r) ping(*l, "r");  // from the second read on, the receive stays armed
+        }
+        a->release();
+        kept = std::move(*b);
+    }));
+    ASSERT_EQ(pool.stats().idle, 1u);
+    pool.clear();  // here, while vCPU 1 runs on
+    EXPECT_TRUE(test::eventually([&] { return ended == 1; }, 5s)) << "the pooled connection did not end";
+    kept = socket_pool::lease();  // a lease dropped here
+    EXPECT_TRUE(test::eventually([&] { return ended == 2; }, 5s)) << "the dropped lease did not end";
+}
+
+// A lease released on another vCPU than the one it was got on goes back to that vCPU's pool:
+// a stream that reads ahead must be read on its own vCPU only. It was pooled where it was
+// released, and handed out there.
+TEST_P(socket_pool_test, a_lease_released_on_another_vcpu_is_pooled_for_its_own) {
+    auto srv = echo_server();
+    ASSERT_TRUE(srv);
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));
+    ASSERT_TRUE(rt);
+    socket_pool pool;
+    socket_pool::lease moved;
+    uint16_t port = 0;
+    ASSERT_TRUE((*rt)->run(1, [&] {
+        auto l = pool.get(srv->local_address());
+        ASSERT_TRUE(l) << l.error().message();
+        (*l)->read_ahead();
+        for (int r = 0; r < 3; ++r) ping(*l, "r");
+        port = local_port(*l);
+        moved = std::move(*l);
+    }));
+    ASSERT_TRUE((*rt)->run(0, [&] {
+        moved.release();
+        EXPECT_EQ(pool.stats().idle, 1u);
+        auto l = pool.get(srv->local_address());
+        ASSERT_TRUE(l);
+        EXPECT_FALSE(l->reused());  // not vCPU 0's
+        EXPECT_NE(local_port(*l), port);
+    }));
+    ASSERT_TRUE((*rt)->run(1, [&] {
+        auto l = pool.get(srv->local_address());
+        ASSERT_TRUE(l);
+        EXPECT_TRUE(l->reused());
+        EXPECT_EQ(local_port(*l), port);
+        for (int r = 0; r < 3; ++r) ping(*l, "again");
+        l->release();
+    }));
+}
+
+// Idle connections of a vCPU that has ended are swept once expired, by whichever vCPU uses the
+// pool: each vCPU swept only its own, and a vCPU's index never comes back, so they stayed open
+// for as long as the pool lived.
+TEST_P(socket_pool_test, idle_connections_of_an_ended_vcpu_expire) {
+    auto srv = echo_server();
+    ASSERT_TRUE(srv);
+    socket_pool pool({.idle_timeout = 20ms});
+    {
+        auto rt = runtime::start(test::test_runtime(1, GetParam()));
+        ASSERT_TRUE(rt);
+        ASSERT_TRUE((*rt)->run(0, [&] {
+            auto l = pool.get(srv->local_address());
+            ASSERT_TRUE(l) << l.error().message();
+            ping(*l);
+            l->release();
+        }));
+    }  // the vCPU ends; its connection stays in the pool, idle
+    ASSERT_EQ(pool.stats().idle, 1u);
+    // Each get() here may sweep; the ended vCPU's connection goes once past idle_timeout.
+    EXPECT_TRUE(test::eventually([&] {
+        auto l = pool.get(srv->local_address());
+        return l && l->close() && pool.stats().idle == 0;
+    }));
+    EXPECT_EQ(pool.stats().discarded, 1u);
+}
+
 }  // namespace
 }  // namespace gluon::net

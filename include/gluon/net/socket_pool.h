@@ -2,8 +2,12 @@
 // several requests (HTTP/1.1 keep-alive, RPC). get() hands out a lease on an idle connection when
 // one is healthy, else connects; lease::release() gives the connection back.
 //
-// Connections are pooled per vCPU: one released on a vCPU is handed out again only on that vCPU,
-// whose engine already has it registered and whose cache holds its socket.
+// Connections are pooled per vCPU: one got on a vCPU is handed out again only on that vCPU, whose
+// engine already has it registered and whose cache holds its socket (and, for a stream that
+// reads ahead, may hold its next bytes), wherever it is released. Any thread may close one (a
+// lease dropped elsewhere, clear(), ~socket_pool, another vCPU's sweep of expired connections):
+// off its vCPU it is shut down before it is closed, so that the peer sees it end even while its
+// vCPU's engine keeps a receive armed on it.
 #pragma once
 
 #include <chrono>
@@ -55,7 +59,8 @@ public:
         lease& operator=(lease&& o) noexcept;
         lease(const lease&) = delete;
         lease& operator=(const lease&) = delete;
-        ~lease() = default;
+        /// Closes the connection if it holds one (see close()).
+        ~lease();
 
         /// True while the lease holds a connection.
         explicit operator bool() const noexcept { return s_.valid(); }
@@ -64,20 +69,22 @@ public:
         stream& operator*() noexcept { return s_; }
         /// True if the connection had been used before (it came from the pool).
         bool reused() const noexcept { return reused_; }
-        /// Gives the connection back to its pool for another get() on this vCPU (it is closed
-        /// instead if the pool is gone, or off a vCPU). If the key already has max_idle_per_key
-        /// idle connections, the oldest is closed. The lease is empty afterwards.
+        /// Gives the connection back to its pool for another get() on the vCPU it was got on
+        /// (it is closed instead if the pool is gone, or off a vCPU). If the key already has
+        /// max_idle_per_key idle connections there, the oldest is closed. The lease is empty
+        /// afterwards.
         void release() noexcept;
         /// Closes the connection now. Errors: those of close(2) (the fd is gone either way).
         result<void> close() noexcept;
 
     private:
         friend class socket_pool;
-        lease(std::shared_ptr<detail::pool_core> core, std::string key, stream s, bool reused)
-            : core_(std::move(core)), key_(std::move(key)), s_(std::move(s)), reused_(reused) {}
+        lease(std::shared_ptr<detail::pool_core> core, std::string key, stream s, int vcpu, bool reused)
+            : core_(std::move(core)), key_(std::move(key)), s_(std::move(s)), vcpu_(vcpu), reused_(reused) {}
         std::shared_ptr<detail::pool_core> core_;
         std::string key_;
         stream s_;
+        int vcpu_ = -1;  // the index of the vCPU it was got on
         bool reused_ = false;
     };
 
@@ -96,7 +103,7 @@ public:
     /// vCPU.
     result<lease> get(const address& addr);
 
-    /// Closes every idle connection (on the calling thread; see ~socket_pool).
+    /// Closes every idle connection, every vCPU's, on the calling thread.
     void clear() noexcept;
     pool_stats stats() const noexcept;
 
