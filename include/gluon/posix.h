@@ -72,7 +72,8 @@ int poll(pollfd* fds, nfds_t nfds, int timeout_ms) noexcept;
 int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, timeval* timeout) noexcept;
 /// Parks until epfd (an epoll instance) has events or timeout_ms passes.
 int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept;
-/// Interrupted: -1, EINTR, the time left in *rem (if given). A request beyond about 285 years
+/// Interrupted: -1, EINTR, the time left in *rem (if given); off a vCPU a signal handler's run
+/// interrupts it, as libc's (SA_RESTART does not restart it). A request beyond about 285 years
 /// (tv_sec = LONG_MAX: "for ever") sleeps that long instead of overflowing into no sleep.
 int nanosleep(const timespec* req, timespec* rem) noexcept;
 int usleep(useconds_t usec) noexcept;

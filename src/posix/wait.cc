@@ -12,6 +12,7 @@
 #include "gluon/runtime/runtime.h"
 #include "gluon/runtime/vcpu.h"
 #include "gluon/sys/ops.h"
+#include "gluon/sys/proc.h"
 
 namespace gluon::posix {
 namespace {
@@ -182,6 +183,16 @@ int nanosleep(const timespec* req, timespec* rem) noexcept {
     if (!req || req->tv_nsec < 0 || req->tv_nsec >= 1'000'000'000L || req->tv_sec < 0)
         return static_cast<int>(set_errno(-EINVAL));
     const deadline_t end = deadline_after(wait_of(req->tv_sec, std::chrono::nanoseconds(req->tv_nsec)));
+    if (!is_vcpu()) {
+        // A plain thread sleeps in the kernel, once: a signal handler's run ends the sleep with
+        // EINTR, as libc's nanosleep (never restarted, SA_RESTART or not). this_fiber::sleep_until
+        // sleeps on through signals, so a main thread waiting for SIGTERM's handler slept its
+        // whole time out.
+        const timespec at{static_cast<time_t>(end / 1'000'000'000), static_cast<long>(end % 1'000'000'000)};
+        const long s = sys::sleep_until_mono(&at);
+        if (s == -EINTR && rem) *rem = timespec_of(time_left(end));
+        return static_cast<int>(set_errno(s));
+    }
     auto r = this_fiber::sleep_until(end);
     if (r) return 0;
     if (rem) *rem = timespec_of(time_left(end));

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gluon/engine/engine.h"
@@ -674,6 +676,39 @@ TEST(posix_thread, plain_threads_block_as_libc) {
     EXPECT_EQ(posix::close(sv[0]), 0);
     EXPECT_EQ(posix::read(sv[1], b, 2), 0);
     EXPECT_EQ(posix::close(sv[1]), 0);
+}
+
+// Off a vCPU a signal handler's run ends nanosleep and sleep, as libc's (SA_RESTART does not
+// restart them): a main thread sleeping until SIGTERM's handler sets a flag must wake. They
+// slept their whole time out, through every signal.
+TEST(posix_thread, a_signal_handler_interrupts_the_sleeps) {
+    struct sigaction sa {}, old {};
+    sa.sa_handler = [](int) {};
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+    const pthread_t sleeper = pthread_self();
+    std::atomic<bool> woke{false};
+    // The signal may come before the call sleeps (its handler runs, the sleep begins): sent
+    // again until the sleeper is back.
+    std::thread kicker([&] {
+        while (!woke.load()) {
+            pthread_kill(sleeper, SIGUSR1);
+            std::this_thread::sleep_for(5ms);
+        }
+    });
+    timespec req{30, 0}, rem{};
+    errno = 0;
+    const int r = posix::nanosleep(&req, &rem);
+    const int e = errno;
+    const unsigned left = posix::sleep(30);
+    woke = true;
+    kicker.join();
+    sigaction(SIGUSR1, &old, nullptr);
+    EXPECT_EQ(r, -1);
+    EXPECT_EQ(e, EINTR);
+    EXPECT_GT(rem.tv_sec, 20);  // the time left
+    EXPECT_GT(left, 20u);
 }
 
 }  // namespace
