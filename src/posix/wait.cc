@@ -41,20 +41,27 @@ timespec timespec_of(duration d) {
     return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
 }
 
+// The events an engine's poll operation waits for; the others (POLLRDNORM, POLLWRNORM and the
+// band events, which the kernel may report without POLLIN or POLLOUT) only an epoll instance.
+constexpr short k_engine_events = POLLIN | POLLOUT | POLLPRI | POLLRDHUP;
+
 // Parks until one of fds may be ready or the deadline passes (-ETIMEDOUT). One fd: a poll
-// operation on it. Several: a temporary epoll instance holding them all, waited on as one fd
-// (fds it refuses, regular files, are always ready, which the caller's first check saw). An fd
-// listed in several entries, as poll allows, is watched for the events of them all (which
-// entry got what is the kernel's poll's answer, read after the wake-up).
+// operation on it. Several, or one with other events: a temporary epoll instance holding them
+// all, waited on as one fd (fds it refuses, regular files, are always ready, which the caller's
+// first check saw). An fd listed in several entries, as poll allows, is watched for the events
+// of them all (which entry got what is the kernel's poll's answer, read after the wake-up).
 long wait_any(const pollfd* fds, nfds_t n, deadline_t d) {
-    if (n == 1 && fds[0].fd >= 0) {
+    if (n == 1 && fds[0].fd >= 0 && (fds[0].events & ~k_engine_events) == 0) {
         auto op = engine::io_op::poll(fds[0].fd, fds[0].events);
         return run_op(op, d);
     }
     long ep = sys::epoll_create(EPOLL_CLOEXEC);
     if (ep < 0) return ep;
     const int epfd = static_cast<int>(ep);
-    constexpr uint32_t k_watched = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP;
+    // (epoll takes poll's bits as they are. Without the NORM and BAND ones, an entry asking for
+    // POLLRDNORM alone was watched for nothing and its poll slept to the timeout.)
+    constexpr uint32_t k_watched = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP | EPOLLRDNORM | EPOLLRDBAND |
+                                   EPOLLWRNORM | EPOLLWRBAND;
     int added = 0;
     for (nfds_t i = 0; i < n; ++i) {
         if (fds[i].fd < 0) continue;

@@ -516,6 +516,42 @@ TEST_P(posix_test, poll_select_and_epoll_wait_park_until_ready) {
     posix::close(ep);
 }
 
+// poll's other input and output events (POLLRDNORM, POLLWRNORM, the band ones) wake it as
+// POLLIN does: alone on a pipe (no POLLOUT ever comes to make the epoll engine look again) and
+// with a second entry (the epoll set that waits for several), both parked to the timeout.
+TEST_P(posix_test, poll_wakes_for_rdnorm_and_wrnorm) {
+    for (nfds_t n : {nfds_t{1}, nfds_t{2}}) {
+        SCOPED_TRACE(n);
+        int a[2], b[2];
+        ASSERT_EQ(pipe2(a, O_CLOEXEC), 0);
+        ASSERT_EQ(pipe2(b, O_CLOEXEC), 0);
+        auto writer = spawn([&] { EXPECT_EQ(posix::write(a[1], "x", 1), 1); });
+        pollfd in[2] = {{a[0], POLLRDNORM, 0}, {b[0], POLLRDNORM, 0}};
+        const test::sleeping_wait w;
+        EXPECT_EQ(posix::poll(in, n, 5000), 1);
+        w.expect(0ms, 4s);
+        EXPECT_TRUE(in[0].revents & POLLRDNORM);
+        ASSERT_TRUE(writer->join());
+        char x;
+        ASSERT_EQ(posix::read(a[0], &x, 1), 1);
+        // A full pipe, one page of it read by another fiber: writable again.
+        const int fl = posix::fcntl(a[1], F_GETFL);
+        ASSERT_EQ(posix::fcntl(a[1], F_SETFL, fl | O_NONBLOCK), 0);
+        char page[4096] = {};
+        while (posix::write(a[1], page, sizeof page) > 0) {
+        }
+        ASSERT_EQ(errno, EAGAIN);
+        auto drainer = spawn([&] { EXPECT_EQ(posix::read(a[0], page, sizeof page), static_cast<ssize_t>(sizeof page)); });
+        pollfd out[2] = {{a[1], POLLWRNORM, 0}, {b[0], POLLRDNORM, 0}};
+        const test::sleeping_wait w2;
+        EXPECT_EQ(posix::poll(out, n, 5000), 1);
+        w2.expect(0ms, 4s);
+        EXPECT_TRUE(out[0].revents & POLLWRNORM);
+        ASSERT_TRUE(drainer->join());
+        for (int fd : {a[0], a[1], b[0], b[1]}) posix::close(fd);
+    }
+}
+
 // select on many fds from a fiber with the smallest stack the preload gives a thread (16 KiB),
 // half of it used by the caller's own buffer: select's poll array must not live on that stack.
 TEST_P(posix_test, select_on_many_fds_fits_a_small_fiber_stack) {
