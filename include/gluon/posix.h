@@ -68,7 +68,9 @@ ssize_t sendfile(int out_fd, int in_fd, off_t* off, size_t count) noexcept;
 
 // ---- waiting ------------------------------------------------------------------------------------
 int poll(pollfd* fds, nfds_t nfds, int timeout_ms) noexcept;
-/// As Linux's: the time left is written back into *timeout (zero when it ran out).
+/// As Linux's: the time left is written back into *timeout (zero when it ran out), and an nfds
+/// beyond FD_SETSIZE is cut to the process's fd table, not refused (the sets are read up to it:
+/// sets larger than fd_set work, as does nfds = getdtablesize() with plain ones).
 int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, timeval* timeout) noexcept;
 /// Parks until epfd (an epoll instance) has events or timeout_ms passes.
 int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout_ms) noexcept;

@@ -1,6 +1,12 @@
 // Waiting in the POSIX facade: poll, select, epoll_wait, the sleeps, and getaddrinfo.
+#include <fcntl.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 
@@ -89,6 +95,34 @@ long wait_any(const pollfd* fds, nfds_t n, deadline_t d) {
     return r;
 }
 
+// The size of the process's fd table (the kernel's max_fds, FDSize in /proc/self/status): no fd
+// at or above it is open, and Linux's select reads and writes the sets only below it.
+// FD_SETSIZE if it cannot be read.
+int fd_table_size() noexcept {
+    const long fd = sys::openat(AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return FD_SETSIZE;
+    char buf[4096];
+    const long got = sys::read(static_cast<int>(fd), buf, sizeof buf - 1, -1);
+    (void)sys::close(static_cast<int>(fd));
+    if (got <= 0) return FD_SETSIZE;
+    buf[got] = '\0';
+    const char* at = std::strstr(buf, "\nFDSize:");
+    if (!at) return FD_SETSIZE;
+    const long size = std::strtol(at + 9, nullptr, 10);
+    return size > 0 && size <= INT_MAX ? static_cast<int>(size) : FD_SETSIZE;
+}
+
+// fd_set bits by hand: a set may be larger than fd_set (nfds beyond FD_SETSIZE), which FD_ISSET
+// and FD_SET refuse under _FORTIFY_SOURCE.
+bool has(const fd_set* set, int fd) noexcept {
+    return set && (reinterpret_cast<const __fd_mask*>(set)[fd / NFDBITS] >> (fd % NFDBITS)) & 1;
+}
+void add(fd_set* set, int fd) noexcept { reinterpret_cast<__fd_mask*>(set)[fd / NFDBITS] |= __fd_mask{1} << (fd % NFDBITS); }
+// Clears the words holding fds below nfds, as Linux writes them back (the rest is left alone).
+void clear_below(fd_set* set, int nfds) noexcept {
+    if (set) std::memset(set, 0, static_cast<size_t>((nfds + NFDBITS - 1) / NFDBITS) * sizeof(__fd_mask));
+}
+
 // poll until deadline d (k_no_deadline: no limit; wait false: one look, whatever d is), as
 // -errno or the number of entries with events. Errors: those of ppoll(2), EINTR for an
 // interrupted fiber.
@@ -116,13 +150,17 @@ int poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept {
 }
 
 int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexcept {
-    if (nfds < 0 || nfds > FD_SETSIZE) return static_cast<int>(set_errno(-EINVAL));
+    if (nfds < 0) return static_cast<int>(set_errno(-EINVAL));
     if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)) return static_cast<int>(set_errno(-EINVAL));
+    // Linux cuts nfds to its fd table's size instead of refusing it: programs pass
+    // getdtablesize() (RLIMIT_NOFILE, a million in containers) with plain fd_sets, or sets made
+    // larger than fd_set for fds beyond FD_SETSIZE. Both failed here with EINVAL.
+    if (nfds > FD_SETSIZE) nfds = std::min(nfds, fd_table_size());
     auto events_of = [&](int fd) {
         short ev = 0;
-        if (rd && FD_ISSET(fd, rd)) ev |= POLLIN;
-        if (wr && FD_ISSET(fd, wr)) ev |= POLLOUT;
-        if (ex && FD_ISSET(fd, ex)) ev |= POLLPRI;
+        if (has(rd, fd)) ev |= POLLIN;
+        if (has(wr, fd)) ev |= POLLOUT;
+        if (has(ex, fd)) ev |= POLLPRI;
         return ev;
     };
     // A fiber's stack may be 16 KiB: FD_SETSIZE pollfds (8 KiB) go on the heap, a few on the stack.
@@ -155,16 +193,14 @@ int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexc
     if (r < 0) return r;
     for (nfds_t i = 0; i < n; ++i)
         if (pfds[i].revents & POLLNVAL) return static_cast<int>(set_errno(-EBADF));
-    if (rd) FD_ZERO(rd);
-    if (wr) FD_ZERO(wr);
-    if (ex) FD_ZERO(ex);
+    for (fd_set* set : {rd, wr, ex}) clear_below(set, nfds);
     int count = 0;
     for (nfds_t i = 0; i < n; ++i) {
         const short re = pfds[i].revents;
         const short ev = pfds[i].events;
-        if ((ev & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) FD_SET(pfds[i].fd, rd), ++count;
-        if ((ev & POLLOUT) && (re & (POLLOUT | POLLERR))) FD_SET(pfds[i].fd, wr), ++count;
-        if ((ev & POLLPRI) && (re & POLLPRI)) FD_SET(pfds[i].fd, ex), ++count;
+        if ((ev & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) add(rd, pfds[i].fd), ++count;
+        if ((ev & POLLOUT) && (re & (POLLOUT | POLLERR))) add(wr, pfds[i].fd), ++count;
+        if ((ev & POLLPRI) && (re & POLLPRI)) add(ex, pfds[i].fd), ++count;
     }
     return count;
 }

@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -579,6 +580,54 @@ TEST_P(posix_test, select_on_many_fds_fits_a_small_fiber_stack) {
     EXPECT_EQ(count, 1);
     EXPECT_TRUE(only_that_one);
     for (auto& p : pairs) close(p[0]), close(p[1]);
+}
+
+// An nfds beyond FD_SETSIZE is cut to the fd table, as Linux does, not refused with EINVAL: a
+// program passing getdtablesize() (RLIMIT_NOFILE), or sets larger than fd_set holding fds beyond
+// FD_SETSIZE, selects as without gluon.
+TEST_P(posix_test, select_takes_nfds_beyond_fd_setsize) {
+    int ready[2], idle[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ready), 0);
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, idle), 0);
+    ASSERT_EQ(posix::write(ready[1], "x", 1), 1);
+    fd_set two[2];  // (room for twice FD_SETSIZE bits: what a table that size reads)
+    std::memset(two, 0, sizeof two);
+    FD_SET(ready[0], &two[0]);
+    FD_SET(idle[0], &two[0]);
+    timeval zero{};
+    errno = 0;
+    EXPECT_EQ(posix::select(2 * FD_SETSIZE, two, nullptr, nullptr, &zero), 1) << strerror(errno);
+    EXPECT_TRUE(FD_ISSET(ready[0], &two[0]));
+    EXPECT_FALSE(FD_ISSET(idle[0], &two[0]));
+    // A set of its own size for fds above FD_SETSIZE (the soft limit raised for them, if the
+    // hard one allows).
+    const int above = FD_SETSIZE + 64;
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    rlimit raised = saved;
+    if (raised.rlim_cur != RLIM_INFINITY && raised.rlim_cur < rlim_t{above} + 2) raised.rlim_cur = rlim_t{above} + 2;
+    if (raised.rlim_max != RLIM_INFINITY && raised.rlim_max < raised.rlim_cur) GTEST_SKIP() << "RLIMIT_NOFILE keeps fds low";
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &raised), 0);
+    auto move_above = [&](int fd) {
+        const int h = fcntl(fd, F_DUPFD_CLOEXEC, above);
+        close(fd);
+        return h;
+    };
+    const int hr = move_above(ready[0]), hi = move_above(idle[0]);
+    ASSERT_GE(hr, above);
+    ASSERT_GE(hi, above);
+    const int nfds = std::max(hr, hi) + 1;
+    std::vector<__fd_mask> bits((nfds + NFDBITS - 1) / NFDBITS, 0);
+    auto bit = [&](int fd) -> __fd_mask& { return bits[static_cast<size_t>(fd / NFDBITS)]; };
+    auto mask = [](int fd) { return __fd_mask{1} << (fd % NFDBITS); };
+    bit(hr) |= mask(hr);
+    bit(hi) |= mask(hi);
+    auto* set = reinterpret_cast<fd_set*>(bits.data());
+    EXPECT_EQ(posix::select(nfds, set, nullptr, nullptr, nullptr), 1) << strerror(errno);
+    EXPECT_TRUE(bit(hr) & mask(hr));
+    EXPECT_FALSE(bit(hi) & mask(hi));
+    for (int fd : {hr, hi, ready[1], idle[1]}) posix::close(fd);
+    setrlimit(RLIMIT_NOFILE, &saved);
 }
 
 // errno is the caller's own even when another fiber failed differently while it was parked.
