@@ -328,9 +328,18 @@ long select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noex
     for (int fd = 0; rd && fd < nfds && fd < FD_SETSIZE && !steered; ++fd)
         steered = FD_ISSET(fd, rd) && g_listening[fd].load(std::memory_order_relaxed);
     if (!steered) {
+        // As Linux's select: microseconds beyond a second carry into the seconds (pselect6 takes
+        // them as EINVAL), and the time left comes back in the timeval (pselect6, the system
+        // call, writes it into the timespec). The timeout was left as it was, so a worker that
+        // loops on one timeval to keep an overall deadline waited the whole timeout every round.
         timespec ts{}, *tsp = nullptr;
-        if (timeout) tsp = &(ts = {timeout->tv_sec, timeout->tv_usec * 1000L});
-        return sys::pselect(nfds, rd, wr, ex, tsp);
+        if (timeout && timeout->tv_sec >= 0 && timeout->tv_usec >= 0)
+            tsp = &(ts = {timeout->tv_sec + timeout->tv_usec / 1'000'000, (timeout->tv_usec % 1'000'000) * 1000L});
+        else if (timeout)
+            return -EINVAL;
+        const long r = sys::pselect(nfds, rd, wr, ex, tsp);
+        if (tsp) *timeout = {ts.tv_sec, static_cast<suseconds_t>(ts.tv_nsec / 1000)};
+        return r;
     }
     if (nfds < 0 || nfds > FD_SETSIZE || (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0))) return -EINVAL;
     thread_local std::vector<pollfd> p;  // (kept: a worker selects again and again)

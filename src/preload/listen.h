@@ -23,7 +23,8 @@ long epoll_ctl(int ep, int op, int fd, epoll_event* ev) noexcept;
 /// POLLIN. Errors: the kernel's.
 long poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept;
 /// select, the same way for a read set holding a program's listening socket (watched through
-/// poll; the timeout is then left as it was, as POSIX allows). Errors: the kernel's, EINVAL.
+/// poll; the timeout is then left as it was, as POSIX allows). Any other is Linux's select,
+/// which writes the time left back into the timeout. Errors: the kernel's, EINVAL.
 long select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexcept;
 /// accept4 from the worker's own listener, then from the program's socket. Errors: the
 /// kernel's (EAGAIN when both are empty).

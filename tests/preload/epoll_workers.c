@@ -7,7 +7,8 @@
  * child by fork(), and the child calls listen() and serves; "pass-fd": a child is forked first
  * and is handed the listening socket over a Unix socket (SCM_RIGHTS). The parent waits in both;
  * the child dies with it. "poll" and "select": the workers wait with poll() or select() instead
- * of an epoll set. */
+ * of an epoll set. Before serving, it checks that a select on other fds is Linux's (the time
+ * left written back, microseconds beyond a second taken), and exits 1 if not. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -121,7 +122,33 @@ static void send_socket(int to, int fd) {
     }
 }
 
+/* A select on a pipe, no listening socket in its sets, as Linux's: a timeout that runs out
+ * comes back zero, and one with a second and a half in microseconds is taken, what is left of
+ * it written back. */
+static int select_is_linuxs(void) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return 0;
+    fd_set r;
+    FD_ZERO(&r);
+    FD_SET(p[0], &r);
+    struct timeval ran_out = {0, 1000};
+    int ok = select(p[0] + 1, &r, NULL, NULL, &ran_out) == 0 && ran_out.tv_sec == 0 && ran_out.tv_usec == 0;
+    if (write(p[1], "x", 1) != 1) ok = 0;
+    FD_ZERO(&r);
+    FD_SET(p[0], &r);
+    struct timeval carried = {0, 1500000};
+    ok = ok && select(p[0] + 1, &r, NULL, NULL, &carried) == 1 && carried.tv_usec < 1000000 &&
+         carried.tv_sec * 1000000L + carried.tv_usec <= 1500000L;
+    close(p[0]);
+    close(p[1]);
+    return ok;
+}
+
 int main(int argc, char** argv) {
+    if (!select_is_linuxs()) {
+        fprintf(stderr, "epoll_workers: select on a pipe did not act as Linux's\n");
+        return 1;
+    }
     const int port = argc > 1 ? atoi(argv[1]) : 0;
     how = argc > 3 ? argv[3] : "";
     if (strcmp(how, "fork-listen") == 0) {
