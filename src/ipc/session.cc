@@ -91,7 +91,13 @@ void session_impl::release_all() noexcept {
         }
     };
     drain(recv_q);
-    if (drain_send) drain(send_q);
+    if (drain_send) {
+        // Under send_mu: a writer on another vCPU that found the session up may be putting an
+        // element right now; enqueue checks the error under send_mu, so what it put is drained
+        // here and nothing is put after.
+        std::lock_guard lk(send_mu);
+        drain(send_q);
+    }
 }
 
 }  // namespace detail

@@ -157,6 +157,9 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     /// Errors: those of write_rest.
     result<void> write_fallback(uint32_t id, const uint8_t* p, size_t n, duration timeout);
     /// Puts e on the send queue (waiting while it is full) and wakes the peer if needed.
+    /// Errors: the session's (also one that ended it while the caller filled its slices: the
+    /// element is then not put, and the caller gives its slices back), ipc::errc::bad_queue,
+    /// those of wait_space.
     result<void> enqueue(const queue_element& e, deadline_t dl);
     /// Waits a little for space (region or queue) to free up. Errors: ETIMEDOUT, the session's.
     result<void> wait_space(deadline_t dl);

@@ -148,7 +148,14 @@ result<void> session_impl::enqueue(const queue_element& e, deadline_t dl) {
     for (;;) {
         queue_view::outcome o;
         {
+            // The error is read under send_mu: release_all drains the send queue under it once
+            // the session has ended, so an element put after that drain (its slices then never
+            // given back) would be one put after the end, which this refuses.
             std::lock_guard lk(send_mu);
+            {
+                std::lock_guard g(mu);
+                if (err) return unexpected(err);
+            }
             o = send_q.put(e);
         }
         if (o == queue_view::outcome::ok) break;

@@ -900,5 +900,64 @@ TEST_P(ipc_session, fallback_after_waiting_for_space) {
     ASSERT_TRUE(c->close());
 }
 
+// The socket of a session (to make its peer see a hang-up without the session's clean-up).
+int socket_of(const session& s) { return static_cast<const detail::session_impl*>(s.impl_owner())->sock.get(); }
+
+// Yields (this vCPU's other fibers run, its engine is polled) until pred holds, for 10 s at
+// most: for a condition that must be seen within microseconds, which a sleep would miss.
+template <typename P>
+bool spin_until(P pred) {
+    const deadline_t until = deadline_after(10s);
+    while (!pred() && mono_now_ns() < until) this_fiber::yield();
+    return pred();
+}
+
+// A send on another vCPU that found the session up while the peer hung up and this side closed
+// it: the element it put after close() had drained the send queue held its slices for the
+// region's life (and the send reported success). Each round ends the session while a large
+// message is being copied into its slices on the other vCPU, between the send's check of the
+// session and its put.
+TEST_P(ipc_session, a_send_on_another_vcpu_puts_nothing_after_close_drained_the_queue) {
+    auto o = options(memory_mode::memfd, 32u << 20);
+    o.slices = {{4194300, 100}};  // messages of 8 MB: a copy of a millisecond or so
+    o.poll_linger = 0ns;
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt);
+    const std::vector<uint8_t> big(8'000'000, 7);
+    for (int round = 0; round < 10; ++round) {
+        SCOPED_TRACE(round);
+        session_pair p(o);
+        ASSERT_TRUE(p.ok());
+        auto st = p.c->open_stream();
+        ASSERT_TRUE(st);
+        std::atomic<int> sent{0};
+        fiber writer = *spawn([&] {
+            ASSERT_TRUE((*rt)->run(0, [&] {
+                while (st->send(big.data(), big.size(), 10s)) ++sent;
+            }));
+        });
+        fiber reader = *spawn([&] {
+            auto ss = p.s->accept_stream(10s);
+            if (!ss) return;
+            while (auto v = ss->read_view()) ss->consume(v->size());
+        });
+        ASSERT_TRUE(eventually([&] { return sent >= 1; }));
+        // Once a send has ended, the next one is copying its message. This vCPU keeps running
+        // (yielding) from here, so that it notices the end of the session in a few
+        // microseconds, well within that copy.
+        const int seen = sent;
+        ASSERT_TRUE(spin_until([&] { return sent != seen; }));
+        // The server hangs up as a crashed one would: its session, closed only at the end,
+        // takes nothing from the queue meanwhile.
+        ASSERT_EQ(::shutdown(socket_of(*p.s), SHUT_RDWR), 0);
+        ASSERT_TRUE(spin_until([&] { return !p.c->healthy(); }));
+        ASSERT_TRUE(p.c->close());
+        ASSERT_TRUE(writer.join());
+        EXPECT_EQ(p.c->queued().first, 0) << "a message was put after close() drained the queue";
+        ASSERT_TRUE(reader.join());
+        ASSERT_TRUE(p.s->close());
+    }
+}
+
 }  // namespace
 }  // namespace gluon::ipc
