@@ -27,16 +27,15 @@ void session_impl::start_reader() {
 
 void session_impl::fail(std::error_code e) noexcept {
     std::vector<std::shared_ptr<stream_impl>> wake;
-    {
-        std::lock_guard lk(mu);
-        if (err) return;
-        err = e;
-        for (auto& [id, st] : streams) wake.push_back(st);
-        for (auto& st : wake) st->cv.notify_all();
-        accept_cv.notify_all();
-        space_cv.notify_all();
-    }
-    // Unblocks the reader (and a peer waiting on us) on whichever side noticed first.
+    std::lock_guard lk(mu);
+    if (err) return;
+    err = e;
+    for (auto& [id, st] : streams) wake.push_back(st);
+    for (auto& st : wake) st->cv.notify_all();
+    accept_cv.notify_all();
+    space_cv.notify_all();
+    // Unblocks the reader (and a peer waiting on us) on whichever side noticed first. Under mu,
+    // as shutdown_and_join takes the fd: after it, the number may be another file's.
     (void)sock.shutdown(SHUT_RDWR);
 }
 
@@ -52,7 +51,16 @@ void session_impl::shutdown_and_join() noexcept {
         (void)reader.join();
     }
     release_all();
-    (void)sock.close();
+    // A writer on another vCPU may still be in a send on the socket (the shutdown makes it
+    // fail), and fail() shuts it down: the fd is taken from under both (write_mu, mu), or its
+    // number, reused by another file once closed, would have them write to or shut down that.
+    int fd;
+    {
+        std::lock_guard w(write_mu);
+        std::lock_guard lk(mu);
+        fd = sock.release();
+    }
+    (void)net::socket_fd(fd).close();
 }
 
 // Gives back every slice this side still holds: unread messages, and what is left in the receive

@@ -126,6 +126,9 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     /// Ends the session with e (the first error wins) and wakes every waiter.
     void fail(std::error_code e) noexcept;
     std::error_code error_locked() const noexcept { return err; }
+    /// Ends the session (session_closed), joins the reader, gives back the slices this side
+    /// holds and closes the socket once no writer is in a send on it (once; later calls return
+    /// at once).
     void shutdown_and_join() noexcept;
     void release_all() noexcept;
 

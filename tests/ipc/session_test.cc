@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gluon/ipc/listener.h"
@@ -957,6 +958,75 @@ TEST_P(ipc_session, a_send_on_another_vcpu_puts_nothing_after_close_drained_the_
         ASSERT_TRUE(reader.join());
         ASSERT_TRUE(p.s->close());
     }
+}
+
+// close() on one vCPU while a write on another is in a send on the session's socket: close()
+// closed the fd under the writer, whose send could then go to a file that took the number
+// (on epoll it waited on: the fd's registration went with the close). Here the writer waits in
+// a send (the server's vCPU is held, so nothing reads the socket), and its own vCPU is held until
+// close() has joined the reader: the writer is still in its send when close() comes to the fd.
+TEST_P(ipc_session, close_waits_for_a_send_in_progress_on_another_vcpu) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    auto rt = runtime::start(test::test_runtime(2, GetParam()));  // 0: the writer, 1: the server
+    ASSERT_TRUE(rt);
+    std::atomic<bool> server_held{false}, server_go{false}, writer_held{false}, writer_go{false};
+    struct unhold {
+        std::atomic<bool>&a, &b;
+        ~unhold() { a = b = true; }  // before the runtime ends, whatever failed
+    } unhold_all{server_go, writer_go};
+    // Holds vCPU i's thread (none of its fibers runs) until `go`.
+    auto hold = [&](unsigned i, std::atomic<bool>& held, std::atomic<bool>& go) {
+        ASSERT_TRUE((*rt)->post(i, [&] {
+            held = true;
+            while (!go) std::this_thread::yield();
+        }));
+        ASSERT_TRUE(eventually([&] { return held.load(); }));
+    };
+    auto addr = unique_address();
+    std::optional<listener> l;
+    std::optional<session> s;
+    std::atomic<bool> accepted{false};
+    ASSERT_TRUE((*rt)->run(1, [&] { l.emplace(*listener::listen(addr, o)); }));
+    ASSERT_TRUE((*rt)->post(1, [&] {
+        if (auto r = l->accept(10s)) s = std::move(*r);
+        accepted = true;
+    }));
+    auto c = session::connect(addr, o);
+    ASSERT_TRUE(c) << c.error().message();
+    ASSERT_TRUE(eventually([&] { return accepted.load(); }));
+    ASSERT_TRUE(s);
+    hold(1, server_held, server_go);
+    auto st = c->open_stream();
+    ASSERT_TRUE(st);
+    const std::vector<uint8_t> big(4u << 20, 1);  // beyond the region: FallbackData on the socket
+    std::atomic<bool> written{false};
+    ASSERT_TRUE((*rt)->post(0, [&] {
+        EXPECT_FALSE(st->send(big.data(), big.size(), 5s));  // the session ends under it
+        written = true;
+    }));
+    auto& impl = *static_cast<detail::session_impl*>(const_cast<void*>(c->impl_owner()));
+    auto writer_in_send = [&] {
+        if (!impl.write_mu.try_lock()) return true;
+        impl.write_mu.unlock();
+        return false;
+    };
+    ASSERT_TRUE(eventually(writer_in_send));
+    hold(0, writer_held, writer_go);  // the writer waits in its send, its vCPU held
+    bool in_send_after_close = true;
+    fiber closer = *spawn([&] {
+        ASSERT_TRUE(c->close());
+        in_send_after_close = writer_in_send();
+    });
+    ASSERT_TRUE(eventually([&] { return impl.reader_done.load(); }));
+    writer_go = true;
+    ASSERT_TRUE(closer.join());
+    EXPECT_FALSE(in_send_after_close) << "close() returned while a send on another vCPU was in progress on its socket";
+    ASSERT_TRUE(eventually([&] { return written.load(); }));
+    server_go = true;
+    ASSERT_TRUE((*rt)->run(1, [&] {
+        (void)s->close();
+        (void)l->close();
+    }));
 }
 
 }  // namespace
