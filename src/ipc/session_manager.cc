@@ -164,7 +164,10 @@ result<stream> session_manager::get_stream() {
         while (!s.pool.empty()) {
             stream st = std::move(s.pool.back());
             s.pool.pop_back();
-            return st;
+            // The server may have closed it (or sent on it) while it sat in the pool: put_back
+            // looked at it only when it came back.
+            if (st.is_open() && st.readable() == 0) return st;
+            (void)st.close();
         }
         auto st = s.s.open_stream();
         if (st) return st;

@@ -1029,5 +1029,53 @@ TEST_P(ipc_session, close_waits_for_a_send_in_progress_on_another_vcpu) {
     }));
 }
 
+// A stream the server closes while it sits in the manager's pool is not handed out again: the
+// next get_stream() gave it, and its first request went nowhere (the server drops data for a
+// stream it closed; the answer's read ended with ENODATA).
+TEST_P(ipc_session, session_manager_passes_over_a_pooled_stream_the_server_closed) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    ASSERT_TRUE(l);
+    std::optional<session> s;
+    fiber acc = *spawn([&] {
+        auto r = l->accept(10s);
+        ASSERT_TRUE(r) << r.error().message();
+        s = std::move(*r);
+    });
+    auto m = session_manager::connect(manager_to(addr, o));
+    ASSERT_TRUE(m) << m.error().message();
+    ASSERT_TRUE(acc.join());
+    ASSERT_TRUE(s);
+    auto a = m->get_stream();
+    auto b = m->get_stream();
+    ASSERT_TRUE(a && b);
+    const uint32_t a_id = a->id();
+    ASSERT_TRUE(a->send("a", 1));
+    ASSERT_TRUE(b->send("b", 1));
+    auto sa = s->accept_stream(10s);
+    auto sb = s->accept_stream(10s);
+    ASSERT_TRUE(sa && sb);
+    ASSERT_EQ(sa->id(), a_id);
+    char x;
+    ASSERT_TRUE(sa->recv_exactly(&x, 1, 10s));
+    ASSERT_TRUE(sb->recv_exactly(&x, 1, 10s));
+    ASSERT_TRUE(sa->send("A", 1));
+    ASSERT_TRUE(a->recv_exactly(&x, 1, 10s));
+    m->put_back(std::move(*a));  // open both ways: pooled
+    ASSERT_TRUE(sa->close());    // the server closes it in the pool
+    // One queue, read in order: once b's answer is here, a's close has been read too.
+    ASSERT_TRUE(sb->send("B", 1));
+    ASSERT_TRUE(b->recv_exactly(&x, 1, 10s));
+    auto again = m->get_stream();
+    ASSERT_TRUE(again) << again.error().message();
+    EXPECT_TRUE(again->is_open());
+    EXPECT_NE(again->id(), a_id) << "the stream the server closed came out of the pool";
+    ASSERT_TRUE(again->close());
+    ASSERT_TRUE(b->close());
+    ASSERT_TRUE(m->close());
+    ASSERT_TRUE(s->close());
+}
+
 }  // namespace
 }  // namespace gluon::ipc

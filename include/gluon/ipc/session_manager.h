@@ -37,8 +37,9 @@ public:
 
     /// Creates the region and connects every session. Errors: those of session::connect.
     static result<session_manager> connect(const manager_options& opts);
-    /// A pooled stream, or a new one. Dead sessions are dialled again first (within their
-    /// backoff). Errors: those of session::connect (while following a hot restart, or the last
+    /// A pooled stream, or a new one. A pooled stream the server closed (or sent bytes on)
+    /// while it sat in the pool is closed and passed over. Dead sessions are dialled again
+    /// first (within their backoff). Errors: those of session::connect (while following a hot restart, or the last
     /// redial's when every session is down and could not be dialled again), ECONNRESET or
     /// ipc::errc (every session is down, none due for a redial), EBADF (closed).
     result<stream> get_stream();
