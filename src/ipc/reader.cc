@@ -125,9 +125,13 @@ std::error_code session_impl::drain_queue() noexcept {
         if (linger_ns > 0 && recv_q.size() == 0) {
             // Each turn lets this vCPU's other fibers run; every few turns the OS may run
             // another thread here, the peer perhaps (spinning alone would only delay its answer
-            // when both share a core).
+            // when both share a core). An interrupt (close() stopping the reader, which it then
+            // joins) ends the linger: yield() never reports one.
             deadline_t until = mono_now_ns() + linger_ns;
-            for (unsigned turn = 1; recv_q.size() == 0 && mono_now_ns() < until; ++turn) {
+            auto lingering = [&] {
+                return recv_q.size() == 0 && mono_now_ns() < until && !this_fiber::interrupt_pending();
+            };
+            for (unsigned turn = 1; lingering(); ++turn) {
                 this_fiber::yield();
                 if (turn % 8 == 0) (void)sys::sched_yield();
             }

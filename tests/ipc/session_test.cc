@@ -1077,5 +1077,25 @@ TEST_P(ipc_session, session_manager_passes_over_a_pooled_stream_the_server_close
     ASSERT_TRUE(s->close());
 }
 
+// close() stops a lingering reader at once: the linger only yielded, never looking for the
+// interrupt, so close(), which joins the reader, waited out all of poll_linger.
+TEST_P(ipc_session, close_cuts_the_readers_linger_short) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    o.poll_linger = 20s;
+    session_pair p(o);
+    ASSERT_TRUE(p.ok());
+    auto st = p.c->open_stream();
+    ASSERT_TRUE(st);
+    ASSERT_TRUE(st->send("x", 1));
+    auto ss = p.s->accept_stream(10s);
+    ASSERT_TRUE(ss);
+    char x;
+    ASSERT_TRUE(ss->recv_exactly(&x, 1, 10s));  // delivered: the server's reader lingers now
+    const int64_t t0 = mono_now_ns();
+    ASSERT_TRUE(p.s->close());
+    EXPECT_LT(std::chrono::nanoseconds(mono_now_ns() - t0), 5s);
+    ASSERT_TRUE(p.c->close());
+}
+
 }  // namespace
 }  // namespace gluon::ipc

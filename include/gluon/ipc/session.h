@@ -84,7 +84,8 @@ struct session_options {
     /// Both: how long the reader keeps looking at an empty queue before clearing its working
     /// flag. While the flag is set the peer sends no wake-up, so a peer that answers within the
     /// linger costs neither side a system call; the price is up to this much CPU after each
-    /// burst of messages. 0: clear at once (as shmipc-go does, after one yield).
+    /// burst of messages. 0: clear at once (as shmipc-go does, after one yield). close() cuts a
+    /// linger short.
     duration poll_linger = std::chrono::microseconds(20);
     /// Both: how long stream::close() waits to tell the peer (a close element, or StreamClose
     /// over the socket when the queue is full) for a peer that takes neither its queue nor its
