@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -166,12 +167,57 @@ class tree_copy {
 public:
     explicit tree_copy(const copy_options& o) : o_(o) {}
 
-    // Copies the entry src_name of from, whose lstat is st, to dst_name of to. nofollow is
-    // O_NOFOLLOW below the destination's root (nothing there is followed, a symlink put in
-    // place of a directory or file included) and 0 for the root the caller named.
-    result<void> entry(place& from, const std::string& src_name, const struct stat& st, place& to,
-                       const std::string& dst_name, int nofollow) {
-        if (S_ISDIR(st.st_mode)) return directory(from, src_name, st, to, dst_name, nofollow);
+    // Copies the entry src_name of from, whose lstat is st, to dst_name of to, a directory with
+    // everything below it. nofollow is O_NOFOLLOW below the destination's root (nothing there is
+    // followed, a symlink put in place of a directory or file included) and 0 for the root the
+    // caller named. The walk keeps its directories on a heap stack, not the fiber's: a deep
+    // tree costs no stack, and under sanitizers a few KiB of frames per level would overflow it.
+    result<void> run(place& from, const std::string& src_name, const struct stat& st, place& to,
+                     const std::string& dst_name, int nofollow) {
+        if (!S_ISDIR(st.st_mode)) return leaf(from, src_name, st, to, dst_name, nofollow);
+        std::deque<level> open;  // (a deque: pushing keeps the references to the levels held)
+        result<void> r = enter_dir(open, from, src_name, st, to, dst_name, nofollow);
+        while (r && !open.empty()) {
+            level& l = open.back();
+            auto e = l.listing->next();
+            if (!e) {
+                r = unexpected(e.error());
+                break;
+            }
+            if (!*e) {  // all of it copied
+                r = leave_dir(open);
+                continue;
+            }
+            const std::string name = std::move((*e)->name);
+            auto est = l.src.fs->lstat(l.src.at(name));
+            if (!est) {
+                if (est.error() == std::errc::no_such_file_or_directory) continue;  // removed meanwhile
+                r = unexpected(est.error());
+                break;
+            }
+            r = S_ISDIR(est->st_mode) ? enter_dir(open, l.src, name, *est, l.dst, name, O_NOFOLLOW)
+                                      : leaf(l.src, name, *est, l.dst, name, O_NOFOLLOW);
+        }
+        // Stopped at an error: the directories still open get their modes all the same.
+        while (!open.empty())
+            if (auto c = leave_dir(open); !c && r) r = c;
+        return r;
+    }
+
+    copy_stats stats;
+
+private:
+    // A directory being copied: both sides held open (or named), its listing, and the owner bits
+    // its copy is to lose once it is full.
+    struct level {
+        place src, dst;
+        std::unique_ptr<directory> listing;
+        mode_t clear = 0;
+    };
+
+    // A file or a symlink (other kinds are skipped).
+    result<void> leaf(place& from, const std::string& src_name, const struct stat& st, place& to,
+                      const std::string& dst_name, int nofollow) {
         if (S_ISREG(st.st_mode)) {
             copy_options one = o_;
             one.progress = nullptr;
@@ -185,59 +231,54 @@ public:
             auto t = GLUON_TRY(from.fs->readlink(from.at(src_name)));
             GLUON_TRY(to.fs->symlink(t, to.at(dst_name)));
             ++stats.symlinks;
-        }  // other kinds are skipped
+        }
         if (o_.progress) o_.progress(stats.bytes, 0);
         return {};
     }
 
-    copy_stats stats;
-
-private:
     // A directory is created open to its owner, or one copied from a read-only source could
     // not be filled; the owner bits it should not have are taken away once it is full (after
     // its children: a parent without search permission would hide them), even if the copy
     // stopped inside it. What the umask took from mkdir's mode stays taken, as for the files.
-    result<void> directory(place& from, const std::string& src_name, const struct stat& st, place& to,
-                           const std::string& dst_name, int nofollow) {
-        // The walk recurses and holds three descriptors per level: a bound keeps it within a
-        // fiber's stack and the descriptor limit, and ends a copy that a mount of dst inside src
-        // would make endless (walking by name, no path grows too long to stop it).
-        if (level_ > o_.max_depth) return errno_error(ENAMETOOLONG);
+    // An error after the level is pushed leaves it for run() to close.
+    result<void> enter_dir(std::deque<level>& open, place& from, const std::string& src_name,
+                           const struct stat& st, place& to, const std::string& dst_name, int nofollow) {
+        // Three descriptors are held per level: a bound keeps the walk within the descriptor
+        // limit and ends a copy that a mount of dst inside src would make endless (walking by
+        // name, no path grows too long to stop it).
+        if (open.size() > o_.max_depth) return errno_error(ENAMETOOLONG);
         auto m = to.fs->mkdir(to.at(dst_name), (st.st_mode & 07777) | S_IRWXU);
         if (!m && m.error() != std::errc::file_exists) return m;
         ++stats.dirs;
         if (o_.progress) o_.progress(stats.bytes, 0);
-        auto dst = GLUON_TRY(enter(*to.fs, to.at(dst_name), nofollow));
+        level l;
+        l.dst = GLUON_TRY(enter(*to.fs, to.at(dst_name), nofollow));
+        if (m && (st.st_mode & S_IRWXU) != S_IRWXU) l.clear = S_IRWXU & ~st.st_mode;
         auto src = enter(*from.fs, from.at(src_name), O_NOFOLLOW);
-        ++level_;
-        result<void> r = src ? fill(*src, dst) : result<void>(unexpected(src.error()));
-        --level_;
-        if (m && (st.st_mode & S_IRWXU) != S_IRWXU) {
-            auto now = dst.fs->stat(dst.self());
-            auto c = now ? dst.fs->chmod(dst.self(), now->st_mode & 07777 & ~(S_IRWXU & ~st.st_mode))
-                         : result<void>(unexpected(now.error()));
-            if (!c && r) r = c;
+        result<void> r = src ? result<void>() : result<void>(unexpected(src.error()));
+        if (src) {
+            l.src = std::move(*src);
+            auto d = l.src.fs->opendir(l.src.self());
+            if (d) l.listing = std::move(*d);
+            else r = unexpected(d.error());
         }
+        open.push_back(std::move(l));
         return r;
     }
 
-    // Copies the entries of from into to, parents before children, stopping at the first error.
-    result<void> fill(place& from, place& to) {
-        auto d = GLUON_TRY(from.fs->opendir(from.self()));
-        for (;;) {
-            auto e = GLUON_TRY(d->next());
-            if (!e) return {};
-            auto st = from.fs->lstat(from.at(e->name));
-            if (!st) {
-                if (st.error() == std::errc::no_such_file_or_directory) continue;  // removed meanwhile
-                return unexpected(st.error());
-            }
-            GLUON_TRY(entry(from, e->name, *st, to, e->name, O_NOFOLLOW));
+    result<void> leave_dir(std::deque<level>& open) {
+        level& l = open.back();
+        result<void> r;
+        if (l.clear) {
+            auto now = l.dst.fs->stat(l.dst.self());
+            r = now ? l.dst.fs->chmod(l.dst.self(), now->st_mode & 07777 & ~l.clear)
+                    : result<void>(unexpected(now.error()));
         }
+        open.pop_back();
+        return r;
     }
 
     const copy_options& o_;
-    unsigned level_ = 0;  // directories entered below the root
 };
 
 }  // namespace
@@ -251,7 +292,7 @@ result<copy_stats> copy_tree(filesystem& src_fs, std::string_view src, filesyste
     // copied as one), dst's is (an existing directory reached through a symlink is filled).
     place top_src{&src_fs, nullptr, ""}, top_dst{&dst_fs, nullptr, ""};
     tree_copy t(o);
-    GLUON_TRY(t.entry(top_src, base, st, top_dst, std::string(dst), 0));
+    GLUON_TRY(t.run(top_src, base, st, top_dst, std::string(dst), 0));
     return t.stats;
 }
 

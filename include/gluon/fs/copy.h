@@ -16,7 +16,7 @@ struct copy_options {
     unsigned depth = 4;      // chunks in flight: reads may run this far ahead of writes
     bool fsync = false;      // fsync each destination file before closing it
     /// copy_tree: the most levels of directories below src it enters (ENAMETOOLONG past them).
-    /// Each level takes about 1 KiB of the calling fiber's stack and three descriptors.
+    /// Each level holds three descriptors while the copy is inside it.
     unsigned max_depth = 128;
     /// Called after each chunk is written (bytes done, bytes total) and after each tree entry.
     std::function<void(uint64_t done, uint64_t total)> progress;
