@@ -147,8 +147,10 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     void free_pieces(const std::vector<buffer_region::piece>& p) noexcept;
 
     // writer.cc
-    /// Sends one whole control message by dl (the wait for write_mu included). Errors: those of
-    /// write_rest.
+    /// Errors: the session's, if it has ended.
+    result<void> check_up();
+    /// Sends one whole control message by dl (the wait for write_mu included). Errors: the
+    /// session's (checked first), those of write_rest.
     result<void> write_control(const uint8_t* p, size_t n, deadline_t dl = k_no_deadline);
     /// write_control under write_mu.
     result<void> write_locked(const uint8_t* p, size_t n, deadline_t dl);
@@ -157,7 +159,7 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     /// ECONNRESET, EPIPE and the like (the session fails with ECONNRESET).
     result<void> write_rest(iovec* iov, int cnt, size_t sent, deadline_t dl);
     /// Sends n bytes of stream id as FallbackData: messages of at most opts.max_fallback bytes.
-    /// Errors: those of write_rest.
+    /// Errors: the session's (checked before each message), those of write_rest.
     result<void> write_fallback(uint32_t id, const uint8_t* p, size_t n, duration timeout);
     /// Puts e on the send queue (waiting while it is full) and wakes the peer if needed.
     /// Errors: the session's (also one that ended it while the caller filled its slices: the

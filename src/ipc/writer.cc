@@ -14,9 +14,17 @@ namespace {
 constexpr auto k_space_poll = std::chrono::microseconds(200);
 }  // namespace
 
+result<void> session_impl::check_up() {
+    std::lock_guard lk(mu);
+    if (err) return unexpected(err);
+    return {};
+}
+
 result<void> session_impl::write_control(const uint8_t* p, size_t n, deadline_t dl) {
     if (!write_mu.try_lock()) GLUON_TRY(write_mu.lock_until(dl, false));
     std::lock_guard lk(write_mu, std::adopt_lock);
+    // After close() the socket is gone (EBADF): the caller learns why the session ended.
+    GLUON_TRY(check_up());
     return write_locked(p, n, dl);
 }
 
@@ -78,6 +86,7 @@ result<void> session_impl::write_fallback(uint32_t id, const uint8_t* p, size_t 
         {
             if (!write_mu.try_lock()) GLUON_TRY(write_mu.lock_until(dl, false));
             std::lock_guard lk(write_mu, std::adopt_lock);
+            GLUON_TRY(check_up());
             GLUON_TRY(write_rest(iov, k ? 2 : 1, 0, dl));
         }
         stats.fallbacks_sent.fetch_add(1, std::memory_order_relaxed);

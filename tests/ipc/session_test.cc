@@ -780,6 +780,22 @@ TEST_P(ipc_session, the_server_records_acks_only_of_hot_restarts_it_sent) {
     ASSERT_TRUE(p.s->close());
 }
 
+// Control messages after close() fail with the session's error, as every other call does; they
+// went to the socket, which close() had taken away, and failed with EBADF.
+TEST_P(ipc_session, control_messages_after_close_fail_with_the_sessions_error) {
+    session_pair p(options(memory_mode::memfd, 1u << 20));
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(p.c->close());
+    ASSERT_TRUE(p.s->close());
+    const auto closed = make_error_code(errc::session_closed);
+    auto ack = p.c->ack_hot_restart(1);
+    ASSERT_FALSE(ack);
+    EXPECT_EQ(ack.error(), closed) << ack.error().message();
+    auto restart = p.s->send_hot_restart(1);
+    ASSERT_FALSE(restart);
+    EXPECT_EQ(restart.error(), closed) << restart.error().message();
+}
+
 // A reader interrupted while data is on its way gets the data, and the interrupt stays pending
 // for its next call (the contract of gluon/runtime/fiber.h). read_view took the interrupt and
 // returned the data: a fiber interrupted to stop reading read on and waited again.
