@@ -18,14 +18,15 @@ void session_impl::read_loop() noexcept {
     std::vector<uint8_t> buf(k_read_buffer);
     size_t have = 0;
     std::error_code end;
+    bool hung_up = false;  // the peer hung up: an end of file, or its socket reset
     const uint32_t max_len = uint32_t(std::min<uint64_t>(UINT32_MAX, uint64_t(opts.max_fallback) + 16));
     for (;;) {
         auto r = sock.read_some(buf.data() + have, buf.size() - have);
         if (!r || *r == 0) {
-            std::lock_guard lk(mu);
-            if (!closing) peer_gone = true;  // the peer hung up (or its socket failed) first
-            end = r ? errno_code(ECONNRESET) : r.error();
-            if (r.error() == std::errc::connection_reset) end = errno_code(ECONNRESET);
+            // Not an interrupt (close(), fail()) nor a timeout: this side shuts its socket down
+            // only after the reader has ended, so an end of file is the peer's.
+            hung_up = r || r.error() == std::errc::connection_reset || r.error() == std::errc::broken_pipe;
+            end = hung_up ? errno_code(ECONNRESET) : r.error();
             break;
         }
         have += *r;
@@ -56,7 +57,12 @@ void session_impl::read_loop() noexcept {
     }
 out:
     if (end) GLUON_DEBUG("ipc: session ends: {}", end.message());
+    {
+        std::lock_guard lk(mu);
+        reader_ending = true;  // an interrupt now would cut finish_queues' wait short
+    }
     fail(end ? end : errno_code(ECONNRESET));
+    finish_queues(hung_up);
     reader_done.store(true, std::memory_order_release);
 }
 

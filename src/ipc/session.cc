@@ -22,6 +22,7 @@ void session_impl::start_reader() {
         reader_done.store(true);
         return;
     }
+    std::lock_guard lk(mu);  // fail() on another vCPU interrupts it
     reader = std::move(*f);
 }
 
@@ -34,9 +35,10 @@ void session_impl::fail(std::error_code e) noexcept {
     for (auto& st : wake) st->cv.notify_all();
     accept_cv.notify_all();
     space_cv.notify_all();
-    // Unblocks the reader (and a peer waiting on us) on whichever side noticed first. Under mu,
-    // as shutdown_and_join takes the fd: after it, the number may be another file's.
-    (void)sock.shutdown(SHUT_RDWR);
+    // The socket is not shut down here: the peer takes a hang-up as the end of our pops from
+    // its send queue, which it then empties itself, while our reader may be popping it right
+    // now. The reader hangs up once it has stopped (finish_queues).
+    if (reader.joinable() && !reader_ending) (void)reader.interrupt();
 }
 
 void session_impl::shutdown_and_join() noexcept {
@@ -45,15 +47,19 @@ void session_impl::shutdown_and_join() noexcept {
         if (closing) return;  // closed already, or being closed by another fiber
         closing = true;
     }
-    fail(make_error_code(errc::session_closed));
-    if (reader.joinable()) {
-        if (!reader_done.load(std::memory_order_acquire)) (void)reader.interrupt();
-        (void)reader.join();
+    fail(make_error_code(errc::session_closed));  // the reader stops, unless it has already
+    fiber r;
+    {
+        std::lock_guard lk(mu);
+        r = std::move(reader);
     }
+    if (r.joinable()) (void)r.join();
+    else finish_queues(false);  // no reader ever ran: its last steps are ours
     release_all();
     // A writer on another vCPU may still be in a send on the socket (the shutdown makes it
-    // fail), and fail() shuts it down: the fd is taken from under both (write_mu, mu), or its
-    // number, reused by another file once closed, would have them write to or shut down that.
+    // fail), and finish_queues shuts it down under mu: the fd is taken from under both
+    // (write_mu, mu), or its number, reused by another file once closed, would have them write
+    // to or shut down that.
     int fd;
     {
         std::lock_guard w(write_mu);
@@ -63,19 +69,16 @@ void session_impl::shutdown_and_join() noexcept {
     (void)net::socket_fd(fd).close();
 }
 
-// Gives back every slice this side still holds: unread messages, and what is left in the receive
-// queue. What is left in the send queue is given back only if the peer hung up first (then nobody
-// else can pop it; otherwise the peer may be popping it right now).
+// Gives back the slices of the messages this side took and did not read (the queues are
+// finish_queues').
 void session_impl::release_all() noexcept {
     std::vector<std::shared_ptr<stream_impl>> all;
-    bool drain_send;
     {
         std::lock_guard lk(mu);
         for (auto& [id, st] : streams) all.push_back(st);
         for (auto& st : accepted) all.push_back(st);
         streams.clear();
         accepted.clear();
-        drain_send = peer_gone;
     }
     if (!region) return;
     buffer_region& r = region->region;
@@ -89,22 +92,65 @@ void session_impl::release_all() noexcept {
         for (auto& m : rx)
             for (size_t i = m.index; i < m.pieces.size(); ++i) (void)r.push(m.pieces[i].abs);
     }
-    auto drain = [&](queue_view& q) {
-        if (!queue_map.data()) return;
-        queue_element e;
-        std::vector<buffer_region::piece> pieces;
-        while (q.pop(e) == queue_view::outcome::ok) {
-            if ((e.status & 0xff) != 0 || !r.read_chain(e.offset, pieces)) continue;
-            for (const auto& p : pieces) (void)r.push(p.abs);
-        }
-    };
-    drain(recv_q);
-    if (drain_send) {
-        // Under send_mu: a writer on another vCPU that found the session up may be putting an
-        // element right now; enqueue checks the error under send_mu, so what it put is drained
-        // here and nothing is put after.
+}
+
+// A queue has one consumer at a time, and a hang-up on the socket hands it over: each side pops
+// its receive queue only until it hangs up, and its send queue only once the peer has hung up
+// (a gluon peer hangs up after its last pop, so does this; a peer that crashed pops nothing
+// more). Two sides popping one queue at once would give one element's slices back twice (a
+// corrupt free list) and skip another's. Runs once the session has failed, so nothing is put
+// on the send queue any more.
+void session_impl::finish_queues(bool peer_hung_up) noexcept {
+    give_back(recv_q);
+    {
+        std::lock_guard lk(mu);  // as shutdown_and_join takes the fd
+        (void)sock.shutdown(SHUT_WR);  // what the peer puts from now on, it takes back itself
+    }
+    bool left;
+    {
+        // Under send_mu: a writer that found the session up has put its element by now.
         std::lock_guard lk(send_mu);
-        drain(send_q);
+        left = queue_map.data() && send_q.size() != 0;
+    }
+    // Both sides may be closing at once: what we put after the peer's last pop is ours to give
+    // back once it hangs up, which a peer does promptly on our hang-up. One that does not is
+    // not waited for beyond close_timeout (its elements then stay).
+    if (left && !peer_hung_up) peer_hung_up = wait_hang_up(deadline_after(opts.close_timeout));
+    if (peer_hung_up) {
+        std::lock_guard lk(send_mu);
+        give_back(send_q);
+    }
+    std::lock_guard lk(mu);
+    peer_gone = peer_hung_up;
+    // Wakes a writer still waiting for room on the socket (a shutdown of only the sending half
+    // reports no event to epoll), and a peer waiting on us.
+    (void)sock.shutdown(SHUT_RDWR);
+}
+
+void session_impl::give_back(queue_view& q) noexcept {
+    if (!queue_map.data() || !region) return;
+    buffer_region& r = region->region;
+    queue_element e;
+    std::vector<buffer_region::piece> pieces;
+    while (q.pop(e) == queue_view::outcome::ok) {
+        if ((e.status & 0xff) != 0 || !r.read_chain(e.offset, pieces)) continue;
+        for (const auto& p : pieces) (void)r.push(p.abs);
+    }
+}
+
+bool session_impl::wait_hang_up(deadline_t dl) noexcept {
+    uint8_t buf[4096];
+    bool interrupted = false;
+    for (;;) {
+        auto r = sock.read_some(buf, sizeof buf, time_left(dl));
+        if (r) {
+            if (*r == 0) return true;
+            continue;
+        }
+        if (r.error() == std::errc::connection_reset || r.error() == std::errc::broken_pipe) return true;
+        // One interrupt may still have been pending from before the reader ended (fail() sends
+        // none since): it ends one read, not the wait.
+        if (r.error() != std::errc::operation_canceled || std::exchange(interrupted, true)) return false;
     }
 }
 

@@ -103,8 +103,10 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     std::deque<uint32_t> closed_first;
     size_t fallback_buffered = 0;  // FallbackData bytes received and not yet read or dropped
     std::error_code err;
-    bool peer_gone = false;
+    bool peer_gone = false;      // the peer hung up (set by finish_queues)
     bool closing = false;
+    bool reader_ending = false;  // the reader is in its last steps: fail() no longer interrupts it
+    fiber reader;                // empty once close() has taken it to join it
     std::optional<uint64_t> hot_restart_epoch;
     // Server: the epochs of the HotRestarts sent, each true once acknowledged. Only those: an
     // entry per epoch the client names would let it grow this without limit.
@@ -114,7 +116,6 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     gluon::mutex write_mu;  // whole control messages on the socket
     std::atomic<uint32_t> next_id{1};
     atomic_counters stats;
-    fiber reader;
     std::atomic<bool> reader_done{false};
     std::atomic<bool> wake_pending{false};  // a wake-up fiber waits for the socket (wake_peer)
     int64_t linger_ns = 0;  // how long the reader lingers (opts.poll_linger)
@@ -123,7 +124,8 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
 
     // session.cc
     void start_reader();
-    /// Ends the session with e (the first error wins) and wakes every waiter.
+    /// Ends the session with e (the first error wins), wakes every waiter and interrupts the
+    /// reader, which then hangs up (finish_queues).
     void fail(std::error_code e) noexcept;
     std::error_code error_locked() const noexcept { return err; }
     /// Ends the session (session_closed), joins the reader, gives back the slices this side
@@ -131,6 +133,14 @@ struct session_impl : std::enable_shared_from_this<session_impl> {
     /// at once).
     void shutdown_and_join() noexcept;
     void release_all() noexcept;
+    /// The session's last steps on its queues (the reader's, once the session has failed): see
+    /// session.cc. peer_hung_up: the reader saw the peer hang up.
+    void finish_queues(bool peer_hung_up) noexcept;
+    /// Pops every element of q and gives its slices back to the region.
+    void give_back(queue_view& q) noexcept;
+    /// Reads (and drops) what the peer still sends until it hangs up: true then; false at dl or
+    /// on another error.
+    bool wait_hang_up(deadline_t dl) noexcept;
 
     // reader.cc
     void read_loop() noexcept;

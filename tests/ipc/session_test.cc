@@ -976,6 +976,107 @@ TEST_P(ipc_session, a_send_on_another_vcpu_puts_nothing_after_close_drained_the_
     }
 }
 
+// The state of a session (for tests that reach into its queues).
+detail::session_impl& impl_of(const session& s) {
+    return *static_cast<detail::session_impl*>(const_cast<void*>(s.impl_owner()));
+}
+
+// A queue has one consumer at a time, also while the sessions end. The server's close() shut its
+// socket down before it emptied its receive queue, and the client, which took that hang-up for
+// a peer gone, emptied the same queue (its send queue) in its own close() at the same time:
+// slices given back twice or never. Here the server's reader is never woken (the client found
+// its flag set), so the server's close() has thousands of elements to give back while the
+// client's close(), on another vCPU, follows the hang-up within microseconds.
+TEST_P(ipc_session, a_queue_is_emptied_by_one_side_at_a_time_when_both_close) {
+    auto o = options(memory_mode::memfd, 16u << 20);
+    o.slices = {{1020, 100}};
+    o.queue_cap = 4096;
+    o.poll_linger = 0ns;
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));  // the server's vCPU
+    ASSERT_TRUE(rt);
+    const std::vector<uint8_t> msg(2040, 3);  // two slices each
+    for (int round = 0; round < 50; ++round) {
+        SCOPED_TRACE(round);
+        auto addr = unique_address();
+        std::optional<listener> l;
+        std::optional<session> s;
+        std::atomic<bool> accepted{false}, server_closed{false};
+        ASSERT_TRUE((*rt)->run(0, [&] { l.emplace(*listener::listen(addr, o)); }));
+        ASSERT_TRUE((*rt)->post(0, [&] {
+            if (auto r = l->accept(10s)) s = std::move(*r);
+            accepted = true;
+        }));
+        auto c = session::connect(addr, o);
+        ASSERT_TRUE(c) << c.error().message();
+        ASSERT_TRUE(eventually([&] { return accepted.load(); }));
+        ASSERT_TRUE(s);
+        impl_of(*c).send_q.mark_working();  // as if the server's reader ran: no Polling is sent
+        auto st = c->open_stream();
+        ASSERT_TRUE(st);
+        for (uint32_t i = 0; i < o.queue_cap; ++i) ASSERT_TRUE(st->send(msg.data(), msg.size(), 5s)) << i;
+        ASSERT_EQ(c->queued().first, int64_t(o.queue_cap));
+        ASSERT_TRUE((*rt)->post(0, [&] {
+            (void)s->close();
+            server_closed = true;
+        }));
+        ASSERT_TRUE(spin_until([&] { return !c->healthy(); }));
+        ASSERT_TRUE(c->close());
+        ASSERT_TRUE(eventually([&] { return server_closed.load(); }));
+        EXPECT_EQ(c->queued().first, 0);
+        for (const auto& list : c->occupancy())
+            ASSERT_EQ(list.free, int32_t(list.capacity)) << "list of " << list.slice_size;
+        ASSERT_TRUE((*rt)->run(0, [&] {
+            s.reset();
+            l.reset();
+        }));
+    }
+}
+
+// Both sides close at once: the client's close() begins before its reader has seen the server
+// hang up. What the client put after the server's last look at its receive queue was given
+// back by neither side (the client took the hang-up for its own close's), and its slices stayed
+// out of the region for good. Here the client's reader is on a vCPU held while the server closes
+// and the client puts one more message.
+TEST_P(ipc_session, what_is_put_while_both_close_comes_back) {
+    auto o = options(memory_mode::memfd, 1u << 20);
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));  // the client's reader's vCPU
+    ASSERT_TRUE(rt);
+    std::atomic<bool> held{false}, go{false};
+    struct unhold {
+        std::atomic<bool>& go;
+        ~unhold() { go = true; }  // before the runtime ends, whatever failed
+    } unhold_vcpu{go};
+    auto addr = unique_address();
+    auto l = listener::listen(addr, o);
+    ASSERT_TRUE(l);
+    std::optional<session> s, c;
+    fiber acc = *spawn([&] {
+        if (auto r = l->accept(10s)) s = std::move(*r);
+    });
+    ASSERT_TRUE((*rt)->run(0, [&] {
+        if (auto r = session::connect(addr, o)) c = std::move(*r);
+    }));
+    ASSERT_TRUE(acc.join());
+    ASSERT_TRUE(s && c);
+    auto st = c->open_stream();
+    ASSERT_TRUE(st);
+    ASSERT_TRUE((*rt)->post(0, [&] {
+        held = true;
+        while (!go) std::this_thread::yield();
+    }));
+    ASSERT_TRUE(eventually([&] { return held.load(); }));
+    ASSERT_TRUE(s->close());  // its receive queue emptied, it hangs up
+    impl_of(*c).send_q.mark_working();  // no Polling (it would fail on the closed socket)
+    const std::vector<uint8_t> msg(2040, 5);
+    ASSERT_TRUE(st->send(msg.data(), msg.size(), 5s));  // the client has not seen the hang-up
+    ASSERT_EQ(c->queued().first, 1);
+    fiber release = *spawn([&] { go = true; });  // runs once close() waits for the reader
+    ASSERT_TRUE(c->close());
+    ASSERT_TRUE(release.join());
+    EXPECT_EQ(c->queued().first, 0);
+    expect_full(*c);
+}
+
 // close() on one vCPU while a write on another is in a send on the session's socket: close()
 // closed the fd under the writer, whose send could then go to a file that took the number
 // (on epoll it waited on: the fd's registration went with the close). Here the writer waits in

@@ -89,7 +89,9 @@ struct session_options {
     duration poll_linger = std::chrono::microseconds(20);
     /// Both: how long stream::close() waits to tell the peer (a close element, or StreamClose
     /// over the socket when the queue is full) for a peer that takes neither its queue nor its
-    /// socket; close() takes no timeout of its own.
+    /// socket; close() takes no timeout of its own. Also how long session::close() (or the end
+    /// of the session) waits for the peer to hang up when messages it has not taken are left
+    /// in the send queue, to give their slices back.
     duration close_timeout = std::chrono::seconds(5);
     /// Both: when shared memory stays full for this long, a message goes over the socket as
     /// FallbackData instead of waiting on (forever: never; the writer waits for its timeout).
@@ -201,8 +203,9 @@ public:
 
     /// Closes the session: streams and calls in other fibers fail with
     /// ipc::errc::session_closed, slices this side held go back, and this side's files are
-    /// removed (the mappings go with the last stream). Errors: none so far (kept for the
-    /// future); closing twice is harmless.
+    /// removed (the mappings go with the last stream). Messages the peer has not taken go back
+    /// once it hangs up, which close() waits for, at most session_options::close_timeout, only
+    /// if there are any. Errors: none so far (kept for the future); closing twice is harmless.
     result<void> close();
     /// No error so far. The error that ended the session otherwise.
     bool healthy() const noexcept;
