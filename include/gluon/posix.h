@@ -91,6 +91,10 @@ int fdatasync(int fd) noexcept;
 /// F_DUPFD_CLOEXEC are dup(). Other commands take an integer argument and go to the kernel as
 /// they are.
 int fcntl(int fd, int cmd, ...) noexcept;
+/// ioctl(2). FIONBIO (an int* argument: non-zero sets) is the caller's O_NONBLOCK, as fcntl
+/// F_SETFL records it (programs and OpenSSL's BIO_socket_nbio set it this way); other requests
+/// go to the kernel as they are.
+int ioctl(int fd, unsigned long request, ...) noexcept;
 /// The new number gets fd's O_NONBLOCK as the caller set it and its SO_RCVTIMEO/SO_SNDTIMEO
 /// (which the facade keeps per number).
 int dup(int fd) noexcept;

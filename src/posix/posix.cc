@@ -313,4 +313,20 @@ int fcntl(int fd, int cmd, ...) noexcept {
     return static_cast<int>(set_errno(sys::fcntl(fd, cmd, arg)));
 }
 
+int ioctl(int fd, unsigned long request, ...) noexcept {
+    va_list ap;
+    va_start(ap, request);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    if (request != FIONBIO) return static_cast<int>(set_errno(sys::ioctl(fd, request, arg)));
+    // What F_SETFL does with O_NONBLOCK (the flag the epoll engine set stays in the kernel). Set
+    // behind the facade's back, the socket stayed blocking here: a call on it parked the fiber
+    // (or waited in poll off a vCPU) where the program expected EAGAIN.
+    if (!arg) return static_cast<int>(set_errno(-EFAULT));
+    const long fl = sys::fcntl(fd, F_GETFL);
+    if (fl < 0) return static_cast<int>(set_errno(fl));
+    const bool on = *static_cast<const int*>(arg) != 0;
+    return posix::fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~long{O_NONBLOCK}));
+}
+
 }  // namespace gluon::posix

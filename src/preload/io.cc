@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -204,6 +205,16 @@ int fcntl64(int fd, int cmd, ...) {
     long arg = va_arg(ap, long);
     va_end(ap);
     return fcntl_any("fcntl64", fd, cmd, arg, GLUON_PROGRAM_FIBER());
+}
+
+// FIONBIO is the program's O_NONBLOCK (as F_SETFL's); every other request is libc's.
+int ioctl(int fd, unsigned long request, ...) noexcept {
+    va_list ap;
+    va_start(ap, request);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    if (on() && request == FIONBIO) return keep_errno([&] { return px::ioctl(fd, request, arg); });
+    return GLUON_REAL(ioctl)(fd, request, arg);
 }
 
 pid_t fork() {

@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -483,6 +484,30 @@ TEST_P(posix_test, nonblocking_sockets_keep_eagain) {
     EXPECT_EQ(errno, EINPROGRESS);
     EXPECT_GE(posix::accept4(p.listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC), 0);
     posix::close(nb);
+}
+
+// ioctl(FIONBIO) is O_NONBLOCK as fcntl sets it (OpenSSL's BIO_socket_nbio uses it): a receive
+// with nothing to read fails with EAGAIN, not parked; cleared again, it waits for the data (on
+// epoll the kernel's flag stays set, or the receive would block the vCPU and its writer).
+TEST_P(posix_test, fionbio_sets_and_clears_nonblocking) {
+    tcp_pair p;
+    char b[4];
+    int on = 1;
+    ASSERT_EQ(posix::ioctl(p.server, FIONBIO, &on), 0);
+    EXPECT_TRUE(posix::fcntl(p.server, F_GETFL) & O_NONBLOCK);
+    errno = 0;
+    EXPECT_EQ(posix::recv(p.server, b, sizeof b, 0), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    on = 0;
+    ASSERT_EQ(posix::ioctl(p.server, FIONBIO, &on), 0);
+    EXPECT_FALSE(posix::fcntl(p.server, F_GETFL) & O_NONBLOCK);
+    auto writer = spawn([&] { EXPECT_EQ(posix::write(p.client, "z", 1), 1); });
+    EXPECT_EQ(posix::recv(p.server, b, 1, 0), 1);
+    EXPECT_EQ(b[0], 'z');
+    ASSERT_TRUE(writer->join());
+    errno = 0;
+    EXPECT_EQ(posix::ioctl(k_closed_fd, FIONBIO, &on), -1);
+    EXPECT_EQ(errno, EBADF);
 }
 
 TEST_P(posix_test, poll_select_and_epoll_wait_park_until_ready) {

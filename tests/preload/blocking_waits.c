@@ -7,7 +7,8 @@
  * entries, receives on numbers made by dup2, dup and F_DUPFD, pthread_once whose routine
  * sleeps (and one whose routine ends its thread: another caller then runs its own), a spin
  * lock held across a sleep,
- * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, name lookups (and
+ * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, a socket made
+ * non-blocking with ioctl(FIONBIO), name lookups (and
  * their h_errno) and system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
  * once. In each, one thread waits until another
  * does something, and that other thread only gets to it after the first has started waiting:
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -529,6 +531,31 @@ static void* timed_receiver(void* arg) {
     return NULL;
 }
 
+/* ---- ioctl(FIONBIO): a receive fails with EAGAIN, and once cleared waits again ------------ */
+static int nbio_sv[2];
+static void* nbio_receiver(void* arg) {
+    (void)arg;
+    char c;
+    CHECK(!(fcntl(nbio_sv[0], F_GETFL) & O_NONBLOCK)); /* (seen, as blocking) */
+    int on = 1;
+    CHECK(ioctl(nbio_sv[0], FIONBIO, &on) == 0);
+    CHECK(fcntl(nbio_sv[0], F_GETFL) & O_NONBLOCK);
+    errno = 0;
+    CHECK(recv(nbio_sv[0], &c, 1, 0) == -1 && errno == EAGAIN); /* parked for good before */
+    on = 0;
+    CHECK(ioctl(nbio_sv[0], FIONBIO, &on) == 0);
+    CHECK(!(fcntl(nbio_sv[0], F_GETFL) & O_NONBLOCK));
+    announce(27);
+    CHECK(recv(nbio_sv[0], &c, 1, 0) == 1 && c == 'n');
+    return NULL;
+}
+static void* nbio_sender(void* arg) {
+    (void)arg;
+    await_stage(27);
+    CHECK(send(nbio_sv[1], "n", 1, 0) == 1);
+    return NULL;
+}
+
 /* ---- lookups and system(): offloaded, each from a thread of its own ------------------------ */
 static void* lookups(void* arg) {
     (void)arg;
@@ -656,6 +683,8 @@ int main(void) {
     pthread_t tr;
     CHECK(pthread_create(&tr, NULL, timed_receiver, NULL) == 0);
     pthread_join(tr, NULL);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nbio_sv) == 0);
+    pair(nbio_receiver, nbio_sender, NULL);
     pthread_t lk;
     CHECK(pthread_create(&lk, NULL, lookups, NULL) == 0);
     pthread_join(lk, NULL);

@@ -194,6 +194,10 @@ inline long set_nonblocking(int fd) noexcept {
     int on = 1;
     return GLUON_SYSCALL(::ioctl(fd, FIONBIO, &on), SYS_ioctl, fd, FIONBIO, &on);
 }
+/// ioctl(2) with a pointer (or no) argument.
+inline long ioctl(int fd, unsigned long request, void* arg) noexcept {
+    return GLUON_SYSCALL(::ioctl(fd, request, arg), SYS_ioctl, fd, request, arg);
+}
 /// Moves (or with SEEK_CUR and 0, reads) the file position.
 inline long lseek(int fd, int64_t off, int whence) noexcept {
     return GLUON_SYSCALL(::lseek(fd, off, whence), SYS_lseek, fd, off, whence);
