@@ -77,14 +77,16 @@ int with_blocked(const sigset_t* set, F call) {
     return r;
 }
 
-// A timespec timeout as poll(2)'s milliseconds, rounded up (null: no limit; k_bad_time: not a
-// valid time).
-constexpr int k_bad_time = -2;
-int to_ms(const timespec* t) {
-    if (!t) return -1;
-    if (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000L) return k_bad_time;
-    const long long ms = t->tv_sec * 1000LL + (t->tv_nsec + 999'999) / 1'000'000;
-    return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+// False for a timespec timeout that is not a valid time (null is: no limit).
+bool valid(const timespec* t) {
+    return !t || (t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1'000'000'000L);
+}
+
+// wait(ms) for the timespec timeout t (null: without limit, -1), a valid one.
+template <typename W>
+int wait_for(const timespec* t, W wait) {
+    if (!t) return static_cast<int>(wait(-1));
+    return static_cast<int>(wait_in_rounds(t->tv_sec, t->tv_nsec, wait));
 }
 
 int einval() {
@@ -196,13 +198,12 @@ int sem_clockwait(sem_t* s, clockid_t c, const timespec* t) {
 // swapped in for a fiber alone (it is the vCPU thread's): those calls are passed on, and block.
 int ppoll(pollfd* f, nfds_t n, const timespec* t, const sigset_t* m) {
     if (to_libc(GLUON_PROGRAM_FIBER(), m, "ppoll with a signal mask")) return GLUON_REAL(ppoll)(f, n, t, m);
-    const int ms = to_ms(t);
-    if (ms == k_bad_time) return einval();
-    return keep_errno([&] { return px::poll(f, n, ms); });
+    if (!valid(t)) return einval();
+    return keep_errno([&] { return wait_for(t, [&](int ms) { return px::poll(f, n, ms); }); });
 }
 int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* t, const sigset_t* m) {
     if (to_libc(GLUON_PROGRAM_FIBER(), m, "pselect with a signal mask")) return GLUON_REAL(pselect)(n, r, w, e, t, m);
-    if (to_ms(t) == k_bad_time) return einval();
+    if (!valid(t)) return einval();
     // (select's timeval is rounded up to the microsecond; pselect leaves its timespec alone.)
     timeval tv{};
     if (t) tv = {t->tv_sec, static_cast<suseconds_t>((t->tv_nsec + 999) / 1000)};
@@ -215,9 +216,8 @@ int epoll_pwait(int ep, epoll_event* e, int n, int t, const sigset_t* m) {
 int epoll_pwait2(int ep, epoll_event* e, int n, const timespec* t, const sigset_t* m) {
     if (to_libc(GLUON_PROGRAM_FIBER(), m, "epoll_pwait2 with a signal mask"))
         return GLUON_REAL(epoll_pwait2)(ep, e, n, t, m);
-    const int ms = to_ms(t);
-    if (ms == k_bad_time) return einval();
-    return keep_errno([&] { return px::epoll_wait(ep, e, n, ms); });
+    if (!valid(t)) return einval();
+    return keep_errno([&] { return wait_for(t, [&](int ms) { return px::epoll_wait(ep, e, n, ms); }); });
 }
 
 }  // extern "C"

@@ -28,6 +28,7 @@
 #include "gluon/sys/mm.h"
 #include "gluon/sys/ops.h"
 #include "gluon/sys/proc.h"
+#include "preload.h"
 
 namespace gluon::preload::listen {
 namespace {
@@ -349,9 +350,11 @@ long select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noex
                                       (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
         if (ev) p.push_back({fd, ev, 0});
     }
-    long ms = -1;
-    if (timeout) ms = timeout->tv_sec * 1000L + (timeout->tv_usec + 999) / 1000;
-    long r = listen::poll(p.data(), p.size(), ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms));
+    auto wait = [&](int ms) { return listen::poll(p.data(), p.size(), ms); };
+    // (Microseconds beyond a second carry into the seconds, as in Linux's select.)
+    long long sec = 0;
+    if (timeout && __builtin_add_overflow(timeout->tv_sec, timeout->tv_usec / 1'000'000, &sec)) sec = LLONG_MAX;
+    const long r = !timeout ? wait(-1) : wait_in_rounds(sec, (timeout->tv_usec % 1'000'000) * 1000L, wait);
     if (r < 0) return r;
     for (const pollfd& x : p)
         if (x.revents & POLLNVAL) return -EBADF;

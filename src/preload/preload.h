@@ -74,6 +74,19 @@ auto keep_errno(F f) {
 /// that the next caller runs its routine (POSIX: as if pthread_once had not been called).
 void abandon_once_routines() noexcept;
 
+/// Runs wait(ms), a call of the poll family with an int timeout in milliseconds, for a valid
+/// timeout of sec seconds and ns nanoseconds (rounded up to the millisecond): in rounds of
+/// about 24 days while more is left than an int of milliseconds holds. Returns the first
+/// result that is not 0 (ready, or failed), or the last round's 0. (sec * 1000 wrapped: a
+/// tv_sec of 2^61 came out as 0 ms and the call returned at once.)
+template <typename W>
+long wait_in_rounds(long long sec, long ns, W wait) {
+    constexpr long long k_round_s = 2'000'000;  // 2,000,000,000 ms fits an int
+    for (; sec > k_round_s; sec -= k_round_s)
+        if (const long r = wait(static_cast<int>(k_round_s * 1000)); r != 0) return r;
+    return wait(static_cast<int>(sec * 1000 + (ns + 999'999) / 1'000'000));
+}
+
 /// Logs `name` once per process as a call that blocks the whole vCPU when made from a fiber.
 void note_vcpu_blocking(const char* name) noexcept;
 

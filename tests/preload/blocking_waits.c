@@ -9,8 +9,8 @@
  * lock held across a sleep,
  * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, a socket made
  * non-blocking with ioctl(FIONBIO), name lookups (and
- * their h_errno) and system(); and sleeps with timeouts too far to count in nanoseconds, which must not end at
- * once. In each, one thread waits until another
+ * their h_errno) and system(); and sleeps (and ppoll, epoll_pwait2) with timeouts too far to
+ * count in nanoseconds or milliseconds, which must not end at once. In each, one thread waits until another
  * does something, and that other thread only gets to it after the first has started waiting:
  * on one vCPU, a wait that blocked the vCPU instead of parking its fiber would never end (an
  * alarm then kills the process). Prints "ok" and exits 0 if every check held; a failed check
@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
@@ -585,7 +586,7 @@ static void* lookups(void* arg) {
 
 /* ---- "sleep for ever": far timeouts must not wrap into short ones -------------------------- */
 /* Each sleeper marks when its call returned; none may within the main thread's look. */
-static int woke_early[4];
+static int woke_early[6];
 static void* long_sleeper(void* arg) {
     const long which = (long)arg;
     if (which == 0) {
@@ -597,10 +598,25 @@ static void* long_sleeper(void* arg) {
     } else if (which == 2) {
         struct timespec t = {LONG_MAX, 0};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
-    } else {
+    } else if (which == 3) {
         /* 4294967.4 s as an int of milliseconds wrapped to 104 ms */
         struct timeval tv = {4294967, 400000};
         select(0, NULL, NULL, NULL, &tv);
+    } else {
+        /* 2^61 s as milliseconds wrapped to 0: ppoll and epoll_pwait2 returned at once */
+        struct timespec t = {(time_t)1 << 61, 0};
+        int p[2];
+        CHECK(pipe2(p, O_CLOEXEC) == 0);
+        if (which == 4) {
+            struct pollfd f = {.fd = p[0], .events = POLLIN};
+            ppoll(&f, 1, &t, NULL);
+        } else {
+            int ep = epoll_create1(EPOLL_CLOEXEC);
+            struct epoll_event ev = {.events = EPOLLIN};
+            CHECK(ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) == 0);
+            struct epoll_event out[1];
+            epoll_pwait2(ep, out, 1, &t, NULL);
+        }
     }
     __atomic_store_n(&woke_early[which], 1, __ATOMIC_RELEASE);
     return NULL;
@@ -689,13 +705,13 @@ int main(void) {
     CHECK(pthread_create(&lk, NULL, lookups, NULL) == 0);
     pthread_join(lk, NULL);
     /* The long sleepers are left asleep: the process ends with them. */
-    for (long i = 0; i < 4; ++i) {
+    for (long i = 0; i < 6; ++i) {
         pthread_t ls;
         CHECK(pthread_create(&ls, NULL, long_sleeper, (void*)i) == 0);
         pthread_detach(ls);
     }
     usleep(300000);
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 6; ++i) {
         if (__atomic_load_n(&woke_early[i], __ATOMIC_ACQUIRE)) fprintf(stderr, "long sleep %d returned at once\n", i);
         CHECK(!__atomic_load_n(&woke_early[i], __ATOMIC_ACQUIRE));
     }
