@@ -83,7 +83,10 @@ int usleep(useconds_t usec) noexcept;
 unsigned sleep(unsigned seconds) noexcept;
 
 // ---- files and descriptors ----------------------------------------------------------------------
-/// Fails operations other fibers still wait for on fd with EBADF, then closes it.
+/// Fails the operations other fibers of the calling vCPU still wait for on fd with EBADF (a
+/// poll of fd reports POLLNVAL, as Linux's), then closes it. A fiber waiting on fd on another
+/// vCPU goes on waiting, as a thread blocked on an fd another thread closes does in Linux:
+/// shutdown(2) a socket first to end its waits everywhere.
 int close(int fd) noexcept;
 int fsync(int fd) noexcept;
 int fdatasync(int fd) noexcept;
@@ -98,8 +101,8 @@ int ioctl(int fd, unsigned long request, ...) noexcept;
 /// The new number gets fd's O_NONBLOCK as the caller set it and its SO_RCVTIMEO/SO_SNDTIMEO
 /// (which the facade keeps per number).
 int dup(int fd) noexcept;
-/// As dup, onto `to`: `to` is first closed as close() would (operations waiting on it fail with
-/// EBADF), and then has from's state, nothing of the file it named before.
+/// As dup, onto `to`: `to` is first closed as close() would (operations waiting on it on the
+/// calling vCPU fail with EBADF), and then has from's state, nothing of the file it named before.
 int dup2(int from, int to) noexcept;
 int dup3(int from, int to, int flags) noexcept;
 

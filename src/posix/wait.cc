@@ -139,7 +139,9 @@ long poll_until(pollfd* fds, nfds_t n, deadline_t d, bool wait) {
         if (r != 0 || !wait) return r;
         long w = wait_any(fds, n, d);
         if (w == -ETIMEDOUT) return sys::ppoll(fds, n, &zero);
-        if (w < 0) return w;
+        // EBADF: a fiber of this vCPU closed the fd waited on (close fails its waiters); the
+        // next look reports it as POLLNVAL, as Linux's poll does, instead of failing the call.
+        if (w < 0 && w != -EBADF) return w;
     }
 }
 

@@ -542,6 +542,26 @@ TEST_P(posix_test, poll_select_and_epoll_wait_park_until_ready) {
     posix::close(ep);
 }
 
+// A poll of one fd that another fiber closes while it waits reports POLLNVAL, as Linux's poll
+// does for a closed fd; the engine's EBADF (close fails the fd's waiters) failed the call.
+TEST_P(posix_test, poll_of_an_fd_closed_meanwhile_reports_pollnval) {
+    int p[2];
+    ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+    int r = 0;
+    short re = 0;
+    auto poller = spawn([&] {
+        pollfd x{p[0], POLLIN, 0};
+        r = posix::poll(&x, 1, 5000);
+        re = x.revents;
+    });
+    this_fiber::yield();  // the poller is parked now
+    ASSERT_EQ(posix::close(p[0]), 0);
+    ASSERT_TRUE(poller->join());
+    EXPECT_EQ(r, 1) << strerror(errno);
+    EXPECT_EQ(re, POLLNVAL);
+    posix::close(p[1]);
+}
+
 // poll's other input and output events (POLLRDNORM, POLLWRNORM, the band ones) wake it as
 // POLLIN does: alone on a pipe (no POLLOUT ever comes to make the epoll engine look again) and
 // with a second entry (the epoll set that waits for several), both parked to the timeout.
