@@ -88,9 +88,19 @@ unsigned sleep(unsigned seconds) noexcept;
 /// vCPU goes on waiting, as a thread blocked on an fd another thread closes does in Linux:
 /// shutdown(2) a socket first to end its waits everywhere.
 int close(int fd) noexcept;
+/// What close() does before close(2), for an fd the caller closes another way (fclose, a
+/// library's own close): its waiters on the calling vCPU fail with EBADF, and the facade forgets
+/// what it kept for the number (O_NONBLOCK, SO_RCVTIMEO/SO_SNDTIMEO), so that the next file to
+/// get it starts afresh instead of acting on this one's.
+void closing(int fd) noexcept;
+/// close_range(2) (closefrom: last = ~0U), each fd closed as close() would. With
+/// CLOSE_RANGE_CLOEXEC the fds stay open and keep their state.
+int close_range(unsigned first, unsigned last, int flags) noexcept;
 int fsync(int fd) noexcept;
 int fdatasync(int fd) noexcept;
-/// F_GETFL reports O_NONBLOCK as the caller set it; F_SETFL records it; F_DUPFD and
+/// F_GETFL reports O_NONBLOCK as the caller set it; F_SETFL records it (per fd number, not per
+/// open file as the kernel's flag: a change through one number is not seen through another
+/// that a dup made); F_DUPFD and
 /// F_DUPFD_CLOEXEC are dup(). Other commands take an integer argument and go to the kernel as
 /// they are.
 int fcntl(int fd, int cmd, ...) noexcept;

@@ -2,11 +2,15 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "gluon/common/fd_table.h"
 #include "gluon/common/lazy.h"
@@ -97,6 +101,20 @@ void copy_state(std::uint8_t s, int from, int to) noexcept {
     if (!dst) return;
     dst->receive_us.store(src ? src->receive_us.load(std::memory_order_relaxed) : 0, std::memory_order_relaxed);
     dst->send_us.store(src ? src->send_us.load(std::memory_order_relaxed) : 0, std::memory_order_relaxed);
+}
+
+int fd_table_size() noexcept {
+    const long fd = sys::openat(AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return FD_SETSIZE;
+    char buf[4096];
+    const long got = sys::read(static_cast<int>(fd), buf, sizeof buf - 1, -1);
+    (void)sys::close(static_cast<int>(fd));
+    if (got <= 0) return FD_SETSIZE;
+    buf[got] = '\0';
+    const char* at = std::strstr(buf, "\nFDSize:");
+    if (!at) return FD_SETSIZE;
+    const long size = std::strtol(at + 9, nullptr, 10);
+    return size > 0 && size <= INT_MAX ? static_cast<int>(size) : FD_SETSIZE;
 }
 
 long set_errno(long r) noexcept {

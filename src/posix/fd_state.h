@@ -33,6 +33,10 @@ void forget(int fd) noexcept;
 std::uint8_t state_of(int from) noexcept;
 void copy_state(std::uint8_t s, int from, int to) noexcept;
 
+/// The size of the process's fd table (the kernel's max_fds, FDSize in /proc/self/status): no
+/// fd at or above it is open. FD_SETSIZE if it cannot be read.
+int fd_table_size() noexcept;
+
 /// Returns r, or -1 with errno = -r (ECANCELED, an interrupted fiber, becomes EINTR). The
 /// last thing every facade function does.
 long set_errno(long r) noexcept;

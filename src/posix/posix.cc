@@ -2,6 +2,7 @@
 #include "gluon/posix.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 
 #include <cerrno>
 #include <algorithm>
@@ -76,7 +77,12 @@ long transfer(opcode c, int fd, void* buf, size_t n, int64_t off, int flags, sho
 
 int socket(int domain, int type, int protocol) noexcept {
     long fd = sys::socket(domain, type, protocol);
-    if (fd >= 0) detail::set_nonblocking(static_cast<int>(fd), type & SOCK_NONBLOCK);
+    // (A new file: nothing of what the number named before, which a close the facade did not
+    // see may have left, not even whether it was seekable.)
+    if (fd >= 0) {
+        detail::forget(static_cast<int>(fd));
+        detail::set_nonblocking(static_cast<int>(fd), type & SOCK_NONBLOCK);
+    }
     return static_cast<int>(set_errno(fd));
 }
 
@@ -99,6 +105,7 @@ int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
     long r = run(fd, false, POLLIN, io_op::accept(fd, addr, len, flags),
                  [&] { return sys::accept(fd, addr, len, flags); });
     if (r >= 0) {
+        detail::forget(static_cast<int>(r));  // (a new file, as socket's)
         detail::set_nonblocking(static_cast<int>(r), flags & SOCK_NONBLOCK);
         // An accepted socket has its listener's timeouts, as in the kernel.
         for (bool receive : {true, false})
@@ -243,6 +250,21 @@ int close(int fd) noexcept {
     detail::forget(fd);
     auto r = fd::close(fd);
     return static_cast<int>(set_errno(r ? 0 : -r.error().value()));
+}
+
+void closing(int fd) noexcept {
+    detail::forget(fd);
+    fd::closing(fd);
+}
+
+int close_range(unsigned first, unsigned last, int flags) noexcept {
+    // (Only below the fd table's size: no fd above it is open, and closefrom's ~0U would take
+    // billions of numbers.)
+    if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last) {
+        const unsigned end = std::min(last, static_cast<unsigned>(detail::fd_table_size()) - 1);
+        for (unsigned fd = first; fd <= end; ++fd) posix::closing(static_cast<int>(fd));
+    }
+    return static_cast<int>(set_errno(sys::close_range(first, last, flags)));
 }
 
 int dup(int fd) noexcept { return posix::fcntl(fd, F_DUPFD, 0); }

@@ -95,23 +95,6 @@ long wait_any(const pollfd* fds, nfds_t n, deadline_t d) {
     return r;
 }
 
-// The size of the process's fd table (the kernel's max_fds, FDSize in /proc/self/status): no fd
-// at or above it is open, and Linux's select reads and writes the sets only below it.
-// FD_SETSIZE if it cannot be read.
-int fd_table_size() noexcept {
-    const long fd = sys::openat(AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) return FD_SETSIZE;
-    char buf[4096];
-    const long got = sys::read(static_cast<int>(fd), buf, sizeof buf - 1, -1);
-    (void)sys::close(static_cast<int>(fd));
-    if (got <= 0) return FD_SETSIZE;
-    buf[got] = '\0';
-    const char* at = std::strstr(buf, "\nFDSize:");
-    if (!at) return FD_SETSIZE;
-    const long size = std::strtol(at + 9, nullptr, 10);
-    return size > 0 && size <= INT_MAX ? static_cast<int>(size) : FD_SETSIZE;
-}
-
 // fd_set bits by hand: a set may be larger than fd_set (nfds beyond FD_SETSIZE), which FD_ISSET
 // and FD_SET refuse under _FORTIFY_SOURCE.
 bool has(const fd_set* set, int fd) noexcept {
@@ -157,7 +140,8 @@ int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) noexc
     // Linux cuts nfds to its fd table's size instead of refusing it: programs pass
     // getdtablesize() (RLIMIT_NOFILE, a million in containers) with plain fd_sets, or sets made
     // larger than fd_set for fds beyond FD_SETSIZE. Both failed here with EINVAL.
-    if (nfds > FD_SETSIZE) nfds = std::min(nfds, fd_table_size());
+    // (Linux's select reads and writes the sets only below its fd table's size.)
+    if (nfds > FD_SETSIZE) nfds = std::min(nfds, detail::fd_table_size());
     auto events_of = [&](int fd) {
         short ev = 0;
         if (has(rd, fd)) ev |= POLLIN;

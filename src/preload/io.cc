@@ -142,6 +142,15 @@ int close(int fd) {
     if (g_mode == mode::listen) listen::closing(fd);
     return GLUON_FORWARD(close, fd);
 }
+// Closes the facade does not see through close() (libc's closefrom calls the system call
+// itself): each number is closed as close() would, or its O_NONBLOCK and timeouts stayed for
+// the next file to get it (a blocking pipe taken for a non-blocking socket read at once, and
+// blocked the vCPU).
+int close_range(unsigned first, unsigned last, int flags) noexcept { return GLUON_FORWARD(close_range, first, last, flags); }
+void closefrom(int low) noexcept {
+    if (on() && low >= 0 && px::close_range(static_cast<unsigned>(low), ~0U, 0) == 0) return;
+    GLUON_REAL(closefrom)(low);  // (close_range(2) failed: libc's fallback)
+}
 int fsync(int fd) { return GLUON_FORWARD(fsync, fd); }
 int fdatasync(int fd) { return GLUON_FORWARD(fdatasync, fd); }
 int nanosleep(const timespec* req, timespec* rem) { return GLUON_FORWARD(nanosleep, req, rem); }

@@ -119,12 +119,19 @@ int fileno(FILE* f) noexcept {
 }
 int fileno_unlocked(FILE* f) noexcept { return fileno(f); }
 
+// libc's own FILE closes its fd with a call the facade does not see: the number is closed as
+// close() would first (its O_NONBLOCK and timeouts would stay for the next file to get it).
 int fclose(FILE* f) {
     const int saved = errno;
-    if (current_mode() == mode::fibers && GLUON_REAL(fileno)(f) < 0) {
+    if (current_mode() == mode::fibers) {
+        const int fd = GLUON_REAL(fileno)(f);
         errno = saved;
-        std::lock_guard g(g_mu);
-        files().erase(f);
+        if (fd >= 0 && !in_signal_handler()) {
+            px::closing(fd);
+        } else if (fd < 0) {
+            std::lock_guard g(g_mu);
+            files().erase(f);
+        }
     }
     return GLUON_REAL(fclose)(f);
 }

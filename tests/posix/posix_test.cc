@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/close_range.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -508,6 +509,42 @@ TEST_P(posix_test, fionbio_sets_and_clears_nonblocking) {
     errno = 0;
     EXPECT_EQ(posix::ioctl(k_closed_fd, FIONBIO, &on), -1);
     EXPECT_EQ(errno, EBADF);
+}
+
+// A number closed without close() (posix::closing before another close, close_range) starts
+// afresh: the blocking pipe that gets it next is not taken for the non-blocking socket it named,
+// whose read would have been a blocking system call on the vCPU (the writer never ran).
+TEST_P(posix_test, a_number_closed_another_way_forgets_its_state) {
+    for (int way : {0, 1}) {
+        SCOPED_TRACE(way ? "close_range" : "closing");
+        int p[2];
+        ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);  // (first: it must not take the number freed below)
+        const int s = posix::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        ASSERT_GE(s, 0);
+        ASSERT_TRUE(posix::fcntl(s, F_GETFL) & O_NONBLOCK);
+        if (way == 0) {
+            posix::closing(s);
+            ASSERT_EQ(::close(s), 0);
+        } else {
+            ASSERT_EQ(posix::close_range(s, s, 0), 0);
+        }
+        ASSERT_EQ(::dup3(p[0], s, O_CLOEXEC), s);  // s names a blocking pipe, made behind the facade
+        ::close(p[0]);
+        ASSERT_FALSE(posix::fcntl(s, F_GETFL) & O_NONBLOCK);  // (a read would block the vCPU)
+        auto writer = spawn([&] { EXPECT_EQ(posix::write(p[1], "w", 1), 1); });
+        char c = 0;
+        EXPECT_EQ(posix::read(s, &c, 1), 1);  // parked until the writer ran
+        EXPECT_EQ(c, 'w');
+        ASSERT_TRUE(writer->join());
+        posix::close(s);
+        posix::close(p[1]);
+    }
+    // CLOSE_RANGE_CLOEXEC closes nothing: the number keeps its state.
+    const int s = posix::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_EQ(posix::close_range(s, s, CLOSE_RANGE_CLOEXEC), 0);
+    EXPECT_TRUE(::fcntl(s, F_GETFD) & FD_CLOEXEC);
+    EXPECT_TRUE(posix::fcntl(s, F_GETFL) & O_NONBLOCK);
+    posix::close(s);
 }
 
 TEST_P(posix_test, poll_select_and_epoll_wait_park_until_ready) {

@@ -8,7 +8,8 @@
  * sleeps (and one whose routine ends its thread: another caller then runs its own), a spin
  * lock held across a sleep,
  * a flag awaited with sched_yield, a receive bounded by SO_RCVTIMEO, a socket made
- * non-blocking with ioctl(FIONBIO), name lookups (and
+ * non-blocking with ioctl(FIONBIO), numbers closed by close_range, closefrom and fclose and
+ * given to a new file, name lookups (and
  * their h_errno) and system(); and sleeps (and ppoll, epoll_pwait2) with timeouts too far to
  * count in nanoseconds or milliseconds, which must not end at once. In each, one thread waits until another
  * does something, and that other thread only gets to it after the first has started waiting:
@@ -34,6 +35,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -557,6 +559,55 @@ static void* nbio_sender(void* arg) {
     return NULL;
 }
 
+/* ---- a number closed without close() (close_range, closefrom, fclose) starts afresh -------- */
+/* Each way closes a non-blocking file seen as such, and a blocking pipe gets its number behind
+ * the interposers: a read there waits for the writer. Taken for the old file's, it was a
+ * blocking system call that held the vCPU (and the writer) for good. */
+static int fresh_pipe[2];
+static void* fresh_reader(void* arg) {
+    (void)arg;
+    for (int way = 0; way < 3; ++way) {
+        CHECK(pipe2(fresh_pipe, O_CLOEXEC) == 0); /* (first: it must not take the number freed) */
+        int fd;
+        if (way == 0) {
+            fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            CHECK(fd >= 0 && (fcntl(fd, F_GETFL) & O_NONBLOCK));
+            CHECK(close_range(fd, fd, 0) == 0);
+        } else if (way == 1) {
+            const int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            fd = fcntl(s, F_DUPFD_CLOEXEC, 900); /* (closefrom takes the numbers above) */
+            CHECK(fd >= 900 && (fcntl(fd, F_GETFL) & O_NONBLOCK));
+            close(s);
+            closefrom(900);
+        } else {
+            fd = open("/dev/null", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+            CHECK(fd >= 0 && (fcntl(fd, F_GETFL) & O_NONBLOCK));
+            FILE* f = fdopen(fd, "r");
+            CHECK(f && fclose(f) == 0);
+        }
+        CHECK(syscall(SYS_dup3, fresh_pipe[0], fd, O_CLOEXEC) == fd); /* (no interposer sees it) */
+        close(fresh_pipe[0]);
+        const int stale = fcntl(fd, F_GETFL) & O_NONBLOCK;
+        CHECK(!stale);
+        announce(28 + 2 * way);
+        char c = 0;
+        if (!stale) CHECK(read(fd, &c, 1) == 1 && c == 'f'); /* (stale: it would hold the vCPU) */
+        await_stage(29 + 2 * way);
+        close(fd);
+        close(fresh_pipe[1]);
+    }
+    return NULL;
+}
+static void* fresh_writer(void* arg) {
+    (void)arg;
+    for (int way = 0; way < 3; ++way) {
+        await_stage(28 + 2 * way);
+        CHECK(write(fresh_pipe[1], "f", 1) == 1);
+        announce(29 + 2 * way);
+    }
+    return NULL;
+}
+
 /* ---- lookups and system(): offloaded, each from a thread of its own ------------------------ */
 static void* lookups(void* arg) {
     (void)arg;
@@ -701,6 +752,7 @@ int main(void) {
     pthread_join(tr, NULL);
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nbio_sv) == 0);
     pair(nbio_receiver, nbio_sender, NULL);
+    pair(fresh_reader, fresh_writer, NULL);
     pthread_t lk;
     CHECK(pthread_create(&lk, NULL, lookups, NULL) == 0);
     pthread_join(lk, NULL);

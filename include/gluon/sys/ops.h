@@ -119,6 +119,10 @@ inline long socket_error(int fd) noexcept {
 // ---- files and directories ----------------------------------------------------------------------
 
 inline long close(int fd) noexcept { return GLUON_SYSCALL(::close(fd), SYS_close, fd); }
+/// close_range(2): closes (or with CLOSE_RANGE_CLOEXEC marks) the fds first..last.
+inline long close_range(unsigned first, unsigned last, int flags) noexcept {
+    return GLUON_SYSCALL(::close_range(first, last, flags), SYS_close_range, first, last, flags);
+}
 inline long fsync(int fd, bool datasync) noexcept {
     if (datasync) return GLUON_SYSCALL(::fdatasync(fd), SYS_fdatasync, fd);
     return GLUON_SYSCALL(::fsync(fd), SYS_fsync, fd);
