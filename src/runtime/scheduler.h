@@ -294,6 +294,17 @@ inline long park_current(vcpu* v, deadline_t deadline, void (*cancel)(fiber_impl
 
 /// Pushes work to another vCPU and wakes it if it sleeps.
 void post_remote(vcpu* target, remote_node* n) noexcept;
+/// post_remote to v if v is a vCPU still registered (one that fini has not unregistered); false
+/// if it is not. fini decides to end under the same lock, so work posted this way runs (see
+/// fini and run_timer_removals).
+bool post_remote_if_alive(vcpu* v, remote_node* n) noexcept;
+
+/// Takes t off the heap of vCPU v, which may be another thread's, and waits until it is done:
+/// a no-op if v has ended (its heap went with it) or t is not in v's heap.
+void remove_timer_on(vcpu* v, timer_node* t) noexcept;
+/// For fini after its last round: runs the removals of remove_timer_on still queued to v (their
+/// callers wait for them), dropping whatever else is queued.
+void run_timer_removals(vcpu* v) noexcept;
 
 void deliver_interrupt(fiber_impl* f) noexcept;
 

@@ -44,6 +44,8 @@ public:
         if (i > 0 && last.deadline < heap_[parent(i)].deadline) sift_up(i, last);
         else sift_down(i, last);
     }
+    /// True if t is in this heap (not in another vCPU's, not fired, not removed).
+    bool holds(const timer_node* t) const noexcept { return t->index < heap_.size() && heap_[t->index].node == t; }
     /// Removes and fires every timer whose deadline is <= now. Returns how many fired.
     int fire_expired(int64_t now) {
         int n = 0;

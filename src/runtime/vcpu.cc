@@ -63,17 +63,32 @@ void wait_biased_sections_of(uint32_t tag, const void* lock) noexcept {
             }
         }
 }
+
+bool post_remote_if_alive(vcpu* v, remote_node* n) noexcept {
+    // Under the registry's lock: fini unregisters v under it too, and only once it has seen
+    // v's queue empty, so what is posted here before that runs in one of fini's rounds.
+    std::lock_guard lk(g_registry_mu);
+    for (vcpu* r = gluon_vcpu_list; r; r = r->next_registered)
+        if (r == v) {
+            post_remote(v, n);
+            return true;
+        }
+    return false;
+}
 }  // namespace detail
 
 namespace {
 
-void unregister_vcpu(vcpu* v) {
+// Unregisters v once nothing is posted to it, or anyway when `force`. False: work is queued.
+bool unregister_vcpu(vcpu* v, bool force) {
     std::lock_guard lk(g_registry_mu);
+    if (!force && !v->remote.empty()) return false;
     for (vcpu** p = &gluon_vcpu_list; *p; p = &(*p)->next_registered)
         if (*p == v) {
             *p = v->next_registered;
-            return;
+            break;
         }
+    return true;
 }
 
 void default_segv() {
@@ -240,10 +255,12 @@ result<void> fini() {
         // for a task spawned here): they run too, interrupted like the others. Left queued, they
         // never ran, their waiters hung, and the thread kept a task runner that was gone. It
         // may have posted more work too, which the next round runs.
-        if (v->nfibers == 0 && (v->remote.empty() || round + 1 >= k_fini_rounds)) break;
+        // Unregistered only now: fibers that run hold biased locks, whose holder is found
+        // through the registry. The last look at the queue is made under the registry's lock
+        // (see post_remote_if_alive).
+        if (v->nfibers == 0 && unregister_vcpu(v, round + 1 >= k_fini_rounds)) break;
     }
-    // Only now: fibers that run hold biased locks, whose holder is found through the registry.
-    unregister_vcpu(v);
+    run_timer_removals(v);
     teardown_altstack(v);
     destroy_idle_fiber(v);
     t_hot = nullptr;

@@ -1,9 +1,11 @@
 #include "gluon/runtime/vcpu_call.h"
 
+#include <atomic>
 #include <cstddef>
 #include <new>
 
 #include "gluon/common/misuse.h"
+#include "gluon/sys/proc.h"
 #include "scheduler.h"
 
 namespace gluon {
@@ -29,9 +31,49 @@ namespace {
 timer_node* node_of(unsigned char* storage) noexcept { return std::launder(reinterpret_cast<timer_node*>(storage)); }
 }  // namespace
 
+namespace detail {
+namespace {
+struct timer_removal {
+    remote_node node;  // first: run() gets its address
+    timer_node* timer = nullptr;
+    std::atomic<bool> done{false};
+};
+
+void remove_posted_timer(vcpu* v, remote_node* n) {
+    auto* r = reinterpret_cast<timer_removal*>(n);
+    // Not held: it fired (its callback has run) or another vCPU has v's address now.
+    if (v->timers.holds(r->timer)) v->timers.remove(r->timer);
+    r->done.store(true, std::memory_order_release);  // r is the waiter's: not touched after
+}
+}  // namespace
+
+void remove_timer_on(vcpu* v, timer_node* t) noexcept {
+    timer_removal r;
+    r.node.run = remove_posted_timer;
+    r.timer = t;
+    if (!post_remote_if_alive(v, &r.node)) return;
+    // Spun, not parked: the caller may be any thread, or a callback in another vCPU's event
+    // loop, which cannot park. v's event loop runs the removal at its next pass.
+    while (!r.done.load(std::memory_order_acquire)) (void)sys::sched_yield();
+}
+
+void run_timer_removals(vcpu* v) noexcept {
+    for (remote_node* n = v->remote.take_all(); n;) {
+        remote_node* next = n->next;
+        if (n->run == remove_posted_timer) n->run(v, n);
+        n = next;
+    }
+}
+}  // namespace detail
+
 result<void> vcpu_timer::arm(deadline_t deadline, fn_t fn) noexcept {
     vcpu* v = cur_vcpu();
     if (!v) return errno_error(EPERM);
+    if (armed_ && owner_ != v) {
+        // Moved here, it would sit in two vCPUs' heaps, which their threads change unlocked.
+        report_misuse("vcpu_timer armed on a vCPU while it is armed on another");
+        return errno_error(EXDEV);
+    }
     disarm();
     // The node is made here, not in the constructor: most timers are never armed (every engine
     // operation of a task has one, for its timeout).
@@ -53,6 +95,9 @@ void vcpu_timer::disarm_slow() noexcept {
     auto* v = static_cast<vcpu*>(owner_);
     if (v != cur_vcpu()) {
         report_misuse("vcpu_timer disarmed on another thread than the vCPU that armed it");
+        // Left in v's heap, it would fire there after its destructor (this is one) had run.
+        remove_timer_on(v, node_of(node_));
+        armed_ = false;
         return;
     }
     v->timers.remove(node_of(node_));

@@ -7,11 +7,13 @@
 #include <mutex>
 #include <vector>
 #include <memory>
+#include <new>
 
 #include <atomic>
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/oneshot.h"
+#include "gluon/runtime/vcpu_call.h"
 #include "gluon/sync.h"
 #include "test_support.h"
 
@@ -131,6 +133,56 @@ TEST_P(runtime_test, cross_vcpu_interrupt_and_join) {
         EXPECT_TRUE(f.join());
     }));
     EXPECT_EQ(got, std::errc::operation_canceled);
+}
+
+// A vcpu_timer whose callback signals a oneshot, waited on by the test's thread.
+struct signalling_timer : vcpu_timer {
+    oneshot fired;
+    static void fire(vcpu_timer* self) noexcept { static_cast<signalling_timer*>(self)->fired.signal(); }
+};
+
+TEST_P(runtime_test, a_timer_armed_again_on_another_vcpu_fails_with_exdev) {
+    // Misuse, made harmless: armed on vCPU 1 while armed on vCPU 0, the timer went into both
+    // vCPUs' heaps (one of them later fired it while the other kept it, or spun on it for ever).
+    ::setenv("GLUON_MISUSE_ABORT", "0", 1);
+    signalling_timer t;
+    ASSERT_TRUE(rt_->run(0, [&] { ASSERT_TRUE(t.arm(k_no_deadline, signalling_timer::fire)); }));
+    result<void> again;
+    ASSERT_TRUE(rt_->run(1, [&] { again = t.arm(k_no_deadline, signalling_timer::fire); }));
+    ASSERT_FALSE(again);
+    EXPECT_EQ(again.error(), std::errc::cross_device_link);
+    EXPECT_TRUE(t.armed());  // still on vCPU 0
+    t.disarm();              // from this thread, no vCPU: reported, and vCPU 0 takes it off
+    EXPECT_FALSE(t.armed());
+    ASSERT_TRUE(rt_->run(1, [&] { ASSERT_TRUE(t.arm(mono_now_ns(), signalling_timer::fire)); }));
+    t.fired.wait();  // fires on vCPU 1, where it is now
+    ::unsetenv("GLUON_MISUSE_ABORT");
+}
+
+std::atomic<bool> g_timer_destroyed{false};
+std::atomic<bool> g_fired_after_destruction{false};
+
+TEST_P(runtime_test, a_timer_destroyed_on_another_vcpu_never_fires_after) {
+    // Misuse, made harmless: destroyed on vCPU 1, a timer armed on vCPU 0 stayed in vCPU 0's
+    // heap and fired there after its destructor (the storage is kept here to see it).
+    ::setenv("GLUON_MISUSE_ABORT", "0", 1);
+    alignas(vcpu_timer) unsigned char storage[sizeof(vcpu_timer)];
+    auto* t = new (storage) vcpu_timer;
+    const deadline_t due = deadline_after(200ms);
+    ASSERT_TRUE(rt_->run(0, [&] {
+        ASSERT_TRUE(t->arm(due, [](vcpu_timer*) noexcept {
+            if (g_timer_destroyed.load()) g_fired_after_destruction = true;
+        }));
+    }));
+    ASSERT_TRUE(rt_->run(1, [&] { t->~vcpu_timer(); }));
+    g_timer_destroyed = true;
+    // Timers fire in deadline order: once this later one has fired, vCPU 0 has passed t's
+    // deadline and would have fired t had its heap still held it.
+    signalling_timer later;
+    ASSERT_TRUE(rt_->run(0, [&] { ASSERT_TRUE(later.arm(due + 1'000'000, signalling_timer::fire)); }));
+    later.fired.wait();
+    EXPECT_FALSE(g_fired_after_destruction.load());
+    ::unsetenv("GLUON_MISUSE_ABORT");
 }
 
 TEST_P(runtime_test, mutex_contended_from_both_vcpus) {

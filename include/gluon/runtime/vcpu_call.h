@@ -22,20 +22,24 @@ struct vcpu_call {
 /// posted while it finishes runs in a round of fini, unless fini has done its last (see fini).
 result<void> post_call(vcpu_handle v, vcpu_call& c) noexcept;
 
-/// A one-shot timer on the calling vCPU's timer heap. Arm and disarm it on that vCPU only.
+/// A one-shot timer on the calling vCPU's timer heap. Arm and disarm it on that vCPU only: once
+/// it has fired or been disarmed, it may be armed on another.
 class vcpu_timer {
 public:
     using fn_t = void (*)(vcpu_timer* self) noexcept;
     vcpu_timer() noexcept = default;
     vcpu_timer(const vcpu_timer&) = delete;
     vcpu_timer& operator=(const vcpu_timer&) = delete;
-    /// Disarms it if armed (on its vCPU).
+    /// Disarms it if armed (see disarm()).
     ~vcpu_timer() { disarm(); }
 
     /// Calls fn(this) on this vCPU once `deadline` has passed (never inline). Re-arming an armed
-    /// timer moves it. Errors: EPERM (not on a vCPU).
+    /// timer moves it. Errors: EPERM (not on a vCPU), EXDEV (armed on another vCPU, which is
+    /// misuse: it stays armed there).
     result<void> arm(deadline_t deadline, fn_t fn) noexcept;
-    /// Stops it if it has not fired; a no-op otherwise.
+    /// Stops it if it has not fired; a no-op otherwise. Called on another thread than its vCPU
+    /// (also by the destructor) it is misuse, reported; the timer is then taken off its vCPU's
+    /// heap by that vCPU while the caller waits (spinning), so it never fires after this returns.
     void disarm() noexcept {
         if (armed()) disarm_slow();
     }
