@@ -32,6 +32,29 @@ TEST(clock, short_timeouts_are_exact) {
     EXPECT_LE(past, mono_now_ns());
 }
 
+TEST(clock, durations_too_long_for_nanoseconds_saturate) {
+    using namespace std::chrono;
+    static_assert(to_duration(milliseconds::max()) == forever);
+    static_assert(to_duration(hours::max()) == forever);
+    static_assert(to_duration(milliseconds::min()) == duration::min());
+    static_assert(to_duration(1500ms) == 1'500'000'000ns);
+    static_assert(to_duration(-3us) == -3000ns);
+    static_assert(to_duration(nanoseconds::max()) == forever);
+    EXPECT_EQ(to_duration(std::chrono::duration<double>(1e300)), forever);
+    EXPECT_EQ(to_duration(std::chrono::duration<double>(0.25)), 250ms);
+    EXPECT_EQ(deadline_after(to_duration(milliseconds::max())), k_no_deadline);
+    // A time point past what nanoseconds hold is no deadline; one before is now.
+    EXPECT_EQ(deadline_at(time_point<steady_clock, seconds>::max()), k_no_deadline);
+    EXPECT_EQ(deadline_at(steady_clock::time_point::max()), k_no_deadline);
+    const int64_t before = mono_now_ns();
+    const deadline_t past = deadline_at(time_point<steady_clock, seconds>::min());
+    EXPECT_GE(past, before);
+    EXPECT_LE(past, mono_now_ns());
+    const deadline_t soon = deadline_at(steady_clock::now() + 1h);
+    EXPECT_GE(soon, before + 3'600'000'000'000);
+    EXPECT_LE(soon, mono_now_ns() + 3'600'000'000'000);
+}
+
 TEST(clock, long_timeouts_end_no_earlier_and_at_most_the_lag_later) {
     for (duration t : {duration(1s), duration(30s), duration(std::chrono::hours(24 * 365))}) {
         const int64_t before = mono_now_ns();

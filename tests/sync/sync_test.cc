@@ -116,6 +116,89 @@ TEST_P(sync_test, condition_variable_with_unique_lock) {
     EXPECT_FALSE(cv.wait_for(lk, 5ms, [] { return false; }));
 }
 
+// Lets the fiber just spawned run until it waits, then the vCPU fire every timer due: the
+// caller then waits with a timeout due at once, so the vCPU goes through its event loop, where
+// a timeout of the other fiber's that was already past (earlier than the caller's) ends its
+// wait first, and the other fiber runs on before the caller does.
+void let_the_other_wait() {
+    this_fiber::yield();
+    event never;
+    (void)never.wait(0ns);
+}
+
+TEST_P(sync_test, timeouts_too_long_for_nanoseconds_wait_for_ever) {
+    // milliseconds::max() and the like overflowed on their way to nanoseconds, into a timeout
+    // already past: each of these gave up at once instead of waiting for the other fiber.
+    mutex m;
+    condition_variable cv;
+    bool ready = false, notified = false, locked = false, locked_until = false;
+    auto waiter = spawn([&] {
+        std::unique_lock lk(m);
+        notified = cv.wait_for(lk, std::chrono::milliseconds::max(), [&] { return ready; });
+    });
+    let_the_other_wait();
+    {
+        std::lock_guard g(m);
+        ready = true;
+        cv.notify_all();
+    }
+    ASSERT_TRUE(waiter->join());
+    EXPECT_TRUE(notified);
+
+    m.lock();
+    auto locker = spawn([&] {
+        locked = m.try_lock_for(std::chrono::milliseconds::max());
+        if (locked) m.unlock();
+    });
+    let_the_other_wait();
+    m.unlock();
+    ASSERT_TRUE(locker->join());
+    EXPECT_TRUE(locked);
+    m.lock();
+    auto until = spawn([&] {
+        using seconds_point = std::chrono::time_point<std::chrono::steady_clock, std::chrono::seconds>;
+        locked_until = m.try_lock_until(seconds_point::max());
+        if (locked_until) m.unlock();
+    });
+    let_the_other_wait();
+    m.unlock();
+    ASSERT_TRUE(until->join());
+    EXPECT_TRUE(locked_until);
+
+    recursive_mutex rm;
+    rm.lock();
+    bool rlocked = false;
+    auto rlocker = spawn([&] {
+        rlocked = rm.try_lock_for(std::chrono::hours::max());
+        if (rlocked) rm.unlock();
+    });
+    let_the_other_wait();
+    rm.unlock();
+    ASSERT_TRUE(rlocker->join());
+    EXPECT_TRUE(rlocked);
+
+    shared_mutex sm;
+    sm.lock();
+    bool shared = false, exclusive = false;
+    auto reader = spawn([&] {
+        shared = sm.try_lock_shared_for(std::chrono::hours::max());
+        if (shared) sm.unlock_shared();
+    });
+    let_the_other_wait();
+    sm.unlock();
+    ASSERT_TRUE(reader->join());
+    sm.lock_shared();
+    auto writer = spawn([&] {
+        exclusive = sm.try_lock_for(std::chrono::milliseconds::max());
+        if (exclusive) sm.unlock();
+    });
+    let_the_other_wait();
+    sm.unlock_shared();
+    ASSERT_TRUE(writer->join());
+    EXPECT_TRUE(shared);
+    EXPECT_TRUE(exclusive);
+}
+
 TEST_P(sync_test, semaphore_limits_concurrency) {
     counting_semaphore sem(2);
     int inside = 0, max_inside = 0;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <type_traits>
 
 namespace gluon {
 
@@ -30,6 +31,22 @@ inline int64_t mono_coarse_ns() noexcept {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return timespec_ns(ts);
+}
+
+/// Any std::chrono duration as a `duration`, saturating: one longer than nanoseconds hold
+/// (milliseconds::max(), a timeout meaning "no timeout") is forever, not an overflow (which
+/// wrapped such a timeout into one already past); one further below zero is duration::min().
+template <typename Rep, typename Period>
+constexpr duration to_duration(const std::chrono::duration<Rep, Period>& d) noexcept {
+    if constexpr (std::is_same_v<std::chrono::duration<Rep, Period>, duration>) {
+        return d;
+    } else {
+        using wide = std::chrono::duration<long double, std::nano>;  // holds any of them
+        const wide w = std::chrono::duration_cast<wide>(d);
+        if (w >= wide(static_cast<long double>(forever.count()))) return forever;
+        if (w <= wide(static_cast<long double>(duration::min().count()))) return duration::min();
+        return std::chrono::duration_cast<duration>(d);
+    }
 }
 
 /// The deadline `d` from now (saturating; negative durations are "now").
@@ -113,11 +130,19 @@ private:
     bool stall_ = false;
 };
 
-/// Converts a std::chrono::steady_clock time point (CLOCK_MONOTONIC on Linux) to a deadline.
+/// Converts a std::chrono::steady_clock time point (CLOCK_MONOTONIC on Linux) to a deadline,
+/// saturating: time_point<Clock, seconds>::max() is no deadline, as Clock's own max() is.
 template <typename Clock, typename Dur>
 deadline_t deadline_at(std::chrono::time_point<Clock, Dur> tp) noexcept {
-    auto left = std::chrono::duration_cast<duration>(tp - Clock::now());
-    return deadline_after(left);
+    // tp - now is taken in the finer unit of the two, which tp may not fit in: look first.
+    using wide = std::chrono::duration<long double, std::nano>;
+    const auto now = Clock::now();
+    const wide at = std::chrono::duration_cast<wide>(tp.time_since_epoch());
+    const wide left = at - std::chrono::duration_cast<wide>(now.time_since_epoch());
+    const wide most(static_cast<long double>(forever.count()));
+    if (at >= most || left >= most) return k_no_deadline;
+    if (at <= -most || left <= wide(0)) return deadline_after(duration::zero());
+    return deadline_after(to_duration(tp - now));
 }
 
 }  // namespace gluon

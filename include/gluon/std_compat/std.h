@@ -110,7 +110,7 @@ inline thread::id get_id() noexcept { return thread::id(this_fiber::id()); }
 template <typename Rep, typename Period>
 void sleep_for(const std::chrono::duration<Rep, Period>& d) {
     // std::this_thread::sleep_for is not interruptible: sleep out the whole time.
-    const deadline_t until = deadline_after(std::chrono::duration_cast<duration>(d));
+    const deadline_t until = deadline_after(to_duration(d));
     while (mono_now_ns() < until) (void)this_fiber::sleep_until(until);
 }
 template <typename Clock, typename Dur>

@@ -30,13 +30,13 @@ public:
     }
     template <typename Lock, typename Rep, typename Period>
     std::cv_status wait_for(Lock& lock, const std::chrono::duration<Rep, Period>& d) {
-        return wait_until_impl(lock, deadline_after(std::chrono::duration_cast<duration>(d)), false) == -ETIMEDOUT
+        return wait_until_impl(lock, deadline_after(to_duration(d)), false) == -ETIMEDOUT
                    ? std::cv_status::timeout
                    : std::cv_status::no_timeout;
     }
     template <typename Lock, typename Rep, typename Period, typename Pred>
     bool wait_for(Lock& lock, const std::chrono::duration<Rep, Period>& d, Pred pred) {
-        const deadline_t dl = deadline_after(std::chrono::duration_cast<duration>(d));
+        const deadline_t dl = deadline_after(to_duration(d));
         while (!pred())
             if (wait_until_impl(lock, dl, false) == -ETIMEDOUT) return pred();
         return true;

@@ -29,7 +29,7 @@ public:
     }
     template <typename Rep, typename Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period>& d) noexcept {
-        return lock_until(deadline_after(std::chrono::duration_cast<duration>(d)), false).has_value();
+        return lock_until(deadline_after(to_duration(d)), false).has_value();
     }
     template <typename Clock, typename Dur>
     bool try_lock_until(const std::chrono::time_point<Clock, Dur>& tp) noexcept {
@@ -70,7 +70,7 @@ public:
     result<void> lock_for(duration d, bool interruptible = true) noexcept;
     template <typename Rep, typename Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period>& d) noexcept {
-        return lock_for(std::chrono::duration_cast<duration>(d), false).has_value();
+        return lock_for(to_duration(d), false).has_value();
     }
     void unlock() noexcept;
 

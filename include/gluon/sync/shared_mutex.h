@@ -25,7 +25,7 @@ public:
     result<void> lock_until(deadline_t deadline, bool interruptible = true) noexcept;
     template <typename Rep, typename Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period>& d) noexcept {
-        return lock_until(deadline_after(std::chrono::duration_cast<duration>(d)), false).has_value();
+        return lock_until(deadline_after(to_duration(d)), false).has_value();
     }
     void unlock() noexcept;
 
@@ -34,7 +34,7 @@ public:
     result<void> lock_shared_until(deadline_t deadline, bool interruptible = true) noexcept;
     template <typename Rep, typename Period>
     bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d) noexcept {
-        return lock_shared_until(deadline_after(std::chrono::duration_cast<duration>(d)), false).has_value();
+        return lock_shared_until(deadline_after(to_duration(d)), false).has_value();
     }
     void unlock_shared() noexcept;
 
