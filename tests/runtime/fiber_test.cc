@@ -10,6 +10,7 @@
 #include "gluon/runtime/fiber_local.h"
 #include "gluon/runtime/vcpu_call.h"
 #include "gluon/sync/channel.h"
+#include "gluon/sync/semaphore.h"
 #include "test_support.h"
 
 namespace gluon {
@@ -222,6 +223,23 @@ TEST_P(fiber_test, join_for_times_out_and_stays_joinable) {
     EXPECT_EQ(f->join_for(1ms).error(), std::errc::timed_out);
     EXPECT_TRUE(f->joinable());
     EXPECT_TRUE(f->join());
+}
+
+TEST_P(fiber_test, an_interrupted_join_is_ecanceled_and_the_fiber_stays_joinable) {
+    event release;
+    auto target = spawn([&] { (void)release.wait(); });
+    std::error_code got;
+    auto joiner = spawn([&] {
+        auto r = target->join();
+        if (!r) got = r.error();
+    });
+    this_fiber::yield();  // both wait now: the target for the event, the joiner in join
+    ASSERT_TRUE(joiner->interrupt());
+    ASSERT_TRUE(joiner->join());
+    EXPECT_EQ(got, std::errc::operation_canceled);
+    EXPECT_TRUE(target->joinable());
+    release.set();
+    EXPECT_TRUE(target->join());
 }
 
 TEST_P(fiber_test, detached_fibers_run_to_completion) {

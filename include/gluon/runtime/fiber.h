@@ -56,10 +56,12 @@ public:
     }
 
     bool joinable() const noexcept { return f_ != nullptr; }
-    /// Waits for the fiber to finish. Errors: EINVAL (not joinable: joined or detached
-    /// already), EDEADLK (joining itself), EPERM (not called from a vCPU or thread).
+    /// Waits for the fiber to finish; any fiber or thread may. Errors: EINVAL (not joinable:
+    /// joined or detached already), EDEADLK (joining itself), ECANCELED (the caller was
+    /// interrupted; the fiber stays joinable).
     result<void> join() { return join_for(forever); }
-    /// Like join() but gives up at the timeout with ETIMEDOUT (the fiber stays joinable).
+    /// Like join() but gives up at the timeout. Errors: those of join(), ETIMEDOUT (the fiber
+    /// stays joinable).
     result<void> join_for(duration timeout);
     /// Lets the fiber run on by itself. Errors: EINVAL (not joinable).
     result<void> detach();
@@ -109,8 +111,8 @@ namespace this_fiber {
 /// Lets other ready fibers run. Outside a fiber, yields the OS thread. Inlined: see
 /// gluon/runtime/detail/hot.h.
 inline void yield() noexcept { detail::yield(); }
-/// Sleeps; returns ECANCELED if interrupted (EPERM outside a vCPU... see below).
-/// Outside a vCPU the OS thread sleeps instead.
+/// Sleeps. Errors: ECANCELED (interrupted). Outside a vCPU the OS thread sleeps instead, to
+/// the end (it cannot be interrupted).
 result<void> sleep_for(duration d) noexcept;
 result<void> sleep_until(deadline_t deadline) noexcept;
 /// Unique id of the calling fiber (thread-derived id outside a vCPU).
@@ -128,7 +130,8 @@ void trim_stack() noexcept;
 std::pair<void*, size_t> stack() noexcept;
 /// True if an interrupt is pending for the calling fiber (does not consume it).
 bool interrupt_pending() noexcept;
-/// Moves the calling fiber to another vCPU; returns once it runs there. Errors: EINVAL.
+/// Moves the calling fiber to another vCPU; returns once it runs there. Errors: EINVAL (not on
+/// a vCPU, an empty handle, or a vCPU's main fiber, which cannot move).
 result<void> migrate_to(vcpu_handle target) noexcept;
 }  // namespace this_fiber
 

@@ -24,6 +24,7 @@ public:
     bool try_lock() noexcept;
     /// Waits until the deadline. Errors: ETIMEDOUT; ECANCELED if interruptible and interrupted.
     result<void> lock_until(deadline_t deadline, bool interruptible = true) noexcept;
+    /// Errors: as lock_until.
     result<void> lock_for(duration d, bool interruptible = true) noexcept {
         return lock_until(deadline_after(d), interruptible);
     }
@@ -67,6 +68,7 @@ class recursive_mutex {
 public:
     void lock() noexcept;
     bool try_lock() noexcept;
+    /// Errors: ETIMEDOUT; ECANCELED if interruptible and interrupted.
     result<void> lock_for(duration d, bool interruptible = true) noexcept;
     template <typename Rep, typename Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period>& d) noexcept {

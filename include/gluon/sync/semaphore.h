@@ -42,8 +42,9 @@ public:
     latch& operator=(const latch&) = delete;
     void count_down(int64_t n = 1) noexcept;
     bool try_wait() const noexcept;
-    /// Errors: ETIMEDOUT, ECANCELED.
+    /// Errors: ETIMEDOUT, ECANCELED (interrupted).
     result<void> wait(duration timeout = forever) noexcept;
+    /// Errors: ECANCELED (interrupted; the count was taken down all the same).
     result<void> arrive_and_wait(int64_t n = 1) noexcept {
         count_down(n);
         return wait();

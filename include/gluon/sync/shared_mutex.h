@@ -21,7 +21,7 @@ public:
 
     void lock() noexcept { (void)lock_until(k_no_deadline, false); }
     bool try_lock() noexcept;
-    /// Errors: ETIMEDOUT; ECANCELED if interruptible.
+    /// Errors: ETIMEDOUT; ECANCELED if interruptible and interrupted.
     result<void> lock_until(deadline_t deadline, bool interruptible = true) noexcept;
     template <typename Rep, typename Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period>& d) noexcept {
@@ -31,6 +31,7 @@ public:
 
     void lock_shared() noexcept { (void)lock_shared_until(k_no_deadline, false); }
     bool try_lock_shared() noexcept;
+    /// Errors: as lock_until.
     result<void> lock_shared_until(deadline_t deadline, bool interruptible = true) noexcept;
     template <typename Rep, typename Period>
     bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d) noexcept {
