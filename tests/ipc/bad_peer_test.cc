@@ -174,6 +174,27 @@ session_options small_client() {
 
 class ipc_bad_peer : public test::engine_test {
 protected:
+    // A gluon client session to srv, whose handshake srv answers by hand. Its close waits for a
+    // hang-up the raw peer never sends no longer than 200 ms.
+    session connect_to(raw_server& srv) {
+        fiber hs = *spawn([&] { srv.handshake(); });
+        auto o = small_client();
+        o.close_timeout = 200ms;
+        auto c = session::connect(srv.addr, o);
+        EXPECT_TRUE(hs.join());
+        EXPECT_TRUE(c) << c.error().message();
+        return std::move(*c);
+    }
+    // Should the call under test wait for srv's socket, srv reads it after 5 s, unless `done`
+    // is released first: the test then fails instead of hanging.
+    static fiber valve(raw_server& srv, counting_semaphore& done) {
+        return *spawn([&] {
+            if (done.acquire(5s)) return;
+            uint8_t sink[64 << 10];
+            while (auto r = srv.s.read_some(sink, sizeof sink, 5s))
+                if (*r == 0) break;
+        });
+    }
     // Runs `attack` against a listener and returns the error the server's session ended with.
     std::error_code session_error(const std::function<void(raw_client&)>& attack, int fds = 2,
                                   const session_options& opts = {}, bool sealed = true) {
@@ -416,16 +437,14 @@ TEST_P(ipc_bad_peer, a_fallback_larger_than_allowed) {
 // this one (the session stayed up, and a Polling landed inside the payload).
 TEST_P(ipc_bad_peer, a_fallback_message_cut_short_by_its_timeout) {
     raw_server srv;
-    fiber hs = *spawn([&] { srv.handshake(); });
-    auto c = session::connect(srv.addr, small_client());
-    ASSERT_TRUE(c) << c.error().message();
-    ASSERT_TRUE(hs.join());
-    auto st = *c->open_stream();
+    auto c = connect_to(srv);
+    ASSERT_FALSE(HasFailure());
+    auto st = *c.open_stream();
     std::vector<uint8_t> big(8u << 20, 'x');  // far more than the socket buffers hold
     auto w = st.send(big.data(), big.size(), 100ms);
     ASSERT_FALSE(w);
     EXPECT_EQ(w.error(), std::errc::timed_out) << w.error().message();
-    EXPECT_EQ(c->error(), std::errc::timed_out) << c->error().message();
+    EXPECT_EQ(c.error(), std::errc::timed_out) << c.error().message();
     // The peer finds the socket ended after part of the message, and nothing after it.
     std::vector<uint8_t> got;
     bool eof = false;
@@ -447,26 +466,14 @@ TEST_P(ipc_bad_peer, a_fallback_message_cut_short_by_its_timeout) {
 // timeout (it waited for the socket without end). Once the peer reads again, the wake-up comes.
 TEST_P(ipc_bad_peer, a_peer_that_stops_reading_its_socket) {
     raw_server srv;
-    fiber hs = *spawn([&] { srv.handshake(); });
-    // (A message is left queued at the end: the closing session waits for this raw peer's
-    // hang-up, which never comes, for close_timeout.)
-    auto o = small_client();
-    o.close_timeout = 200ms;
-    auto c = session::connect(srv.addr, o);
-    ASSERT_TRUE(c) << c.error().message();
-    ASSERT_TRUE(hs.join());
-    auto st = *c->open_stream();
-    // Should a send wait for the socket, the peer reads it after 5 s: the test fails, not hangs.
+    auto c = connect_to(srv);
+    ASSERT_FALSE(HasFailure());
+    auto st = *c.open_stream();
     counting_semaphore sends_done;
-    fiber valve = *spawn([&] {
-        if (sends_done.acquire(5s)) return;
-        uint8_t sink[64 << 10];
-        while (auto r = srv.s.read_some(sink, sizeof sink, 5s))
-            if (*r == 0) break;
-    });
+    fiber reader = valve(srv, sends_done);
     // Each message makes a Polling of 8 bytes; the socket holds a few hundred of them (each
     // costs the sender's buffer far more than 8 bytes): sends until one finds it full.
-    const uint64_t polls = c->counters().polls_sent;
+    const uint64_t polls = c.counters().polls_sent;
     int64_t longest = 0;
     size_t sent = 0;
     for (bool full = false; sent < 20000 && !full; ++sent) {
@@ -482,10 +489,10 @@ TEST_P(ipc_bad_peer, a_peer_that_stops_reading_its_socket) {
     ASSERT_TRUE(st.send("y", 1, 20ms));
     longest = std::max(longest, mono_now_ns() - t0);
     sends_done.release();
-    ASSERT_TRUE(valve.join());
+    ASSERT_TRUE(reader.join());
     EXPECT_LT(longest, 1'000'000'000) << "ns for a send with a 20 ms timeout";
     EXPECT_LT(sent, 20000u) << "the socket never filled";
-    EXPECT_TRUE(c->healthy());
+    EXPECT_TRUE(c.healthy());
     // The peer reads again: one Polling for each send but the last, the one that could not go
     // among them.
     uint8_t buf[64 << 10];
@@ -497,7 +504,7 @@ TEST_P(ipc_bad_peer, a_peer_that_stops_reading_its_socket) {
         read += *r;
     }
     EXPECT_EQ(read, 8 * sent);
-    EXPECT_EQ(c->counters().polls_sent, polls + sent);
+    EXPECT_EQ(c.counters().polls_sent, polls + sent);
 }
 
 // A peer that takes neither its queue nor its socket: close() cannot tell it, and gives up
@@ -505,21 +512,11 @@ TEST_P(ipc_bad_peer, a_peer_that_stops_reading_its_socket) {
 // stream is closed here anyway, and the session, of which nothing went out cut short, stays up.
 TEST_P(ipc_bad_peer, close_gives_up_on_a_peer_that_takes_nothing) {
     raw_server srv;
-    fiber hs = *spawn([&] { srv.handshake(); });
-    auto o = small_client();
-    o.close_timeout = 200ms;
-    auto c = session::connect(srv.addr, o);
-    ASSERT_TRUE(c) << c.error().message();
-    ASSERT_TRUE(hs.join());
-    auto st = *c->open_stream();
-    // Should close wait for the socket, the peer reads it after 5 s: the test fails, not hangs.
+    auto c = connect_to(srv);
+    ASSERT_FALSE(HasFailure());
+    auto st = *c.open_stream();
     counting_semaphore closed;
-    fiber valve = *spawn([&] {
-        if (closed.acquire(5s)) return;
-        uint8_t sink[64 << 10];
-        while (auto r = srv.s.read_some(sink, sizeof sink, 5s))
-            if (*r == 0) break;
-    });
+    fiber reader = valve(srv, closed);
     // Pollings until the socket is full (a send then waits its whole timeout: the wake-up is
     // left to a fiber that waits for the socket), then messages until the queue is full.
     bool full = false;
@@ -538,7 +535,7 @@ TEST_P(ipc_bad_peer, close_gives_up_on_a_peer_that_takes_nothing) {
     auto r = st.close();
     const int64_t took = mono_now_ns() - t0;
     closed.release();
-    ASSERT_TRUE(valve.join());
+    ASSERT_TRUE(reader.join());
     EXPECT_LT(took, 2'000'000'000) << "ns for a close with a 200 ms close_timeout";
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
@@ -546,7 +543,7 @@ TEST_P(ipc_bad_peer, close_gives_up_on_a_peer_that_takes_nothing) {
     auto z = st.send("z", 1, 20ms);
     ASSERT_FALSE(z);
     EXPECT_EQ(z.error(), std::errc::broken_pipe);
-    EXPECT_TRUE(c->healthy()) << c->error().message();
+    EXPECT_TRUE(c.healthy()) << c.error().message();
 }
 
 }  // namespace
