@@ -447,6 +447,27 @@ TEST_P(redis_test, a_server_that_is_not_there_or_goes_away) {
 // A hostile or broken server on a loopback port: it answers the commands of the one connection
 // it accepts with `answers` in order (HELLO 3 first gets an empty map), then reads on without
 // answering until the client goes. received() counts the commands that came.
+// The commands a hand-written test server has read off its connection, counted.
+struct command_reader {
+    net::stream& s;
+    std::string in;
+    int n = 0;
+    // Reads until `want` commands have come in all. False: the connection ended or broke.
+    bool until(int want) {
+        char buf[4096];
+        while (n < want) {
+            auto got = s.read_some(buf, sizeof buf, 10s);
+            if (!got || *got == 0) return false;
+            in.append(buf, *got);
+            reply cmd;
+            size_t used = 0;
+            while (detail::decode(in.data(), in.size(), cmd, used) == detail::decode_status::complete)
+                in.erase(0, used), ++n;
+        }
+        return true;
+    }
+};
+
 class scripted_server {
 public:
     scripted_server(int protocol, std::vector<std::string> answers) {
@@ -563,26 +584,12 @@ TEST_P(scripted_test, a_transaction_behind_another_callers_reply_takes_over_the_
     auto server = *spawn([&] {
         auto s = l->accept(10s);
         if (!s) return;
-        std::string in;
-        int n = 0;
-        auto read_commands = [&](int want) {
-            char buf[4096];
-            while (n < want) {
-                auto got = s->read_some(buf, sizeof buf, 10s);
-                if (!got || *got == 0) return false;
-                in.append(buf, *got);
-                reply cmd;
-                size_t used = 0;
-                while (detail::decode(in.data(), in.size(), cmd, used) == detail::decode_status::complete)
-                    in.erase(0, used), ++n;
-            }
-            return true;
-        };
-        if (handshake && (!read_commands(1) || !s->write_all("%0\r\n", 4, 10s))) return;
-        if (!read_commands(handshake + 1)) return;
+        command_reader cmds{*s};
+        if (handshake && (!cmds.until(1) || !s->write_all("%0\r\n", 4, 10s))) return;
+        if (!cmds.until(handshake + 1)) return;
         pinged = true;
         // Then MULTI, INCR, INCR, EXEC: PING's answer alone, the rest once it is taken.
-        if (!read_commands(handshake + 5) || !s->write_all("+PONG\r\n", 7, 10s)) return;
+        if (!cmds.until(handshake + 5) || !s->write_all("+PONG\r\n", 7, 10s)) return;
         if (!test::eventually([&] { return first_done; }, 10s)) return;
         const std::string rest = "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n:2\r\n";
         (void)s->write_all(rest.data(), rest.size(), 10s);
@@ -651,23 +658,9 @@ public:
         f_ = *spawn([this, protocol, size, every, total, l = std::move(*l)]() mutable {
             auto s = l.accept(10s);
             if (!s) return;
-            std::string in;
-            int n = 0;
-            auto read_commands = [&](int want) {
-                char buf[4096];
-                while (n < want) {
-                    auto got = s->read_some(buf, sizeof buf, 10s);
-                    if (!got || *got == 0) return false;
-                    in.append(buf, *got);
-                    reply cmd;
-                    size_t used = 0;
-                    while (detail::decode(in.data(), in.size(), cmd, used) == detail::decode_status::complete)
-                        in.erase(0, used), ++n;
-                }
-                return true;
-            };
-            if (protocol == 3 && (!read_commands(1) || !s->write_all("%0\r\n", 4, 10s))) return;
-            if (!read_commands(protocol == 3 ? 2 : 1)) return;
+            command_reader cmds{*s};
+            if (protocol == 3 && (!cmds.until(1) || !s->write_all("%0\r\n", 4, 10s))) return;
+            if (!cmds.until(protocol == 3 ? 2 : 1)) return;
             const std::string m = "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$" + std::to_string(size) + "\r\n" +
                                   std::string(size, 'm') + "\r\n";
             std::string batch;
