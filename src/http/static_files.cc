@@ -135,10 +135,13 @@ int status_for_open_error(int e) {
     }
 }
 
-/// Opens rel under the root; a directory becomes its index file.
+/// Opens rel under the root; a directory becomes its index file. Opened non-blocking, as the
+/// file type is known only once it is open: a FIFO in the root would otherwise hold the vCPU's
+/// thread in open(2) until something wrote to it. (Cleared again for a regular file, whose
+/// reads it would not change but for io_uring, which may then answer EAGAIN.)
 long open_beneath(const static_state& st, const std::string& rel, struct stat& sb, std::string& name) {
     open_how how{};
-    how.flags = O_RDONLY | O_CLOEXEC;
+    how.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
     how.resolve = st.opts.allow_symlinks_outside_root ? RESOLVE_NO_MAGICLINKS : RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     name = rel.empty() ? "." : rel;
     long fd = sys::openat2(st.root_fd, name.c_str(), &how);
@@ -154,6 +157,7 @@ long open_beneath(const static_state& st, const std::string& rel, struct stat& s
         if (long r = sys::fstat(static_cast<int>(fd), &sb); r < 0) return (void)sys::close(static_cast<int>(fd)), r;
     }
     if (!S_ISREG(sb.st_mode)) return (void)sys::close(static_cast<int>(fd)), -EACCES;
+    if (long r = sys::fcntl(static_cast<int>(fd), F_SETFL, 0); r < 0) return (void)sys::close(static_cast<int>(fd)), r;
     return fd;
 }
 

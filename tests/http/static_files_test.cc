@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "gluon/http/router.h"
 #include "http/client_support.h"
@@ -347,6 +351,35 @@ TEST_P(static_files_test, every_way_out_of_the_root_is_refused) {
     EXPECT_EQ(inside->body, "hello, static world\n");
     // Encoded characters that are not separators are decoded.
     EXPECT_EQ(get("/static/sm%61ll.txt")->body, "hello, static world\n");
+}
+
+// Opening a FIFO for reading waits for a writer: the handler must not (it would hold its vCPU,
+// this test's too). A thread opens the FIFO for writing if the answer has not come within 10 s,
+// so that a server that does wait is released and the test fails instead of hanging.
+TEST_P(static_files_test, a_fifo_under_the_root_is_refused_without_waiting_for_a_writer) {
+    ASSERT_EQ(mkfifo((root_ / "pipe").c_str(), 0600), 0);
+    start();
+    std::mutex m;
+    std::condition_variable cv;
+    bool answered = false, released = false;
+    std::thread valve([&] {
+        std::unique_lock g(m);
+        if (cv.wait_for(g, 10s, [&] { return answered; })) return;
+        int fd = ::open((root_ / "pipe").c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) ::close(fd);
+        released = true;
+    });
+    auto r = get("/static/pipe");
+    {
+        std::lock_guard g(m);
+        answered = true;
+    }
+    cv.notify_one();
+    valve.join();
+    EXPECT_FALSE(released) << "the server waited in open(2) for a writer";
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 403);
+    EXPECT_EQ(get("/static/small.txt")->body, "hello, static world\n");
 }
 
 TEST_P(static_files_test, symlinks_outside_are_followed_only_when_allowed) {

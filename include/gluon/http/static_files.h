@@ -7,7 +7,8 @@
 //
 // Paths cannot leave the root: "..", its percent-encodings, encoded slashes and NUL are refused
 // (400/403), and the file is opened with openat2(RESOLVE_BENEATH), so a symlink that points
-// outside the root is refused too unless allowed.
+// outside the root is refused too unless allowed. Only regular files are served: a FIFO, a
+// device or a socket under the root is 403, and opening one never waits for a writer.
 #pragma once
 
 #include <cstddef>
