@@ -119,6 +119,13 @@ void connection::run() {
     lingering_close();
 }
 
+// A handler that has detached writes to the stream itself: the answers to earlier pipelined
+// requests, still buffered, go out first.
+net::byte_stream& connection::stream() noexcept {
+    if (res_.detached_) (void)flush();
+    return s_;
+}
+
 result<std::string_view> connection::upgrade(response&, std::string_view raw_head) {
     GLUON_TRY(write_raw(raw_head));
     std::string_view v(in_ + start_, end_ - start_);
@@ -279,6 +286,9 @@ void connection::handle() {
     }
     if (res_.close_) keep_alive_ = false;
     if (res_.detached_) {
+        // Aborted, or taken over: either way the answers to earlier pipelined requests are
+        // whole and still buffered; lingering_close writes nothing for a detached connection.
+        (void)flush();
         detached_ = true;
         return;
     }

@@ -33,7 +33,7 @@ public:
 
     // exchange
     result<size_t> read_body(void* buf, size_t n, duration timeout) override;
-    net::byte_stream& stream() noexcept override { return s_; }
+    net::byte_stream& stream() noexcept override;
     result<void> write_body(response& r, std::string_view data) override;
     result<void> finish_body(response& r, bool short_body) override;
     result<std::string_view> upgrade(response& r, std::string_view raw_head) override;

@@ -741,6 +741,39 @@ TEST_P(http_server_test, a_handler_throwing_mid_stream_leaves_the_body_untermina
     EXPECT_EQ(all.find("\r\n0\r\n"), std::string::npos) << all;
 }
 
+// A handler that aborts (or takes the connection over) ends the connection, but the answers to
+// the requests pipelined before its own, buffered to leave in one send, still go out.
+TEST_P(http_server_test, an_aborted_response_still_lets_earlier_pipelined_answers_out) {
+    router r = test_router();
+    r.get("/abort", [](request&, response& res) { res.abort(); });
+    r.get("/detach", [](request& req, response& res) {
+        res.detach();
+        const std::string_view own = "HTTP/1.1 204 No Content\r\n\r\n";
+        ASSERT_TRUE(req.stream().write_all(own.data(), own.size(), 5s));
+    });
+    start(r.as_handler());
+    for (std::string last : {"/abort", "/detach"}) {
+        auto c = connect();
+        const std::string batch = pipelined_batch(2) + "GET " + last + " HTTP/1.1\r\nHost: t\r\n\r\n";
+        ASSERT_TRUE(c.write_all(batch.data(), batch.size(), 5s));
+        std::string buf;
+        for (int i = 0; i < 2; ++i) {
+            auto reply = read_reply(c, buf);
+            ASSERT_TRUE(reply) << last << " " << i;
+            EXPECT_EQ(reply->body, "/path?n=" + std::to_string(i));
+        }
+        if (last == "/detach") {  // the handler's own bytes come after them
+            auto own = read_reply(c, buf);
+            ASSERT_TRUE(own);
+            EXPECT_EQ(own->status, 204);
+        }
+        char tmp[256];
+        auto n = c.read_some(tmp, sizeof tmp, 5s);
+        ASSERT_TRUE(n);
+        EXPECT_EQ(*n + buf.size(), 0u) << last;  // then the connection ends
+    }
+}
+
 // The error answer to a request that does not parse has its body even right after a HEAD
 // request on the same connection.
 TEST_P(http_server_test, an_unparsable_request_after_a_head_gets_a_whole_error_answer) {

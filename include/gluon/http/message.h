@@ -146,11 +146,14 @@ public:
     void close_connection() noexcept { close_ = true; }
     /// The handler has taken the connection over (a CONNECT tunnel, a protocol upgrade) and
     /// writes to request::stream() itself: the server writes no response and closes the
-    /// connection when the handler returns.
+    /// connection when the handler returns. Over HTTP/1.1 the responses to earlier pipelined
+    /// requests are written first (when request::stream() is called after detach(), or when
+    /// the handler returns).
     void detach() noexcept { detached_ = close_ = true; }
     /// The response cannot be completed (a proxy's upstream failed mid-body): nothing more is
     /// sent, and the client sees a failure instead of a short body that looks complete. Over
-    /// HTTP/1.1 the connection is closed without ending the body; over HTTP/2 the stream is reset.
+    /// HTTP/1.1 the connection is closed without ending the body (after the responses to earlier
+    /// pipelined requests); over HTTP/2 the stream is reset.
     void abort() noexcept { detach(); }
     /// For a protocol upgrade (WebSocket): writes `raw_head`, a complete response head the caller
     /// formatted (101 Switching Protocols), after the responses still buffered for earlier
