@@ -181,17 +181,22 @@ file_info describe(const struct stat& sb, const std::string& name) {
     return fi;
 }
 
-bool etag_listed(std::string_view list, std::string_view etag) {
-    return !detail::for_each_element(list, [etag](std::string_view t) {
-        if (t.substr(0, 2) == "W/") t.remove_prefix(2);  // weak comparison (RFC 9110 13.1.2)
-        return !(t == "*" || t == etag);  // (false: found, stop)
-    });
-}
-
-/// If-Match's comparison: strong (RFC 9110 13.1.1), so a weak tag never matches, and "*"
-/// matches the file, which exists.
-bool etag_listed_strong(std::string_view list, std::string_view etag) {
-    return !detail::for_each_element(list, [etag](std::string_view t) { return !(t == "*" || t == etag); });
+/// Whether the request has a `name` field and, if so, whether an element of it matches
+/// `etag`: a list split over several field lines is one list (RFC 9110 5.3), so every line
+/// counts. `strong`: If-Match's comparison (RFC 9110 13.1.1), where a weak tag never matches;
+/// otherwise the weak one of If-None-Match (13.1.2). "*" matches the file, which exists.
+bool etag_listed(const request& req, std::string_view name, std::string_view etag, bool strong, bool& present) {
+    present = false;
+    for (const header& f : req.headers()) {
+        if (f.value.empty() || !iequals(f.name, name)) continue;  // (an empty one lists nothing)
+        present = true;
+        const bool listed = !detail::for_each_element(f.value, [etag, strong](std::string_view t) {
+            if (!strong && t.substr(0, 2) == "W/") t.remove_prefix(2);
+            return !(t == "*" || t == etag);  // (false: found, stop)
+        });
+        if (listed) return true;
+    }
+    return false;
 }
 
 /// The status the preconditions answer with (412 or 304), or 0 to serve the file. RFC 9110
@@ -200,15 +205,16 @@ bool etag_listed_strong(std::string_view list, std::string_view etag) {
 /// or without it If-Modified-Since (GET and HEAD only), next. A date that is not an HTTP-date
 /// is ignored.
 int precondition_status(const request& req, const file_info& fi) {
-    if (std::string_view im = req.header("If-Match"); !im.empty()) {
-        if (!etag_listed_strong(im, fi.etag)) return 412;
+    bool present = false;
+    if (const bool listed = etag_listed(req, "If-Match", fi.etag, true, present); present) {
+        if (!listed) return 412;
     } else if (std::string_view ius = req.header("If-Unmodified-Since"); !ius.empty()) {
         time_t t = detail::parse_http_date(ius);
         if (t >= 0 && fi.mtime_s > t) return 412;
     }
     const bool get_or_head = req.method() == method::get || req.method() == method::head;
-    if (std::string_view inm = req.header("If-None-Match"); !inm.empty()) {
-        if (etag_listed(inm, fi.etag)) return get_or_head ? 304 : 412;
+    if (const bool listed = etag_listed(req, "If-None-Match", fi.etag, false, present); present) {
+        if (listed) return get_or_head ? 304 : 412;
     } else if (std::string_view ims = req.header("If-Modified-Since"); !ims.empty() && get_or_head) {
         time_t t = detail::parse_http_date(ims);
         if (t >= 0 && fi.mtime_s <= t) return 304;
