@@ -62,6 +62,30 @@ TEST_P(std_compat_test, sleep_for_sleeps_the_full_time) {
     EXPECT_GE(mono_now_ns() - t0, 5'000'000);
 }
 
+// std::this_thread's sleeps cannot fail for an interrupt either: the sleep goes on to its end
+// and the interrupt stays pending for the sleeper's next blocking call.
+TEST_P(std_compat_test, sleeps_sleep_through_an_interrupt_and_leave_it_pending) {
+    auto check = [](auto sleep) {
+        bool asleep = false, pending_after = false;
+        int64_t slept = 0;
+        auto g = spawn([&] {
+            asleep = true;
+            const int64_t t0 = mono_now_ns();
+            sleep();
+            slept = mono_now_ns() - t0;
+            pending_after = this_fiber::interrupt_pending();
+        });
+        ASSERT_TRUE(g);
+        while (!asleep) this_fiber::yield();  // one vCPU: the sleeper is parked in its sleep now
+        ASSERT_TRUE(g->interrupt());
+        ASSERT_TRUE(g->join());
+        EXPECT_GE(slept, 20'000'000);
+        EXPECT_TRUE(pending_after);
+    };
+    check([] { conc::this_thread::sleep_for(20ms); });
+    check([] { conc::this_thread::sleep_until(std::chrono::steady_clock::now() + 20ms); });
+}
+
 TEST_P(std_compat_test, mutex_and_condition_variable_std_shaped) {
     conc::mutex m;
     conc::condition_variable cv;

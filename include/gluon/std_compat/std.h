@@ -107,16 +107,25 @@ private:
 namespace this_thread {
 inline void yield() noexcept { this_fiber::yield(); }
 inline thread::id get_id() noexcept { return thread::id(this_fiber::id()); }
+/// As std::this_thread::sleep_for, not interruptible: sleeps out the whole time, and an
+/// interrupt of the calling fiber (fini, a runtime stopping) stays pending for its next
+/// blocking call, as for thread::join.
 template <typename Rep, typename Period>
 void sleep_for(const std::chrono::duration<Rep, Period>& d) {
-    // std::this_thread::sleep_for is not interruptible: sleep out the whole time.
     const deadline_t until = deadline_after(to_duration(d));
-    while (mono_now_ns() < until) (void)this_fiber::sleep_until(until);
+    bool interrupted = false;
+    while (mono_now_ns() < until)
+        if (!this_fiber::sleep_until(until)) interrupted = true;  // consumed: give it back below
+    if (interrupted) restore_interrupt();
 }
+/// As sleep_for.
 template <typename Clock, typename Dur>
 void sleep_until(const std::chrono::time_point<Clock, Dur>& tp) {
     const deadline_t until = deadline_at(tp);
-    while (mono_now_ns() < until) (void)this_fiber::sleep_until(until);
+    bool interrupted = false;
+    while (mono_now_ns() < until)
+        if (!this_fiber::sleep_until(until)) interrupted = true;
+    if (interrupted) restore_interrupt();
 }
 }  // namespace this_thread
 
