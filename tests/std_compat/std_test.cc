@@ -86,6 +86,27 @@ TEST_P(std_compat_test, sleeps_sleep_through_an_interrupt_and_leave_it_pending) 
     check([] { conc::this_thread::sleep_until(std::chrono::steady_clock::now() + 20ms); });
 }
 
+// A clock that is not steady and runs at half the speed of steady_clock: what a sleep sees of
+// system_clock when the wall clock is set back while it sleeps.
+struct half_speed_clock {
+    using rep = int64_t;
+    using period = std::nano;
+    using duration = std::chrono::nanoseconds;
+    using time_point = std::chrono::time_point<half_speed_clock>;
+    static constexpr bool is_steady = false;
+    static time_point now() noexcept {
+        return time_point(std::chrono::steady_clock::now().time_since_epoch() / 2);
+    }
+};
+
+// sleep_until returns once the time point's own clock has reached it, as std's does, not once
+// CLOCK_MONOTONIC has gone as far as the clock had left when the sleep began.
+TEST_P(std_compat_test, sleep_until_waits_for_the_time_points_clock) {
+    const auto tp = half_speed_clock::now() + 20ms;
+    conc::this_thread::sleep_until(tp);
+    EXPECT_GE(half_speed_clock::now(), tp);
+}
+
 TEST_P(std_compat_test, mutex_and_condition_variable_std_shaped) {
     conc::mutex m;
     conc::condition_variable cv;

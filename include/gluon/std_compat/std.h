@@ -118,13 +118,17 @@ void sleep_for(const std::chrono::duration<Rep, Period>& d) {
         if (!this_fiber::sleep_until(until)) interrupted = true;  // consumed: give it back below
     if (interrupted) restore_interrupt();
 }
-/// As sleep_for.
+/// As sleep_for; returns once Clock::now() has reached tp. A clock that is not steady
+/// (system_clock set back, a clock of the program's own) can fall behind CLOCK_MONOTONIC
+/// while the fiber sleeps: the sleep then goes on for what that clock says is left.
 template <typename Clock, typename Dur>
 void sleep_until(const std::chrono::time_point<Clock, Dur>& tp) {
-    const deadline_t until = deadline_at(tp);
     bool interrupted = false;
-    while (mono_now_ns() < until)
-        if (!this_fiber::sleep_until(until)) interrupted = true;
+    while (Clock::now() < tp) {
+        const deadline_t until = deadline_at(tp);
+        while (mono_now_ns() < until)
+            if (!this_fiber::sleep_until(until)) interrupted = true;
+    }
     if (interrupted) restore_interrupt();
 }
 }  // namespace this_thread
