@@ -116,6 +116,34 @@ TEST_P(sync_test, condition_variable_with_unique_lock) {
     EXPECT_FALSE(cv.wait_for(lk, 5ms, [] { return false; }));
 }
 
+// A clock that is not steady and runs at half the speed of steady_clock: what a wait sees of
+// system_clock when the wall clock is set back while it waits.
+struct half_speed_clock {
+    using rep = int64_t;
+    using period = std::nano;
+    using duration = std::chrono::nanoseconds;
+    using time_point = std::chrono::time_point<half_speed_clock>;
+    static constexpr bool is_steady = false;
+    static time_point now() noexcept {
+        return time_point(std::chrono::steady_clock::now().time_since_epoch() / 2);
+    }
+};
+
+// wait_until times out by the time point's own clock, as std's does: not before that clock has
+// reached it (the predicate overload waits on), and without a predicate not with `timeout`.
+TEST_P(sync_test, condition_variable_wait_until_times_out_by_the_time_points_clock) {
+    mutex m;
+    condition_variable cv;
+    std::unique_lock lk(m);
+    const auto tp = half_speed_clock::now() + 20ms;
+    EXPECT_FALSE(cv.wait_until(lk, tp, [] { return false; }));
+    EXPECT_GE(half_speed_clock::now(), tp);
+    const auto tp2 = half_speed_clock::now() + 20ms;
+    if (cv.wait_until(lk, tp2) == std::cv_status::timeout) {
+        EXPECT_GE(half_speed_clock::now(), tp2);
+    }
+}
+
 // Lets the fiber just spawned run until it waits, then the vCPU fire every timer due: the
 // caller then waits with a timeout due at once, so the vCPU goes through its event loop, where
 // a timeout of the other fiber's that was already past (earlier than the caller's) ends its

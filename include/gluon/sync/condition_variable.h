@@ -41,10 +41,13 @@ public:
             if (wait_until_impl(lock, dl, false) == -ETIMEDOUT) return pred();
         return true;
     }
+    /// Times out by Clock, as std's: a clock that is not steady (system_clock set back while
+    /// waiting) may not have reached tp when CLOCK_MONOTONIC has gone as far as it had left;
+    /// the wait then ends as a spurious wake-up, and the predicate overload waits on.
     template <typename Lock, typename Clock, typename Dur>
     std::cv_status wait_until(Lock& lock, const std::chrono::time_point<Clock, Dur>& tp) {
-        return wait_until_impl(lock, deadline_at(tp), false) == -ETIMEDOUT ? std::cv_status::timeout
-                                                                           : std::cv_status::no_timeout;
+        if (wait_until_impl(lock, deadline_at(tp), false) != -ETIMEDOUT) return std::cv_status::no_timeout;
+        return Clock::now() < tp ? std::cv_status::no_timeout : std::cv_status::timeout;
     }
     template <typename Lock, typename Clock, typename Dur, typename Pred>
     bool wait_until(Lock& lock, const std::chrono::time_point<Clock, Dur>& tp, Pred pred) {
