@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "gluon/runtime/oneshot.h"
@@ -47,15 +48,28 @@ public:
         work_cv_.notify_all();
         exit_cv_.wait(lk, [this] { return threads_ == 0; });
     }
-    void push(offload_job* j) {
+    /// Queues j for a thread: false if there is none and none can be started (a thread or
+    /// memory limit), when the caller runs it itself.
+    bool push(offload_job* j) {
         std::lock_guard lk(mu_);
         jobs_.push_back(j);
         if (jobs_.size() > idle_ && threads_ < max_) {
-            ++threads_;
-            std::thread([this] { loop(); }).detach();
-        } else {
-            work_cv_.notify_one();
+            // std::thread throws when the thread cannot be made; thrown through offload_call's
+            // noexcept callers it ended the process.
+            try {
+                std::thread([this] { loop(); }).detach();
+                ++threads_;  // before the new thread can take mu_
+                return true;
+            } catch (const std::system_error&) {
+                if (threads_ == 0) {
+                    jobs_.pop_back();
+                    return false;
+                }
+                // The running threads take it when they are done with what they have.
+            }
         }
+        work_cv_.notify_one();
+        return true;
     }
 
 private:
@@ -111,14 +125,20 @@ void offload(const std::function<void()>& fn) {
     }
     oneshot done;
     offload_job j{&fn, &done, {}};
-    pool().push(&j);
+    if (!pool().push(&j)) {
+        fn();  // no thread to be had: on the vCPU, which blocks meanwhile
+        return;
+    }
     done.wait();
 }
 
 void offload_detached(std::function<void()> fn) {
     auto* j = new offload_job{nullptr, nullptr, std::move(fn)};
     j->fn = &j->owned;
-    pool().push(j);
+    if (!pool().push(j)) {
+        j->owned();
+        delete j;
+    }
 }
 
 }  // namespace gluon

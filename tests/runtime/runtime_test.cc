@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <condition_variable>
+#include <cstdlib>
 #include <future>
 #include <mutex>
 #include <vector>
@@ -283,6 +286,27 @@ TEST(offload, grows_past_its_base_threads_for_concurrent_blocking_calls) {
     for (auto& f : fs) ASSERT_TRUE(f.join());
     EXPECT_EQ(all_met.load(), n);
     ASSERT_TRUE(fini());
+}
+
+// A pool that has no thread and cannot start one (a thread or memory limit) runs the job on the
+// caller: std::thread's std::system_error went through offload_call's noexcept callers (the
+// psync file engine) and ended the process. Run in a fresh process, whose pool has no thread yet.
+TEST(offload, runs_jobs_inline_when_no_thread_can_be_started) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            if (!init({.log_engine = false})) std::_Exit(2);
+            // Every new thread's stack is larger than the address space: pthread_create fails.
+            pthread_attr_t a;
+            pthread_attr_init(&a);
+            if (pthread_attr_setstacksize(&a, size_t{1} << 50) != 0 || pthread_setattr_default_np(&a) != 0)
+                std::_Exit(3);
+            const int got = offload_call([] { return 42; });
+            bool ran = false;
+            offload_detached([&ran] { ran = true; });
+            std::_Exit(got == 42 && ran ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 TEST(offload, detached_jobs_run_and_own_their_state) {

@@ -87,12 +87,15 @@ private:
 /// getaddrinfo, some filesystem calls) and parks the calling fiber until it returns. Outside a
 /// vCPU fn simply runs inline. fn must not use fiber APIs. The pool keeps 4 threads and adds
 /// one whenever a job finds none idle, up to GLUON_OFFLOAD_THREADS (default 64), so slow calls
-/// of one kind do not hold up the others; extra threads leave after 10 s without work.
+/// of one kind do not hold up the others; extra threads leave after 10 s without work. When the
+/// pool has no thread and cannot start one (a thread or memory limit), fn runs inline, the
+/// vCPU blocked meanwhile; when it has threads but cannot start another, fn waits for one.
 void offload(const std::function<void()>& fn);
 /// Runs fn on the offload pool without waiting for it, from any thread (also outside a vCPU): for
 /// work whose caller may stop waiting (a timeout, an interrupt) while it goes on. fn owns
 /// everything it touches, since the caller may be gone when it runs; it must not use fiber
 /// APIs. Jobs still queued when the process exits run before the pool's threads are joined.
+/// Without a thread to be had it runs inline, as offload's fn.
 void offload_detached(std::function<void()> fn);
 template <typename F, typename R = std::invoke_result_t<F>>
     requires(!std::is_void_v<R>)
