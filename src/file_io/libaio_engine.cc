@@ -133,6 +133,9 @@ public:
             }
             rq.done.wait();
             if (rq.res == -EINTR || rq.res == -ECANCELED) return w;
+            // It completed first: its result wins, and the interrupt the wait consumed stays
+            // pending for the next blocking call (fiber.h).
+            if (w == -ECANCELED) restore_interrupt();
         }
         return rq.res;
     }

@@ -60,6 +60,9 @@ public:
         int err = aio_error(&rq.cb);
         long r = aio_return(&rq.cb);
         if (err == ECANCELED && w < 0) return w;
+        // It completed first: its result wins, and the interrupt the wait consumed stays
+        // pending for the next blocking call (fiber.h).
+        if (w == -ECANCELED) restore_interrupt();
         return err != 0 ? -err : r;
     }
 };

@@ -47,8 +47,10 @@ public:
     /// Carries out op (any file or metadata opcode of gluon::engine) and parks only the calling
     /// fiber until it completes. Returns the result (>= 0) or -errno. A deadline or an
     /// interrupt ends the wait with -ETIMEDOUT / -ECANCELED once the operation has been
-    /// cancelled, or with its real result if it had already completed: the caller's buffer is
-    /// never written after this returns. Operations on the offload pool cannot be cancelled.
+    /// cancelled, or with its real result if it had already completed (an interrupt then stays
+    /// pending for the fiber's next blocking call, as gluon/runtime/fiber.h says): the caller's
+    /// buffer is never written after this returns. Operations on the offload pool cannot be
+    /// cancelled.
     virtual long execute(engine::io_op& op, deadline_t deadline = k_no_deadline) noexcept = 0;
 };
 
