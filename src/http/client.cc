@@ -329,9 +329,12 @@ struct client::impl {
         if (req.on_head && !req.on_head(out)) return errno_error(ECANCELED);
 
         // The body. A redirect's is not the one the caller's buffer is for, and one the call
-        // follows is not the caller's at all: it goes to out.body, which the next answer
-        // replaces, not to on_body with the final answer's after it.
-        if (on_body && follows(out, req, verb, with_body)) on_body = nullptr;
+        // follows is not the caller's at all: the next answer replaces it, so it is read off the
+        // connection and dropped, reaching neither on_body nor out.body. Kept, it took memory
+        // for nothing, and a caller that streams bodies with max_body_bytes off (the HTTP
+        // filesystem) held whatever size a server sent, or claimed up front.
+        const bool skip = follows(out, req, verb, with_body);
+        if (skip) on_body = nullptr;
         uint64_t got = 0;
         char* sink = on_body || (h.status >= 300 && h.status < 400) ? nullptr : req.body_into;
         const uint64_t sink_cap = req.body_into_size;
@@ -343,7 +346,7 @@ struct client::impl {
             if (got > opts.max_body_bytes) return errno_error(EMSGSIZE);
             if (on_body) {
                 if (!(*on_body)(piece)) return errno_error(ECANCELED);
-            } else if (!sink) {
+            } else if (!sink && !skip) {
                 out.body.append(piece);
             }
             return {};
@@ -368,7 +371,7 @@ struct client::impl {
             GLUON_TRY(deliver({rb + pos, take}));
             pos += take;
             left -= take;
-            if (!on_body && left > 0) {
+            if (!on_body && !skip && left > 0) {
                 // The rest goes straight into the body: no copy through the receive buffer.
                 char* end;
                 if (sink) {
@@ -483,14 +486,13 @@ struct client::impl {
         out.body.clear();
         out.body_length = 0;
         // HTTP/2 hands the body over in pieces, through a callback: to on_body, or into the
-        // caller's buffer. A redirect the call follows keeps its body in out.body, as over
-        // HTTP/1.1. body_length counts the pieces wherever they go, as over HTTP/1.1.
+        // caller's buffer. A redirect the call follows has its body dropped, as over HTTP/1.1.
+        // body_length counts the pieces wherever they go, as over HTTP/1.1.
         std::function<bool(std::string_view)> h2_body;
         bool overflowed = false;
         if (on_body || req.body_into) {
             h2_body = [&](std::string_view piece) {
                 if (follows(out, req, verb, with_body)) {
-                    out.body.append(piece);
                     out.body_length += piece.size();
                     return true;
                 }
