@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdlib.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -19,6 +20,8 @@
 #include "gluon/fs/cache.h"
 #include "gluon/fs/http.h"
 #include "gluon/fs/local.h"
+#include "gluon/net/resolver.h"
+#include "gluon/net/tls.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
 #include "gluon/sync/semaphore.h"
@@ -270,6 +273,30 @@ TEST_P(fuse_test, an_inode_whose_name_is_gone_never_reaches_the_file_that_took_t
                           "&& cat <&3"),
                   "dd");
     }
+}
+
+/// "tls" and "dns" fail lstat with errors of a filesystem over the network: a TLS verify
+/// failure (2 in its category) and a DNS failure (EAI_NONAME, negative).
+class network_errors_fs final : public test::forwarding_fs {
+public:
+    using forwarding_fs::forwarding_fs;
+    result<struct stat> lstat(std::string_view p) noexcept override {
+        if (p.ends_with("/tls")) return unexpected(net::tls::make_error_code(net::tls::errc::verify_failed));
+        if (p.ends_with("/dns")) return unexpected(std::error_code(EAI_NONAME, net::dns_category()));
+        return in_->lstat(p);
+    }
+};
+
+// Errors of other categories than errno's are EIO to the program: their numbers went to the
+// kernel as they were, so a certificate that did not verify was ENOENT ("No such file or
+// directory") and a name that did not resolve libfuse's ERANGE.
+TEST_P(fuse_test, errors_that_are_not_errnos_reach_programs_as_eio) {
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::make_shared<network_errors_fs>(std::move(*local)), {.attr_timeout = 0s, .entry_timeout = 0s});
+    if (IsSkipped() || HasFatalFailure()) return;
+    EXPECT_EQ(sh("for n in tls dns; do LC_ALL=C stat " + mnt_ + "/$n 2>&1 | sed 's/.*: //'; done"),
+              "Input/output error\nInput/output error\n");
 }
 
 // chmod through the mount reaches the file (it was accepted and ignored).

@@ -13,7 +13,9 @@
 // with ESTALE rather than reach the file that took the name.
 // A read that fails after part of its bytes is answered with the error: the kernel takes a
 // short answer through its page cache for the end of the file. With direct_io the part is
-// answered, a short read to the program, whose next read gets the error.
+// answered, a short read to the program, whose next read gets the error. The filesystem's
+// errno codes reach the program as they are; codes of other categories (TLS, DNS, HTTP: a
+// filesystem over the network) are EIO.
 //
 // Mounting as root uses mount(2); otherwise libfuse runs fusermount3. stop() (and the
 // destructor) unmounts; run_until_signalled() does so on SIGINT or SIGTERM too. An unmount from

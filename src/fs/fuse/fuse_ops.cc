@@ -37,7 +37,15 @@ void run(fuse_req_t req, F&& f) {
     (void)fb->detach();
 }
 
-int err(const std::error_code& e) { return e.value() ? e.value() : EIO; }
+/// The errno the kernel answers the program with. Only errno codes are errnos: another
+/// category's numbers (TLS, DNS, HTTP errors from a filesystem over the network) mean nothing
+/// to the kernel, and a TLS verify failure (2) reached the program as ENOENT, a DNS failure
+/// (negative) as libfuse's ERANGE. Those are EIO, as a network filesystem reports them.
+int err(const std::error_code& e) {
+    const std::error_condition c = e.default_error_condition();
+    if (c.category() == std::generic_category() && c.value() > 0 && c.value() < 512) return c.value();
+    return EIO;
+}
 
 /// The entry for path (looked up: the kernel holds one more reference).
 fuse_entry_param entry(state& s, const std::string& path, const struct stat& a) {
