@@ -17,6 +17,7 @@
 #include "gluon/fs/http.h"
 #include "gluon/http/server.h"
 #include "gluon/runtime/runtime.h"
+#include "gluon/sync/semaphore.h"
 #include "support/nginx.h"
 
 namespace gluon::fs {
@@ -38,6 +39,17 @@ public:
     using forwarding_fs::forwarding_fs;
     std::atomic<int> reads{0};
     duration delay = 0ms;
+    /// While set, stat waits for stats_go (5 s at most); stats_done counts the stats ended.
+    std::atomic<bool> hold_stats{false};
+    event stats_go;
+    std::atomic<int> stats_done{0};
+
+    result<struct stat> stat(std::string_view p) noexcept override {
+        if (hold_stats) (void)stats_go.wait(5s);
+        auto r = in_->stat(p);
+        ++stats_done;
+        return r;
+    }
 
     result<std::unique_ptr<file>> open(std::string_view p, int flags, mode_t m) noexcept override {
         auto f = GLUON_TRY(in_->open(p, flags, m));
@@ -357,6 +369,28 @@ TEST_P(cache_fs_test, a_changed_source_file_is_a_new_file_and_fails_open_readers
     ASSERT_TRUE(g);
     expect_window(**g, 1000, 0);  // not the old block 0
     EXPECT_EQ((*g)->fstat()->st_size, 100000);
+}
+
+// The check of an open file against its source is a stat, which has no deadline (over HTTP a
+// HEAD, with the client's timeout for each retry): a read with a 50 ms timeout that made the
+// check waited as long as the stat took, here the 5 s the held stat gives up after.
+TEST_P(cache_fs_test, a_read_waits_for_its_source_check_no_longer_than_its_timeout) {
+    auto c = cached({.block_size = 64 << 10, .read_ahead_blocks = 0, .revalidate_after = 0s});
+    auto f = c->open("data.bin", O_RDONLY);
+    ASSERT_TRUE(f);
+    expect_window(**f, 1000, 0);
+    source_->hold_stats = true;
+    const int before = source_->stats_done;
+    char b[10];
+    auto r = (*f)->pread(b, sizeof b, 0, 50ms);  // a hit: only the check is slow
+    ASSERT_FALSE(r) << "the read waited for the held check";
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+    EXPECT_EQ(source_->stats_done, before);  // still held
+    source_->hold_stats = false;
+    source_->stats_go.set();
+    for (int i = 0; i < 10000 && source_->stats_done == before; ++i) (void)this_fiber::sleep_for(1ms);
+    ASSERT_GT(source_->stats_done, before) << "the held check did not end";
+    expect_window(**f, 1000, 0);  // the file did not change: reads go on
 }
 
 TEST_P(cache_fs_test, is_read_only_and_says_so) {

@@ -41,7 +41,9 @@ struct cache_options {
     /// go first (by modification time: those found at start-up are counted too).
     uint64_t disk_bytes = 0;
     size_t read_ahead_blocks = 4;  // per sequential reader; 0: none
-    /// How often an open file re-checks its source's size, mtime and inode.
+    /// How often an open file re-checks its source's size, mtime and inode. A read that makes
+    /// the check waits for the source's answer no longer than its own timeout (ETIMEDOUT then;
+    /// the check goes on, and its verdict serves the reads after).
     duration revalidate_after = std::chrono::seconds(1);
 };
 

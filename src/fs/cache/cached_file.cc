@@ -1,9 +1,11 @@
 #include "cached_file.h"
 
 #include <cstring>
+#include <mutex>
 
 #include "gluon/fs/filesystem.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/sync/condition_variable.h"
 
 namespace gluon::fs::detail {
 namespace {
@@ -90,23 +92,48 @@ void cached_file::prefetch(uint64_t index, bool ahead) noexcept {
     background.fetch_sub(1, std::memory_order_relaxed);
 }
 
-result<void> cached_file::revalidate() noexcept {
-    if (stale_.load(std::memory_order_relaxed)) return errno_error(ESTALE);
+result<void> cached_file::revalidate(deadline_t d) noexcept {
+    if (stale_->load(std::memory_order_relaxed)) return errno_error(ESTALE);
     const int64_t every = std::chrono::duration_cast<std::chrono::nanoseconds>(cache_->options().revalidate_after).count();
     int64_t last = checked_at_.load(std::memory_order_relaxed);
     int64_t now = mono_now_ns();
     if (now - last < every || !checked_at_.compare_exchange_strong(last, now)) return {};
-    auto st = source_->stat(path_);
-    if (st && same_version(*st, st_)) return {};
-    if (!st && st.error() != std::errc::no_such_file_or_directory) return {};  // unknown: checked again later
-    stale_ = true;
-    return errno_error(ESTALE);
+    // A stat has no deadline (over HTTP a HEAD, which may take the client's whole timeout for
+    // each of its retries): the source is asked on a fiber of its own, and this read waits for
+    // the answer no longer than its own deadline. A check it stops waiting for goes on, and its
+    // verdict serves the reads after.
+    struct check {
+        spinlock lk;
+        condition_variable done_cv;
+        bool done = false;
+        bool changed = false;
+    };
+    auto c = std::make_shared<check>();
+    auto ask = [c, source = source_, path = path_, st = st_, stale = stale_] {
+        auto now = source->stat(path);
+        // An error other than ENOENT says nothing of the file: checked again later.
+        const bool changed = now ? !same_version(*now, st) : now.error() == std::errc::no_such_file_or_directory;
+        if (changed) stale->store(true, std::memory_order_relaxed);
+        std::lock_guard g(c->lk);
+        c->done = true;
+        c->changed = changed;
+        c->done_cv.notify_all();
+    };
+    if (auto f = spawn(ask)) {
+        (void)f->detach();
+    } else {
+        ask();  // no fiber for it: asked here
+    }
+    std::unique_lock g(c->lk);
+    while (!c->done)
+        if (long r = c->done_cv.wait_interruptible(g, d); r < 0) return errno_error(static_cast<int>(-r));
+    return c->changed ? errno_error(ESTALE) : result<void>{};
 }
 
 result<size_t> cached_file::do_pread(void* buf, size_t n, int64_t off, deadline_t d) noexcept {
     if (closed_) return errno_error(EBADF);
     if (off < 0) return errno_error(EINVAL);
-    GLUON_TRY(revalidate());
+    GLUON_TRY(revalidate(d));
     const uint64_t size = static_cast<uint64_t>(st_.st_size);
     uint64_t o = static_cast<uint64_t>(off);
     if (n == 0 || o >= size) return size_t{0};

@@ -41,8 +41,9 @@ private:
     int64_t offset(uint64_t index) const noexcept { return static_cast<int64_t>(index * cache_->options().block_size); }
     /// Fetches a block in the background unless present or too many are in flight.
     void prefetch(uint64_t index, bool ahead) noexcept;
-    /// ESTALE once the source's size, mtime or inode differ from those at open.
-    result<void> revalidate() noexcept;
+    /// ESTALE once the source's size, mtime or inode differ from those at open. Waits for the
+    /// source's answer until d at most. Errors: ESTALE, ETIMEDOUT, ECANCELED.
+    result<void> revalidate(deadline_t d) noexcept;
 
     std::shared_ptr<block_cache> cache_;
     std::shared_ptr<filesystem> source_;
@@ -57,7 +58,8 @@ private:
     std::atomic<int64_t> next_off_{-1};  // where a sequential reader's next read starts
     std::shared_ptr<std::atomic<int>> in_flight_ = std::make_shared<std::atomic<int>>(0);
     std::atomic<int64_t> checked_at_;
-    std::atomic<bool> stale_{false};
+    /// Set by a check that found the source changed (shared: a check may outlive its read).
+    std::shared_ptr<std::atomic<bool>> stale_ = std::make_shared<std::atomic<bool>>(false);
     bool closed_ = false;
 };
 
