@@ -299,6 +299,23 @@ TEST_P(fuse_test, errors_that_are_not_errnos_reach_programs_as_eio) {
               "Input/output error\nInput/output error\n");
 }
 
+// readdirplus binds each entry it lists to an inode of the kernel's, found by path: it took
+// the directory's path at opendir, so a directory renamed while open, its old name made again,
+// had its entries bound to the new directory's files: b/x (the original) read a/x.
+TEST_P(fuse_test, readdirplus_of_a_directory_renamed_while_open_names_its_own_entries) {
+    if (test::find_program("python3").empty()) GTEST_SKIP() << "python3 lists an open directory fd here";
+    stdfs::create_directories(src_ + "/a");
+    std::ofstream(src_ + "/a/x") << "the original x\n";
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    // Long timeouts: the kernel keeps what readdirplus told it instead of asking again.
+    mount(std::move(*local), {.attr_timeout = 60s, .entry_timeout = 60s});
+    if (IsSkipped() || HasFatalFailure()) return;
+    EXPECT_EQ(sh("cd " + mnt_ + " && exec 3< a && mv a b && mkdir a && echo 'another file named x' > a/x && "
+                 "python3 -c 'import os; print(os.listdir(3))' && cat b/x && cat a/x"),
+              "['x']\nthe original x\nanother file named x\n");
+}
+
 // chmod through the mount reaches the file (it was accepted and ignored).
 TEST_P(fuse_test, a_mode_change_reaches_the_file) {
     std::ofstream(src_ + "/m") << "mode\n";

@@ -92,9 +92,10 @@ bool hand_over(state& s, fuse_ino_t ino, std::unique_ptr<file> f, fuse_file_info
     return false;
 }
 
+/// An open directory: its entries as opendir listed them. Not its path: the directory may be
+/// renamed while open, and readdirplus names its entries by where it is now.
 struct dir_handle {
     std::vector<dir_entry> entries;
-    std::string path;
 };
 
 dir_handle* dir_of(fuse_file_info* fi) { return reinterpret_cast<dir_handle*>(fi->fh); }
@@ -356,7 +357,6 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         auto d = s.fs->opendir(p);
         if (!d) return (void)reply(fuse_reply_err, req, err(d.error()));
         auto h = std::make_unique<dir_handle>();
-        h->path = p;
         for (;;) {
             auto e = (*d)->next();
             if (!e) return (void)reply(fuse_reply_err, req, err(e.error()));
@@ -368,17 +368,27 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     });
 }
 
-void readdir_common(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
     dir_handle* h = dir_of(fi);
-    run(req, [req, h, size, off, plus] {
+    run(req, [req, ino, h, size, off, plus] {
         state& s = st(req);
+        // readdirplus hands the kernel an inode per entry, looked up by path: the directory's
+        // path now, not at opendir. With that one, a directory renamed while open (and its
+        // old name made again) had its entries bound to the new directory's files of the same
+        // names, which then served their reads and stats.
+        std::string dir;
+        if (plus) {
+            auto d = s.inodes.path(ino);
+            if (!d) return (void)reply(fuse_reply_err, req, ESTALE);
+            dir = std::move(*d);
+        }
         std::vector<char> buf(size);
         size_t used = 0;
         for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
             const dir_entry& de = h->entries[i];
-            std::string p = h->path == "/" ? "/" + de.name : h->path + "/" + de.name;
             size_t n;
             if (plus) {
+                std::string p = dir == "/" ? "/" + de.name : dir + "/" + de.name;
                 auto a = s.fs->lstat(p);
                 if (!a) continue;  // gone since the listing
                 fuse_entry_param e{};
@@ -405,12 +415,12 @@ void readdir_common(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, 
     });
 }
 
-void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-    readdir_common(req, size, off, fi, false);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+    readdir_common(req, ino, size, off, fi, false);
 }
 
-void op_readdirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-    readdir_common(req, size, off, fi, true);
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+    readdir_common(req, ino, size, off, fi, true);
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
