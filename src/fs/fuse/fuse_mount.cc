@@ -52,12 +52,10 @@ void reader(fuse_mount::state* s) {
 }  // namespace
 
 void fuse_mount::state::request_done() noexcept {
-    // Sequentially consistent with stop()'s store of `stopping` and its load of `in_flight`:
-    // either this sees stopping, or stop() sees the count already down.
-    if (in_flight.fetch_sub(1) == 1 && stopping.load()) {
-        std::lock_guard g(m);
-        changed.notify_all();
-    }
+    // Under m: stop() reads the count under m too, so it cannot see the last request gone and
+    // free the state between this decrement and the notify (which then locked a freed m).
+    std::lock_guard g(m);
+    if (in_flight.fetch_sub(1) == 1 && stopping.load()) changed.notify_all();
 }
 
 fuse_mount::fuse_mount(std::unique_ptr<state> s) noexcept : s_(std::move(s)) {}
