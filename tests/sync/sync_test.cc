@@ -144,6 +144,23 @@ TEST_P(sync_test, condition_variable_wait_until_times_out_by_the_time_points_clo
     }
 }
 
+TEST_P(sync_test, mutex_try_lock_until_gives_up_by_the_time_points_clock) {
+    mutex m;
+    m.lock();
+    bool got = true;
+    half_speed_clock::time_point tp, after;
+    auto other = spawn([&] {
+        tp = half_speed_clock::now() + 20ms;
+        got = m.try_lock_until(tp);
+        after = half_speed_clock::now();
+    });
+    ASSERT_TRUE(other);
+    ASSERT_TRUE(other->join());
+    EXPECT_FALSE(got);
+    EXPECT_GE(after, tp);  // it gave up 20 ms of steady time in, half-way to tp
+    m.unlock();
+}
+
 // Lets the fiber just spawned run until it waits, then the vCPU fire every timer due: the
 // caller then waits with a timeout due at once, so the vCPU goes through its event loop, where
 // a timeout of the other fiber's that was already past (earlier than the caller's) ends its

@@ -32,9 +32,14 @@ public:
     bool try_lock_for(const std::chrono::duration<Rep, Period>& d) noexcept {
         return lock_until(deadline_after(to_duration(d)), false).has_value();
     }
+    /// Gives up once tp's own clock has reached tp, as std's does (a deadline worked out once
+    /// would end early while a clock that is not steady lags).
     template <typename Clock, typename Dur>
     bool try_lock_until(const std::chrono::time_point<Clock, Dur>& tp) noexcept {
-        return lock_until(deadline_at(tp), false).has_value();
+        for (;;) {
+            if (lock_until(deadline_at(tp), false)) return true;
+            if (Clock::now() >= tp) return false;
+        }
     }
     /// Unlocking a mutex the caller does not hold is misuse.
     void unlock() noexcept;
