@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "support/half_speed_clock.h"
 #include "test_support.h"
 
 namespace gluon {
@@ -86,18 +87,7 @@ TEST_P(std_compat_test, sleeps_sleep_through_an_interrupt_and_leave_it_pending) 
     check([] { conc::this_thread::sleep_until(std::chrono::steady_clock::now() + 20ms); });
 }
 
-// A clock that is not steady and runs at half the speed of steady_clock: what a sleep sees of
-// system_clock when the wall clock is set back while it sleeps.
-struct half_speed_clock {
-    using rep = int64_t;
-    using period = std::nano;
-    using duration = std::chrono::nanoseconds;
-    using time_point = std::chrono::time_point<half_speed_clock>;
-    static constexpr bool is_steady = false;
-    static time_point now() noexcept {
-        return time_point(std::chrono::steady_clock::now().time_since_epoch() / 2);
-    }
-};
+using gluon::test::half_speed_clock;
 
 // sleep_until returns once the time point's own clock has reached it, as std's does, not once
 // CLOCK_MONOTONIC has gone as far as the clock had left when the sleep began.

@@ -8,6 +8,7 @@
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync.h"
+#include "support/half_speed_clock.h"
 #include "test_support.h"
 
 namespace gluon {
@@ -116,18 +117,7 @@ TEST_P(sync_test, condition_variable_with_unique_lock) {
     EXPECT_FALSE(cv.wait_for(lk, 5ms, [] { return false; }));
 }
 
-// A clock that is not steady and runs at half the speed of steady_clock: what a wait sees of
-// system_clock when the wall clock is set back while it waits.
-struct half_speed_clock {
-    using rep = int64_t;
-    using period = std::nano;
-    using duration = std::chrono::nanoseconds;
-    using time_point = std::chrono::time_point<half_speed_clock>;
-    static constexpr bool is_steady = false;
-    static time_point now() noexcept {
-        return time_point(std::chrono::steady_clock::now().time_since_epoch() / 2);
-    }
-};
+using gluon::test::half_speed_clock;
 
 // wait_until times out by the time point's own clock, as std's does: not before that clock has
 // reached it (the predicate overload waits on), and without a predicate not with `timeout`.
