@@ -157,6 +157,92 @@ TEST_P(task_when_test, cancelling_the_parent_cancels_a_group_join) {
     ASSERT_TRUE(f->join());
 }
 
+// Three children that sleep until cancelled, then wind down for 200 ms each: a blocking
+// cleanup in a helper fiber, which the cancel does not cut short.
+struct wind_down_log {
+    int started = 0;
+    event all_started;
+    int seen = 0;                // children that saw their cancel
+    int seen_at_first_end = -1;  // `seen` when the first of them had wound down
+};
+
+task<int> winds_down(wind_down_log* log) {
+    if (++log->started == 3) log->all_started.set();
+    auto r = co_await co::sleep_for(10s);
+    if (r || r.error().value() != ECANCELED) co_return -1;
+    ++log->seen;
+    (void)co_await co::in_fiber([] {
+        const deadline_t end = deadline_after(200ms);
+        while (!this_fiber::sleep_until(end)) {
+        }  // the task's cancel interrupted the fiber: sleep on to the end
+    });
+    if (log->seen_at_first_end < 0) log->seen_at_first_end = log->seen;
+    co_return 0;
+}
+
+// Spawns parent(log), cancels it once its three children sleep, and gives what it returned.
+template <typename Parent>
+int cancel_when_started(Parent parent, wind_down_log& log) {
+    auto h = co_spawn(parent(&log)).value();
+    EXPECT_TRUE(log.all_started.wait());
+    h.cancel();
+    return h.join();
+}
+
+TEST_P(task_when_test, cancelling_the_caller_cancels_every_child_of_a_when_all_at_once) {
+    // Each child saw its cancel before the first had wound down: they wound down together.
+    // Cancelled one by one, as the join reached each, the first ended alone (600 ms in all).
+    wind_down_log in_vector;
+    auto v = [](wind_down_log* l) -> task<int> {
+        std::vector<task<int>> ts;
+        for (int i = 0; i < 3; ++i) ts.push_back(winds_down(l));
+        auto out = co_await when_all(std::move(ts));
+        co_return out[0] + out[1] + out[2];
+    };
+    EXPECT_EQ(cancel_when_started(v, in_vector), 0);
+    EXPECT_EQ(in_vector.seen, 3);
+    EXPECT_EQ(in_vector.seen_at_first_end, 3);
+
+    wind_down_log in_tuple;
+    auto t = [](wind_down_log* l) -> task<int> {
+        auto [a, b, c] = co_await when_all(winds_down(l), winds_down(l), winds_down(l));
+        co_return a + b + c;
+    };
+    EXPECT_EQ(cancel_when_started(t, in_tuple), 0);
+    EXPECT_EQ(in_tuple.seen, 3);
+    EXPECT_EQ(in_tuple.seen_at_first_end, 3);
+}
+
+TEST_P(task_when_test, cancelling_the_caller_cancels_every_child_of_a_group_join_at_once) {
+    wind_down_log log;
+    auto t = [](wind_down_log* l) -> task<int> {
+        task_group g;
+        for (int i = 0; i < 3; ++i) EXPECT_TRUE(g.spawn(winds_down(l)));
+        co_await g.join();
+        co_return 0;
+    };
+    EXPECT_EQ(cancel_when_started(t, log), 0);
+    EXPECT_EQ(log.seen, 3);
+    EXPECT_EQ(log.seen_at_first_end, 3);
+}
+
+TEST_P(task_when_test, a_when_all_in_a_cancelled_task_cancels_every_child_at_once) {
+    // Cancelled before the joins began: the first join used to cancel only its own child.
+    wind_down_log log;
+    auto t = [](wind_down_log* l) -> task<int> {
+        std::vector<task<int>> ts;
+        for (int i = 0; i < 3; ++i) ts.push_back(winds_down(l));
+        auto out = co_await when_all(std::move(ts));
+        co_return out[0] + out[1] + out[2];
+    };
+    std::stop_source src;
+    src.request_stop();
+    auto h = co_spawn(t(&log), {.stop = src.get_token()}).value();
+    EXPECT_EQ(h.join(), 0);
+    EXPECT_EQ(log.seen, 3);
+    EXPECT_EQ(log.seen_at_first_end, 3);
+}
+
 GLUON_ENGINE_TEST_SUITE(task_when_test);
 
 }  // namespace

@@ -58,11 +58,68 @@ task<void> any_child(task<T> t, any_state<or_monostate<T>>* st, size_t index) {
         }
     }
 }
+/// Awaits `body`, a loop that joins a set of children one after another, so that cancelling
+/// the awaiting task cancels the whole set at once (cancel_set()). A join passes a cancel on
+/// only to the child it awaits: the others were cancelled one by one as the loop reached them,
+/// each once the one before had wound down, and the caller's cancellation took the sum of
+/// their wind-downs instead of the longest. The loop runs in a cancellation scope of its own,
+/// cancelled with the caller's, so a child it reaches later (one spawned into a task_group
+/// meanwhile) is cancelled as it is joined.
+template <typename F>
+class [[nodiscard]] join_set_awaiter : cancel_hook {
+public:
+    join_set_awaiter(task<void> body, F cancel_set) noexcept
+        : body_(body.release()), cancel_set_(std::move(cancel_set)) {}
+    join_set_awaiter(const join_set_awaiter&) = delete;
+    join_set_awaiter& operator=(const join_set_awaiter&) = delete;
+    ~join_set_awaiter() {
+        if (body_) body_.destroy();
+    }
+    bool await_ready() const noexcept { return false; }
+    template <typename P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> caller) noexcept {
+        body_.promise().continuation = caller;
+        body_.promise().ctx = &own_;
+        if constexpr (std::is_base_of_v<promise_base, P>) {
+            caller_promise_ = &caller.promise();
+            caller_promise_->awaiting = body_;
+        }
+        ctx_ = ctx_of(caller);
+        if (ctx_) {
+            fn = [](cancel_hook* c, int err) noexcept {
+                auto* self = static_cast<join_set_awaiter*>(c);
+                self->cancel_set_();
+                self->own_.cancel(err);
+            };
+            ctx_->hook = this;
+            if (ctx_->cancelled) fn(this, ctx_->cancelled);  // cancelled before the joins began
+        }
+        return transfer(body_);
+    }
+    void await_resume() {
+        if (ctx_) ctx_->hook = nullptr;
+        if (caller_promise_) caller_promise_->awaiting = {};
+        body_.promise().take();
+    }
+
+private:
+    task<void>::handle_type body_;
+    F cancel_set_;
+    task_ctx own_;
+    task_ctx* ctx_ = nullptr;
+    promise_base* caller_promise_ = nullptr;
+};
+
+template <typename F>
+join_set_awaiter<F> join_set(task<void> body, F cancel_set) noexcept {
+    return {std::move(body), std::move(cancel_set)};
+}
 }  // namespace task_detail
 
 /// Runs every task concurrently on the calling vCPU and gives all their values (void ones as
 /// std::monostate), in order. If some throw, the others are still awaited, and the first
-/// exception (in argument order) is rethrown. Cancelling the caller cancels them all.
+/// exception (in argument order) is rethrown. Cancelling the caller cancels them all at once
+/// (their wind-downs overlap), and still awaits them.
 /// Errors: spawning fails only off a vCPU (EPERM), which a running task never is.
 template <typename... T>
 task<std::tuple<task_detail::or_monostate<T>...>> when_all(task<T>... ts) {
@@ -77,9 +134,11 @@ task<std::tuple<task_detail::or_monostate<T>...>> when_all(task<T>... ts) {
             if (!first) first = std::current_exception();
         }
     };
-    co_await [&]<size_t... I>(std::index_sequence<I...>) -> task<void> {
-        (co_await await_one(std::integral_constant<size_t, I>{}), ...);
-    }(std::index_sequence_for<T...>{});
+    co_await task_detail::join_set(
+        [&]<size_t... I>(std::index_sequence<I...>) -> task<void> {
+            (co_await await_one(std::integral_constant<size_t, I>{}), ...);
+        }(std::index_sequence_for<T...>{}),
+        [&]() noexcept { std::apply([](auto&... h) { (h.cancel(), ...); }, hs); });
     if (first) std::rethrow_exception(first);
     co_return std::apply([](auto&... o) { return std::tuple<task_detail::or_monostate<T>...>{std::move(*o)...}; },
                          out);
@@ -94,13 +153,19 @@ task<std::vector<task_detail::or_monostate<T>>> when_all(std::vector<task<T>> ts
     std::vector<task_detail::or_monostate<T>> out;
     out.reserve(hs.size());
     std::exception_ptr first;
-    for (auto& h : hs) {
-        try {
-            out.push_back(co_await h);
-        } catch (...) {
-            if (!first) first = std::current_exception();
-        }
-    }
+    co_await task_detail::join_set(
+        [&]() -> task<void> {
+            for (auto& h : hs) {
+                try {
+                    out.push_back(co_await h);
+                } catch (...) {
+                    if (!first) first = std::current_exception();
+                }
+            }
+        }(),
+        [&]() noexcept {
+            for (auto& h : hs) h.cancel();
+        });
     if (first) std::rethrow_exception(first);
     co_return out;
 }
@@ -157,18 +222,23 @@ public:
         for (auto& h : children_) h.cancel();
     }
     size_t size() const noexcept { return children_.size(); }
-    /// Awaits every child; cancelling the awaiting task cancels them all.
+    /// Awaits every child; cancelling the awaiting task cancels them all at once (their
+    /// wind-downs overlap), and those spawned after as join() reaches them.
     task<void> join() {
         std::exception_ptr first;
-        // By index: a child may spawn into the group while this waits, and its handle is
-        // awaited too. (The deque keeps the awaited handle in place as the group grows.)
-        for (size_t i = 0; i < children_.size(); ++i) {
-            try {
-                co_await children_[i];
-            } catch (...) {
-                if (!first) first = std::current_exception();
-            }
-        }
+        co_await task_detail::join_set(
+            [&]() -> task<void> {
+                // By index: a child may spawn into the group while this waits, and its handle
+                // is awaited too. (The deque keeps the awaited handle in place as it grows.)
+                for (size_t i = 0; i < children_.size(); ++i) {
+                    try {
+                        co_await children_[i];
+                    } catch (...) {
+                        if (!first) first = std::current_exception();
+                    }
+                }
+            }(),
+            [this]() noexcept { cancel(); });
         children_.clear();
         if (first) std::rethrow_exception(first);
     }
