@@ -21,18 +21,44 @@ struct client::impl {
     // does not answer do not each wait out a connect and handshake in turn.
     std::atomic<uint64_t> opens{0};
     std::error_code last_open_err;
-    // Shared: a caller holds the connection it is in (a reader blocked in a read, a writer in a
-    // write) while the pool drops a broken one or close() empties the pool; the last one out
-    // frees it.
-    std::map<std::thread::id, std::vector<std::shared_ptr<connection>>> pools;
+    // A vCPU's connections. Shared: a caller holds the connection it is in (a reader blocked in
+    // a read, a writer in a write) while the pool drops a broken one or close() empties the
+    // pool; the last one out frees it.
+    struct pool {
+        std::thread::id thread;  // the vCPU's thread
+        std::vector<std::shared_ptr<connection>> conns;
+    };
+    // By vCPU index (current_vcpu_index: never reused in a process), not by thread: a thread
+    // made a vCPU again after fini (or a new thread given an ended one's id) must not take the
+    // connections of the vCPU that ended, whose engine held their read-ahead state.
+    std::map<int, pool> pools;
+
+    /// This vCPU's connections (under `lock`), a pool made if it has none. A pool of the same
+    /// thread under another index is a vCPU's that has ended (a thread is one vCPU at a time):
+    /// its connections move to `ended`, whose owner frees them, and so closes them, once the
+    /// lock is dropped (closing is a syscall, the lock a spinlock).
+    std::vector<std::shared_ptr<connection>>& mine(std::vector<std::shared_ptr<connection>>& ended) {
+        const int v = current_vcpu_index();
+        if (auto it = pools.find(v); it != pools.end()) return it->second.conns;
+        const std::thread::id self = std::this_thread::get_id();
+        std::erase_if(pools, [&](auto& p) {
+            if (p.second.thread != self) return false;
+            for (auto& c : p.second.conns) ended.push_back(std::move(c));
+            return true;
+        });
+        pool& p = pools[v];
+        p.thread = self;
+        return p.conns;
+    }
 
     /// This vCPU's least busy usable connection, a new one while the pool has room and every
     /// connection is busy.
     result<std::shared_ptr<connection>> pick() {
         if (!is_vcpu()) return errno_error(EPERM);
+        std::vector<std::shared_ptr<connection>> ended;  // before the lock guards: see mine()
         auto take = [&]() -> std::shared_ptr<connection> {
             std::lock_guard g(lock);
-            auto& v = pools[std::this_thread::get_id()];
+            auto& v = mine(ended);
             std::erase_if(v, [](const auto& c) { return !c->usable() && c->in_flight() == 0; });
             connection* best = nullptr;
             size_t at = 0;
@@ -51,7 +77,7 @@ struct client::impl {
         opens.fetch_add(1, std::memory_order_release);
         std::shared_ptr<connection> c = GLUON_TRY(std::move(opened));
         std::lock_guard l(lock);
-        pools[std::this_thread::get_id()].push_back(c);
+        mine(ended).push_back(c);
         return c;
     }
 
@@ -94,9 +120,9 @@ void client::close() noexcept {
     std::vector<std::shared_ptr<connection>> mine;
     {
         std::lock_guard g(im_->lock);
-        auto it = im_->pools.find(std::this_thread::get_id());
+        auto it = im_->pools.find(current_vcpu_index());
         if (it == im_->pools.end()) return;
-        mine = std::move(it->second);
+        mine = std::move(it->second.conns);
         im_->pools.erase(it);
     }
     for (auto& c : mine) c->close();

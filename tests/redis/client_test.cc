@@ -288,6 +288,37 @@ TEST_P(redis_test, a_client_destroyed_on_another_vcpu_closes_its_connections) {
     EXPECT_TRUE(gone);
 }
 
+// A client used on a vCPU that ends (fini) and then on a new vCPU of the same thread: the new
+// vCPU opens a connection of its own, and the ended vCPU's is closed. The pools were kept by
+// thread id, so the new vCPU took the connection of the one that had ended (whose engine had
+// held its read-ahead state), and the server saw the same client again.
+TEST_P(redis_test, a_new_vcpu_on_the_same_thread_opens_a_connection_of_its_own) {
+    client db(opts());
+    // Reads after the first are made ahead (an armed receive, on io_uring).
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(db.command({"PING"}));
+    auto first = db.command({"CLIENT", "ID"});
+    ASSERT_TRUE(first) << first.error().message();
+    ASSERT_EQ(first->type, reply::kind::integer);
+    ASSERT_TRUE(fini());
+    init_options io;
+    io.engine = GetParam().engine;
+    io.log_engine = false;
+    ASSERT_TRUE(init(io));
+    auto second = db.command({"CLIENT", "ID"});
+    ASSERT_TRUE(second) << second.error().message();
+    ASSERT_EQ(second->type, reply::kind::integer);
+    EXPECT_NE(second->integer, first->integer);
+    ASSERT_TRUE(db.set("after", "restart"));
+    EXPECT_EQ(db.get("after")->value_or(""), "restart");
+    const std::string old_id = std::to_string(first->integer);
+    EXPECT_TRUE(test::eventually(
+        [&] {
+            auto l = db.command({"CLIENT", "LIST", "ID", old_id});
+            return l && !l->is_error() && l->str.empty();
+        },
+        5s));
+}
+
 // Commands that would change a pooled connection for its other callers are refused; the
 // pipeline stays in step. (After MULTI, another fiber's GET was answered QUEUED and its value
 // went into the EXEC of the fiber that sent MULTI; AUTH made every fiber on the connection that

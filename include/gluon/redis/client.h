@@ -53,7 +53,7 @@ struct options {
 class connection;
 
 /// Connections per vCPU to one server. Thread-safe: fibers of every vCPU may use one client
-/// (each vCPU has its own connections).
+/// (each vCPU has its own connections; a thread made a vCPU again after fini gets new ones).
 class client {
 public:
     explicit client(options o);
