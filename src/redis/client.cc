@@ -209,19 +209,27 @@ bool as_event(const reply& r, std::string_view& kind) {
 }  // namespace
 
 result<void> subscriber::change(std::string_view verb, std::initializer_list<std::string_view> names) {
+    // Without names, UNSUBSCRIBE and PUNSUBSCRIBE answer for every subscription (one
+    // confirmation each), a number the subscriber cannot match its confirmations against.
+    if (names.size() == 0) return errno_error(EINVAL);
     std::vector<std::string_view> args{verb};
     args.insert(args.end(), names.begin(), names.end());
     // The timeout bounds the whole call: a server that keeps sending messages and does not
     // confirm would otherwise hold it for as long as it likes (each reply waited afresh).
     const deadline_t d = timeout_deadline(c_->timeout_);
     GLUON_TRY(c_->send(args, d));
-    // One confirmation per name; messages that come first are kept for next().
-    for (size_t confirmed = 0; confirmed < names.size();) {
+    const uint64_t mine = ++calls_;
+    owed_.push_back({mine, verb, {names.begin(), names.end()}});
+    // Until this call's confirmations have come (it is the last one owed: calls are made one at
+    // a time); those of earlier calls that gave up come first. Messages are kept for next().
+    while (!owed_.empty() && owed_.back().id == mine) {
         auto r = GLUON_TRY(c_->next(timeout_left(d)));
         std::string_view kind;
         if (r.is_error()) {
-            GLUON_WARN("redis: {} refused: {}", verb, r.str);
-            return errno_error(EPROTO);
+            const bool refused_mine = owed_.front().id == mine;
+            GLUON_TRY(settle(r, kind));
+            if (refused_mine) return errno_error(EPROTO);
+            continue;
         }
         if (!as_event(r, kind)) return errno_error(EPROTO);
         if (kind == "message" && r.elements.size() == 3) {
@@ -229,7 +237,7 @@ result<void> subscriber::change(std::string_view verb, std::initializer_list<std
         } else if (kind == "pmessage" && r.elements.size() == 4) {
             early_.push_back({std::move(r.elements[2].str), std::move(r.elements[1].str), std::move(r.elements[3].str)});
         } else {
-            ++confirmed;
+            GLUON_TRY(settle(r, kind));
             continue;
         }
         // A server that floods messages and does not confirm would have them kept without end.
@@ -248,6 +256,30 @@ result<void> subscriber::change(std::string_view verb, std::initializer_list<std
     return {};
 }
 
+result<void> subscriber::settle(const reply& r, std::string_view kind) {
+    // The server answers calls in order: one confirmation per name, or one error reply for a
+    // call it refused. A call that gave up (a timeout, an interrupt) is still owed its own, and
+    // they are taken for it whenever they come, never for a later call: counted for whichever
+    // call waited, an UNSUBSCRIBE's late confirmation had a SUBSCRIBE return before the server
+    // had subscribed, its own confirmation then dropped by next().
+    if (!owed_.empty() && r.is_error()) {
+        GLUON_WARN("redis: {} refused: {}", owed_.front().verb, r.str);
+        owed_.pop_front();
+        return {};
+    }
+    if (owed_.empty() || !ascii_iequals(kind, owed_.front().verb) || !r.elements[1].is_string() ||
+        r.elements[1].str != owed_.front().names.front()) {
+        // Which calls it answers is lost from here on: so is the connection.
+        GLUON_WARN("redis: a {} that answers no call", r.is_error() ? std::string_view("refusal") : kind);
+        owed_.clear();
+        c_->close();
+        return errno_error(EPROTO);
+    }
+    owed_.front().names.pop_front();
+    if (owed_.front().names.empty()) owed_.pop_front();
+    return {};
+}
+
 result<void> subscriber::subscribe(std::initializer_list<std::string_view> channels) { return change("SUBSCRIBE", channels); }
 result<void> subscriber::psubscribe(std::initializer_list<std::string_view> patterns) { return change("PSUBSCRIBE", patterns); }
 result<void> subscriber::unsubscribe(std::initializer_list<std::string_view> channels) { return change("UNSUBSCRIBE", channels); }
@@ -263,11 +295,16 @@ result<subscriber::message> subscriber::next(duration timeout) {
     for (;;) {
         auto r = GLUON_TRY(c_->next(timeout_left(d)));
         std::string_view kind;
+        if (r.is_error() && !owed_.empty()) {  // the refusal of a call that gave up
+            GLUON_TRY(settle(r, kind));
+            continue;
+        }
         if (!as_event(r, kind)) return errno_error(EPROTO);
         if (kind == "message" && r.elements.size() == 3) return message{r.elements[1].str, {}, r.elements[2].str};
         if (kind == "pmessage" && r.elements.size() == 4)
             return message{r.elements[2].str, r.elements[1].str, r.elements[3].str};
-        // A late confirmation (of an unsubscribe): not a message.
+        // A late confirmation, of a call that gave up: not a message.
+        GLUON_TRY(settle(r, kind));
     }
 }
 

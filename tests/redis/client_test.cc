@@ -675,6 +675,81 @@ TEST_P(scripted_test, a_subscriber_interrupted_in_next_is_still_usable) {
     EXPECT_EQ(m->payload, "hello");
 }
 
+// Confirmations that come after their call gave up are taken for that call, not for the next
+// one: an UNSUBSCRIBE's late confirmation was counted for a SUBSCRIBE of the same channel,
+// which returned before the server had subscribed (its own confirmation then dropped as late).
+// As arrays in RESP2 and push messages in RESP3.
+TEST_P(scripted_test, a_late_confirmation_is_not_taken_for_a_later_call) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    const int handshake = GetParam().protocol == 3 ? 1 : 0;
+    const char head = GetParam().protocol == 3 ? '>' : '*';
+    auto bulk = [](std::string_view v) { return "$" + std::to_string(v.size()) + "\r\n" + std::string(v) + "\r\n"; };
+    auto event = [&](std::string_view kind, std::string_view name, int count) {
+        return std::string(1, head) + "3\r\n" + bulk(kind) + bulk(name) + ":" + std::to_string(count) + "\r\n";
+    };
+    auto msg = [&](std::string_view channel, std::string_view payload) {
+        return std::string(1, head) + "3\r\n" + bulk("message") + bulk(channel) + bulk(payload);
+    };
+    bool gave_up = false;
+    auto server = *spawn([&] {
+        auto s = l->accept(10s);
+        if (!s) return;
+        command_reader cmds{*s};
+        auto answer = [&](int command, const std::string& out) {
+            return cmds.until(handshake + command) && s->write_all(out.data(), out.size(), 10s);
+        };
+        if (handshake && (!cmds.until(1) || !s->write_all("%0\r\n", 4, 10s))) return;
+        if (!answer(1, event("subscribe", "a", 1))) return;  // SUBSCRIBE a
+        // UNSUBSCRIBE a: confirmed only once the next call (SUBSCRIBE a) comes, after it gave up.
+        if (!answer(3, event("unsubscribe", "a", 0))) return;
+        // SUBSCRIBE b, once that SUBSCRIBE a gave up too: a's confirmation, a message, b's.
+        if (!answer(4, event("subscribe", "a", 1) + msg("a", "hello") + event("subscribe", "b", 2))) return;
+        // UNSUBSCRIBE b: confirmed once it gave up, while the client waits in next().
+        if (!cmds.until(handshake + 5) || !test::eventually([&] { return gave_up; }, 10s)) return;
+        const std::string late = event("unsubscribe", "b", 1) + msg("a", "again");
+        if (!s->write_all(late.data(), late.size(), 10s)) return;
+        if (!answer(6, event("psubscribe", "p*", 2))) return;  // PSUBSCRIBE p*
+        (void)cmds.until(handshake + 7);                        // until the client goes
+    });
+    // The client's side in a call of its own, so that a failed assertion still closes the
+    // subscriber and joins the server.
+    [&] {
+        options o;
+        o.port = l->local_address()->port();
+        o.protocol = GetParam().protocol;
+        o.command_timeout = 300ms;
+        auto sub = subscriber::connect(o);
+        ASSERT_TRUE(sub) << sub.error().message();
+        ASSERT_TRUE(sub->subscribe({"a"}));
+        auto un = sub->unsubscribe({"a"});
+        ASSERT_FALSE(un);
+        EXPECT_EQ(un.error(), std::errc::timed_out) << un.error().message();
+        // Only the UNSUBSCRIBE's confirmation comes: not this call's.
+        auto again = sub->subscribe({"a"});
+        ASSERT_FALSE(again);
+        EXPECT_EQ(again.error(), std::errc::timed_out) << again.error().message();
+        auto b = sub->subscribe({"b"});
+        ASSERT_TRUE(b) << b.error().message();
+        auto m = sub->next(5s);
+        ASSERT_TRUE(m) << m.error().message();
+        EXPECT_EQ(m->channel, "a");
+        EXPECT_EQ(m->payload, "hello");
+        auto un_b = sub->unsubscribe({"b"});
+        ASSERT_FALSE(un_b);
+        EXPECT_EQ(un_b.error(), std::errc::timed_out) << un_b.error().message();
+        gave_up = true;
+        // next() takes the late confirmation for that call, and the next call its own.
+        m = sub->next(5s);
+        ASSERT_TRUE(m) << m.error().message();
+        EXPECT_EQ(m->payload, "again");
+        auto p = sub->psubscribe({"p*"});
+        ASSERT_TRUE(p) << p.error().message();
+        EXPECT_EQ(sub->unsubscribe({}).error(), std::errc::invalid_argument);
+    }();
+    ASSERT_TRUE(server.join());
+}
+
 // A server that takes a subscriber's commands (HELLO 3 answered with an empty map) and answers
 // a SUBSCRIBE with messages of `size` bytes but never with its confirmation: a message each
 // `every` (none: as fast as it can) until `total` bytes, then nothing until the client goes or

@@ -127,15 +127,21 @@ public:
 
     /// Subscribes to channels and waits for each confirmation, up to options.command_timeout
     /// for the whole call; messages that come first are kept for next(), up to
-    /// k_max_early_bytes. Errors: ETIMEDOUT (not every confirmation came in time), EPROTO,
-    /// ECONNRESET, EPIPE, ENOBUFS (more messages came first than are kept: the subscriber is
-    /// closed, since the rest would be lost).
+    /// k_max_early_bytes. Each confirmation is matched to the call it answers: those of a call
+    /// that gave up (ETIMEDOUT, ECANCELED) are taken for it when they come, in a later call or
+    /// next(), never for another call. Errors: EINVAL (no names: an UNSUBSCRIBE of every
+    /// channel answers once per subscription, which cannot be matched), ETIMEDOUT (not every
+    /// confirmation came in time), ECANCELED, EPROTO (the server refused the call; or it sent
+    /// a confirmation that answers no call made, and the subscriber is closed), ECONNRESET,
+    /// EPIPE, ENOBUFS (more messages came first than are kept: the subscriber is closed, since
+    /// the rest would be lost).
     result<void> subscribe(std::initializer_list<std::string_view> channels);
     result<void> psubscribe(std::initializer_list<std::string_view> patterns);
     result<void> unsubscribe(std::initializer_list<std::string_view> channels);
     /// The next message, waiting up to timeout. Errors: ETIMEDOUT (nothing came; the
     /// subscriber is still usable), ECANCELED (the fiber was interrupted; the subscriber is
-    /// still usable), ECONNRESET (the server closed), EPROTO.
+    /// still usable), ECONNRESET (the server closed), EPROTO (not a pub/sub event, or a
+    /// confirmation that answers no call made: the subscriber is then closed).
     result<message> next(duration timeout = forever);
 
     explicit subscriber(std::unique_ptr<connection> c) noexcept;
@@ -146,7 +152,19 @@ public:
 
 private:
     result<void> change(std::string_view verb, std::initializer_list<std::string_view> names);
+    /// Takes r, a confirmation of `kind` or an error reply, for the oldest call owed one.
+    /// Errors: EPROTO (it answers no call owed one: the subscriber is closed).
+    result<void> settle(const reply& r, std::string_view kind);
+
+    /// A call whose confirmations have not all come (one that gave up included).
+    struct owed_call {
+        uint64_t id;
+        std::string_view verb;          // "SUBSCRIBE", ... (a literal)
+        std::deque<std::string> names;  // whose confirmations are still to come, in order
+    };
     std::unique_ptr<connection> c_;
+    std::deque<owed_call> owed_;  // in the order the server answers them
+    uint64_t calls_ = 0;
     std::deque<message> early_;  // messages that arrived while waiting for a confirmation
     size_t early_bytes_ = 0;      // what they hold (see k_max_early_bytes)
 };
