@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -209,9 +210,10 @@ bool as_event(const reply& r, std::string_view& kind) {
 }  // namespace
 
 result<void> subscriber::change(std::string_view verb, std::initializer_list<std::string_view> names) {
-    // Without names, UNSUBSCRIBE and PUNSUBSCRIBE answer for every subscription (one
-    // confirmation each), a number the subscriber cannot match its confirmations against.
-    if (names.size() == 0) return errno_error(EINVAL);
+    // Without names, (P)UNSUBSCRIBE ends every subscription of its kind (see settle); a
+    // (P)SUBSCRIBE needs one.
+    const bool all = names.size() == 0;
+    if (all && (verb == "SUBSCRIBE" || verb == "PSUBSCRIBE")) return errno_error(EINVAL);
     std::vector<std::string_view> args{verb};
     args.insert(args.end(), names.begin(), names.end());
     // The timeout bounds the whole call: a server that keeps sending messages and does not
@@ -219,7 +221,7 @@ result<void> subscriber::change(std::string_view verb, std::initializer_list<std
     const deadline_t d = timeout_deadline(c_->timeout_);
     GLUON_TRY(c_->send(args, d));
     const uint64_t mine = ++calls_;
-    owed_.push_back({mine, verb, {names.begin(), names.end()}});
+    owed_.push_back({mine, verb, {names.begin(), names.end()}, all});
     // Until this call's confirmations have come (it is the last one owed: calls are made one at
     // a time); those of earlier calls that gave up come first. Messages are kept for next().
     while (!owed_.empty() && owed_.back().id == mine) {
@@ -267,22 +269,45 @@ result<void> subscriber::settle(const reply& r, std::string_view kind) {
         owed_.pop_front();
         return {};
     }
-    if (owed_.empty() || !ascii_iequals(kind, owed_.front().verb) || !r.elements[1].is_string() ||
-        r.elements[1].str != owed_.front().names.front()) {
+    auto mismatch = [&] {
         // Which calls it answers is lost from here on: so is the connection.
         GLUON_WARN("redis: a {} that answers no call", r.is_error() ? std::string_view("refusal") : kind);
         owed_.clear();
         c_->close();
         return errno_error(EPROTO);
+    };
+    if (owed_.empty() || !ascii_iequals(kind, owed_.front().verb)) return mismatch();
+    owed_call& call = owed_.front();
+    const bool on_patterns = call.verb[0] == 'P';  // PSUBSCRIBE, PUNSUBSCRIBE
+    auto& subscribed = on_patterns ? patterns_ : channels_;
+    if (call.all && !call.known) {
+        // Every call before it is answered: the server ends what it has now, in its own order.
+        call.known = true;
+        call.names.assign(subscribed.begin(), subscribed.end());
+        call.unnamed = call.names.empty();
     }
-    owed_.front().names.pop_front();
-    if (owed_.front().names.empty()) owed_.pop_front();
+    if (call.unnamed) {
+        if (!r.elements[1].is_nil()) return mismatch();
+        owed_.pop_front();
+        return {};
+    }
+    if (!r.elements[1].is_string()) return mismatch();
+    const std::string& name = r.elements[1].str;
+    auto it = call.all ? std::find(call.names.begin(), call.names.end(), name) : call.names.begin();
+    if (it == call.names.end() || *it != name) return mismatch();
+    call.names.erase(it);
+    if (call.verb.find("UN") == std::string_view::npos)
+        subscribed.insert(name);
+    else if (auto s = subscribed.find(name); s != subscribed.end())
+        subscribed.erase(s);
+    if (call.names.empty()) owed_.pop_front();
     return {};
 }
 
 result<void> subscriber::subscribe(std::initializer_list<std::string_view> channels) { return change("SUBSCRIBE", channels); }
 result<void> subscriber::psubscribe(std::initializer_list<std::string_view> patterns) { return change("PSUBSCRIBE", patterns); }
 result<void> subscriber::unsubscribe(std::initializer_list<std::string_view> channels) { return change("UNSUBSCRIBE", channels); }
+result<void> subscriber::punsubscribe(std::initializer_list<std::string_view> patterns) { return change("PUNSUBSCRIBE", patterns); }
 
 result<subscriber::message> subscriber::next(duration timeout) {
     if (!early_.empty()) {

@@ -181,6 +181,39 @@ TEST_P(redis_test, publish_and_subscribe) {
     EXPECT_EQ(m3->payload, "goal");
 }
 
+// UNSUBSCRIBE and PUNSUBSCRIBE without names end every subscription of their kind: the server
+// confirms each it has (in its own order), or once without a name when it has none, and each
+// confirmation is matched to the call all the same.
+TEST_P(redis_test, unsubscribing_from_everything) {
+    auto sub = subscriber::connect(opts());
+    ASSERT_TRUE(sub) << sub.error().message();
+    ASSERT_TRUE(sub->subscribe({"a", "b", "c"}));
+    ASSERT_TRUE(sub->psubscribe({"p.*", "q.*"}));
+    ASSERT_TRUE(sub->unsubscribe({"b"}));
+    auto all = sub->unsubscribe();
+    ASSERT_TRUE(all) << all.error().message();
+    client db(opts());
+    EXPECT_EQ(*db.publish("a", "x"), 0);
+    EXPECT_EQ(*db.publish("c", "x"), 0);
+    EXPECT_EQ(*db.publish("p.1", "by pattern"), 1);
+    auto m = sub->next(5s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->pattern, "p.*");
+    EXPECT_EQ(m->payload, "by pattern");
+    auto none = sub->unsubscribe();  // no channel left: one confirmation without a name
+    ASSERT_TRUE(none) << none.error().message();
+    ASSERT_TRUE(sub->punsubscribe({"q.*"}));
+    ASSERT_TRUE(sub->punsubscribe());
+    ASSERT_TRUE(sub->punsubscribe());
+    EXPECT_EQ(*db.publish("p.1", "x"), 0);
+    // Still in step: a subscription after them is confirmed and served.
+    ASSERT_TRUE(sub->subscribe({"d"}));
+    EXPECT_EQ(*db.publish("d", "last"), 1);
+    m = sub->next(5s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->payload, "last");
+}
+
 TEST_P(redis_test, a_timeout_closes_the_connection_and_the_next_command_gets_a_new_one) {
     auto o = opts();
     o.pool_size = 1;
@@ -745,7 +778,7 @@ TEST_P(scripted_test, a_late_confirmation_is_not_taken_for_a_later_call) {
         EXPECT_EQ(m->payload, "again");
         auto p = sub->psubscribe({"p*"});
         ASSERT_TRUE(p) << p.error().message();
-        EXPECT_EQ(sub->unsubscribe({}).error(), std::errc::invalid_argument);
+        EXPECT_EQ(sub->subscribe({}).error(), std::errc::invalid_argument);
     }();
     ASSERT_TRUE(server.join());
 }

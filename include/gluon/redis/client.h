@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -129,15 +130,20 @@ public:
     /// for the whole call; messages that come first are kept for next(), up to
     /// k_max_early_bytes. Each confirmation is matched to the call it answers: those of a call
     /// that gave up (ETIMEDOUT, ECANCELED) are taken for it when they come, in a later call or
-    /// next(), never for another call. Errors: EINVAL (no names: an UNSUBSCRIBE of every
-    /// channel answers once per subscription, which cannot be matched), ETIMEDOUT (not every
+    /// next(), never for another call. Errors: EINVAL (no channel), ETIMEDOUT (not every
     /// confirmation came in time), ECANCELED, EPROTO (the server refused the call; or it sent
     /// a confirmation that answers no call made, and the subscriber is closed), ECONNRESET,
     /// EPIPE, ENOBUFS (more messages came first than are kept: the subscriber is closed, since
     /// the rest would be lost).
     result<void> subscribe(std::initializer_list<std::string_view> channels);
+    /// As subscribe, to the channels matching each pattern. Errors: as subscribe.
     result<void> psubscribe(std::initializer_list<std::string_view> patterns);
-    result<void> unsubscribe(std::initializer_list<std::string_view> channels);
+    /// Unsubscribes from channels, or from every channel subscribed to when none is given (the
+    /// server then confirms each subscription it has, or once with no name when it has none).
+    /// Errors: as subscribe, EINVAL aside.
+    result<void> unsubscribe(std::initializer_list<std::string_view> channels = {});
+    /// As unsubscribe, for patterns. Errors: as unsubscribe.
+    result<void> punsubscribe(std::initializer_list<std::string_view> patterns = {});
     /// The next message, waiting up to timeout. Errors: ETIMEDOUT (nothing came; the
     /// subscriber is still usable), ECANCELED (the fiber was interrupted; the subscriber is
     /// still usable), ECONNRESET (the server closed), EPROTO (not a pub/sub event, or a
@@ -161,10 +167,18 @@ private:
         uint64_t id;
         std::string_view verb;          // "SUBSCRIBE", ... (a literal)
         std::deque<std::string> names;  // whose confirmations are still to come, in order
+        // An (P)UNSUBSCRIBE of every subscription: its names, in any order, are those the
+        // server has once the calls before it are answered (known then); none: one
+        // confirmation without a name.
+        bool all = false;
+        bool known = false;
+        bool unnamed = false;
     };
     std::unique_ptr<connection> c_;
     std::deque<owed_call> owed_;  // in the order the server answers them
     uint64_t calls_ = 0;
+    // What the server has confirmed as subscribed (for an unsubscribe of every one).
+    std::set<std::string, std::less<>> channels_, patterns_;
     std::deque<message> early_;  // messages that arrived while waiting for a confirmation
     size_t early_bytes_ = 0;      // what they hold (see k_max_early_bytes)
 };
