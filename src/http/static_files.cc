@@ -8,6 +8,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -161,16 +162,25 @@ long open_beneath(const static_state& st, const std::string& rel, struct stat& s
     return fd;
 }
 
-file_info describe(const struct stat& sb, const std::string& name) {
+/// The file's validators and fields. The ETag is made of its mtime and size and, for a file
+/// served from memory (`bytes`, all of it), a hash of its bytes: two versions of a file written
+/// within one timestamp tick (see racy()) have the same mtime and may have the same size, and
+/// the second must not be answered 304 to a client holding the first.
+file_info describe(const struct stat& sb, const std::string& name,
+                   const std::string* bytes = nullptr) {
     file_info fi;
     fi.size = static_cast<uint64_t>(sb.st_size);
     fi.mtime_s = sb.st_mtim.tv_sec;
     fi.mtime_ns = sb.st_mtim.tv_sec * 1'000'000'000LL + sb.st_mtim.tv_nsec;
-    char buf[48];
+    char buf[64];
     auto r = std::to_chars(buf + 1, buf + 24, static_cast<uint64_t>(fi.mtime_ns), 16);
     buf[0] = '"';
     *r.ptr++ = '-';
     r = std::to_chars(r.ptr, buf + 46, fi.size, 16);
+    if (bytes) {
+        *r.ptr++ = '-';
+        r = std::to_chars(r.ptr, buf + 63, std::hash<std::string_view>{}(*bytes), 16);
+    }
     *r.ptr++ = '"';
     fi.etag.assign(buf, static_cast<size_t>(r.ptr - buf));
     detail::format_http_date(fi.mtime_s, fi.last_modified);
@@ -179,6 +189,26 @@ file_info describe(const struct stat& sb, const std::string& name) {
                 std::string(fi.last_modified, detail::k_http_date_len) + "\r\nETag: " + fi.etag +
                 "\r\nAccept-Ranges: bytes\r\n";
     return fi;
+}
+
+/// CLOCK_REALTIME_COARSE in ns: the clock the kernel stamps mtimes with (a finer one where it
+/// has multigrain timestamps), so a write that comes after this reading has an mtime no earlier.
+int64_t wall_coarse_ns() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    return timespec_ns(ts);
+}
+
+/// Whether a file read from `read_ns` on (wall_coarse_ns) may yet change without its mtime or
+/// size showing it ("racy git"): a write in the same kernel tick (a few ms) as the read, or
+/// within the filesystem's timestamp granularity (up to 2 s, on FAT), may leave the mtime as
+/// it was, and one that keeps the size then looks like the bytes read. A file whose mtime is
+/// 2 s or more older than its read cannot be rewritten under that mtime (unless it is set back
+/// by hand); a newer one, or one in the future (a clock set back), is served but not cached,
+/// and read again at each request until it is old enough.
+bool racy(const file_info& fi, int64_t read_ns) noexcept {
+    constexpr int64_t k_granularity_ns = 2'000'000'000;
+    return read_ns - fi.mtime_ns < k_granularity_ns;
 }
 
 /// Whether the request has a `name` field and, if so, whether an element of it matches
@@ -365,12 +395,14 @@ void serve(static_state& st, request& req, response& res) {
     }
     if (fi.size <= st.opts.cache_file_max) {
         auto entry = std::make_shared<cached_file>();
-        entry->info = fi;
         entry->checked_ns = now;
+        const int64_t read_ns = wall_coarse_ns();  // (before the read: a write during it is after)
         bool ok = append_from(static_cast<int>(fd), 0, fi.size, entry->bytes);
         (void)sys::close(static_cast<int>(fd));
         if (!ok) return plain(res, 500);
-        st.cache.put(*rel, entry);
+        entry->info = describe(sb, name, &entry->bytes);
+        if (!racy(entry->info, read_ns)) st.cache.put(*rel, entry);
+        else if (hit) st.cache.erase(*rel);  // (it holds an older version)
         return serve_cached(req, res, std::move(entry));
     }
     auto sel = select_parts(req, res, fi);

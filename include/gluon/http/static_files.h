@@ -26,7 +26,12 @@ struct static_options {
     /// Follow symlinks that lead outside the root (a deployment that links shared assets in).
     bool allow_symlinks_outside_root = false;
     /// Files up to this size are kept in memory, up to cache_bytes in all (least recently
-    /// used first out); 0 turns the cache off.
+    /// used first out); 0 turns the cache off. A file modified less than 2 s before it is read
+    /// is served but not kept: a write within the same timestamp tick may leave its mtime and
+    /// size as they were, which revalidation could not tell from the bytes kept. (One whose
+    /// mtime is set back by hand to the cached value, its size unchanged, is not seen either.)
+    /// The ETag of a file up to this size also holds a hash of its bytes, so two versions
+    /// with the same mtime and size have different ones.
     size_t cache_file_max = 256 * 1024;
     size_t cache_bytes = 64 << 20;
     /// How long a cached file is served before its size and mtime are checked again.
