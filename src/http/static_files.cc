@@ -336,6 +336,21 @@ bool append_from(int fd, uint64_t off, uint64_t n, std::string& out) {
     return true;
 }
 
+/// HEAD of several ranges: declares the length of the multipart body GET would get (its
+/// framing, formatted as GET's is, and its parts' lengths) and sends none, so that the parts'
+/// bytes (up to k_multipart_max of them) are not read for a body that is dropped.
+void declare_multipart(response& res, const file_info& fi, const selection& sel) {
+    std::string framing;
+    uint64_t part_bytes = 0;
+    detail::multipart_body(sel.parts, fi.size, fi.mime, sel.boundary, framing,
+                           [&part_bytes](const detail::byte_range& r, std::string&) {
+                               part_bytes += r.len;
+                               return true;
+                           });
+    res.content_length(framing.size() + part_bytes);
+    (void)res.finish();  // (the head alone; a stream already gone has nothing to be told)
+}
+
 void serve_cached(request& req, response& res, std::shared_ptr<cached_file> f) {
     auto sel = select_parts(req, res, f->info);
     if (!sel) return;
@@ -345,6 +360,7 @@ void serve_cached(request& req, response& res, std::shared_ptr<cached_file> f) {
         res.body(bytes, std::move(f));  // (bytes first: an argument's move may come before the other)
         return;
     }
+    if (req.method() == method::head) return declare_multipart(res, f->info, *sel);
     auto body = std::make_shared<std::string>();
     detail::multipart_body(sel->parts, f->info.size, f->info.mime, sel->boundary, *body,
                            [&f](const detail::byte_range& r, std::string& out) {
@@ -407,6 +423,10 @@ void serve(static_state& st, request& req, response& res) {
     }
     auto sel = select_parts(req, res, fi);
     if (!sel) return (void)sys::close(static_cast<int>(fd));
+    if (!sel->boundary.empty() && req.method() == method::head) {
+        (void)sys::close(static_cast<int>(fd));
+        return declare_multipart(res, fi, *sel);
+    }
     if (!sel->boundary.empty()) return serve_multipart(res, static_cast<int>(fd), fi, *sel);
     res.file(static_cast<int>(fd), static_cast<int64_t>(sel->parts[0].first), sel->parts[0].len, true);
 }
