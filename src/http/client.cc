@@ -486,8 +486,10 @@ struct client::impl {
         out.body.clear();
         out.body_length = 0;
         // HTTP/2 hands the body over in pieces, through a callback: to on_body, or into the
-        // caller's buffer. A redirect the call follows has its body dropped, as over HTTP/1.1.
-        // body_length counts the pieces wherever they go, as over HTTP/1.1.
+        // caller's buffer. As over HTTP/1.1, a redirect the call follows has its body dropped,
+        // and one it does not follow has it in out.body rather than in the buffer (whose size
+        // was chosen for the resource asked for). body_length counts the pieces wherever they
+        // go.
         std::function<bool(std::string_view)> h2_body;
         bool overflowed = false;
         if (on_body || req.body_into) {
@@ -499,6 +501,11 @@ struct client::impl {
                 if (on_body) {
                     out.body_length += piece.size();
                     return (*on_body)(piece);
+                }
+                if (out.status >= 300 && out.status < 400) {  // (the session checks max_body_bytes)
+                    out.body.append(piece);
+                    out.body_length += piece.size();
+                    return true;
                 }
                 if (out.body_length + piece.size() > req.body_into_size) {
                     overflowed = true;

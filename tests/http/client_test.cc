@@ -237,6 +237,43 @@ TEST_P(http_client_test, a_followed_redirects_body_is_not_handed_to_the_caller) 
     EXPECT_EQ(got, "<a href=\"/hello\">moved</a>");
 }
 
+// A 3xx that is the call's answer (redirects off, or no Location to follow) is not the body
+// the caller's buffer was sized for: it goes to out.body, and the buffer is left alone (the
+// HTTP/2 test of the same name holds the client to this over HTTP/2).
+TEST_P(http_client_test, a_redirect_not_followed_has_its_body_in_the_response_not_the_buffer) {
+    router r = app();
+    r.get("/moved", [](request&, response& res) {
+        res.status(301);
+        res.header("Location", "/hello");
+        res.body("<a href=\"/hello\">moved</a>");
+    });
+    r.get("/nowhere", [](request&, response& res) {
+        res.status(300);  // no Location: nothing to follow
+        res.body("pick one: /a or /b");
+    });
+    std::string origin = serve(r.as_handler());
+    std::string buf(8, '-');  // smaller than either body: EMSGSIZE had they gone into it
+    client_request q;
+    q.body_into = buf.data();
+    q.body_into_size = buf.size();
+    client no_follow({.max_redirects = 0});
+    q.url = origin + "/moved";
+    auto res = no_follow.send(q);
+    ASSERT_TRUE(res) << res.error().message();
+    EXPECT_EQ(res->status, 301);
+    EXPECT_EQ(res->body, "<a href=\"/hello\">moved</a>");
+    EXPECT_EQ(res->body_length, res->body.size());
+    EXPECT_EQ(buf, std::string(8, '-'));
+    client c;
+    q.url = origin + "/nowhere";
+    res = c.send(q);
+    ASSERT_TRUE(res) << res.error().message();
+    EXPECT_EQ(res->status, 300);
+    EXPECT_EQ(res->body, "pick one: /a or /b");
+    EXPECT_EQ(res->body_length, res->body.size());
+    EXPECT_EQ(buf, std::string(8, '-'));
+}
+
 // A streamed body is read once: a redirect that keeps the method and its body (307, 308, and
 // 301 and 302 of anything but a POST) is the answer, and nothing is sent to its Location; one
 // that turns the request into a GET is followed without a body.

@@ -190,6 +190,44 @@ TEST_P(h2_client_test, a_followed_redirects_body_is_not_handed_to_the_caller) {
     EXPECT_EQ(buf.substr(0, 17), "hello over HTTP/2");
 }
 
+// A 3xx that is the call's answer (redirects off, or no Location to follow) has its body in
+// out.body, as over HTTP/1.1, not in the caller's buffer: it went there, and overflowed this
+// one (EMSGSIZE).
+TEST_P(h2_client_test, a_redirect_not_followed_has_its_body_in_the_response_not_the_buffer) {
+    r_.get("/moved", [](request&, response& res) {
+        res.status(301);
+        res.header("Location", "/hello");
+        res.body(std::string(100, 'm'));
+    });
+    r_.get("/nowhere", [](request&, response& res) {
+        res.status(300);  // no Location: nothing to follow
+        res.body("pick one: /a or /b");
+    });
+    start();
+    std::string buf(8, '-');  // smaller than either body
+    client_request q;
+    q.body_into = buf.data();
+    q.body_into_size = buf.size();
+    client no_follow({.max_redirects = 0, .http2_prior_knowledge = true});
+    q.url = url("/moved");
+    auto r = no_follow.send(q);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 301);
+    EXPECT_EQ(r->body, std::string(100, 'm'));
+    EXPECT_EQ(r->body_length, 100u);
+    EXPECT_EQ(buf, std::string(8, '-'));
+    EXPECT_EQ(no_follow.statistics().http2_requests, 1u);
+    client c({.http2_prior_knowledge = true});
+    q.url = url("/nowhere");
+    r = c.send(q);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 300);
+    EXPECT_EQ(r->body, "pick one: /a or /b");
+    EXPECT_EQ(r->body_length, r->body.size());
+    EXPECT_EQ(buf, std::string(8, '-'));
+    EXPECT_EQ(c.statistics().http2_requests, 1u);
+}
+
 TEST_P(h2_client_test, https_negotiates_h2_by_alpn) {
     net::tls::context_options so;
     so.alpn = {"h2", "http/1.1"};

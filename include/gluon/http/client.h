@@ -82,7 +82,9 @@ struct client_request {
     /// A buffer the response body is read straight into instead of client_response::body (over
     /// HTTP/1.1 from the socket, with no copy through the receive buffer); the response's
     /// body_length says how many bytes arrived. A longer body: EMSGSIZE. Not used by the
-    /// send() that streams to a callback.
+    /// send() that streams to a callback. A 3xx answer that is the call's (redirects off, no
+    /// Location, a streamed body it would send again) is not what the buffer is for: its body
+    /// goes to client_response::body, within max_body_bytes, over both protocols.
     char* body_into = nullptr;
     size_t body_into_size = 0;
     /// Called with each response's status and fields (a redirect's too) before its body is
