@@ -38,6 +38,7 @@ struct connection {
     int64_t idle_since = 0;
     bool reused = false;
     bool h2 = false;  // HTTP/2 was negotiated (or is known): the connection becomes a session
+    bool plain = false;  // no TLS: a request's writes watch the socket for an early answer
 };
 
 bool idempotent(method m) {
@@ -157,6 +158,7 @@ struct client::impl {
             c.s = std::make_unique<net::tls::stream>(std::move(tls));
         } else {
             c.h2 = opts.http2_prior_knowledge && opts.proxy.empty();
+            c.plain = true;
             c.s = std::make_unique<net::stream>(std::move(sock));
         }
         std::lock_guard g(lock);
@@ -221,7 +223,75 @@ struct client::impl {
     struct attempt {
         bool started = false;  // a response byte arrived: no retry
         bool keep = false;     // the connection may go back to the pool
+        bool early = false;    // a final answer began before the request had gone: the rest was not sent
     };
+
+    /// writev_all of a request's bytes which, on a plain socket, also watches for the answer
+    /// while it waits for room: a server may answer before it has read the whole body (a 413,
+    /// a 401, RFC 9112 9.5) and then wait, neither reading nor closing, which held the call in
+    /// its write until read_timeout. Interim 1xx answers (a 100 Continue) are dropped and the
+    /// writing goes on; once a final answer begins, at.early is set, the rest is not sent and
+    /// what arrived is in c.rbuf[0, have). `first`: the request's first bytes, which a socket
+    /// with nothing written on it yet has room for. Over TLS the socket is not watched: a
+    /// record is written whole once begun, and a session ticket would look like an answer.
+    /// Errors: those of writev_all, and of the reads of the answer.
+    result<void> send_request(connection& c, iovec* v, int n, bool first, stall_timeout t, method verb,
+                              size_t& have, attempt& at) {
+        net::byte_stream& s = *c.s;
+        if (!c.plain) return s.writev_all(v, n, t);
+        const int fd = s.socket()->get();
+        step_timeouts left(t);
+        bool look = true;  // before waiting for room: a write usually leaves some
+        for (;;) {
+            if (!first) {
+                // Room, or the answer. POLLERR and POLLHUP go on to the write, which reports them.
+                for (;; look = false) {
+                    auto ev = fd::poll(fd, POLLIN | POLLOUT, look ? duration::zero() : left.next());
+                    if (!ev && !(look && ev.error() == std::errc::timed_out)) return unexpected(ev.error());
+                    if (ev && (*ev & POLLIN)) {
+                        at.early = GLUON_TRY(final_answer_begun(c, verb, left, have, at));
+                        if (at.early) return {};
+                    }
+                    if (ev && (*ev & ~POLLIN)) break;
+                }
+            }
+            first = false;
+            size_t put = GLUON_TRY(s.writev(v, n, left.next()));
+            if (put == 0) return errno_error(EPIPE);  // a transport that takes nothing would spin
+            for (; n > 0 && put >= v->iov_len; ++v, --n) put -= v->iov_len;
+            if (n == 0) return {};
+            v->iov_base = static_cast<char*>(v->iov_base) + put;
+            v->iov_len -= put;
+            look = false;  // a short write: the socket is full
+        }
+    }
+
+    /// Reads what arrived while the request was being written, up to the end of a response
+    /// head. True when it is a final answer's (or the stream ended, or the bytes are no head:
+    /// the caller's reading of the head reports those); interim answers are dropped, and with
+    /// nothing after them the answer is false: the writing goes on. Errors: those of read_some.
+    result<bool> final_answer_begun(connection& c, method verb, step_timeouts& left, size_t& have, attempt& at) {
+        char* rb = c.rbuf.get();
+        response_head h;
+        h.headers = c.fields.data();
+        for (;;) {
+            if (have == c.rcap) return true;
+            const size_t n = GLUON_TRY(c.s->read_some(rb + have, c.rcap - have, left.next()));
+            if (n == 0) return true;
+            at.started = true;
+            have += n;
+            for (;;) {
+                size_t scanned = 0;
+                auto r = parse_response({rb, have}, h, opts.limits, scanned, verb);
+                if (r.state == parse_result::invalid) return true;
+                if (r.state != parse_result::complete) break;  // the rest of the head is coming
+                if (h.status < 100 || h.status >= 200 || h.status == 101) return true;
+                std::memmove(rb, rb + r.consumed, have - r.consumed);
+                have -= r.consumed;
+                if (have == 0) return false;
+            }
+        }
+    }
 
     result<void> exchange(connection& c, const url& u, const client_request& req, bool with_body,
                           bool cross_origin, method verb,
@@ -253,35 +323,9 @@ struct client::impl {
             head += "Content-Length: " + std::to_string(req.body.size()) + "\r\n";
         head += "\r\n";
         iovec v[2] = {{head.data(), head.size()}, {const_cast<char*>(req.body.data()), with_body && !streamed ? req.body.size() : 0}};
-        // read_timeout bounds each wait for the server to take more, not the whole upload (a
-        // large body to a slow but steady server); only total_timeout bounds all of it.
-        const stall_timeout wt{rt, total};
-        auto wrote = s.writev_all(v, v[1].iov_len ? 2 : 1, wt);
-        if (wrote && streamed) {
-            char chunk[16 * 1024];
-            for (;;) {
-                size_t n = GLUON_TRY(req.body_source(chunk, sizeof chunk));
-                char line[24];
-                auto r = std::to_chars(line, line + 20, n, 16);
-                *r.ptr++ = '\r';
-                *r.ptr++ = '\n';
-                iovec cv[3] = {{line, static_cast<size_t>(r.ptr - line)}, {chunk, n}, {const_cast<char*>("\r\n"), 2}};
-                wrote = s.writev_all(cv, 3, wt);
-                if (!wrote || n == 0) break;
-            }
-        }
-        // A server may answer before it has the whole body (a 413, a 401) and close the
-        // connection (RFC 9112 9.5): the write then fails, but its answer has arrived and is the
-        // call's. It is looked for only once a write failed, so the common case pays nothing.
-        std::error_code cut;  // the request's write failed so: an answer may still be read
-        if (!wrote) {
-            if (!closed_by_peer(wrote.error())) return wrote;
-            cut = wrote.error();
-        }
-
-        // The response head, skipping interim 1xx answers. The connection's receive buffer
-        // holds the head and whatever followed it; a body goes from there straight to its
-        // destination.
+        // The connection's receive buffer holds the response head and whatever followed it; a
+        // body goes from there straight to its destination. An answer may begin to arrive
+        // while the request is still being written (send_request).
         if (!c.rbuf) {
             c.rcap = opts.limits.max_head_bytes + 1 > 16 * 1024 ? opts.limits.max_head_bytes + 1 : 16 * 1024;
             c.rbuf.reset(new char[c.rcap]);
@@ -291,6 +335,32 @@ struct client::impl {
         c.fields.resize(opts.limits.max_headers);
         response_head h;
         h.headers = c.fields.data();
+        // read_timeout bounds each wait for the server to take more, not the whole upload (a
+        // large body to a slow but steady server); only total_timeout bounds all of it.
+        const stall_timeout wt{rt, total};
+        auto wrote = send_request(c, v, v[1].iov_len ? 2 : 1, true, wt, verb, have, at);
+        while (wrote && streamed && !at.early) {
+            char chunk[16 * 1024];
+            size_t n = GLUON_TRY(req.body_source(chunk, sizeof chunk));
+            char line[24];
+            auto r = std::to_chars(line, line + 20, n, 16);
+            *r.ptr++ = '\r';
+            *r.ptr++ = '\n';
+            iovec cv[3] = {{line, static_cast<size_t>(r.ptr - line)}, {chunk, n}, {const_cast<char*>("\r\n"), 2}};
+            wrote = send_request(c, cv, 3, false, wt, verb, have, at);
+            if (n == 0) break;
+        }
+        // A server may answer before it has the whole body (a 413, a 401) and close the
+        // connection (RFC 9112 9.5): the write then fails, but its answer has arrived and is the
+        // call's. It is looked for only once a write failed, so the common case pays nothing.
+        // (One that answers and waits instead is seen by send_request: at.early.)
+        std::error_code cut;  // the request's write failed so: an answer may still be read
+        if (!wrote) {
+            if (!closed_by_peer(wrote.error())) return wrote;
+            cut = wrote.error();
+        }
+
+        // The response head, skipping interim 1xx answers.
         for (size_t scanned = 0;;) {
             auto r = parse_response({rb + pos, have - pos}, h, opts.limits, scanned, verb);
             if (r.state == parse_result::invalid) return errno_error(EPROTO);
@@ -413,7 +483,7 @@ struct client::impl {
                 if (GLUON_TRY(more()) == 0) break;
             }
         }
-        at.keep = !cut && h.keep_alive && h.body != framing::to_close && pos == have && h.status != 101;
+        at.keep = !cut && !at.early && h.keep_alive && h.body != framing::to_close && pos == have && h.status != 101;
         return {};
     }
 

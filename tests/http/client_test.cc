@@ -427,6 +427,89 @@ TEST_P(http_client_test, an_answer_before_the_whole_body_is_the_calls_not_a_brok
     EXPECT_EQ(r->body, "taken");
 }
 
+// A server that answers early (a 413) and then waits, neither reading the rest of the body nor
+// closing: the client sees the answer while its write waits for room, stops sending and
+// returns it, and closes the connection. It sat in its write until read_timeout (30 s here:
+// the call would not have returned before the server's own wait ran out), then failed.
+TEST_P(http_client_test, an_answer_before_the_whole_body_from_a_server_that_waits_is_the_calls) {
+    constexpr size_t k_size = 32 << 20;  // far more than the sockets' buffers hold
+    for (const bool streamed : {false, true}) {
+        SCOPED_TRACE(streamed ? "streamed" : "whole");
+        event answered, release, drained;
+        std::atomic<bool> closed{false};
+        uint16_t port = serve_raw([&](net::byte_stream& s) {
+            std::string in;
+            char buf[4096];
+            while (in.find("\r\n\r\n") == std::string::npos) {  // the head, and nothing more
+                auto n = s.read_some(buf, sizeof buf, 5s);
+                if (!n || *n == 0) return;
+                in.append(buf, *n);
+            }
+            std::string no = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 8\r\n\r\ntoo long";
+            (void)s.write_all(no.data(), no.size(), 5s);
+            answered.set();
+            (void)release.wait(60s);  // longer than the client's read_timeout
+            for (;;) {  // the rest: what was in flight, then the client's close
+                auto n = s.read_some(buf, sizeof buf, 5s);
+                if (!n || *n == 0) {
+                    closed = n.has_value() || n.error() == std::errc::connection_reset;
+                    break;
+                }
+            }
+            drained.set();
+        });
+        client c({.read_timeout = 30s});
+        client_request q;
+        q.method = method::put;
+        q.url = "http://127.0.0.1:" + std::to_string(port) + "/upload";
+        size_t sent = 0;
+        if (streamed) {
+            q.method = method::post;
+            q.body_source = [&](char* b, size_t n) -> result<size_t> {
+                size_t k = std::min(n, k_size - sent);
+                std::memset(b, 's', k);
+                sent += k;
+                return k;
+            };
+        } else {
+            q.body.assign(k_size, 'p');
+        }
+        auto r = c.send(q);
+        release.set();
+        ASSERT_TRUE(drained.wait(10s));  // (before any ASSERT: the server uses this frame)
+        ASSERT_TRUE(r) << r.error().message();
+        EXPECT_TRUE(answered.is_set());
+        EXPECT_EQ(r->status, 413);
+        EXPECT_EQ(r->body, "too long");
+        EXPECT_EQ(c.statistics().retries, 0u);
+        EXPECT_EQ(c.statistics().idle, 0u);  // not pooled: the server still waits for the body
+        if (streamed) {
+            EXPECT_LT(sent, k_size);  // it stopped sending
+        }
+        EXPECT_TRUE(closed);  // the client closed the connection
+    }
+}
+
+// Interim answers that come while the body is still going up (a 100 Continue, asked for) are
+// not the answer: the client drops them, sends the rest and returns the final one.
+TEST_P(http_client_test, a_100_continue_during_a_large_upload_does_not_stop_it) {
+    constexpr size_t k_size = 8 << 20;
+    server_options o;
+    o.max_body_bytes = k_size;
+    std::string origin = serve(app().as_handler(), o);
+    client c({.read_timeout = 30s});
+    client_request q;
+    q.method = method::post;
+    q.url = origin + "/echo";
+    q.headers = {{"Expect", "100-continue"}};
+    q.body.assign(k_size, 'e');
+    auto r = c.send(q);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body.size(), k_size);
+    EXPECT_EQ(c.statistics().idle, 1u);  // whole, and kept
+}
+
 // One response object filled again and again (send(req, out)): each answer's fields, body and
 // URL replace the last one's whole, with fewer or more fields than before.
 TEST_P(http_client_test, a_response_passed_again_holds_only_the_latest_answer) {

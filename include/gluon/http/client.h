@@ -110,9 +110,13 @@ public:
     /// ETIMEDOUT (connect, read or total timeout), EPROTO (a malformed response), EMSGSIZE (a
     /// body over max_body_bytes), ELOOP (more redirects than max_redirects... when following),
     /// ECONNRESET / ENODATA (the server closed mid-response), ECANCELED. A server that answers
-    /// before it has the whole request body (a 413, a 401) and closes the connection while the
-    /// body is being written: its answer is the call's (RFC 9112 9.5), not EPIPE or ECONNRESET.
-    /// (Over TLS the failed write ends the session, and its error stands.)
+    /// before it has the whole request body (a 413, a 401, RFC 9112 9.5), then closes the
+    /// connection or waits, neither reading nor closing: over plain TCP its answer is the
+    /// call's, not EPIPE, ECONNRESET or ETIMEDOUT after read_timeout (the client watches for
+    /// it while the body waits for room); the rest of the body is not sent, and the connection
+    /// is not reused. Over TLS the failed write ends the session, and its error stands; a
+    /// server that waits holds the call until read_timeout (a record, once begun, is written
+    /// whole, and the socket cannot tell an answer from a session ticket).
     result<client_response> send(const client_request& req);
     /// send() into `out`: a response passed again keeps its buffers (fields, body, URL), so a
     /// caller that sends in a loop allocates nothing per response once they have grown. On an
