@@ -1,8 +1,10 @@
 // std drop-ins: a thread-based program moves onto fibers by changing `std::` to
-// `gluon::std_compat::` for thread, the mutex family, condition_variable and this_thread.
-// These mirror std semantics exactly, including exceptions (std::system_error) where std throws;
-// they are the one place in gluon that throws. Threads are fibers on the calling vCPU, so the
-// program calls gluon::init() once (or runs inside a gluon::runtime).
+// `gluon::std_compat::` for thread, the mutex family, condition_variable, this_thread, and
+// promise, future, shared_future, packaged_task and async (gluon/std_compat/future.h).
+// These mirror std semantics exactly, including exceptions (std::system_error,
+// std::future_error) where std throws; they are the one place in gluon that throws. Threads are
+// fibers on the calling vCPU, so the program calls gluon::init() once (or runs inside a
+// gluon::runtime).
 #pragma once
 
 #include <chrono>
@@ -17,6 +19,7 @@
 
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/waiter.h"
+#include "gluon/std_compat/future.h"
 #include "gluon/sync/condition_variable.h"
 #include "gluon/sync/mutex.h"
 #include "gluon/sync/shared_mutex.h"
