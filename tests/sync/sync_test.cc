@@ -234,6 +234,24 @@ TEST_P(sync_test, timeouts_too_long_for_nanoseconds_wait_for_ever) {
     EXPECT_TRUE(exclusive);
 }
 
+// Constant-initialised, as std's primitives are: a static initialiser of another translation
+// unit may use them whatever the order in which the initialisers run.
+constinit mutex static_mutex;
+constinit condition_variable static_cv;
+constinit counting_semaphore static_sem(1);
+constinit latch static_latch(1);
+
+TEST_P(sync_test, primitives_are_constant_initialised) {
+    static_mutex.lock();
+    static_cv.notify_all();
+    static_mutex.unlock();
+    ASSERT_TRUE(static_sem.acquire());
+    EXPECT_FALSE(static_sem.try_acquire());
+    static_sem.release();
+    static_latch.count_down();
+    EXPECT_TRUE(static_latch.try_wait());
+}
+
 TEST_P(sync_test, semaphore_limits_concurrency) {
     counting_semaphore sem(2);
     int inside = 0, max_inside = 0;

@@ -15,7 +15,8 @@ struct list_hook {
 template <typename T, list_hook T::*Hook>
 class intrusive_list {
 public:
-    intrusive_list() noexcept { head_.prev = head_.next = &head_; }
+    // constexpr: a primitive holding one can be constant-initialised (constinit, a static).
+    constexpr intrusive_list() noexcept { head_.prev = head_.next = &head_; }
     intrusive_list(const intrusive_list&) = delete;
     intrusive_list& operator=(const intrusive_list&) = delete;
 

@@ -12,7 +12,7 @@ namespace gluon {
 
 class counting_semaphore {
 public:
-    explicit counting_semaphore(int64_t initial = 0) noexcept : count_(initial) {}
+    constexpr explicit counting_semaphore(int64_t initial = 0) noexcept : count_(initial) {}
     counting_semaphore(const counting_semaphore&) = delete;
     counting_semaphore& operator=(const counting_semaphore&) = delete;
 
@@ -37,7 +37,7 @@ private:
 /// A one-shot countdown: wait() returns once the count reaches zero.
 class latch {
 public:
-    explicit latch(int64_t count) noexcept : count_(count) {}
+    constexpr explicit latch(int64_t count) noexcept : count_(count) {}
     latch(const latch&) = delete;
     latch& operator=(const latch&) = delete;
     void count_down(int64_t n = 1) noexcept;
