@@ -21,6 +21,7 @@
 #include "gluon/runtime/waiter.h"
 #include "gluon/std_compat/future.h"
 #include "gluon/std_compat/call_once.h"
+#include "gluon/std_compat/counting_semaphore.h"
 #include "gluon/sync/condition_variable.h"
 #include "gluon/sync/mutex.h"
 #include "gluon/sync/shared_mutex.h"
