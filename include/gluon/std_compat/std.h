@@ -141,3 +141,6 @@ void sleep_until(const std::chrono::time_point<Clock, Dur>& tp) {
 }  // namespace this_thread
 
 }  // namespace gluon::std_compat
+
+// After thread, which jthread is made of.
+#include "gluon/std_compat/jthread.h"
