@@ -1,6 +1,9 @@
 // std drop-ins: a thread-based program moves onto fibers by changing `std::` to
-// `gluon::std_compat::` for thread, the mutex family, condition_variable, this_thread, and
-// promise, future, shared_future, packaged_task and async (gluon/std_compat/future.h).
+// `gluon::std_compat::` for thread, the mutex family, condition_variable and this_thread (here),
+// call_once, counting_semaphore and binary_semaphore, latch, barrier, jthread, and promise,
+// future, shared_future, packaged_task and async (a header each under gluon/std_compat/). Their
+// waits park the fiber, not the vCPU's thread, which std's would hold: a fiber waiting for
+// another fiber of the same vCPU would wait for ever.
 // These mirror std semantics exactly, including exceptions (std::system_error,
 // std::future_error) where std throws; they are the one place in gluon that throws. Threads are
 // fibers on the calling vCPU, so the program calls gluon::init() once (or runs inside a
