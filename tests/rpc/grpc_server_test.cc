@@ -253,6 +253,34 @@ TEST_P(grpc_server_test, a_deadline_ends_a_wait_for_request_data) {
     }
 }
 
+TEST_P(grpc_server_test, a_grpc_timeout_past_what_nanoseconds_hold_is_no_deadline) {
+    // Eight digits of hours overflow int64 nanoseconds from 2562048H on; grpc-go sends that for
+    // its longest deadlines. Such a call must run with no deadline (or a far one), not end at once.
+    server g;
+    std::optional<deadline_t> seen;
+    g.add("/t.S/Deadline", [&](server_context& ctx) -> status {
+        seen = ctx.deadline();
+        std::string in;
+        if (!ctx.read(in)) return {code::internal, "read failed"};
+        return ctx.write(in) ? status{} : status{code::unavailable, "write failed"};
+    });
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    const deadline_t a_century = deadline_after(std::chrono::hours(24 * 365 * 100));
+    for (const char* t : {"2562047H", "2562048H", "99999999H", "99999999M"}) {
+        seen.reset();
+        call_options o;
+        o.metadata = {{"grpc-timeout", t}};
+        std::string out;
+        status s = ch.unary("/t.S/Deadline", "hi", out, o);
+        EXPECT_TRUE(s.ok()) << t << ": " << code_name(s.code) << " " << s.message;
+        EXPECT_EQ(out, "hi") << t;
+        ASSERT_TRUE(seen.has_value()) << t;
+        EXPECT_GT(*seen, a_century) << t;
+    }
+}
+
 GLUON_ENGINE_TEST_SUITE(grpc_server_test);
 
 }  // namespace

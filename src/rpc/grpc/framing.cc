@@ -72,16 +72,21 @@ bool parse_timeout(std::string_view v, duration& out) noexcept {
         if (c < '0' || c > '9') return false;
         n = n * 10 + (c - '0');
     }
-    using namespace std::chrono;
+    int64_t unit_ns;
     switch (v.back()) {
-        case 'H': out = duration_cast<duration>(hours(n)); return true;
-        case 'M': out = duration_cast<duration>(minutes(n)); return true;
-        case 'S': out = duration_cast<duration>(seconds(n)); return true;
-        case 'm': out = duration_cast<duration>(milliseconds(n)); return true;
-        case 'u': out = duration_cast<duration>(microseconds(n)); return true;
-        case 'n': out = duration_cast<duration>(nanoseconds(n)); return true;
+        case 'H': unit_ns = 3'600'000'000'000; break;
+        case 'M': unit_ns = 60'000'000'000; break;
+        case 'S': unit_ns = 1'000'000'000; break;
+        case 'm': unit_ns = 1'000'000; break;
+        case 'u': unit_ns = 1'000; break;
+        case 'n': unit_ns = 1; break;
         default: return false;
     }
+    // Eight digits of hours pass what nanoseconds hold (from 2562048H on: grpc-go sends that
+    // for its longest deadlines, and format_timeout for any past 190 years); such a deadline is
+    // none rather than an overflow, which wrapped it into one already past.
+    out = n > INT64_MAX / unit_ns ? forever : duration(n * unit_ns);
+    return true;
 }
 
 std::string format_timeout(duration d) {

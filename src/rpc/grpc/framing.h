@@ -42,7 +42,8 @@ private:
     size_t max_;
 };
 
-/// A grpc-timeout value ("100m", "5S", ...) as a duration; false if malformed.
+/// A grpc-timeout value ("100m", "5S", ...) as a duration (forever past what nanoseconds
+/// hold); false if malformed.
 bool parse_timeout(std::string_view v, duration& out) noexcept;
 /// A duration as a grpc-timeout value (at most 8 digits, the finest unit that fits).
 std::string format_timeout(duration d);
