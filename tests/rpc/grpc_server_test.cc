@@ -281,6 +281,42 @@ TEST_P(grpc_server_test, a_grpc_timeout_past_what_nanoseconds_hold_is_no_deadlin
     }
 }
 
+TEST_P(grpc_server_test, trailing_metadata_cannot_smuggle_in_fields) {
+    // Trailing metadata added before the head was kept as raw "key: value" lines: a value with
+    // CR LF in it became fields of its own (a grpc-status the client took for the call's), and
+    // a key with ':' was split in two. Both ways: trailers-only, and after a message.
+    server g;
+    g.add("/t.S/Smuggle", [](server_context& ctx) -> status {
+        ctx.add_trailing_metadata("x-note", "a\r\ngrpc-status: 0\r\nx-injected: yes");
+        ctx.add_trailing_metadata("x-a:b", "c");
+        ctx.add_trailing_metadata("x-ok", "fine");
+        std::string in;
+        if (!ctx.read(in)) return {code::internal, "read failed"};
+        if (ctx.metadata("x-write") == "1" && !ctx.write(in)) return {code::unavailable, "write failed"};
+        return {code::failed_precondition, "the real status"};
+    });
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    for (const char* write : {"0", "1"}) {
+        call_options o;
+        o.metadata = {{"x-write", write}};
+        client_call c = ch.call("/t.S/Smuggle", o);
+        ASSERT_TRUE(c.write("hi"));
+        ASSERT_TRUE(c.writes_done());
+        std::string out;
+        while (c.read(out)) {
+        }
+        status s = c.finish();
+        EXPECT_EQ(s.code, code::failed_precondition) << "write " << write << ": " << code_name(s.code);
+        EXPECT_EQ(s.message, "the real status") << "write " << write;
+        EXPECT_EQ(c.trailing_metadata("x-injected"), "") << "write " << write;
+        EXPECT_EQ(c.trailing_metadata("x-note"), "") << "write " << write;
+        EXPECT_EQ(c.trailing_metadata("x-a"), "") << "write " << write;
+        EXPECT_EQ(c.trailing_metadata("x-ok"), "fine") << "write " << write;
+    }
+}
+
 GLUON_ENGINE_TEST_SUITE(grpc_server_test);
 
 }  // namespace

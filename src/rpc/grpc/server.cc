@@ -2,6 +2,7 @@
 #include <memory>
 #include <exception>
 #include <utility>
+#include <vector>
 
 #include "framing.h"
 #include "gluon/common/ascii.h"
@@ -21,7 +22,9 @@ struct server_context::impl {
     bool told_encodings = false;  // grpc-accept-encoding is in the head
     std::unique_ptr<char[]> out;  // a framed message (not zeroed: written before it is sent)
     size_t out_cap = 0, out_len = 0;
-    std::string trailers;  // "name: value\r\n"...
+    // Trailing metadata added before the head: given to the response, which checks each field,
+    // once it is known whether they go in the head (trailers-only) or in the trailers.
+    std::vector<std::pair<std::string, std::string>> trailers;
     server_context ctx{*this};
 
     impl(http::request& rq, http::response& rs, const server_options& o)
@@ -54,7 +57,7 @@ void answer(server_context::impl& im, const status& s) {
     im.res.content_type("application/grpc");
     im.res.header("grpc-status", code);
     if (!msg.empty()) im.res.header("grpc-message", msg);
-    im.res.header_lines(im.trailers);
+    for (const auto& [key, value] : im.trailers) im.res.header(key, value);
 }
 
 }  // namespace
@@ -79,10 +82,7 @@ void server_context::add_trailing_metadata(std::string_view key, std::string_vie
     if (im_.head_sent) {
         im_.res.trailer(key, value);
     } else {
-        im_.trailers += key;
-        im_.trailers += ": ";
-        im_.trailers += value;
-        im_.trailers += "\r\n";
+        im_.trailers.emplace_back(key, value);
     }
 }
 
@@ -128,12 +128,7 @@ void server_context::impl::start_head() {
     res.content_type("application/grpc");
     head_sent = true;
     // Trailing metadata added before the head goes with the status.
-    std::string_view t = trailers;
-    while (!t.empty()) {
-        size_t eol = t.find("\r\n"), colon = t.find(':');
-        res.trailer(t.substr(0, colon), t.substr(colon + 2, eol - colon - 2));
-        t.remove_prefix(eol + 2);
-    }
+    for (const auto& [key, value] : trailers) res.trailer(key, value);
 }
 
 char* server_context::begin_write(size_t n) {

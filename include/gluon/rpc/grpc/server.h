@@ -59,9 +59,11 @@ public:
     /// Waits until the client cancels the call or its deadline passes (true), or `timeout`
     /// passes first (false): for a handler with nothing to read that works until nobody waits.
     bool wait_cancelled(duration timeout);
-    /// Response metadata: added to the head if no message was written yet.
+    /// Response metadata: added to the head if no message was written yet. A key or value
+    /// holding CR, LF or NUL, or a key holding ':', is dropped (http::response::header's rule:
+    /// no field can be smuggled in, a grpc-status least of all).
     void add_metadata(std::string_view key, std::string_view value);
-    /// Trailing metadata, sent with the status.
+    /// Trailing metadata, sent with the status; dropped by the same rule.
     void add_trailing_metadata(std::string_view key, std::string_view value);
 
     struct impl;
