@@ -208,12 +208,24 @@ long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept
     return r2 < 0 ? r : r + r2;
 }
 
+// The most bytes one read(2) or write(2) moves (the kernel's MAX_RW_COUNT: INT_MAX rounded
+// down to a page). A plain read or write carries its length in the SQE's 32 bits, so a longer
+// one would lose its high bits (2^32 bytes became 0, a false end of file); it is cut here
+// instead and comes back short, as the syscall's would (the vectored forms count iovecs).
+constexpr size_t k_max_rw = 0x7ffff000;
+
+bool is_plain_rw(const engine::io_op& op) noexcept {
+    return op.code == engine::opcode::read || op.code == engine::opcode::write ||
+           op.code == engine::opcode::read_fixed || op.code == engine::opcode::write_fixed;
+}
+
 class uring final : public file_engine {
 public:
     engine_kind kind() const noexcept override { return engine_kind::io_uring; }
     long execute(engine::io_op& op, deadline_t d) noexcept override {
         engine::engine* eng = current_engine();
         if (!eng) return engine::execute_blocking(op);
+        if (is_plain_rw(op) && op.len > k_max_rw) op.len = k_max_rw;
         if (is_positioned_rw(op)) return execute_fast(eng, op, d);
         return run_async(eng, op, d);
     }

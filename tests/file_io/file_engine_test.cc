@@ -2,6 +2,7 @@
 #include "gluon/file_io/file_engine.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,6 +140,29 @@ TEST_P(file_engine_test, a_vectored_read_of_a_partly_cached_file_is_whole) {
         EXPECT_EQ(std::memcmp(y.data(), static_cast<char*>(p) + x.size(), y.size()), 0);
     });
     ::close(fd);
+}
+
+// A plain read or write of 2^32 bytes or more moves what one syscall would (0x7ffff000), not
+// its length's low 32 bits: io_uring's SQE has only 32 of them, and the io_uring engine wrote
+// 0 bytes of 2^32 (a writer looping to the end would give up, a reader would see a false end of
+// file) and 16 of 2^32 + 16. /dev/null takes the write without touching the buffer, which is
+// address space only (read-only and unreserved: nothing is committed).
+TEST_P(file_engine_test, a_transfer_of_4_gib_or_more_is_not_cut_to_its_low_32_bits) {
+    constexpr size_t n = size_t{1} << 32;
+    void* m = ::mmap(nullptr, n + 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) GTEST_SKIP() << "no 4 GiB of address space";
+    const int fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    in_fiber([&] {
+        for (size_t len : {n, n + 16}) {
+            auto w = file_io::pwrite(*e_, fd, m, len, 0);
+            ASSERT_TRUE(w.has_value()) << w.error().message();
+            EXPECT_GE(*w, size_t{1} << 30) << len;
+            EXPECT_LE(*w, len);
+        }
+    });
+    ::close(fd);
+    ::munmap(m, n + 4096);
 }
 
 TEST_P(file_engine_test, size_changes_and_metadata) {

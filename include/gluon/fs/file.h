@@ -1,8 +1,9 @@
 // A file, shaped like the POSIX calls on an fd, returning result<T>. Implemented by the local
 // filesystem and wrapped by decorators (aligned, throttled, linear/striped composition).
-// All calls park only the calling fiber. Reads are short only at end of file (0 = EOF);
-// writes may be short (e.g. a partial write before ENOSPC): nothing is retried behind the
-// caller's back except by the *_all / *_exactly helpers, which say so.
+// All calls park only the calling fiber. Reads are short only at end of file (0 = EOF), or
+// past the 0x7ffff000 bytes one read(2) moves at most; writes may be short (e.g. a partial
+// write before ENOSPC): nothing is retried behind the caller's back except by the *_all /
+// *_exactly helpers, which say so.
 //
 // Reads and writes take a timeout for the whole call (ETIMEDOUT) and end with ECANCELED when the
 // fiber is interrupted. The local filesystem honours both on the io_uring and libaio engines
