@@ -30,6 +30,7 @@
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
+#include "gluon/runtime/waiter.h"
 #include "gluon/sys/ops.h"
 #include "gluon/sys/proc.h"
 #include "engines.h"
@@ -146,8 +147,17 @@ long nowait_attempt(const engine::io_op& op) noexcept {
               : sys::pwritev2(op.fd, iov, cnt, op.offset, RWF_NOWAIT);
 }
 
+// What the ring moved of the rest of a partly cached transfer. The cached part has moved and
+// is what the call reports, so the rest failing only makes the transfer short (as the kernel's
+// would be); but if it ended on an interrupt (ECANCELED), that interrupt was consumed for a
+// call that returns its real result: it goes back, pending for the next blocking call (fiber.h).
+long rest_moved(long r) noexcept {
+    if (r == -ECANCELED) restore_interrupt();
+    return r < 0 ? 0 : r;
+}
+
 // The part of a vectored op past its first `done` bytes, run on the ring: how many bytes it
-// moved, 0 if none were left, it failed, or there was no memory to describe it (the transfer
+// moved (rest_moved), 0 if none were left or there was no memory to describe it (the transfer
 // is then short, as the kernel's would be).
 long rest_vectored(engine::engine* eng, const engine::io_op& op, size_t done, deadline_t d) noexcept {
     const auto* iov = static_cast<const iovec*>(op.buf);
@@ -171,8 +181,7 @@ long rest_vectored(engine::engine* eng, const engine::io_op& op, size_t done, de
     left[0].iov_base = static_cast<char*>(left[0].iov_base) + done;
     left[0].iov_len -= done;
     engine::io_op rest = engine::io_op::vectored(op.code, op.fd, left, static_cast<int>(cnt), off);
-    const long r = run_async(eng, rest, d);
-    return r < 0 ? 0 : r;
+    return rest_moved(run_async(eng, rest, d));
 }
 
 long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept {
@@ -204,8 +213,7 @@ long execute_fast(engine::engine* eng, engine::io_op& op, deadline_t d) noexcept
     rest.buf = static_cast<char*>(op.buf) + r;
     rest.len = op.len - static_cast<size_t>(r);
     rest.offset = op.offset + r;
-    long r2 = run_async(eng, rest, d);
-    return r2 < 0 ? r : r + r2;
+    return r + rest_moved(run_async(eng, rest, d));
 }
 
 // The most bytes one read(2) or write(2) moves (the kernel's MAX_RW_COUNT: INT_MAX rounded
