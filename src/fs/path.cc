@@ -1,5 +1,6 @@
 #include "gluon/fs/path.h"
 
+#include <memory>
 #include <vector>
 
 namespace gluon::fs::path {
@@ -63,48 +64,42 @@ bool escapes(std::string_view relative) {
 
 bool has_nul(std::string_view p) { return p.find('\0') != std::string_view::npos; }
 
-namespace {
-
-walk_action walk_dir(filesystem& fs, const std::string& dir, result<void>& err,
-                     const std::function<walk_action(const std::string&, const struct stat&)>& visit) {
-    auto d = fs.opendir(dir);
-    if (!d) {
-        err = unexpected(d.error());
-        return walk_action::stop;
-    }
-    for (;;) {
-        auto e = (*d)->next();
-        if (!e) {
-            err = unexpected(e.error());
-            return walk_action::stop;
-        }
-        if (!*e) return walk_action::next;
-        std::string p = join(dir, (*e)->name);
-        auto st = fs.lstat(p);
-        if (!st) {
-            if (st.error() == std::errc::no_such_file_or_directory) continue;  // removed meanwhile
-            err = unexpected(st.error());
-            return walk_action::stop;
-        }
-        walk_action a = visit(p, *st);
-        if (a == walk_action::stop) return a;
-        if (a == walk_action::next && S_ISDIR(st->st_mode)) {
-            if (walk_dir(fs, p, err, visit) == walk_action::stop) return walk_action::stop;
-        }
-    }
-}
-
-}  // namespace
-
 result<void> walk(filesystem& fs, std::string_view root,
-                  const std::function<walk_action(const std::string&, const struct stat&)>& visit) {
+                  const std::function<walk_action(const std::string& path, const struct stat& st)>& visit) {
     std::string r(root);
     auto st = GLUON_TRY(fs.lstat(r));
     walk_action a = visit(r, st);
     if (a != walk_action::next || !S_ISDIR(st.st_mode)) return {};
-    result<void> err;
-    walk_dir(fs, r, err, visit);
-    return err;
+    // The directories being listed are kept on the heap, not in frames of a recursion: a fiber's
+    // stack held only a few hundred levels, and a deeper tree (one-letter names reach two
+    // thousand within PATH_MAX) overflowed it and ended the process.
+    struct level {
+        std::string dir;
+        std::unique_ptr<directory> listing;
+    };
+    auto top = GLUON_TRY(fs.opendir(r));
+    std::vector<level> open;
+    open.push_back(level{std::move(r), std::move(top)});
+    while (!open.empty()) {
+        auto e = GLUON_TRY(open.back().listing->next());
+        if (!e) {
+            open.pop_back();
+            continue;
+        }
+        std::string p = join(open.back().dir, e->name);
+        auto est = fs.lstat(p);
+        if (!est) {
+            if (est.error() == std::errc::no_such_file_or_directory) continue;  // removed meanwhile
+            return unexpected(est.error());
+        }
+        a = visit(p, *est);
+        if (a == walk_action::stop) return {};
+        if (a == walk_action::next && S_ISDIR(est->st_mode)) {
+            auto sub = GLUON_TRY(fs.opendir(p));
+            open.push_back(level{std::move(p), std::move(sub)});
+        }
+    }
+    return {};
 }
 
 }  // namespace gluon::fs::path

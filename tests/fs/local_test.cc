@@ -1,13 +1,16 @@
 // The local filesystem on every file engine and event engine.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <set>
 #include <string_view>
 
 #include "fs_fixture.h"
+#include "gluon/fs/path.h"
 
 namespace gluon::test {
 namespace {
@@ -212,6 +215,48 @@ TEST_P(local_fs_test, direct_io_alignment_is_checked_before_the_kernel) {
         EXPECT_EQ(b[4095], 'q');
         free(p);
     });
+}
+
+// path::walk down a tree 1,500 directories deep (one-letter names: its paths stay within
+// PATH_MAX) from a fiber, whose stack is 256 KiB. The walk recursed, a frame per level, and
+// overflowed the stack (the process ended on the guard page) a few hundred levels down.
+TEST_P(local_fs_test, walk_goes_down_a_tree_deeper_than_a_fiber_stack_holds) {
+    constexpr int k_depth = 1500;
+    // One open directory per level below the root: raise the soft descriptor limit if need be.
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    constexpr rlim_t k_fds = k_depth + 512;
+    const bool raise = saved.rlim_cur != RLIM_INFINITY && saved.rlim_cur < k_fds;
+    if (raise) {
+        if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < k_fds)
+            GTEST_SKIP() << "RLIMIT_NOFILE's hard limit is below " << k_fds;
+        rlimit more = saved;
+        more.rlim_cur = k_fds;
+        ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &more), 0);
+    }
+    int d = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(d, 0);
+    for (int i = 0; i < k_depth; ++i) {
+        ASSERT_EQ(::mkdirat(d, "d", 0755), 0) << i;
+        const int next = ::openat(d, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ::close(d);
+        d = next;
+        ASSERT_GE(d, 0) << i;
+    }
+    ::close(d);
+    in_fiber([&] {
+        int dirs = 0;
+        size_t deepest = 0;
+        auto r = fs::path::walk(*fs_, "/", [&](const std::string& p, const struct stat& st) {
+            if (S_ISDIR(st.st_mode)) ++dirs;
+            deepest = std::max(deepest, p.size());
+            return fs::path::walk_action::next;
+        });
+        ASSERT_TRUE(r.has_value()) << r.error().message();
+        EXPECT_EQ(dirs, k_depth + 1);
+        EXPECT_EQ(deepest, 2u * k_depth);  // "/d" per level
+    });
+    if (raise) (void)setrlimit(RLIMIT_NOFILE, &saved);
 }
 
 GLUON_FS_TEST_SUITE(local_fs_test);

@@ -32,7 +32,9 @@ bool has_nul(std::string_view p);
 enum class walk_action { next, skip_subtree, stop };
 /// Visits root and everything below it, depth first, parents before children; symlinks are
 /// reported (lstat) and not followed. visit gets the path (root joined with the relative path)
-/// and its lstat. Errors: the first error of lstat/opendir/readdir (ENOENT for root, EACCES).
+/// and its lstat. Any depth: the directories being listed are held on the heap (one open
+/// directory per level, so EMFILE past the descriptor limit), not on the caller's stack.
+/// Errors: the first error of lstat/opendir/readdir (ENOENT for root, EACCES, EMFILE).
 result<void> walk(filesystem& fs, std::string_view root,
                   const std::function<walk_action(const std::string& path, const struct stat& st)>& visit);
 
