@@ -1,6 +1,9 @@
 // linear and striped files: map a logical range onto parts, piece by piece. A piece that comes
-// back short ends the request (a short read is end of data; a short write is reported as is).
+// back short ends the request (a short write is reported as is), except a read that stops
+// before the file's end: a part can end before the file does, its missing bytes a hole.
 #include <algorithm>
+#include <cstring>
+#include <optional>
 #include <vector>
 
 #include "gluon/fs/decorators.h"
@@ -59,13 +62,29 @@ private:
     result<size_t> transfer(char* p, size_t n, int64_t off, bool write, deadline_t d) noexcept {
         if (off < 0) return errno_error(EINVAL);
         size_t done = 0;
+        std::optional<uint64_t> size;  // the logical size, looked up at the first short read
         while (done < n) {
             piece pc = locate(off + static_cast<int64_t>(done), n - done);
             auto r = write ? parts_[pc.part]->pwrite(p + done, pc.len, pc.off, time_left(d))
                            : parts_[pc.part]->pread(p + done, pc.len, pc.off, time_left(d));
             if (!r) return done ? result<size_t>(done) : r;
             done += *r;
-            if (*r < pc.len) break;
+            if (*r == pc.len) continue;
+            if (write) break;
+            // The part ended, not necessarily the file: a stripe never written lies before the
+            // ones written after it (its part is shorter than the others), and it reads as
+            // zeros up to the file's end, as a hole does. Reads are short only at the end.
+            if (!size) {
+                auto s = logical_size();
+                if (!s) return done ? result<size_t>(done) : unexpected(s.error());
+                size = *s;
+            }
+            const uint64_t at = static_cast<uint64_t>(off) + done;
+            if (at >= *size) break;
+            const size_t hole = static_cast<size_t>(std::min<uint64_t>(pc.len - *r, *size - at));
+            std::memset(p + done, 0, hole);
+            done += hole;
+            if (hole < pc.len - *r) break;
         }
         return done;
     }

@@ -227,6 +227,31 @@ TEST_P(decorators_test, linear_and_striped_files) {
     });
 }
 
+// A striped file written out of order: stripe 2 (in part 0) never written, stripe 3 (in part 1)
+// written. Its size runs to the end of stripe 3, and stripe 2 reads as a hole; the read stopped
+// where part 0 ends, short before the end of the file (pread_exactly then failed with ENODATA).
+TEST_P(decorators_test, a_striped_file_reads_a_stripe_never_written_as_zeros) {
+    in_fiber([&] {
+        std::vector<std::unique_ptr<fs::file>> sp;
+        for (const char* n : {"h0", "h1"}) sp.push_back(make(n, ""));
+        auto st = fs::make_striped(std::move(sp), 4);
+        ASSERT_TRUE(st.has_value());
+        ASSERT_TRUE((*st)->pwrite_all("AAAABBBB", 8, 0).has_value());
+        ASSERT_TRUE((*st)->pwrite_all("DDDD", 4, 12).has_value());
+        EXPECT_EQ((*st)->fstat()->st_size, 16);
+        std::string back(20, '?');
+        auto r = (*st)->pread(back.data(), back.size(), 0);
+        ASSERT_TRUE(r.has_value()) << r.error().message();
+        EXPECT_EQ(*r, 16u);
+        EXPECT_EQ(back.substr(0, 16), std::string("AAAABBBB\0\0\0\0DDDD", 16));
+        std::string mid(6, '?');
+        ASSERT_TRUE((*st)->pread_exactly(mid.data(), mid.size(), 6).has_value());
+        EXPECT_EQ(mid, std::string("BB\0\0\0\0", 6));
+        // At and past the end: 0.
+        EXPECT_EQ(*(*st)->pread(back.data(), 4, 16), 0u);
+    });
+}
+
 TEST_P(decorators_test, sub_filesystem_rejects_escapes) {
     in_fiber([&] {
         ASSERT_TRUE(fs_->mkdir("jail").has_value());

@@ -34,8 +34,9 @@ std::unique_ptr<file> make_throttled(std::unique_ptr<file> inner, throttle_limit
 /// parts[0] then parts[1] ... as one file. Each part but the last keeps its size at creation
 /// (fstat); the last grows. ftruncate: EOPNOTSUPP. Errors: EINVAL (no parts), fstat's.
 result<std::unique_ptr<file>> make_linear(std::vector<std::unique_ptr<file>> parts);
-/// Stripe k lives in parts[k % n] at offset (k / n) * stripe_size. ftruncate: EOPNOTSUPP.
-/// Errors: EINVAL (no parts, stripe_size 0).
+/// Stripe k lives in parts[k % n] at offset (k / n) * stripe_size. The size is the end of the
+/// furthest stripe written; a stripe before it that was never written (its part ends first)
+/// reads as zeros, like a hole. ftruncate: EOPNOTSUPP. Errors: EINVAL (no parts, stripe_size 0).
 result<std::unique_ptr<file>> make_striped(std::vector<std::unique_ptr<file>> parts, size_t stripe_size);
 
 }  // namespace gluon::fs
