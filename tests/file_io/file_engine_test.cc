@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -199,6 +200,22 @@ TEST_P(file_engine_test, honest_errors) {
         EXPECT_EQ(file_io::pread(*e_, 12345, buf, 8, 0).error(), std::errc::bad_file_descriptor);
         EXPECT_EQ(file_io::pread(*e_, dfd_, buf, 8, 0).error(), std::errc::is_a_directory);
         EXPECT_EQ(file_io::ftruncate(*e_, fd, -1).error(), std::errc::invalid_argument);
+        // -1 is the current position; below it every engine refuses the offset (all but
+        // io_uring read and wrote at the current position instead).
+        ASSERT_EQ(::pwrite(fd, "abcdef", 6, 0), 6);
+        ASSERT_EQ(::lseek(fd, 2, SEEK_SET), 2);
+        char cur[3];
+        auto c = file_io::pread(*e_, fd, cur, sizeof cur, -1);
+        ASSERT_TRUE(c.has_value()) << c.error().message();
+        EXPECT_EQ(std::string(cur, *c), "cde");
+        iovec v{buf, sizeof buf};
+        for (int64_t off : {int64_t{-2}, std::numeric_limits<int64_t>::min()}) {
+            EXPECT_EQ(file_io::pread(*e_, fd, buf, 8, off).error(), std::errc::invalid_argument) << off;
+            EXPECT_EQ(file_io::pwrite(*e_, fd, "x", 1, off).error(), std::errc::invalid_argument) << off;
+            EXPECT_EQ(file_io::preadv(*e_, fd, &v, 1, off).error(), std::errc::invalid_argument) << off;
+            EXPECT_EQ(file_io::pwritev(*e_, fd, &v, 1, off).error(), std::errc::invalid_argument) << off;
+        }
+        EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), 5);  // only the -1 read moved it
         (void)file_io::close(*e_, fd);
         if (geteuid() != 0) {
             ::chmod((dir_ + "/x").c_str(), 0);

@@ -64,6 +64,8 @@ result<file_engine*> get(engine_kind k = engine_kind::automatic) noexcept;
 // Reads may be short at end of file (0 = EOF); writes may be short (ENOSPC after a partial
 // write shows up as a short count, the next write fails). One call moves at most 0x7ffff000
 // bytes (as read(2) and write(2) do, on every engine): a longer one comes back short.
+// An offset of -1 means the fd's current position (the call moves it, as read(2) and write(2)
+// do: for pipes and other unseekable fds); one below -1 is EINVAL.
 result<size_t> pread(file_engine& e, int fd, void* buf, size_t n, int64_t off,
                      duration timeout = forever) noexcept;
 result<size_t> pwrite(file_engine& e, int fd, const void* buf, size_t n, int64_t off,
