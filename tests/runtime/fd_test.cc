@@ -72,6 +72,30 @@ TEST_P(fd_test, interrupt_cancels_blocked_read) {
     EXPECT_EQ(got, std::errc::operation_canceled);
 }
 
+// An interrupt that comes while the receive is only queued (its submission goes to the kernel
+// with the cancel) ends it with ECANCELED: a receive the kernel does not wait in (MSG_DONTWAIT
+// here, any O_NONBLOCK fd on older kernels) then finds the socket empty, and that EAGAIN is not
+// the call's result; the interrupt is consumed, not left for the next call.
+TEST_P(fd_test, an_interrupt_before_the_receive_reaches_the_kernel_is_ecanceled) {
+    for (int i = 0; i < 20; ++i) {
+        SCOPED_TRACE(i);
+        std::error_code got;
+        char buf[4];
+        // Queued in this order: the reader parks and the interrupter runs next, with no engine
+        // poll in between to hand the receive to the kernel on its own.
+        result<short> after = errno_error(EINPROGRESS);
+        auto reader = spawn([&] {
+            got = fd::recv_some(sv_[0], buf, sizeof buf, MSG_DONTWAIT).error();
+            after = fd::poll(sv_[0], POLLOUT, 5s);  // not interrupted: that one was consumed
+        });
+        auto interrupter = spawn([&] { (void)reader->interrupt(); });
+        ASSERT_TRUE(interrupter->join());
+        ASSERT_TRUE(reader->join());
+        EXPECT_EQ(got, std::errc::operation_canceled) << got.message();
+        EXPECT_TRUE(after) << after.error().message();
+    }
+}
+
 TEST_P(fd_test, large_transfer_round_trips_exactly) {
     std::string out(1 << 20, '\0');
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 7 + 3);

@@ -545,7 +545,14 @@ void io_uring_engine::on_cqe(uint64_t tag, int res, unsigned flags) noexcept {
     // the backlog, so polling and connecting again spun until the deadline), so the caller tries
     // again (run_connect). A blocking socket's connect waits in the kernel instead.
     const bool not_ready = r == -EINPROGRESS || (r == -EAGAIN && op->code != opcode::connect);
-    if (not_ready && is_socket_like(op->code) && !op->cancel_errno) {
+    if (not_ready && is_socket_like(op->code)) {
+        // Cancelled meanwhile (its SQE went to the kernel together with the cancel, which then
+        // found nothing to stop): it has not finished, so it ends as cancelled, not with an
+        // EAGAIN its caller never asked to see (ECANCELED would leave the interrupt pending).
+        if (op->cancel_errno) {
+            complete(*op, -op->cancel_errno);
+            return;
+        }
         // The fd is O_NONBLOCK, so the kernel would not wait for us: wait for readiness, then
         // run the op again (a connect under way, EINPROGRESS, is finished by the poll: see
         // above).
