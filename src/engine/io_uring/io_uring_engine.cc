@@ -203,6 +203,10 @@ long io_uring_engine::setup_pool() noexcept {
     return 0;
 }
 
+// A buffer is free again: a recv_pooled waiting for one (all were out) is run again. Not only
+// from give_back: the engine frees buffers itself (read-ahead data copied out or dropped, a
+// receive cancelled before data came), and a waiter left for the next give_back waited for
+// nothing, or for ever when no buffer was held by a caller.
 void io_uring_engine::recycle(unsigned id) noexcept {
     if (buf_ring_) {
         io_uring_buf_ring_add(buf_ring_, pool_.at(id), detail::buffer_pool::k_size, static_cast<uint16_t>(id),
@@ -211,6 +215,7 @@ void io_uring_engine::recycle(unsigned id) noexcept {
     } else {
         pool_.put(id);
     }
+    if (io_op* w = buffer_waiters_.pop_front()) queue(*w, false);
 }
 
 void io_uring_engine::give_back(void* buf) noexcept {
@@ -218,7 +223,6 @@ void io_uring_engine::give_back(void* buf) noexcept {
     if (id < 0) return;
     --pool_.out;
     recycle(static_cast<unsigned>(id));
-    if (io_op* w = buffer_waiters_.pop_front()) queue(*w, false);
 }
 
 // A recv_pooled waiting for a buffer is in no kernel request that closing its fd would cancel:

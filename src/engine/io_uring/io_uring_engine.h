@@ -31,9 +31,10 @@ public:
     int wait(int64_t timeout_ns) noexcept override;
     void notify() noexcept override;
     void forget_fd(int fd, bool closing) noexcept override {
+        // Buffer waiters first: the buffers the dropped queues free would run fd's again.
+        fail_buffer_waiters(fd);
         drop_accept_queue(fd);
         drop_recv_queue(fd);
-        fail_buffer_waiters(fd);
         if (closing) cancel_in_kernel(fd);
     }
     void flush() noexcept override { io_uring_submit(&ring_); }
