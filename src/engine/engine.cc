@@ -69,6 +69,8 @@ result<selection> select(const options& opts) {
         why = "kernel has no io_uring";
     else if (ring.error() == std::errc::not_enough_memory)
         why = "io_uring short of locked memory (RLIMIT_MEMLOCK)";
+    else if (ring.error() == std::errc::operation_not_supported)
+        why = "io_uring lacks operations gluon needs, or its opcode probe was refused";
     else
         why = "io_uring setup failed: " + ring.error().message();
     auto ep = GLUON_TRY(create(kind::epoll, opts));

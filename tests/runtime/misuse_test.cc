@@ -1,7 +1,14 @@
 // Misuse gives a clear message and aborts (debug default), and a fiber's stack overflow hits its
 // guard page and names the fiber; engine selection honours GLUON_ENGINE.
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/io_uring.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 
 #include "gluon/runtime/fd.h"
@@ -92,6 +99,47 @@ TEST(engine_selection, gluon_engine_env_forces_the_engine) {
     ::setenv("GLUON_ENGINE", "carrier-pigeon", 1);
     EXPECT_EQ(init(bad).error(), std::errc::invalid_argument);
     ::unsetenv("GLUON_ENGINE");
+}
+
+// Makes io_uring_register(IORING_REGISTER_PROBE) fail with EPERM in this process from now on, as
+// a seccomp profile that allows rings but not registrations does.
+bool refuse_io_uring_probe() {
+    sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IORING_REGISTER_PROBE, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof f / sizeof f[0]), f};
+    return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+           ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+// A ring whose opcode probe is refused cannot tell which operations it has: it ran them all as
+// blocking syscalls, and a socket's, tried once with MSG_DONTWAIT, failed with EAGAIN instead of
+// waiting. Selection falls back to epoll instead, and says why.
+TEST(engine_selection, a_ring_without_its_opcode_probe_falls_back_to_epoll) {
+    if (!engine::available(engine::kind::io_uring)) GTEST_SKIP() << "io_uring not available";
+    if (::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0) GTEST_SKIP() << "no seccomp";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            ::unsetenv("GLUON_ENGINE");
+            if (!refuse_io_uring_probe()) {
+                std::fprintf(stderr, "seccomp filter refused\n");
+                std::_Exit(2);
+            }
+            auto s = engine::select();
+            if (!s) {
+                std::fprintf(stderr, "no engine: %s\n", s.error().message().c_str());
+                std::_Exit(1);
+            }
+            std::fprintf(stderr, "selected %s: %s\n", s->eng->name(), s->reason.c_str());
+            std::_Exit(0);
+        },
+        ::testing::ExitedWithCode(0), "selected epoll: io_uring lacks operations");
 }
 
 }  // namespace

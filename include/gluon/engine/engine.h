@@ -272,7 +272,9 @@ struct selection {
     std::string reason;
 };
 
-/// Creates the engine of `k` (an error says why it is unavailable).
+/// Creates the engine of `k` (an error says why it is unavailable). Errors: the kernel's (ENOSYS,
+/// EPERM, ENOMEM: no io_uring, refused, short of locked memory), EOPNOTSUPP (io_uring whose
+/// opcode probe is refused, or without the operations gluon cannot do without: before 5.6).
 result<std::unique_ptr<engine>> create(kind k, const options& opts = {});
 /// Probes the kernel and GLUON_ENGINE: io_uring first, epoll as the fallback.
 result<selection> select(const options& opts = {});

@@ -151,16 +151,25 @@ result<std::unique_ptr<engine>> io_uring_engine::create(const options& opts) {
     e->deferred_ = (e->ring_.flags & IORING_SETUP_DEFER_TASKRUN) != 0;
     // Saves the fd lookup on every io_uring_enter; optional.
     (void)io_uring_register_ring_fd(&e->ring_);
-    bool msg_ring = false;
-    if (io_uring_probe* probe = io_uring_get_probe_ring(&e->ring_)) {
-        msg_ring = io_uring_opcode_supported(probe, IORING_OP_MSG_RING);
-        for (unsigned c = 0; c < k_opcode_count; ++c) {
-            int k = kernel_opcode(static_cast<opcode>(c));
-            e->native_[c] = k >= 0 && io_uring_opcode_supported(probe, k);
-            e->plain_[c] = e->native_[c] && plain_opcode(static_cast<opcode>(c));
-        }
-        io_uring_free_probe(probe);
+    // Without the probe (refused by seccomp, or out of memory) every opcode counted as missing
+    // and ran as a blocking syscall: a socket's, tried once with MSG_DONTWAIT, failed with EAGAIN
+    // instead of waiting. Such a ring, or one without the operations that have no blocking
+    // stand-in (the wake-up's read, readiness polls, cancels) or whose stand-in cannot wait
+    // (the socket ones), is refused: epoll serves instead.
+    io_uring_probe* probe = io_uring_get_probe_ring(&e->ring_);
+    if (!probe) return errno_error(EOPNOTSUPP);
+    const bool msg_ring = io_uring_opcode_supported(probe, IORING_OP_MSG_RING);
+    bool usable = io_uring_opcode_supported(probe, IORING_OP_ASYNC_CANCEL);
+    for (unsigned c = 0; c < k_opcode_count; ++c) {
+        int k = kernel_opcode(static_cast<opcode>(c));
+        e->native_[c] = k >= 0 && io_uring_opcode_supported(probe, k);
+        e->plain_[c] = e->native_[c] && plain_opcode(static_cast<opcode>(c));
     }
+    io_uring_free_probe(probe);
+    for (opcode c : {opcode::read, opcode::poll, opcode::recv, opcode::send, opcode::accept,
+                     opcode::connect})
+        usable = usable && e->native_[static_cast<unsigned>(c)];
+    if (!usable) return errno_error(EOPNOTSUPP);
     long evfd = sys::eventfd(0, EFD_CLOEXEC);
     if (evfd < 0) return errno_error(static_cast<int>(-evfd));
     e->evfd_ = static_cast<int>(evfd);
