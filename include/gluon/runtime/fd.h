@@ -75,7 +75,13 @@ result<void> connect(int fd, const sockaddr* addr, socklen_t addrlen, duration t
 /// Errors: ETIMEDOUT (nothing ready), ECANCELED (an interrupted wait), the kernel's.
 result<short> poll(int fd, short events, duration timeout = forever) noexcept;
 result<void> fsync(int fd, bool datasync = false) noexcept;
-/// Fails every operation still waiting on fd with EBADF, then closes it.
+/// Fails every operation of the calling vCPU still waiting on fd with EBADF, then closes it.
+/// Operations another vCPU has parked on fd are not ended: as with close(2) under a thread
+/// blocked in read(2), they wait on until their timeout or interrupt (io_uring's requests keep
+/// the file open, so its peer sees no end either; epoll's registration goes with the file, and a
+/// wake-up still on its way with it). Stop them before the close, and wait for them to end:
+/// interrupt their fibers, or shut a socket down (shutdown(2): its receives read the end of the
+/// stream). Errors: those of close(2).
 result<void> close(int fd) noexcept;
 /// What close() does before close(2), for code that closes fd another way (file_io::close): drops
 /// the calling vCPU's engine state for fd and marks the number closed for every other engine.
