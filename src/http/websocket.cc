@@ -84,6 +84,7 @@ bool frame_buffered(const state& st) noexcept {
 result<void> write_out(state& st, duration timeout) {
     auto r = st.s->write_all(st.sbuf.data(), st.sbuf.size(), timeout);
     st.sbuf.clear();
+    st.held = false;
     if (st.sbuf.capacity() > 4 * k_mask_chunk) std::string().swap(st.sbuf);
     if (!r) st.failed = true;  // a frame may be half written: nothing more can follow it
     return r;
@@ -108,8 +109,10 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
         // Small: one buffer for the head and the payload (after any frames held back).
         append_frame(st, opcode, fin, data);
         if (st.opts.coalesce_sends && opcode != op_close && opcode != op_ping &&
-            st.sbuf.size() <= k_coalesce_max && frame_buffered(st))
+            st.sbuf.size() <= k_coalesce_max && frame_buffered(st)) {
+            st.held = true;
             return {};
+        }
         GLUON_TRY(write_out(st, t));
     } else {
         step_timeouts ts(t);
@@ -146,11 +149,11 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
 
 // Writes the frames coalesce_sends held back (before recv() waits for input).
 result<void> flush_out(state& st, duration timeout) {
-    if (st.sbuf.empty()) return {};
+    if (!st.held) return {};
     const duration t = min_d(timeout, st.opts.send_timeout);
     if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(t));
     unlocker u{st.send_mu};
-    if (st.sbuf.empty()) return {};
+    if (!st.held) return {};
     return write_out(st, t);
 }
 
@@ -222,7 +225,7 @@ void stop_under_reader(state& st) {
 // Reads more input into the buffer. ENODATA (and close status 1006) if the peer closed
 // without a close frame.
 result<void> fill(state& st, step_timeouts& t) {
-    if (!st.sbuf.empty()) GLUON_TRY(flush_out(st, t.next()));
+    if (st.held) GLUON_TRY(flush_out(st, t.next()));
     if (st.rstart > 0) {
         std::memmove(st.rbuf.get(), st.rbuf.get() + st.rstart, st.rend - st.rstart);
         st.rend -= st.rstart;
@@ -309,7 +312,7 @@ result<size_t> take_payload(state& st, uint64_t left, step_timeouts& t) {
     } else if (left >= st.rcap / 2) {
         // A large payload is read straight into the message, in steps, so that memory grows
         // with what arrives rather than with what a frame head claims.
-        if (!st.sbuf.empty()) GLUON_TRY(flush_out(st, t.next()));
+        if (st.held) GLUON_TRY(flush_out(st, t.next()));
         const size_t want = left < k_direct_read ? static_cast<size_t>(left) : k_direct_read;
         st.partial.resize(old + want);
         auto n = st.s->read_some(st.partial.data() + old, want, t.next());

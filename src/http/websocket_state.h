@@ -44,7 +44,11 @@ struct websocket::state {
 
     // Sending: one frame at a time, whoever sends it (a message, a pong from recv, a close).
     mutex send_mu;
-    std::string sbuf;
+    std::string sbuf;  // frames being written by the lock's holder, or held back
+    // coalesce_sends kept frames in sbuf for a later write. Not sbuf's being non-empty: that is
+    // also a send under way, which a reader must not wait for (it would wait for the peer to
+    // read, and the peer may be waiting for us to read).
+    bool held = false;
     // The last ping's payload while its pong waits for send_mu (RFC 6455 5.5.3: only the most
     // recent ping needs an answer).
     std::string pong;

@@ -455,6 +455,32 @@ TEST_P(http_websocket_test, a_pong_behind_a_send_waits_within_recvs_timeout_and_
     EXPECT_EQ(pong->payload, "are you there");
 }
 
+// Full duplex: a recv() beside a send that waits for the peer to read takes the message that
+// came meanwhile. It waited for the send lock whenever the output buffer held bytes, which a
+// send under way (a client's masked payload) also leaves there: it waited for the send to end,
+// and two peers each reading only after their own send deadlocked until send_timeout.
+TEST_P(http_websocket_test, recv_beside_a_send_waiting_for_the_peer_takes_what_came) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto srv = websocket::over(pair->first, true);
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(srv && cli);
+    const std::string big(8 << 20, 'b');  // more than the pair buffers: sent as the server reads
+    auto sender = spawn([&] { EXPECT_TRUE(cli->send_binary(big, 30s)); });
+    ASSERT_TRUE(sender);
+    this_fiber::yield();  // the sender holds the send lock, waiting for the server to read
+    ASSERT_TRUE(srv->send_text("meanwhile", 5s));
+    auto m = cli->recv(5s);
+    EXPECT_TRUE(m) << m.error().message();
+    if (m) {
+        EXPECT_EQ(m->data, "meanwhile");
+    }
+    m = srv->recv(30s);  // the server reads: the send ends
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->data.size(), big.size());
+    ASSERT_TRUE(sender->join());
+}
+
 // A peer that sends its close frame and reads nothing more: the echo waits for the send lock
 // (held by a send the peer does not take) only as long as recv() may wait, then the connection
 // is shut down under that send. recv() waited send_timeout for the lock.
