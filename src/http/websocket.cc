@@ -104,7 +104,14 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
     const duration t = min_d(timeout, st.opts.send_timeout);
     if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(lock_timeout));
     unlocker u{st.send_mu};
-    if (st.failed || (st.close_sent && opcode != op_close) || st.ended) return errno_error(EPIPE);
+    if (st.failed || st.ended) return errno_error(EPIPE);
+    if (st.close_sent) {
+        // A close frame left while this one waited for the lock (close() beside a recv() that
+        // echoes the peer's close or answers a ping, or two close() calls). No message may
+        // follow it (RFC 6455 5.5.1), and neither a second close frame nor a pong is owed.
+        if (opcode == op_close || opcode == op_pong) return {};
+        return errno_error(EPIPE);
+    }
     if (data.size() <= k_copy_below) {
         // Small: one buffer for the head and the payload (after any frames held back).
         append_frame(st, opcode, fin, data);

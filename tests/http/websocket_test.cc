@@ -507,6 +507,51 @@ TEST_P(http_websocket_test, a_close_echo_behind_a_stuck_send_waits_within_recvs_
     ASSERT_TRUE(sender->join());  // its write ended with the connection
 }
 
+// close() waits for the send lock behind a send the peer has not read yet, and a recv() beside
+// it takes the peer's close frame, or a ping and then the close frame, meanwhile: its echo or
+// pong waits behind close()'s frame and is not sent after it. The echo went out as a second
+// close frame, and the pong failed with EPIPE, which failed the connection (recv() returned
+// EPIPE, close_status() 1006) in the middle of a clean closing handshake.
+TEST_P(http_websocket_test, an_echo_or_pong_behind_closes_frame_is_not_sent_after_it) {
+    const std::string close = masked_frame(0x88, std::string("\x03\xe8", 2));  // 1000
+    for (const std::string& from_peer : {close, masked_frame(0x89, "ping") + close}) {
+        auto pair = net::stream::pair();
+        ASSERT_TRUE(pair);
+        auto srv = websocket::over(pair->first, true);
+        ASSERT_TRUE(srv);
+        const std::string big(8 << 20, 'b');  // more than the pair buffers: sent as the peer reads
+        auto sender = spawn([&] { EXPECT_TRUE(srv->send_binary(big, 30s)); });
+        ASSERT_TRUE(sender);
+        this_fiber::yield();  // the sender holds the send lock
+        std::optional<std::error_code> read_error;
+        auto reader = spawn([&] {
+            auto m = srv->recv(30s);
+            read_error = m ? std::error_code() : m.error();
+        });
+        ASSERT_TRUE(reader);
+        this_fiber::yield();  // the reader parks in recv()
+        auto closer = spawn([&] { EXPECT_TRUE(srv->close(close_code::normal, {}, 30s)); });
+        ASSERT_TRUE(closer);
+        this_fiber::yield();  // close() waits for the send lock
+        ASSERT_TRUE(pair->second.write_all(from_peer.data(), from_peer.size(), 5s));
+        // The reader takes what came (and waits for the send lock) while the peer reads the
+        // message: the send ends only once all of it has been read.
+        std::string in;
+        std::vector<int> ops;
+        for (;;) {
+            auto f = read_frame(pair->second, in);  // up to the server's end of TCP
+            if (!f) break;
+            ops.push_back(f->opcode);
+        }
+        EXPECT_EQ(ops, (std::vector<int>{2, 8})) << from_peer.size();  // the message, one close
+        ASSERT_TRUE(sender->join());
+        ASSERT_TRUE(closer->join());
+        ASSERT_TRUE(reader->join());
+        EXPECT_TRUE(read_error && *read_error == std::errc::no_message_available) << from_peer.size();
+        EXPECT_EQ(srv->close_status(), close_code::normal);
+    }
+}
+
 // A stream given to over() stays its owner's: after the closing handshake a client leaves it
 // open for its owner to close, as it does when the connection fails. It closed it, under its
 // owner.
