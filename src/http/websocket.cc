@@ -80,13 +80,24 @@ bool frame_buffered(const state& st) noexcept {
            h.length <= avail - h.head_bytes;
 }
 
-// Writes the output buffer; the caller holds send_mu.
+// Ends the connection under a fiber parked in recv(), for a close() that may not read beside
+// it (or in a send, for a recv() that may not write beside it, or after a send failed): both
+// directions are shut down, so that its read or write ends and it finds the connection gone.
+void stop_under_reader(state& st) {
+    st.failed = true;
+    if (!st.peer_code) st.peer_code = close_code::abnormal;
+    if (net::socket_fd* sock = st.s->socket()) (void)sys::shutdown(sock->get(), SHUT_RDWR);
+}
+
+// Writes the output buffer; the caller holds send_mu. A failed write fails the connection (a
+// frame may be half written: nothing more can follow it) and ends it, so that a recv() parked
+// in another fiber returns rather than wait for a peer that may never send again.
 result<void> write_out(state& st, duration timeout) {
     auto r = st.s->write_all(st.sbuf.data(), st.sbuf.size(), timeout);
     st.sbuf.clear();
     st.held = false;
     if (st.sbuf.capacity() > 4 * k_mask_chunk) std::string().swap(st.sbuf);
-    if (!r) st.failed = true;  // a frame may be half written: nothing more can follow it
+    if (!r) stop_under_reader(st);
     return r;
 }
 
@@ -142,7 +153,7 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
         } else {
             iovec v[2] = {{head, hn}, {const_cast<char*>(data.data()), data.size()}};
             r = st.s->writev_all(v, 2, ts.next());
-            if (!r) st.failed = true;
+            if (!r) stop_under_reader(st);  // as in write_out
         }
         GLUON_TRY(r);
     }
@@ -218,15 +229,6 @@ result<void> fail(state& st, uint16_t code, int err, const char* why, duration l
         if (st.owned) (void)st.s->close();
     }
     return errno_error(err);
-}
-
-// Ends the connection under a fiber parked in recv(), for a close() that may not read beside
-// it (or in a send, for a recv() that may not write beside it): both directions are shut down,
-// so that its read or write ends and it finds the connection gone.
-void stop_under_reader(state& st) {
-    st.failed = true;
-    if (!st.peer_code) st.peer_code = close_code::abnormal;
-    if (net::socket_fd* sock = st.s->socket()) (void)sys::shutdown(sock->get(), SHUT_RDWR);
 }
 
 // Reads more input into the buffer. ENODATA (and close status 1006) if the peer closed

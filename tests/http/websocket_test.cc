@@ -552,6 +552,36 @@ TEST_P(http_websocket_test, an_echo_or_pong_behind_closes_frame_is_not_sent_afte
     }
 }
 
+// A send whose write fails (here its timeout, with the peer not reading) fails the connection
+// and ends it under a recv() parked in another fiber. The connection was only marked failed:
+// the recv() waited on for a peer that had nothing more to send, and held its fiber (a
+// server's handler) for as long as the peer kept the connection.
+TEST_P(http_websocket_test, a_failed_send_ends_a_parked_recv) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto srv = websocket::over(pair->first, true);
+    ASSERT_TRUE(srv);
+    event read_done;
+    std::error_code read_error;
+    auto reader = spawn([&] {
+        auto m = srv->recv();
+        read_error = m ? std::error_code() : m.error();
+        read_done.set();
+    });
+    ASSERT_TRUE(reader);
+    this_fiber::yield();  // the reader parks in recv()
+    const std::string big(8 << 20, 'b');  // more than the pair buffers: the peer never reads it
+    auto r = srv->send_binary(big, 200ms);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+    EXPECT_FALSE(srv->is_open());
+    EXPECT_TRUE(read_done.wait(5s));
+    EXPECT_EQ(read_error, std::errc::no_message_available);
+    EXPECT_EQ(srv->close_status(), close_code::abnormal);
+    (void)pair->second.close();  // (a reader still parked, if this failed, ends)
+    ASSERT_TRUE(reader->join());
+}
+
 // A stream given to over() stays its owner's: after the closing handshake a client leaves it
 // open for its owner to close, as it does when the connection fails. It closed it, under its
 // owner.

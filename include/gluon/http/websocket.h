@@ -110,7 +110,9 @@ public:
 
     /// Sends one text message (`text` must be UTF-8: not checked) or binary message. Errors:
     /// EPIPE (a close frame was sent or the connection failed), ETIMEDOUT (timeout, or
-    /// send_timeout: the connection is then failed), ECANCELED, the stream's errors.
+    /// send_timeout), ECANCELED, the stream's errors. A write that fails (for any of these; a
+    /// frame may be half written) fails the connection and shuts it down: a recv() parked in
+    /// another fiber returns, finding it gone (close_status() 1006).
     result<void> send_text(std::string_view text, duration timeout = forever);
     result<void> send_binary(std::string_view data, duration timeout = forever);
     /// Sends one frame of a fragmented message: the first with `first` true (its kind counts),
