@@ -206,22 +206,23 @@ void end_transport(state& st, duration wait) {
 
 // Fails the connection (RFC 6455 7.1.7): a close frame with `code`, then this side's FIN, then
 // what the peer still sends is read and dropped for a moment, so that our close frame is not
-// lost to a reset caused by unread input (for `linger`, less when the caller has less left).
-result<void> fail(state& st, uint16_t code, int err, const char* why, duration linger = k_fail_linger) {
+// lost to a reset caused by unread input. All of it within k_fail_linger, less when the caller
+// has less `left`.
+result<void> fail(state& st, uint16_t code, int err, const char* why, duration left = forever) {
     GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: websocket: closing with {} ({})", code, why);
+    step_timeouts t(min_d(left, k_fail_linger));
     if (!st.failed && !st.close_sent && !st.ended && sendable_code(code))
-        (void)send_frame(st, op_close, true, close_payload(code, {}), k_fail_linger);
+        (void)send_frame(st, op_close, true, close_payload(code, {}), t.next());
     st.failed = true;
     if (!st.peer_code) st.peer_code = close_code::abnormal;
     st.in_msg = st.in_frame = false;
     std::string().swap(st.partial);
     if (!st.ended) {
         st.ended = true;
-        if (st.s->shutdown(linger)) {
-            deadline_t d = deadline_after(linger);
+        if (st.s->shutdown(t.next())) {
             char buf[4096];
             for (uint64_t drained = 0; drained < k_drain_limit;) {
-                auto n = st.s->read_some(buf, sizeof buf, time_left(d));
+                auto n = st.s->read_some(buf, sizeof buf, t.next());
                 if (!n || *n == 0) break;
                 drained += *n;
             }
@@ -278,13 +279,13 @@ result<void> on_control(state& st, uint8_t opcode, const uint8_t* p, size_t n, d
     }
     // Close.
     uint16_t code = close_code::no_status;
-    if (n == 1) return fail(st, close_code::protocol_error, EPROTO, "close payload of one byte");
+    if (n == 1) return fail(st, close_code::protocol_error, EPROTO, "close payload of one byte", wait);
     if (n >= 2) {
         code = static_cast<uint16_t>((p[0] << 8) | p[1]);
-        if (!sendable_code(code)) return fail(st, close_code::protocol_error, EPROTO, "invalid close code");
+        if (!sendable_code(code)) return fail(st, close_code::protocol_error, EPROTO, "invalid close code", wait);
         utf8_validator v;
         if (!v.feed(p + 2, n - 2) || !v.complete())
-            return fail(st, close_code::invalid_data, EILSEQ, "close reason not UTF-8");
+            return fail(st, close_code::invalid_data, EILSEQ, "close reason not UTF-8", wait);
     }
     st.close_received = true;
     st.peer_code = code;
@@ -366,13 +367,14 @@ result<void> recv_locked(state& st, websocket::message& m, duration timeout) {
                 GLUON_TRY(fill(st, t));
                 continue;
             }
-            if (d.state == decode_result::invalid) return fail(st, d.close_code, EPROTO, d.why);
+            if (d.state == decode_result::invalid) return fail(st, d.close_code, EPROTO, d.why, t.next());
             if (is_control(h.opcode) && avail < h.head_bytes + h.length) {
                 GLUON_TRY(fill(st, t));  // the head is decoded again once the payload is in
                 continue;
             }
             if (st.in_msg && ++st.frames > st.opts.max_frames_per_message)
-                return fail(st, close_code::policy_violation, EPROTO, "too many frames in a message");
+                return fail(st, close_code::policy_violation, EPROTO, "too many frames in a message",
+                            t.next());
             if (is_control(h.opcode)) {
                 uint8_t payload[k_max_control_payload];
                 const size_t n = static_cast<size_t>(h.length);
@@ -383,7 +385,8 @@ result<void> recv_locked(state& st, websocket::message& m, duration timeout) {
             }
             if (h.opcode == op_continuation ? !st.in_msg : st.in_msg)
                 return fail(st, close_code::protocol_error, EPROTO,
-                            st.in_msg ? "new message inside a fragmented one" : "continuation without a start");
+                            st.in_msg ? "new message inside a fragmented one" : "continuation without a start",
+                            t.next());
             if (!st.in_msg) {
                 st.in_msg = true;
                 st.msg_op = h.opcode;
@@ -392,7 +395,7 @@ result<void> recv_locked(state& st, websocket::message& m, duration timeout) {
                 st.utf8.reset();
             }
             if (h.length > st.opts.max_message_bytes - st.partial.size())
-                return fail(st, close_code::too_big, EMSGSIZE, "message too big");
+                return fail(st, close_code::too_big, EMSGSIZE, "message too big", t.next());
             st.rstart += h.head_bytes;
             st.cur = h;
             st.frame_done = 0;
@@ -407,12 +410,12 @@ result<void> recv_locked(state& st, websocket::message& m, duration timeout) {
             }
             st.frame_done += k;
             if (st.msg_op == op_text && !st.utf8.feed(reinterpret_cast<const uint8_t*>(st.partial.data()) + old, k))
-                return fail(st, close_code::invalid_data, EILSEQ, "text not UTF-8");
+                return fail(st, close_code::invalid_data, EILSEQ, "text not UTF-8", t.next());
         }
         st.in_frame = false;
         if (!st.cur.fin) continue;
         if (st.msg_op == op_text && !st.utf8.complete())
-            return fail(st, close_code::invalid_data, EILSEQ, "text ends inside a character");
+            return fail(st, close_code::invalid_data, EILSEQ, "text ends inside a character", t.next());
         st.in_msg = false;
         m.type = st.msg_op == op_text ? kind::text : kind::binary;
         m.data.swap(st.partial);
@@ -491,7 +494,7 @@ result<void> websocket::close(uint16_t code, std::string_view reason, duration t
     while (!st.close_received && !st.ended && !st.failed) {  // the reader may have ended it
         auto r = recv_locked(st, m, t.next());
         if (!r && r.error() == std::errc::timed_out) {
-            (void)fail(st, close_code::abnormal, ETIMEDOUT, "no close frame in time", min_d(t.next(), k_fail_linger));
+            (void)fail(st, close_code::abnormal, ETIMEDOUT, "no close frame in time", t.next());
             return errno_error(ETIMEDOUT);
         }
         if (!r && r.error() != std::errc::no_message_available) return unexpected(r.error());

@@ -370,6 +370,30 @@ TEST_P(http_websocket_test, invalid_utf8_is_1007_even_across_fragments) {
     EXPECT_EQ(read_close_code(s2), 1007);
 }
 
+// Failing the connection stays within recv()'s timeout: the close frame still goes out, and
+// the moment of reading what the peer still sends is cut short. It lingered a second whatever
+// the timeout, so a recv(50ms) that met a broken frame of a peer that kept the connection
+// returned after a second.
+TEST_P(http_websocket_test, failing_the_connection_stays_within_recvs_timeout) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto srv = websocket::over(pair->first, true);
+    ASSERT_TRUE(srv);
+    ASSERT_TRUE(pair->second.write_all("\x81\x02hi", 4, 5s));  // unmasked: a protocol error
+    const auto start = std::chrono::steady_clock::now();
+    auto r = srv->recv(50ms);
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::protocol_error);
+    EXPECT_LT(took, 700ms);  // 50 ms and a little; a second when it lingered regardless
+    std::string in;
+    auto f = read_frame(pair->second, in);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->opcode, 8);
+    ASSERT_EQ(f->payload.size(), 2u);
+    EXPECT_EQ((static_cast<uint8_t>(f->payload[0]) << 8) | static_cast<uint8_t>(f->payload[1]), 1002);
+}
+
 TEST_P(http_websocket_test, close_without_status_is_1005) {
     start_echo();
     auto s = raw_upgrade();

@@ -136,7 +136,9 @@ public:
     /// protocol: the connection was failed with 1002 or 1008), EILSEQ (invalid UTF-8: 1007),
     /// EMSGSIZE (over max_message_bytes: 1009), ETIMEDOUT (nothing complete in time; a partial
     /// message is kept for the next call), ECANCELED, the stream's errors (the connection is
-    /// then failed).
+    /// then failed). Failing the connection (its close frame, then a moment of reading what
+    /// the peer still sends, so that a reset does not destroy that frame) takes up to a second
+    /// within what is left of `timeout`.
     result<void> recv(message& m, duration timeout = forever);
     /// As recv(m), into a new message. Errors: those of recv(m).
     result<message> recv(duration timeout = forever);
