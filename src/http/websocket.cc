@@ -123,6 +123,12 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
         if (opcode == op_close || opcode == op_pong) return {};
         return errno_error(EPIPE);
     }
+    if (!is_control(opcode)) {
+        // The peer would fail the connection on a message begun inside another or a
+        // continuation of none; refusing it keeps the connection.
+        if ((opcode == op_continuation) != st.out_msg) return errno_error(EINVAL);
+        st.out_msg = !fin;
+    }
     if (data.size() <= k_copy_below) {
         // Small: one buffer for the head and the payload (after any frames held back).
         append_frame(st, opcode, fin, data);

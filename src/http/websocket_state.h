@@ -53,6 +53,8 @@ struct websocket::state {
     // recent ping needs an answer).
     std::string pong;
     bool pong_due = false;
+    // A fragmented message is being sent: only its continuations may be (RFC 6455 5.4).
+    bool out_msg = false;
 
     bool close_sent = false, close_received = false, failed = false, ended = false;
     uint16_t peer_code = 0;

@@ -166,6 +166,38 @@ TEST_P(http_websocket_test, fragments_and_pings_between_them) {
     EXPECT_EQ(m->data, "Hello \xe2\x82\xac");
 }
 
+// A message may not begin inside another's fragments, nor a continuation without a first
+// fragment (RFC 6455 5.4): such a send is refused and the connection kept. Both went out, and
+// the peer failed the connection (1002).
+TEST_P(http_websocket_test, a_send_that_would_interleave_messages_is_refused) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto srv = websocket::over(pair->first, true);
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(srv && cli);
+    auto r = cli->send_fragment(websocket::kind::text, "orphan", false, true, 5s);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::invalid_argument);
+    ASSERT_TRUE(cli->send_fragment(websocket::kind::text, "Hel", true, false, 5s));
+    r = cli->send_binary("between", 5s);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::invalid_argument);
+    r = cli->send_fragment(websocket::kind::binary, "new", true, true, 5s);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::invalid_argument);
+    ASSERT_TRUE(cli->ping("ok", 5s));  // control frames may go between fragments
+    ASSERT_TRUE(cli->send_fragment(websocket::kind::text, "lo", false, true, 5s));
+    ASSERT_TRUE(cli->send_text("next", 5s));
+    auto m = srv->recv(5s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->data, "Hello");
+    m = srv->recv(5s);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->data, "next");
+    EXPECT_TRUE(cli->is_open());
+    EXPECT_TRUE(srv->is_open());
+}
+
 TEST_P(http_websocket_test, server_initiated_close_and_subprotocol) {
     websocket_options so;
     so.subprotocols = {"chat.v2", "chat.v1"};

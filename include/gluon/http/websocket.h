@@ -109,15 +109,17 @@ public:
     ~websocket();
 
     /// Sends one text message (`text` must be UTF-8: not checked) or binary message. Errors:
-    /// EPIPE (a close frame was sent or the connection failed), ETIMEDOUT (timeout, or
-    /// send_timeout), ECANCELED, the stream's errors. A write that fails (for any of these; a
-    /// frame may be half written) fails the connection and shuts it down: a recv() parked in
-    /// another fiber returns, finding it gone (close_status() 1006).
+    /// EINVAL (a fragmented message is unfinished: messages may not be interleaved, RFC 6455
+    /// 5.4), EPIPE (a close frame was sent or the connection failed), ETIMEDOUT (timeout, or
+    /// send_timeout), ECANCELED, the stream's errors. A write that fails (ETIMEDOUT, ECANCELED
+    /// or the stream's error: a frame may be half written) fails the connection and shuts it
+    /// down: a recv() parked in another fiber returns, finding it gone (close_status() 1006).
     result<void> send_text(std::string_view text, duration timeout = forever);
     result<void> send_binary(std::string_view data, duration timeout = forever);
     /// Sends one frame of a fragmented message: the first with `first` true (its kind counts),
-    /// the last with `fin` true. Control frames may go between fragments. Errors: those of
-    /// send_text.
+    /// the last with `fin` true. Control frames may go between fragments, no other message.
+    /// Errors: those of send_text; EINVAL also for a fragment that is not `first` when no
+    /// fragmented message is unfinished.
     result<void> send_fragment(kind type, std::string_view data, bool first, bool fin,
                                duration timeout = forever);
     /// Writes what coalesce_sends held back. Errors: those of send_text.
