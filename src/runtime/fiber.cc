@@ -202,7 +202,9 @@ long fiber::join_async(waiter& w) noexcept {
     fiber_impl* f = f_;
     f->join_lock.lock();
     if (!f->finished) {
-        // fiber_exit drops the handle's reference when it wakes us, as for a parked joiner.
+        // fiber_exit drops the handle's reference when it wakes us, as for a parked joiner;
+        // w's own keeps f for a cancel_join after that, until end_join.
+        ++f->refs;
         w.data = f;
         f->joiners.push_back(w);
         f->join_lock.unlock();
@@ -222,6 +224,8 @@ bool fiber::cancel_join(waiter& w, fiber& back) noexcept {
     back = fiber(f);
     return true;
 }
+
+void fiber::end_join(waiter& w) noexcept { fiber_release(static_cast<fiber_impl*>(w.data)); }
 
 result<void> fiber::detach() {
     if (!f_) {

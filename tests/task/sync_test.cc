@@ -113,6 +113,34 @@ TEST_P(task_sync_test, a_task_awaits_a_fiber) {
     EXPECT_EQ(block_on(t(&*f, &state)).value(), 1);
 }
 
+TEST_P(task_sync_test, a_join_cancelled_after_the_fiber_ended_leaves_the_fiber_alone) {
+    // The fiber's end queues the task; before the task runs, a new fiber's spawn reaps the
+    // ended one (its stack, not of the default size, is unmapped rather than cached) and the
+    // task is cancelled. Its cancel hook must not look at a fiber that has gone, and the join
+    // succeeds: the fiber ended first.
+    event end;
+    auto f = spawn(fiber_options{.stack_size = 64 * 1024}, [&] { (void)end.wait(); });
+    ASSERT_TRUE(f);
+    bool started = false, resumed = false;
+    auto t = [](fiber* fb, bool* st, bool* res) -> task<int> {
+        *st = true;
+        auto r = co_await co::join(*fb);
+        *res = true;
+        co_return r ? 0 : r.error().value();
+    };
+    auto h = co_spawn(t(&*f, &started, &resumed)).value();
+    while (!started) this_fiber::yield();
+    end.set();
+    this_fiber::yield();    // the fiber runs and ends, which queues the task behind us
+    ASSERT_FALSE(resumed);  // (the window this test is about)
+    auto reaper = spawn([] {});
+    ASSERT_TRUE(reaper);
+    h.cancel();
+    EXPECT_EQ(h.join(), 0);
+    EXPECT_FALSE(f->joinable());
+    ASSERT_TRUE(reaper->join());
+}
+
 TEST_P(task_sync_test, socket_io_with_a_timeout) {
     sock_pair sp;
     auto t = [](int a, int b) -> task<void> {

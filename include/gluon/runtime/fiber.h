@@ -72,11 +72,17 @@ public:
     /// join() for code that is not a fiber (a C++20 task): links the continuation waiter `w`,
     /// called with 0 once the fiber has ended. Returns 0 if it has ended already (the handle is
     /// then released, as by join()) or k_waiting: the handle's reference travels with `w` and
-    /// this handle is empty. Errors: -EINVAL (not joinable).
+    /// this handle is empty. `w` then also holds a reference of its own, kept after the wake-up
+    /// until end_join(w): a cancel_join racing with the fiber's end (a timeout, a cancelled
+    /// task whose wake-up is still on its way) looks at the fiber, which nothing else may keep.
+    /// Errors: -EINVAL (not joinable).
     long join_async(waiter& w) noexcept;
     /// Takes back a join_async whose wake-up has not been claimed: true if `w` will never be
     /// woken, and the handle is then `back` again; false if its continuation runs or has run.
     static bool cancel_join(waiter& w, fiber& back) noexcept;
+    /// Drops the reference of a join_async that returned k_waiting, once it is over (woken, or
+    /// taken back by cancel_join) and cancel_join will not be called again.
+    static void end_join(waiter& w) noexcept;
 
     explicit fiber(detail::fiber_impl* f) noexcept : f_(f) {}
 

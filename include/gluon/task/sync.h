@@ -114,11 +114,18 @@ public:
         if constexpr (std::is_same_v<Prim, event>)
             return linked(p_.wait_async(w_));
         else if constexpr (std::is_same_v<Prim, fiber>)
-            return linked(p_.join_async(w_));
+            return joining_ = linked(p_.join_async(w_));
         else
             return linked(p_.acquire_async(w_));
     }
-    result<void> await_resume() noexcept { return void_from_syscall(finish()); }
+    result<void> await_resume() noexcept {
+        const long r = finish();
+        // The fiber was kept for a cancel_join until now (finish() ended the last chance of one):
+        // its end may have woken us on the way to a timeout or cancel that then looked at it.
+        if constexpr (std::is_same_v<Prim, fiber>)
+            if (joining_) fiber::end_join(w_);
+        return void_from_syscall(r);
+    }
 
 private:
     bool unlink() noexcept override {
@@ -128,6 +135,7 @@ private:
             return p_.cancel(w_);
     }
     Prim& p_;
+    bool joining_ = false;  // a join_async is linked (fiber only)
 };
 
 inline simple_wait<event> wait(event& e, duration timeout = forever) noexcept { return {e, timeout}; }
