@@ -73,6 +73,12 @@ bool poll_before_parking(task_sched* s) noexcept {
     return true;
 }
 
+// The vCPU shuts down (fini interrupted the runner): every live task is cancelled.
+void stop(task_sched* s) noexcept {
+    s->stopping = true;
+    s->live.for_each([](root_base& r) { r.ctx.cancel(ECANCELED); });
+}
+
 // Resumes ready tasks until none is; then parks until schedule() or the vCPU's shutdown. At
 // shutdown (fini interrupts every fiber) every live task is cancelled and the runner keeps
 // going until the last one has ended: their engine operations must complete before the
@@ -86,7 +92,12 @@ void run(task_sched* s) noexcept {
             s->ready.pop().resume();
             if (s->finished) finish_roots(s);
             // Fibers and the event loop get a turn now and then under a steady flow of tasks.
-            if ((++s->turns & 63) == 0) this_fiber::yield();
+            // fini may interrupt the runner then: tasks that keep one another ready (a
+            // ping-pong, a busy server) never let it park, where it would see the interrupt.
+            if ((++s->turns & 63) == 0) {
+                this_fiber::yield();
+                if (!s->stopping && take_interrupt() == -ECANCELED) stop(s);
+            }
         }
         if (s->stopping && s->live.empty()) break;
         if (s->submitted && poll_before_parking(s)) continue;
@@ -95,10 +106,7 @@ void run(task_sched* s) noexcept {
         s->parked = true;
         long r = park(s->lk, w, {.interruptible = !s->stopping});
         s->parked = false;
-        if (r == -ECANCELED && !s->stopping) {
-            s->stopping = true;
-            s->live.for_each([](root_base& r) { r.ctx.cancel(ECANCELED); });
-        }
+        if (r == -ECANCELED && !s->stopping) stop(s);
     }
     t_sched = nullptr;
     unregister_sched(s);

@@ -237,6 +237,35 @@ TEST_P(task_sync_test, fini_cancels_tasks_still_suspended) {
     // TearDown's fini() must cancel it and return.
 }
 
+TEST_P(task_sync_test, fini_cancels_tasks_that_keep_one_another_ready) {
+    // Two tasks passing a value back and forth: one is always ready, so the runner never runs
+    // dry and parks. fini must reach them all the same (without it, it waited for ever).
+    channel<int> a(1), b(1);
+    auto player = [](channel<int>* in, channel<int>* out, long* rounds, int* err) -> task<void> {
+        for (;;) {
+            auto v = co_await co::recv(*in);
+            if (!v) {
+                *err = v.error().value();
+                co_return;
+            }
+            ++*rounds;
+            if (auto s = co_await co::send(*out, *v + 1); !s) {
+                *err = s.error().value();
+                co_return;
+            }
+        }
+    };
+    long ra = 0, rb = 0;
+    int ea = 0, eb = 0;
+    co_spawn(player(&a, &b, &ra, &ea))->detach();
+    co_spawn(player(&b, &a, &rb, &eb))->detach();
+    ASSERT_TRUE(a.try_send(0));
+    while (ra < 1000) this_fiber::yield();
+    ASSERT_TRUE(fini().has_value());  // returns once both have ended
+    EXPECT_EQ(ea, ECANCELED);
+    EXPECT_EQ(eb, ECANCELED);
+}
+
 TEST_P(task_sync_test, channel_across_vcpus) {
     auto rt = runtime::start(test::test_runtime(2, GetParam()));
     ASSERT_TRUE(rt);
