@@ -14,14 +14,26 @@ using namespace detail;
 static_assert(sizeof(remote_node) <= sizeof(vcpu_call::node_));
 static_assert(alignof(remote_node) <= alignof(void*));
 
-result<void> post_call(vcpu_handle v, vcpu_call& c) noexcept {
-    if (!v) return errno_error(EINVAL);
+namespace {
+remote_node* call_node(vcpu_call& c) noexcept {
     auto* n = new (c.node_) remote_node;
     n->run = [](vcpu*, remote_node* self) {
         auto* call = reinterpret_cast<vcpu_call*>(reinterpret_cast<char*>(self) - offsetof(vcpu_call, node_));
         call->fn(call);
     };
-    post_remote(v.get(), n);
+    return n;
+}
+}  // namespace
+
+result<void> post_call(vcpu_handle v, vcpu_call& c) noexcept {
+    if (!v) return errno_error(EINVAL);
+    post_remote(v.get(), call_node(c));
+    return {};
+}
+
+result<void> post_call_if_alive(vcpu_handle v, vcpu_call& c) noexcept {
+    if (!v) return errno_error(EINVAL);
+    if (!post_remote_if_alive(v.get(), call_node(c))) return errno_error(ESRCH);
     return {};
 }
 

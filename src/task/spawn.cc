@@ -76,9 +76,17 @@ void register_joiner(root_base* r, joiner* j) noexcept {
     if (h != std::noop_coroutine()) r->home->schedule(h);
 }
 
+// Posts c to the root's vCPU. A handle may outlive that vCPU (joined or dropped after its
+// runtime stopped): once it has ended, c runs here instead. The root's state is final then:
+// its task ended in that vCPU's fini, or never started there (it ends unrun now), and the
+// registry's lock, taken by fini and by this post, orders this after its last change there.
+// Its frame is destroyed here, as nowhere else is left.
 void post_ctl(root_base* r, vcpu_call& c, void (*fn)(vcpu_call*) noexcept) noexcept {
     c.fn = fn;
-    (void)post_call(r->target, c);
+    if (post_call_if_alive(r->target, c)) return;
+    r->home = nullptr;  // gone, and its address may be another runner's by now
+    if (!r->done) not_started(r, ESHUTDOWN);
+    fn(&c);
 }
 
 root_base* ctl_owner(vcpu_call* c) noexcept {
@@ -238,7 +246,10 @@ void root_cancel(root_base* r) noexcept {
         st = 3;
         if (!rr->cancel_state.compare_exchange_strong(st, 0, std::memory_order_acq_rel)) destroy(rr);
     };
-    (void)post_call(r->target, r->cancel_call);
+    if (post_call_if_alive(r->target, r->cancel_call)) return;
+    // Its vCPU has ended, and the task with it (see post_ctl): nothing to cancel.
+    uint8_t st = 1;
+    if (!r->cancel_state.compare_exchange_strong(st, 0, std::memory_order_acq_rel)) destroy(r);
 }
 
 void root_forward_cancel(root_base* r, int err) noexcept {

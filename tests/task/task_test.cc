@@ -413,6 +413,32 @@ TEST_P(task_test, a_task_its_vcpu_cannot_start_ends_there_and_its_join_gets_why)
     }
 }
 
+// Handles kept after their tasks' runtime stopped: that vCPU's fini cancelled the tasks and ran
+// them to their ends, and a join, cancel or drop of a handle afterwards is answered here. They
+// were posted to the vCPU that had gone (into freed memory): the join waited for ever.
+task<int> asleep_until_cancelled() {
+    auto r = co_await co::sleep_for(1h);
+    co_return r ? 0 : r.error().value();
+}
+
+TEST_P(task_test, a_handle_outlives_the_vcpu_of_its_task) {
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt);
+    const vcpu_handle there = (*rt)->vcpu(0);
+    auto joined = co_spawn(asleep_until_cancelled(), {.on = there}).value();
+    auto cancelled = co_spawn(asleep_until_cancelled(), {.on = there}).value();
+    auto awaited = co_spawn(asleep_until_cancelled(), {.on = there}).value();
+    auto dropped = co_spawn(asleep_until_cancelled(), {.on = there}).value();
+    ASSERT_TRUE((*rt)->run(0, [] {}));  // after their starts: they sleep
+    rt->reset();
+    EXPECT_EQ(joined.join(), ECANCELED);
+    cancelled.cancel();
+    EXPECT_EQ(cancelled.join_for(1h).value(), ECANCELED);
+    auto await = [](join_handle<int>* h) -> task<int> { co_return co_await *h; };
+    EXPECT_EQ(block_on(await(&awaited)).value(), ECANCELED);
+    dropped.detach();
+}
+
 TEST_P(task_test, nop_round_trips) {
     auto t = []() -> task<long> {
         long sum = 0;

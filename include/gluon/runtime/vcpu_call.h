@@ -21,6 +21,11 @@ struct vcpu_call {
 /// the vCPU if it sleeps. Errors: EINVAL (empty handle). The vCPU must outlive the call: one
 /// posted while it finishes runs in a round of fini, unless fini has done its last (see fini).
 result<void> post_call(vcpu_handle v, vcpu_call& c) noexcept;
+/// post_call to a vCPU that may have ended: posts c as post_call does while v runs or is in
+/// its fini (a round of which runs c), and fails, posting nothing, once fini has unregistered
+/// v. It takes a process-wide lock: for calls that may legitimately come late, not for every
+/// wake-up. Errors: EINVAL (empty handle), ESRCH (v has ended).
+result<void> post_call_if_alive(vcpu_handle v, vcpu_call& c) noexcept;
 
 /// A one-shot timer on the calling vCPU's timer heap. Arm and disarm it on that vCPU only: once
 /// it has fired or been disarmed, it may be armed on another.

@@ -20,7 +20,7 @@
 namespace gluon {
 
 struct spawn_options {
-    /// The vCPU to run on; empty: the calling one.
+    /// The vCPU to run on; empty: the calling one. It must not have ended (see post_call).
     vcpu_handle on;
     /// Cancels the task (see task.h) when stop is requested, from any thread. A token whose
     /// stop was requested before the spawn starts the task cancelled: its first operation
@@ -142,6 +142,10 @@ void root_forward_cancel(root_base* r, int err) noexcept;
 }  // namespace task_detail
 
 /// A spawned task. Move-only; dropping a handle that was not joined detaches the task.
+/// A handle may outlive its task's vCPU (kept after its runtime stopped): that vCPU's fini
+/// cancelled the task and ran it to its end, and the handle's calls then act on what it left
+/// (join gives the task's value, or ESHUTDOWN as for a task never started), the frame being
+/// destroyed on the calling thread.
 template <typename T>
 class [[nodiscard]] join_handle {
 public:
