@@ -1,6 +1,7 @@
 // The HTTP/2 client: against gluon's server (h2c by prior knowledge, h2 over TLS by ALPN) and
 // against nginx with HTTP/2 on its listener, on every engine. Many fibers share one connection.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <cstring>
 #include <fstream>
@@ -335,6 +336,68 @@ TEST_P(h2_client_test, a_response_head_over_the_limits_is_refused_however_compre
         EXPECT_EQ(r.error(), std::errc::protocol_error);
     }
     ASSERT_TRUE(srv->join());
+}
+
+// Answers stream 1 with `head` and ends its side of the connection in the same turn, then
+// reads until the client resets stream 1 (true) or goes.
+bool answer_then_end(net::listener& l, const std::string& head) {
+    auto s = l.accept(10s);
+    if (!s) return false;
+    std::string in;
+    char buf[16384];
+    bool sent = false;
+    for (;;) {
+        auto n = s->read_some(buf, sizeof buf, 10s);
+        if (!n || *n == 0) return false;
+        in.append(buf, *n);
+        for (size_t at = 24; at + 9 <= in.size();) {  // past the preface, frame by frame
+            size_t len = (size_t(uint8_t(in[at])) << 16) | (size_t(uint8_t(in[at + 1])) << 8) | uint8_t(in[at + 2]);
+            if (at + 9 + len > in.size()) break;
+            if (sent && in[at + 3] == 3 && in[at + 8] == 1) return true;  // RST_STREAM on stream 1
+            if (!sent && in[at + 3] == 1) {  // the request's HEADERS
+                std::string out = h2_frame(4, 0, 0, "") + h2_frame(4, 1, 0, "") + h2_frame(1, 4 | 1, 1, head);
+                if (!s->write_all(out.data(), out.size(), 10s)) return false;
+                ::shutdown(s->get(), SHUT_WR);
+                sent = true;
+            }
+            at += 9 + len;
+        }
+    }
+}
+
+// Overwrites the stack below the caller's frame, where the frames of the calls it made were.
+[[gnu::noinline]] void scribble_stack() {
+    volatile char junk[64 * 1024];
+    for (size_t i = 0; i < sizeof junk; ++i) junk[i] = static_cast<char>(0xff);
+}
+
+// A head over the limits and the end of the connection in one read: the session ends while
+// the RST_STREAM nghttp2 queued for that head is still unsent, and the call fails at once
+// (EPROTO) and is destroyed. The writer's last flush then sends the reset, which closes the
+// stream: nghttp2 still held the dead call (on the caller's stack) as the stream's data, and
+// its close wrote there (on epoll, whose read sees the end without waiting, a crash).
+TEST_P(h2_client_test, a_call_the_connection_ended_is_not_touched_once_it_returned) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    std::string head = "\x88";  // :status 200
+    head += "\x40\x05x-big\x7f\xd1\x0e";  // a literal field of 2000 bytes (RFC 7541 5.1)
+    head += std::string(2000, 'b');
+    bool reset = false;
+    auto srv = spawn([&] { reset = answer_then_end(*l, head); });
+    ASSERT_TRUE(srv);
+    {
+        client_options o;
+        o.http2_prior_knowledge = true;
+        o.retries = 0;
+        o.limits.max_head_bytes = 1024;
+        client c(o);
+        auto r = c.get("http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/");
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error(), std::errc::protocol_error) << r.error().message();
+        scribble_stack();
+        ASSERT_TRUE(srv->join());  // until the reset has been sent
+    }
+    EXPECT_TRUE(reset);
 }
 
 // A server that opens its windows (the connection's and stream 1's) by one byte every 50 ms,

@@ -290,6 +290,11 @@ void h2_call::on_close(uint32_t code) noexcept {
 void h2_call::on_gone() noexcept {
     gone_ = true;
     open_ = false;
+    // nghttp2 still has the stream and this call as its data: the writer's last flush may send
+    // what is queued for it (a RST_STREAM closes it, calling on_stream_close back) after the
+    // caller has seen the end and destroyed the call, which a session that is gone does not
+    // unlink in cancel().
+    nghttp2_session_set_stream_user_data(sess_->ng(), id_, nullptr);
     wake();
 }
 
