@@ -409,6 +409,20 @@ TEST_P(h2_hostile_test, a_graceful_stop_finishes_streams_then_says_goaway) {
     ASSERT_TRUE(stopper->join());
 }
 
+// Once a stop's grace has run out, the handlers still running are interrupted, as an HTTP/1.1
+// handler (on its connection's fiber) is. The interrupt ended the connection's read and went
+// no further, so the stop waited for as long as the handlers liked (here 10 s).
+TEST_P(h2_hostile_test, a_stop_whose_grace_runs_out_interrupts_the_handlers) {
+    start();
+    raw_h2 c(srv_->local_address());
+    c.send_frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block("/wait"));
+    while (waiting_ < 1) this_fiber::yield();
+    const int64_t t0 = mono_now_ns();
+    srv_->stop(200ms);
+    EXPECT_LT(mono_now_ns() - t0, 5'000'000'000) << "the handler was not interrupted";
+    EXPECT_EQ(waiting_, 0);
+}
+
 // A request the client never ends (no END_STREAM) while its handler has answered and returned:
 // once the whole answer is out and the client has sent nothing more for body_timeout, the server
 // resets the stream with NO_ERROR (RFC 9113 8.1: the rest of the request is not wanted), so the

@@ -351,6 +351,7 @@ void h2_session::run(std::string_view preread) {
     // what comes meanwhile without opening one (PINGs, SETTINGS, window updates) does not start
     // it again. A PING a little more often than idle_timeout kept an idle connection for good.
     deadline_t idle_until = k_no_deadline;
+    bool interrupted = false;  // the read was: the server's grace ran out
     while (ok && !gone_ && (nghttp2_session_want_read(ng_) || nghttp2_session_want_write(ng_))) {
         bool idle = streams_.empty();
         if (idle && stopping_ && *stopping_) {
@@ -367,6 +368,7 @@ void h2_session::run(std::string_view preread) {
         auto n = s_.read_some(buf_, cap_, idle ? timeout_left(idle_until) : until_next_check(now));
         *idle_ = false;
         if (!n && !idle && n.error() == std::errc::timed_out) continue;  // time for check_stalls
+        if (!n && n.error() == std::errc::operation_canceled) interrupted = true;
         if (!n || *n == 0) break;
         ok = feed(buf_, *n);
     }
@@ -378,14 +380,16 @@ void h2_session::run(std::string_view preread) {
         st.wake(st.out_room);
     });
     // Workers hold the session: it outlives them. If this fiber is interrupted (the server's
-    // grace ran out), so are they.
+    // grace ran out), so are they, whether the interrupt came now or ended the read above (an
+    // interrupt ends one call: that read took it, and handlers ran on past the grace).
     if (idle_workers_) work_.release(static_cast<int64_t>(idle_workers_));
-    bool interrupted = false;
+    auto interrupt_workers = [this] { workers_.for_each([](worker& w) { (void)w.f.interrupt(); }); };
+    if (interrupted) interrupt_workers();
     while (worker_count_) {
         workers_done_.reset();
         if (!workers_done_.wait() && !interrupted) {
             interrupted = true;
-            workers_.for_each([](worker& w) { (void)w.f.interrupt(); });
+            interrupt_workers();
         }
     }
     // The writer sends what is left (a GOAWAY) and exits.
