@@ -135,6 +135,11 @@ result<std::string_view> connection::upgrade(response&, std::string_view raw_hea
 
 void connection::run_h2(std::string_view preread) {
     h2_session h2(s_, h_, opts_, stopping_, &idle_, in_, cap_);
+    struct unset {  // however run() ends (bad_alloc escapes it)
+        h2_session*& p;
+        ~unset() { p = nullptr; }
+    } guard{h2_};
+    h2_ = &h2;
     h2.run(preread);
 }
 
@@ -571,6 +576,8 @@ void connection::lingering_close() {
 }
 
 void connection::wake_for_stop() noexcept {
+    if (h2_ && !idle_) return h2_->refuse_new_streams();
+    if (!idle_) return;
     if (net::socket_fd* sock = s_.socket()) (void)sys::shutdown(sock->get(), SHUT_RD);
 }
 

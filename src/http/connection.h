@@ -19,6 +19,8 @@
 
 namespace gluon::http::detail {
 
+class h2_session;
+
 class connection final : public exchange {
 public:
     connection(net::byte_stream& s, const handler& h, const server_options& opts, const bool* stopping);
@@ -27,7 +29,9 @@ public:
 
     /// While the loop waits for a new request (idle keep-alive): a graceful stop closes it.
     bool idle() const noexcept { return idle_; }
-    /// Wakes an idle connection so that it sees the stop (its read ends).
+    /// A graceful stop began: wakes an idle connection so that it sees it (its read ends), and
+    /// tells a busy HTTP/2 one's client to open no more streams (GOAWAY); a busy HTTP/1.1 one
+    /// sees it after its response.
     void wake_for_stop() noexcept;
     list_hook hook;
 
@@ -70,6 +74,7 @@ private:
     const handler& h_;
     const server_options& opts_;
     const bool* stopping_;
+    h2_session* h2_ = nullptr;  // while the connection speaks HTTP/2
     bool idle_ = false;
     bool keep_alive_ = true;
     bool detached_ = false;  // a handler took the connection over

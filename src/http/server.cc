@@ -59,9 +59,7 @@ size_t server::connections() const noexcept { return st_->count; }
 
 void server::stop(duration grace) noexcept {
     st_->stopping = true;
-    st_->conns.for_each([](detail::connection& c) {
-        if (c.idle()) c.wake_for_stop();
-    });
+    st_->conns.for_each([](detail::connection& c) { c.wake_for_stop(); });
     st_->net->stop(grace);
 }
 

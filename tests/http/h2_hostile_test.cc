@@ -390,6 +390,10 @@ TEST_P(h2_hostile_test, oversized_heads_get_431_and_bodies_arrive) {
     EXPECT_EQ(served_, 1);
 }
 
+// A graceful stop closes an idle connection with GOAWAY and tells a busy one's client at once
+// that no stream after those open will be served (GOAWAY naming the last one, RFC 9113 6.8);
+// the open ones finish, and the connection ends with them. The busy connection's client could
+// go on opening streams, each served, until the grace ran out.
 TEST_P(h2_hostile_test, a_graceful_stop_finishes_streams_then_says_goaway) {
     start();
     raw_h2 idle(srv_->local_address());
@@ -399,13 +403,27 @@ TEST_P(h2_hostile_test, a_graceful_stop_finishes_streams_then_says_goaway) {
     auto stopper = spawn([this] { srv_->stop(5s); });
     ASSERT_TRUE(stopper);
     EXPECT_EQ(idle.until_goaway(), NO_ERROR);
-    release_.set();
-    bool answered = false;
-    while (auto f = busy.next()) {
+    std::optional<frame> goaway;
+    while (auto f = busy.next())
+        if (f->type == GOAWAY) {
+            goaway = std::move(f);
+            break;
+        }
+    ASSERT_TRUE(goaway) << "no GOAWAY while a stream was open";
+    EXPECT_EQ(goaway->u32(0), 1u);  // the last stream served
+    EXPECT_EQ(goaway->u32(4), NO_ERROR);
+    EXPECT_EQ(waiting_, 1) << "GOAWAY came only once the open stream had ended";
+    busy.send_frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block("/"));  // not served
+    busy.send_frame(PING, 0, 0, std::string(8, 'p'));  // answered once stream 3's head was taken
+    bool pinged = false, answered = false;
+    while (auto f = busy.next()) {  // until the connection ends
+        EXPECT_NE(f->stream, 3u) << "frame type " << int(f->type) << " on a stream opened after GOAWAY";
+        if (f->type == PING && (f->flags & ACK) && !std::exchange(pinged, true)) release_.set();
         if (f->type == DATA && f->stream == 1) answered = f->payload == "ok";
-        if (f->type == GOAWAY) break;
     }
+    EXPECT_TRUE(pinged);
     EXPECT_TRUE(answered);
+    EXPECT_EQ(served_, 1);
     ASSERT_TRUE(stopper->join());
 }
 

@@ -81,7 +81,9 @@ public:
     size_t connections() const noexcept;
     /// Graceful stop: no new connections; idle keep-alive connections are closed now; requests
     /// in flight finish (their connections close after the response) for up to `grace`, then
-    /// are interrupted. Call from the server's vCPU.
+    /// are interrupted. An HTTP/2 connection with streams open is told now to open no more
+    /// (GOAWAY naming the last stream it opened: those after it are not served, and its client
+    /// may send them elsewhere). Call from the server's vCPU.
     void stop(duration grace = forever) noexcept;
 
     struct state;

@@ -314,6 +314,19 @@ void h2_session::start_handlers() {
         work_.release(static_cast<int64_t>(wake));
 }
 
+// GOAWAY (NO_ERROR) names the last stream the client opened, and nghttp2 ignores those it opens
+// after: the client knows they were not served and may send them again elsewhere (RFC 9113
+// 6.8), while the open ones finish and the connection ends with the last. Without it a stop
+// let a busy connection's client go on opening streams, each served, until the grace ran out
+// and cut those in flight.
+void h2_session::refuse_new_streams() noexcept {
+    if (goaway_sent_ || gone_) return;
+    goaway_sent_ = true;
+    nghttp2_submit_goaway(ng_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(ng_), NGHTTP2_NO_ERROR,
+                          nullptr, 0);
+    want_write();
+}
+
 bool h2_session::feed(const char* p, size_t n) {
     auto rv = nghttp2_session_mem_recv(ng_, reinterpret_cast<const uint8_t*>(p), n);
     if (rv < 0) {
@@ -354,10 +367,13 @@ void h2_session::run(std::string_view preread) {
     bool interrupted = false;  // the read was: the server's grace ran out
     while (ok && !gone_ && (nghttp2_session_want_read(ng_) || nghttp2_session_want_write(ng_))) {
         bool idle = streams_.empty();
-        if (idle && stopping_ && *stopping_) {
-            nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR);
-            want_write();
-            break;
+        if (stopping_ && *stopping_) {
+            if (idle) {
+                nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR);
+                want_write();
+                break;
+            }
+            refuse_new_streams();  // (a server's stop says so at once; serve_connection's caller may not)
         }
         if (!idle) idle_until = k_no_deadline;
         else if (idle_until == k_no_deadline) idle_until = timeout_deadline(opts_.idle_timeout);

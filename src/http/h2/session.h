@@ -35,6 +35,8 @@ public:
     /// Serves until the connection ends. `preread`: bytes already read (the preface).
     void run(std::string_view preread);
 
+    /// A graceful stop began while streams are open: no stream after those is served.
+    void refuse_new_streams() noexcept;
     /// Something was submitted: the writer will send it.
     void want_write() noexcept {
         if (!write_wanted_) {
@@ -103,6 +105,7 @@ private:
     bool writer_done_ = false;
     oneshot writer_exited_;
     bool gone_ = false;  // the connection failed or ended: no more I/O
+    bool goaway_sent_ = false;  // refuse_new_streams' GOAWAY
     int64_t data_sent_at_;          // mono_coarse_ns of the last DATA frame (or the start)
     int64_t next_stall_check_ = 0;  // mono_now_ns when a response may next be stalled
     int64_t next_linger_check_ = INT64_MAX;  // mono_now_ns when a lingering stream may be due
