@@ -335,6 +335,27 @@ TEST_P(h2_hostile_test, a_continuation_flood_is_cut_off) {
     expect_still_serving();
 }
 
+// A head whose HEADERS frame says more follows (no END_HEADERS) must end within
+// header_timeout, as an HTTP/1.1 head must; nothing else may come meanwhile, so the connection
+// ends. A client that sent such a frame and nothing more held the connection (busy with that
+// stream, so never idle) for good.
+TEST_P(h2_hostile_test, a_head_left_unended_ends_the_connection_after_header_timeout) {
+    server_options o;
+    o.header_timeout = 200ms;
+    start(std::move(o));
+    raw_h2 c(srv_->local_address());
+    c.send_frame(PING, 0, 0, std::string(8, 'p'));  // our SETTINGS ACK goes before the head
+    while (auto f = c.next())
+        if (f->type == PING && (f->flags & ACK)) break;
+    c.send_frame(HEADERS, 0, 1, request_block("/"));  // CONTINUATION frames should follow
+    const int64_t t0 = mono_now_ns();
+    EXPECT_EQ(c.until_goaway(), NO_ERROR);
+    EXPECT_TRUE(c.until_closed());
+    EXPECT_LT(mono_now_ns() - t0, 5'000'000'000);
+    EXPECT_EQ(served_, 0);
+    expect_still_serving();
+}
+
 TEST_P(h2_hostile_test, a_window_overflow_is_a_flow_control_error) {
     start();
     raw_h2 c(srv_->local_address());

@@ -22,7 +22,10 @@ struct server_options : net::server_options {
     http::limits limits;                       // head size (431/414) and field count (431)
     uint64_t max_body_bytes = 1 << 20;         // 413 over it
     uint64_t max_requests_per_connection = 0;  // 0: no limit; else Connection: close on the last
-    duration header_timeout = std::chrono::seconds(10);  // from a request's first byte to its blank line: 408
+    /// From a request's first byte to its blank line: 408. Over HTTP/2, from a stream's
+    /// HEADERS frame to the end of its head (its CONTINUATION frames): past it the connection
+    /// ends (GOAWAY), as nothing else may come on it meanwhile.
+    duration header_timeout = std::chrono::seconds(10);
     duration body_timeout = std::chrono::seconds(30);    // between reads of a body: 408
     /// HTTP/1.1: from a request's head to the end of its body, however steadily it comes: 408
     /// (a client trickling its body a byte at a time never waits body_timeout out). The

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <new>
 
 #include "gluon/common/lazy.h"
@@ -222,6 +223,8 @@ int h2_session::begin_headers(int32_t id) {
     }
     streams_.push_back(*st);
     nghttp2_session_set_stream_user_data(ng_, id, st);
+    st->head_until = sat_add(mono_coarse_ns(), opts_.header_timeout);
+    if (st->head_until < next_head_check_) next_head_check_ = st->head_until;
     return 0;
 }
 
@@ -247,7 +250,10 @@ int h2_session::on_frame(const nghttp2_frame& f) {
     if (f.hd.type != NGHTTP2_HEADERS && f.hd.type != NGHTTP2_DATA) return 0;
     auto* st = static_cast<h2_stream*>(nghttp2_session_get_stream_user_data(ng_, f.hd.stream_id));
     if (!st) return 0;
-    if (f.hd.type == NGHTTP2_HEADERS && f.headers.cat == NGHTTP2_HCAT_REQUEST) ready_.push_back(f.hd.stream_id);
+    if (f.hd.type == NGHTTP2_HEADERS && f.headers.cat == NGHTTP2_HCAT_REQUEST) {
+        st->head_until = 0;
+        ready_.push_back(f.hd.stream_id);
+    }
     if (f.hd.flags & NGHTTP2_FLAG_END_STREAM) {
         st->in_done = true;
         st->wake(st->in_ready);
@@ -378,7 +384,7 @@ void h2_session::run(std::string_view preread) {
         if (!idle) idle_until = k_no_deadline;
         else if (idle_until == k_no_deadline) idle_until = timeout_deadline(opts_.idle_timeout);
         const int64_t now = idle ? 0 : mono_now_ns();  // one clock read for the check and the wait
-        if (!idle && !check_stalls(now)) break;
+        if (!idle && (!check_stalls(now) || !check_heads(now))) break;
         if (!idle) check_lingering(now);
         *idle_ = idle;
         auto n = s_.read_some(buf_, cap_, idle ? timeout_left(idle_until) : until_next_check(now));
@@ -452,13 +458,35 @@ bool h2_session::check_stalls(int64_t now) {
     return false;
 }
 
+// A head begun (HEADERS without END_HEADERS) must end, with its CONTINUATION frames, within
+// header_timeout, as an HTTP/1.1 head must. Nothing can come meanwhile but the rest of it, and
+// it cannot be dropped (HPACK's table needs all of it): the connection ends (GOAWAY; false).
+// Without it a client that sent a head's first frame and nothing more kept the connection,
+// busy and so never idle, for good.
+bool h2_session::check_heads(int64_t now) {
+    if (now < next_head_check_) return true;
+    int64_t next = INT64_MAX;
+    bool late = false;
+    streams_.for_each([&](h2_stream& st) {
+        if (!st.head_until || st.closed) return;
+        if (st.head_until <= now) late = true;
+        else if (st.head_until < next) next = st.head_until;
+    });
+    next_head_check_ = next;
+    if (!late) return true;
+    GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http2: a request head did not end in time");
+    nghttp2_session_terminate_session(ng_, NGHTTP2_NO_ERROR);
+    want_write();
+    return false;
+}
+
 // The reader's wait while streams are open: until the next stall or lingering check, and no
 // longer than body_timeout or idle_timeout, whichever is shorter. Streams end, and start to
 // linger, in other fibers (a handler returning, the writer sending the last frame), and nothing
 // wakes the reader for that: it sees them when it next looks, so a lingering stream is reset, or
 // an idle connection closed, at most this much later than due.
 duration h2_session::until_next_check(int64_t now) const noexcept {
-    int64_t next = std::min(next_stall_check_, next_linger_check_);
+    int64_t next = std::min({next_stall_check_, next_linger_check_, next_head_check_});
     next = std::min(next, sat_add(now, std::min(opts_.body_timeout, opts_.idle_timeout)));
     if (next == INT64_MAX) return forever;
     const int64_t left = next - now;

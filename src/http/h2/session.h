@@ -80,8 +80,9 @@ private:
     bool flush();
     void free_stream(h2_stream& st) noexcept;
     bool check_stalls(int64_t now);
+    bool check_heads(int64_t now);
     void check_lingering(int64_t now) noexcept;
-    duration until_next_check(int64_t now) const noexcept;  // the stall or the lingering check
+    duration until_next_check(int64_t now) const noexcept;  // the stall, head or lingering check
 
     net::byte_stream& s_;
     const handler& h_;
@@ -109,6 +110,7 @@ private:
     int64_t data_sent_at_;          // mono_coarse_ns of the last DATA frame (or the start)
     int64_t next_stall_check_ = 0;  // mono_now_ns when a response may next be stalled
     int64_t next_linger_check_ = INT64_MAX;  // mono_now_ns when a lingering stream may be due
+    int64_t next_head_check_ = INT64_MAX;    // mono_now_ns when an unended head may be due
     std::string out_;
     nv_list nv_;
     peer_ip_cache client_ip_;

@@ -76,6 +76,7 @@ public:
     std::vector<header> fields;
     size_t head_bytes = 0;
     int refuse = 0;  // 431 when the head was over the limits
+    int64_t head_until = 0;  // mono_now_ns by which its head must have ended (0: it has)
 
     // The request body: received bytes not yet read, [in_pos, in.size()).
     std::string in;
