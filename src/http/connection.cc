@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -257,16 +258,16 @@ void connection::handle() {
     pending_ = 0;
     body_done_ = h.body == framing::none;
     body_left_ = h.body == framing::length ? h.content_length : 0;
-    body_until_ = body_done_ ? k_no_deadline : timeout_deadline(opts_.body_total_timeout);
+    req_.max_body_ = opts_.max_body_bytes;
+    req_.body_timeout_ = opts_.body_timeout;
+    req_.body_until_ = body_done_ ? k_no_deadline : timeout_deadline(opts_.body_total_timeout);
     if (h.body == framing::chunked) dec_ = chunked_decoder();
     ++served_;
     keep_alive_ = h.keep_alive && !(opts_.max_requests_per_connection && served_ >= opts_.max_requests_per_connection) &&
                   !(stopping_ && *stopping_);
 
-    if (h.body == framing::length && h.content_length > opts_.max_body_bytes) {
-        send_error(413, "body too large");
-        return;
-    }
+    // A Content-Length over max_body_bytes is refused at the first read of the body
+    // (read_body), not here: the handler may raise the limit for its route first.
     if (!normal) {
         send_error(400, "path above the root");
         return;
@@ -304,11 +305,21 @@ void connection::handle() {
 bool connection::finish_body() {
     if (body_done_ && !pending_) return !body_error_;
     if (body_error_) return false;
+    // A body over the limit that the handler left unread is refused (413 unless its answer has
+    // started), as when a Content-Length was checked before the handler ran, and not waited for.
+    if (body_over_limit()) {
+        body_error_ = EMSGSIZE;
+        return false;
+    }
     // The client may be waiting for a 100 Continue that will not come: do not wait for its body.
     if (req_.head_.expect_continue && !continue_sent_) return false;
     // The client stalled for as long as the handler would wait: waiting up to body_timeout more
     // for the rest would hold the handler's answer back (and then replace it with a 408).
     if (body_stalled_) return false;
+    // The handler's answer waits for this: limits it raised for its own reads (a quiet stream's
+    // body_timeout of forever) do not hold it longer than the server's own would.
+    req_.body_timeout_ = std::min(req_.body_timeout_, opts_.body_timeout);
+    req_.body_until_ = std::min(req_.body_until_, timeout_deadline(opts_.body_total_timeout));
     uint64_t drained = 0;
     for (;;) {
         auto n = read_body(t_discard, sizeof t_discard, forever);
@@ -326,6 +337,13 @@ result<size_t> connection::stalled() {
     return errno_error(ETIMEDOUT);
 }
 
+// The request's limit, which its handler may have lowered below what came, or a declared length
+// over it.
+bool connection::body_over_limit() const noexcept {
+    if (req_.head_.body == framing::length) return req_.head_.content_length > req_.max_body_;
+    return dec_.total() > req_.max_body_;
+}
+
 result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
     if (body_error_) return errno_error(body_error_);
     // The caller's own timeout, when shorter, ends this read only: nothing was consumed, so the
@@ -333,19 +351,21 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
     // body_total_timeout bounds every read too, and its end kills the body as body_timeout's
     // does: a client sending a byte a little more often than body_timeout held its handler,
     // and so its connection's fiber, for as long as it liked.
-    const bool own_timeout = timeout < opts_.body_timeout;
-    const duration wait = own_timeout ? timeout : opts_.body_timeout;
+    const bool own_timeout = timeout < req_.body_timeout_;
+    const duration wait = own_timeout ? timeout : req_.body_timeout_;
     if (body_done_ && !pending_) return size_t{0};
-    if (req_.head_.expect_continue && !continue_sent_ && !res_.head_sent_) {
-        continue_sent_ = true;
-        out_ += "HTTP/1.1 100 Continue\r\n\r\n";
-        if (!flush()) return errno_error(body_error_ = EPIPE);
-    }
     auto fail = [&](int e) -> result<size_t> {
         body_error_ = e;
         keep_alive_ = false;
         return errno_error(e);
     };
+    // Before a 100 Continue: a client told to go on would send a body that is refused anyway.
+    if (body_over_limit()) return fail(EMSGSIZE);
+    if (req_.head_.expect_continue && !continue_sent_ && !res_.head_sent_) {
+        continue_sent_ = true;
+        out_ += "HTTP/1.1 100 Continue\r\n\r\n";
+        if (!flush()) return errno_error(body_error_ = EPIPE);
+    }
     if (req_.head_.body == framing::length) {
         size_t want = n < body_left_ ? n : static_cast<size_t>(body_left_);
         if (end_ > start_) {
@@ -356,7 +376,7 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
             body_done_ = body_left_ == 0;
             return k;
         }
-        const duration left = timeout_left(wait, body_until_);
+        const duration left = timeout_left(wait, req_.body_until_);
         auto r = s_.read_some(buf, want, left);
         if (!r && own_timeout && left == wait && r.error().value() == ETIMEDOUT) return stalled();
         if (!r) return fail(r.error().value());
@@ -378,7 +398,7 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
         if (st.error) return fail(EPROTO);
         start_ += st.consumed - st.data.size();
         if (!st.data.empty()) {
-            if (dec_.total() > opts_.max_body_bytes) return fail(EMSGSIZE);
+            if (dec_.total() > req_.max_body_) return fail(EMSGSIZE);
             pending_ = st.data.size();
             continue;
         }
@@ -393,7 +413,7 @@ result<size_t> connection::read_body(void* buf, size_t n, duration timeout) {
             start_ = head_end_;
         }
         if (end_ == cap_) return fail(EPROTO);  // a chunk line longer than the room (cannot happen: 8 KiB > 4 KiB)
-        const duration left = timeout_left(wait, body_until_);
+        const duration left = timeout_left(wait, req_.body_until_);
         auto r = s_.read_some(in_ + end_, cap_ - end_, left);
         if (!r && own_timeout && left == wait && r.error().value() == ETIMEDOUT) return stalled();
         if (!r) return fail(r.error().value());

@@ -55,6 +55,7 @@ private:
     void fail_response();
     bool finish_body();
     result<size_t> stalled();
+    bool body_over_limit() const noexcept;
     void finish_response();
     void lingering_close();
     void log_access();
@@ -100,7 +101,6 @@ private:
     request req_;
     response res_;
     uint64_t body_left_ = 0;  // framing::length: bytes still to come
-    deadline_t body_until_ = k_no_deadline;  // body_total_timeout's end for the current body
     chunked_decoder dec_;
     size_t pending_ = 0;      // chunked: decoded bytes at start_ not yet handed out
     bool body_done_ = true;

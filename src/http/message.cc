@@ -30,7 +30,8 @@ result<size_t> request::read_body(void* buf, size_t n) { return conn_.read_body(
 result<size_t> request::read_body(void* buf, size_t n, duration timeout) { return conn_.read_body(buf, n, timeout); }
 
 result<std::string_view> request::body() {
-    if (head_.body == framing::length) body_.reserve(head_.content_length);
+    // A length over the limit fails the first read (413): it must not size the buffer first.
+    if (head_.body == framing::length && head_.content_length <= max_body_) body_.reserve(head_.content_length);
     for (;;) {
         size_t old = body_.size();
         body_.resize(old + 16 * 1024);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <string>
@@ -694,6 +695,135 @@ TEST_P(h2_hostile_test, unread_bodies_of_reset_streams_give_the_connection_windo
         }
     }
     EXPECT_TRUE(answered);
+}
+
+/// The body of the answer on `stream` (its DATA frames up to END_STREAM), "reset" if the stream
+/// is reset first, "" if the connection ends.
+std::string answer_on(raw_h2& c, uint32_t stream) {
+    std::string body;
+    while (auto f = c.next()) {
+        if (f->stream != stream) continue;
+        if (f->type == RST_STREAM) return "reset";
+        if (f->type == DATA) body += f->payload;
+        if ((f->type == DATA || f->type == HEADERS) && (f->flags & END_STREAM)) return body;
+    }
+    return "";
+}
+
+// A handler sets the body limit of its own request, over HTTP/2 as over HTTP/1.1: a route takes
+// more than the server's max_body_bytes, with a content-length or without, or less, down to
+// below what has already arrived (413 at the next read); set after the body was read it changes
+// nothing. A content-length over the server's limit was refused before any handler ran, and
+// a body without one was cut off as it came, so no route could take a larger upload.
+TEST_P(h2_hostile_test, a_route_raises_or_lowers_its_requests_body_limit) {
+    server_options o;
+    o.max_body_bytes = 100;
+    int midway_error = 0;
+    auto s = server::start(
+        net::address::ipv4_loopback(0),
+        [&](request& req, response& res) {
+            const std::string_view path = req.path();
+            if (path == "/raise") req.max_body_bytes(1000);
+            if (path == "/lower") req.max_body_bytes(10);
+            if (path == "/midway") {
+                char buf[64];
+                size_t got = 0;
+                while (got < 50) {
+                    auto n = req.read_body(buf, sizeof buf);
+                    if (!n || *n == 0) return res.status(500);
+                    got += *n;
+                }
+                req.max_body_bytes(20);  // below the 50 bytes that came
+                auto n = req.read_body(buf, sizeof buf);
+                midway_error = n ? 0 : n.error().value();
+                return;  // the server answers the error
+            }
+            auto b = req.body();
+            if (!b) return;
+            const size_t size = b->size();
+            if (path == "/after") {
+                req.max_body_bytes(1);  // the body has been read: no effect
+                char ch;
+                if (auto n = req.read_body(&ch, 1); !n || *n != 0) return res.body("then an error");
+            }
+            res.body("got " + std::to_string(size));
+        },
+        o);
+    ASSERT_TRUE(s) << s.error().message();
+    srv_ = std::move(*s);
+    struct probe {
+        const char* path;
+        size_t size;
+        bool declared;  // a content-length field
+        const char* want;  // the answer's body ("413 " starts the server's own)
+    };
+    const probe probes[] = {
+        {"/raise", 500, true, "got 500"}, {"/raise", 500, false, "got 500"}, {"/echo", 500, true, "413 "},
+        {"/echo", 500, false, "413 "},    {"/echo", 50, true, "got 50"},     {"/lower", 50, true, "413 "},
+        {"/lower", 50, false, "413 "},    {"/after", 50, true, "got 50"},    {"/after", 50, false, "got 50"},
+        {"/midway", 90, true, "413 "},    {"/midway", 90, false, "413 "},
+    };
+    for (const probe& p : probes) {
+        midway_error = 0;
+        raw_h2 c(srv_->local_address());
+        std::string head = request_block(p.path, "POST");
+        if (p.declared) head += field("content-length", std::to_string(p.size));
+        c.send_frame(HEADERS, END_HEADERS, 1, head);
+        c.send_frame(DATA, END_STREAM, 1, std::string(p.size, 'b'));
+        const std::string got = answer_on(c, 1);
+        const std::string what = std::string(p.path) + " " + std::to_string(p.size) + (p.declared ? " declared" : "");
+        EXPECT_EQ(got.substr(0, std::strlen(p.want)), p.want) << what << ": " << got;
+        if (std::string_view(p.path) == "/midway") {
+            EXPECT_EQ(midway_error, EMSGSIZE) << what;
+        }
+    }
+}
+
+// A handler sets the wait between reads of its own request's body, over HTTP/2 as over
+// HTTP/1.1: a route that waits longer than the server's body_timeout gets a body that pauses
+// past it, one that waits less ends a stalled body sooner (408).
+TEST_P(h2_hostile_test, a_route_sets_its_requests_body_timeout) {
+    constexpr auto k_body_timeout = 200ms;
+    server_options o;
+    o.body_timeout = k_body_timeout;
+    event parked;  // "/patient" read the first part and reads again
+    auto handler = [&](request& req, response& res) {
+        req.body_timeout(req.path() == "/patient" ? 10s : 50ms);
+        std::string got;
+        char buf[64];
+        for (;;) {
+            auto n = req.read_body(buf, sizeof buf);
+            if (!n) return;  // the server answers the error
+            if (*n == 0) break;
+            got.append(buf, *n);
+            parked.set();
+        }
+        res.body(got);
+    };
+    auto s = server::start(net::address::ipv4_loopback(0), handler, o);
+    ASSERT_TRUE(s) << s.error().message();
+    srv_ = std::move(*s);
+    {
+        raw_h2 c(srv_->local_address());
+        c.send_frame(HEADERS, END_HEADERS, 1, request_block("/patient", "POST"));
+        c.send_frame(DATA, 0, 1, "abc");
+        ASSERT_TRUE(parked.wait(10s));
+        ASSERT_TRUE(this_fiber::sleep_for(3 * k_body_timeout));  // the pause under test, past body_timeout
+        c.send_frame(DATA, END_STREAM, 1, "def");
+        EXPECT_EQ(answer_on(c, 1), "abcdef");
+    }
+    // A server whose own body_timeout is beyond the test: only the route's can end the read.
+    o.body_timeout = 10s;
+    s = server::start(net::address::ipv4_loopback(0), handler, o);
+    ASSERT_TRUE(s) << s.error().message();
+    srv_ = std::move(*s);
+    raw_h2 c(srv_->local_address());
+    c.send_frame(HEADERS, END_HEADERS, 1, request_block("/hasty", "POST"));
+    c.send_frame(DATA, 0, 1, "half");
+    const int64_t t0 = mono_now_ns();
+    const std::string got = answer_on(c, 1);
+    EXPECT_EQ(got.substr(0, 4), "408 ") << got;
+    EXPECT_LT(mono_now_ns() - t0, 5'000'000'000) << "the server's body_timeout, not the route's";
 }
 
 GLUON_ENGINE_TEST_SUITE(h2_hostile_test);

@@ -9,6 +9,7 @@
 #include <linux/tcp.h>  // tcp_info with tcpi_data_segs_in (glibc's is older)
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -495,6 +496,179 @@ TEST_P(http_server_test, read_body_waits_at_most_the_handlers_own_timeout) {
         raw.append(tmp, *n);
     }
     EXPECT_NE(raw.find("\r\n6\r\nabcdef\r\n"), std::string::npos) << raw;
+}
+
+/// Routes that change their request's body limits, on a server that takes bodies of at most 100
+/// bytes: "/raise" (and "/mw/...", raised by a middleware) takes 1000, "/lower" 10, "/midway"
+/// lowers the limit to 20 once 50 bytes were read, "/after" to 1 once the whole body was read.
+/// Each answers "got N" with the body's length; a read that fails leaves the answer to the
+/// server (413), "/midway" and "/whole" (request::body()) noting the error in `last_error`.
+router body_limit_routes(int& last_error) {
+    router r;
+    r.use([](request& req, response&) {
+        if (req.path().starts_with("/mw/")) req.max_body_bytes(1000);
+        return true;
+    });
+    auto echo_length = [](request& req, response& res) {
+        if (auto b = req.body()) res.body("got " + std::to_string(b->size()));
+    };
+    r.post("/echo", echo_length);
+    r.post("/mw/echo", echo_length);
+    r.post("/raise", [=](request& req, response& res) {
+        req.max_body_bytes(1000);
+        echo_length(req, res);
+    });
+    r.post("/lower", [=](request& req, response& res) {
+        req.max_body_bytes(10);
+        echo_length(req, res);
+    });
+    r.post("/whole", [&last_error](request& req, response&) {
+        auto b = req.body();
+        last_error = b ? 0 : b.error().value();
+    });
+    r.post("/midway", [&last_error](request& req, response& res) {
+        char buf[64];
+        size_t got = 0;
+        while (got < 50) {
+            auto n = req.read_body(buf, sizeof buf);
+            if (!n || *n == 0) return res.status(500);
+            got += *n;
+        }
+        req.max_body_bytes(20);  // below the 50 bytes that came
+        auto n = req.read_body(buf, sizeof buf);
+        last_error = n ? 0 : n.error().value();
+    });
+    r.post("/after", [](request& req, response& res) {
+        auto b = req.body();
+        if (!b) return res.status(500);
+        const size_t size = b->size();
+        req.max_body_bytes(1);  // the body has been read: no effect
+        char buf[8];
+        auto n = req.read_body(buf, sizeof buf);
+        res.body("got " + std::to_string(size) + (n && *n == 0 ? " then the end" : " then an error"));
+    });
+    return r;
+}
+
+// A handler (or a middleware) sets the body limit of its own request: a route takes more than
+// the server's max_body_bytes, whether the body declares its length or is chunked, or less,
+// down to below what has already arrived (413 at the next read); set after the body was read
+// it changes nothing. A declared length over the server's limit was refused before any
+// handler ran, so no route could take a larger upload.
+TEST_P(http_server_test, a_route_raises_or_lowers_its_requests_body_limit) {
+    server_options o;
+    o.max_body_bytes = 100;
+    int last_error = 0;
+    start(body_limit_routes(last_error).as_handler(), o);
+    const std::string big(500, 'b'), small(50, 's');
+    auto post_length = [](const char* path, const std::string& body) {
+        return std::string("POST ") + path + " HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body;
+    };
+    auto post_chunked = [](const char* path, const std::string& body) {
+        char size[16];
+        std::snprintf(size, sizeof size, "%zx", body.size());
+        return std::string("POST ") + path + " HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" +
+               size + "\r\n" + body + "\r\n0\r\n\r\n";
+    };
+    struct probe {
+        std::string request;
+        int status;
+        const char* body;
+    };
+    const probe probes[] = {
+        {post_length("/raise", big), 200, "got 500"},
+        {post_chunked("/raise", big), 200, "got 500"},
+        {post_length("/mw/echo", big), 200, "got 500"},
+        {post_chunked("/mw/echo", big), 200, "got 500"},
+        {post_length("/echo", big), 413, nullptr},  // the server's own limit still holds elsewhere
+        {post_chunked("/echo", big), 413, nullptr},
+        {post_length("/echo", small), 200, "got 50"},
+        {post_length("/lower", small), 413, nullptr},
+        {post_chunked("/lower", small), 413, nullptr},
+        {post_length("/after", small), 200, "got 50 then the end"},
+        {post_chunked("/after", small), 200, "got 50 then the end"},
+    };
+    for (const probe& p : probes) {
+        auto c = connect();
+        auto r = roundtrip(c, p.request);
+        ASSERT_TRUE(r) << p.request.substr(0, 40);
+        EXPECT_EQ(r->status, p.status) << p.request.substr(0, 40) << ": " << r->body;
+        if (p.body) {
+            EXPECT_EQ(r->body, p.body) << p.request.substr(0, 40);
+        }
+    }
+    // Lowered below what was read: the next read fails, and the server answers 413. And a
+    // declared length far over the limit, now seen by the handler, fails body() at once rather
+    // than sizing its buffer first (which threw).
+    for (const std::string& req : {post_length("/midway", std::string(90, 'm')), post_chunked("/midway", std::string(90, 'm')),
+                                   std::string("POST /whole HTTP/1.1\r\nHost: t\r\nContent-Length: 999999999999999999\r\n\r\n")}) {
+        last_error = -1;
+        auto c = connect();
+        auto r = roundtrip(c, req);
+        ASSERT_TRUE(r) << req.substr(0, 40);
+        EXPECT_EQ(r->status, 413) << req.substr(0, 40);
+        EXPECT_EQ(last_error, EMSGSIZE) << req.substr(0, 40);
+    }
+}
+
+// A handler sets the timeouts of its own request's body: a route that waits longer between
+// reads than the server's body_timeout gets a body that pauses past it, one that waits less
+// ends a stalled body sooner (408), and body_total_timeout bounds the rest of a trickled body
+// from when the handler set it.
+TEST_P(http_server_test, a_route_sets_its_requests_body_timeouts) {
+    constexpr auto k_body_timeout = 200ms;
+    server_options o;
+    o.body_timeout = k_body_timeout;
+    event parked;  // "/patient" read the first part and reads again
+    router r;
+    r.post("/patient", [&](request& req, response& res) {
+        req.body_timeout(10s);
+        std::string got;
+        char buf[64];
+        for (;;) {
+            auto n = req.read_body(buf, sizeof buf);
+            if (!n) return;  // the server answers the error
+            if (*n == 0) break;
+            got.append(buf, *n);
+            parked.set();
+        }
+        res.body(got);
+    });
+    r.post("/hasty", [](request& req, response& res) {
+        req.body_timeout(50ms);
+        if (auto b = req.body()) res.body(std::string(*b));
+    });
+    r.post("/total", [](request& req, response& res) {
+        req.body_total_timeout(300ms);
+        if (auto b = req.body()) res.body(std::string(*b));
+    });
+    start(r.as_handler(), o);
+
+    auto c = connect();
+    ASSERT_TRUE(send_text(c, "POST /patient HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\nabc"));
+    ASSERT_TRUE(parked.wait(10s));
+    ASSERT_TRUE(this_fiber::sleep_for(3 * k_body_timeout));  // the pause under test, past body_timeout
+    ASSERT_TRUE(send_text(c, "def"));
+    std::string buf;
+    auto rep = read_reply(c, buf);
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->status, 200) << rep->body;
+    EXPECT_EQ(rep->body, "abcdef");
+
+    // A server whose own timeouts are beyond the test: only the routes' can end the reads.
+    o.body_timeout = 10s;
+    start(r.as_handler(), o);
+    auto hasty = connect();
+    ASSERT_TRUE(send_text(hasty, "POST /hasty HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhalf"));
+    buf.clear();
+    rep = read_reply(hasty, buf);
+    ASSERT_TRUE(rep);
+    EXPECT_EQ(rep->status, 408);
+    EXPECT_TRUE(closed_by_server(hasty));
+
+    auto trickled = connect();
+    expect_trickle_timed_out(trickled, "POST /total HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n");
 }
 
 TEST_P(http_server_test, targets_in_no_allowed_form_get_400_and_absolute_form_names_the_host) {

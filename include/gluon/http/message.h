@@ -60,11 +60,12 @@ public:
     /// The declared length, for a Content-Length body.
     uint64_t content_length() const noexcept { return head_.content_length; }
     /// Reads the next piece of the body (0: the body has ended). Answers `Expect: 100-continue`
-    /// first. Errors: EMSGSIZE (over server_options::max_body_bytes: the server answers 413),
-    /// EPROTO (invalid chunked framing: 400), ENODATA (the client closed mid-body), ETIMEDOUT
-    /// (body_timeout between reads), and the stream's errors.
+    /// first. Errors: EMSGSIZE (over max_body_bytes(), or a Content-Length over it: the server
+    /// answers 413), EPROTO (invalid chunked framing: 400), ENODATA (the client closed
+    /// mid-body), ETIMEDOUT (body_timeout() between reads, or HTTP/1.1's body_total_timeout:
+    /// 408), and the stream's errors.
     result<size_t> read_body(void* buf, size_t n);
-    /// The same, waiting at most `timeout` for bytes when that is shorter than body_timeout: for
+    /// The same, waiting at most `timeout` for bytes when that is shorter than body_timeout(): for
     /// a handler with a deadline of its own (a gRPC call's). Errors: those of read_body; a
     /// `timeout` that passes gives ETIMEDOUT and, unlike body_timeout, leaves the body readable.
     /// A handler that then answers without reading the rest has its answer sent at once (over
@@ -72,6 +73,30 @@ public:
     result<size_t> read_body(void* buf, size_t n, duration timeout);
     /// The whole body, read into memory owned by the request. Errors: those of read_body.
     result<std::string_view> body();
+
+    /// This request's body limits, server_options' until changed: a handler, or a middleware
+    /// before it, sets them for the rest of the body, over HTTP/1.1 and HTTP/2 alike (a route
+    /// that takes larger uploads than the server's default, as nginx's client_max_body_size in
+    /// a location; a stream that may rightly stay quiet for long). A declared Content-Length is
+    /// checked at the body's first read, not before the handler runs, so that a route can
+    /// raise the limit first; a request whose handler leaves such a body unread is still
+    /// answered 413 unless its answer has started. Set once the body's end has been read,
+    /// they have no effect. Errors: none.
+    ///
+    /// The most body bytes (UINT64_MAX: no limit). Lowered below what has already arrived, or
+    /// below a declared Content-Length, it fails the next read with EMSGSIZE (413).
+    void max_body_bytes(uint64_t n) noexcept { max_body_ = n; }
+    uint64_t max_body_bytes() const noexcept { return max_body_; }
+    /// The longest wait for body bytes (forever: none; a read then waits as long as its own
+    /// timeout allows): past it the read fails with ETIMEDOUT and the body is dead (408). Once
+    /// the handler has returned, what it left unread is waited for no longer than the server's
+    /// body_timeout (and body_total_timeout).
+    void body_timeout(duration d) noexcept { body_timeout_ = d; }
+    duration body_timeout() const noexcept { return body_timeout_; }
+    /// HTTP/1.1: the rest of the body must arrive within `d` from now (forever: no bound), in
+    /// place of server_options::body_total_timeout from the head. Over HTTP/2, where that option
+    /// bounds only a body nobody reads, it has no effect.
+    void body_total_timeout(duration d) noexcept { body_until_ = timeout_deadline(d); }
 
     /// The client's IP address as text ("192.0.2.1", "2001:db8::1"), looked up once per
     /// connection (an access log or X-Forwarded-For at no system call per request); empty when
@@ -102,6 +127,10 @@ private:
     std::string path_storage_;  // path_, when normalising changed it
     std::vector<std::pair<std::string_view, std::string_view>> params_;
     std::string body_;
+    // The body's limits, set from server_options by the connection for each request.
+    uint64_t max_body_ = 0;
+    duration body_timeout_{};
+    deadline_t body_until_ = k_no_deadline;  // HTTP/1.1: body_total_timeout's end
 };
 
 class response {

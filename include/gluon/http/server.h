@@ -20,7 +20,11 @@ using handler = std::function<void(request&, response&)>;
 
 struct server_options : net::server_options {
     http::limits limits;                       // head size (431/414) and field count (431)
-    uint64_t max_body_bytes = 1 << 20;         // 413 over it
+    /// A request body over it: 413 (a declared Content-Length at the body's first read). This
+    /// and the two body timeouts below are each request's defaults: a handler or a middleware
+    /// changes them for its own request (request::max_body_bytes, body_timeout,
+    /// body_total_timeout), e.g. for a route that takes larger uploads.
+    uint64_t max_body_bytes = 1 << 20;
     uint64_t max_requests_per_connection = 0;  // 0: no limit; else Connection: close on the last
     /// From a request's first byte to its blank line: 408. Over HTTP/2, from a stream's
     /// HEADERS frame to the end of its head (its CONTINUATION frames): past it the connection

@@ -36,6 +36,23 @@ void error_body(response& res, int status) {
 
 }  // namespace
 
+h2_stream::h2_stream(h2_session& s, int32_t id) noexcept : sess(s), id(id), req(*this), res(*this) {
+    default_limits();
+}
+
+// Set when the stream opens, not when its handler starts: body bytes may come before that.
+void h2_stream::default_limits() noexcept {
+    req.max_body_ = sess.options().max_body_bytes;
+    req.body_timeout_ = sess.options().body_timeout;
+}
+
+// The request's limit, which its handler may have lowered below what came, or a declared length
+// over it.
+bool h2_stream::body_over_limit() const noexcept {
+    const request_head& h = req.head_;
+    return in_total > req.max_body_ || (h.body == framing::length && h.content_length > req.max_body_);
+}
+
 net::byte_stream& h2_stream::stream() noexcept { return sess.stream(); }
 
 std::string_view h2_stream::client_ip() { return sess.client_ip(); }
@@ -69,7 +86,8 @@ int h2_stream::make_request() {
         if (r.ec != std::errc() || r.ptr != cl.data() + cl.size()) return 400;
         h.content_length = v;
         h.body = v ? framing::length : framing::none;
-        if (v > sess.options().max_body_bytes) return 413;
+        // Over max_body_bytes: refused at the first read (read_body), after the handler may
+        // have raised the limit for its route.
     }
     size_t q = path.find('?');
     h.path = path.substr(0, q);
@@ -104,6 +122,9 @@ void h2_stream::serve() {
                                    req.head_.target);
             fail_response();
         }
+        // A body left unread that is over the limit is refused as if it had been read (as over
+        // HTTP/1.1, where the server reads the rest).
+        if (!in_error && (in_pos < in.size() || !in_done) && body_over_limit()) in_error = EMSGSIZE;
         if (!res.head_sent_ && (in_error == EMSGSIZE || in_error == ETIMEDOUT)) {
             res.reset();
             error_body(res, in_error == EMSGSIZE ? 413 : 408);
@@ -242,6 +263,7 @@ void h2_stream::reuse(int32_t new_id) noexcept {
     in_total = 0;
     in_done = false;
     in_error = 0;
+    default_limits();
     submitted = deferred = out_eof = sending = false;
     lingering_since = 0;
     out_error = 0;
@@ -264,12 +286,23 @@ result<void> h2_stream::wait_abandoned(duration timeout) {
 result<size_t> h2_stream::read_body(void* buf, size_t n, duration timeout) {
     // The caller's own timeout, when shorter, ends this read only (the body stays readable);
     // body_timeout means the client stalled, and the body is dead.
-    const bool own_timeout = timeout < sess.options().body_timeout;
-    const duration limit = own_timeout ? timeout : sess.options().body_timeout;
+    const bool own_timeout = timeout < req.body_timeout_;
+    const duration limit = own_timeout ? timeout : req.body_timeout_;
     step_timeouts t(limit);  // woken without bytes (an empty DATA frame): only what is left of it
     for (;;) {
         if (in_error) return errno_error(in_error);
-        if (size_t avail = in.size() - in_pos) {
+        const size_t avail = in.size() - in_pos;
+        if (!avail && in_done) return size_t{0};
+        if (body_over_limit()) {
+            // The rest is dropped as it comes (on_data), its flow-control credit given back.
+            in_error = EMSGSIZE;
+            nghttp2_session_consume(sess.ng(), id, avail);
+            std::string().swap(in);
+            in_pos = 0;
+            if (nghttp2_session_want_write(sess.ng())) sess.want_write();
+            return errno_error(EMSGSIZE);
+        }
+        if (avail) {
             size_t k = n < avail ? n : avail;
             std::memcpy(buf, in.data() + in_pos, k);
             in_pos += k;
@@ -278,7 +311,6 @@ result<size_t> h2_stream::read_body(void* buf, size_t n, duration timeout) {
             if (nghttp2_session_want_write(sess.ng())) sess.want_write();
             return k;
         }
-        if (in_done) return size_t{0};
         if (int e = wait(in_ready, t.next())) {
             if (e == ETIMEDOUT && !own_timeout) in_error = e;
             return errno_error(e);
@@ -293,15 +325,10 @@ void h2_stream::on_data(const uint8_t* data, size_t len) {
         nghttp2_session_consume(ng, id, len);
         return;
     }
+    // Kept even past the body's limit: the handler may raise it before its next read, which
+    // checks it (read_body). The stream's flow-control window bounds what waits here.
     in_total += len;
-    if (in_total > sess.options().max_body_bytes) {
-        in_error = EMSGSIZE;
-        nghttp2_session_consume(ng, id, len + in.size() - in_pos);
-        std::string().swap(in);
-        in_pos = 0;
-    } else {
-        in.append(reinterpret_cast<const char*>(data), len);
-    }
+    in.append(reinterpret_cast<const char*>(data), len);
     wake(in_ready);
 }
 

@@ -18,7 +18,7 @@ class h2_session;
 
 class h2_stream final : public exchange {
 public:
-    h2_stream(h2_session& s, int32_t id) noexcept : sess(s), id(id), req(*this), res(*this) {}
+    h2_stream(h2_session& s, int32_t id) noexcept;
 
     result<size_t> read_body(void* buf, size_t n, duration timeout) override;
     net::byte_stream& stream() noexcept override;
@@ -106,6 +106,8 @@ public:
 
 private:
     result<void> submit(bool streaming);
+    void default_limits() noexcept;  // the request's body limits, the server's
+    bool body_over_limit() const noexcept;
     uint64_t body_length() const noexcept;
     event* waiting_ = nullptr;
     int wait(event& e, duration timeout);
