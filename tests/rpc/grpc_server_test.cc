@@ -228,6 +228,57 @@ TEST_P(grpc_server_test, compressed_requests_are_unimplemented_and_bad_framing_i
     }
 }
 
+TEST_P(grpc_server_test, a_calls_messages_are_limited_one_by_one_not_as_a_whole) {
+    // The HTTP server's max_body_bytes (1 MiB by default) capped a call's whole request: a
+    // client stream of small messages, or one message of 2 MiB, ended with 413 (UNKNOWN to the
+    // client), and a message over max_message_bytes that came after 1 MiB of others did too,
+    // instead of RESOURCE_EXHAUSTED.
+    server g({.max_message_bytes = 3 << 20});
+    add_small_echo(g);
+    // Reads every message and answers how many came; a failed read ends the call with its
+    // reason, before any message was written (a trailers-only answer).
+    g.add("/t.S/Count", [](server_context& ctx) -> status {
+        std::string_view m;
+        size_t n = 0;
+        for (;;) {
+            auto got = ctx.read(m);
+            if (!got) return detail::no_request(got);
+            if (!*got) break;
+            ++n;
+        }
+        return ctx.write(std::to_string(n)) ? status{} : status{code::unavailable, "write failed"};
+    });
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    const std::string kib(1024, 'k');
+    {
+        client_call c = ch.call("/t.S/ClientStream");
+        for (int i = 0; i < 2000; ++i) ASSERT_TRUE(c.write(kib)) << i << ": " << code_name(c.finish().code);
+        ASSERT_TRUE(c.writes_done());
+        std::string out;
+        EXPECT_TRUE(c.read(out));
+        status s = c.finish();
+        EXPECT_TRUE(s.ok()) << code_name(s.code) << " " << s.message;
+        EXPECT_EQ(out.size(), 2000u * 1024);
+    }
+    {
+        const std::string two_mib(2 << 20, 'm');
+        std::string out;
+        status s = ch.unary("/t.S/Unary", two_mib, out);
+        EXPECT_TRUE(s.ok()) << code_name(s.code) << " " << s.message;
+        EXPECT_TRUE(out == two_mib) << out.size();
+    }
+    {
+        client_call c = ch.call("/t.S/Count");
+        for (int i = 0; i < 1200; ++i) ASSERT_TRUE(c.write(kib)) << i << ": " << code_name(c.finish().code);
+        (void)c.write(std::string((3 << 20) + 1, 'o'));  // the answer may have ended the call already
+        (void)c.writes_done();
+        status s = c.finish();
+        EXPECT_EQ(s.code, code::resource_exhausted) << code_name(s.code) << " " << s.message;
+    }
+}
+
 TEST_P(grpc_server_test, a_deadline_ends_a_wait_for_request_data) {
     // A client that sends its head with grpc-timeout and then nothing, and does not enforce the
     // deadline itself: the server must end the call at the deadline, not at body_timeout.

@@ -169,6 +169,10 @@ http::handler server::as_handler() const {
             res.body("not a gRPC request\n");
             return;
         }
+        // A call's request is a stream of messages, each bounded by max_message_bytes (its own
+        // RESOURCE_EXHAUSTED): the server's limit on a whole body cut streams of small messages
+        // off with 413 (the client saw UNKNOWN). Flow control bounds what waits unread.
+        req.max_body_bytes(UINT64_MAX);
         server_context::impl im(req, res, opts_);
         if (std::string_view t = req.header("grpc-timeout"); !t.empty()) {
             duration d;

@@ -80,7 +80,10 @@ private:
 using method_handler = std::function<status(server_context&)>;
 
 struct server_options {
-    size_t max_message_bytes = 4 << 20;  // a larger request message: RESOURCE_EXHAUSTED
+    /// A larger request message: RESOURCE_EXHAUSTED. It limits each message, not the call: a
+    /// call's request as a whole (a client stream of any length) is not held to the HTTP
+    /// server's max_body_bytes, and HTTP/2's flow control bounds what waits unread.
+    size_t max_message_bytes = 4 << 20;
 };
 
 /// Methods by full name, served as an http::handler: mount it on an http::server (HTTP/2 by
