@@ -14,6 +14,7 @@
 #include "gluon/http/server.h"
 #include "gluon/rpc/grpc.h"
 #include "gluon/runtime/fiber.h"
+#include "gluon/sync/semaphore.h"
 #include "echo_service.h"
 #include "net/tls_test_support.h"
 #include "support/process.h"
@@ -302,6 +303,48 @@ TEST_P(grpc_server_test, a_deadline_ends_a_wait_for_request_data) {
         EXPECT_EQ(s.code, code::deadline_exceeded) << m << ": " << code_name(s.code) << " " << s.message;
         EXPECT_LT(took, 3s) << m;  // body_timeout would have taken 5 s
     }
+}
+
+TEST_P(grpc_server_test, a_quiet_stream_outlasts_body_timeout) {
+    // A client stream that sends nothing for longer than the HTTP server's body_timeout, with
+    // no deadline: the call goes on (body_timeout's 408 ended it, seen as UNKNOWN).
+    constexpr auto k_body_timeout = 200ms;
+    server g;
+    event parked;  // the handler has its first message and reads the next
+    g.add("/t.S/Quiet", [&](server_context& ctx) -> status {
+        std::string all, m;
+        auto got = ctx.read(m);
+        if (!got || !*got) return detail::no_request(got);
+        all += m;
+        parked.set();  // on this vCPU: the handler runs on into the read, and parks there
+        while ((got = ctx.read(m)) && *got) all += m;
+        if (!got) return detail::no_request(got);
+        return ctx.write(all) ? status{} : status{code::unavailable, "write failed"};
+    });
+    http::server_options ho;
+    ho.body_timeout = k_body_timeout;
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler(), ho);
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    client_call c = ch.call("/t.S/Quiet");
+    ASSERT_TRUE(c.write("first "));
+    ASSERT_TRUE(parked.wait(10s));
+    // The client stays quiet until a timer of three body_timeouts has fired.
+    event release;
+    auto timer = spawn([&] {
+        (void)this_fiber::sleep_for(3 * k_body_timeout);  // the quiet time under test
+        release.set();
+    });
+    ASSERT_TRUE(timer);
+    ASSERT_TRUE(release.wait());
+    ASSERT_TRUE(timer->join());
+    ASSERT_TRUE(c.write("second")) << code_name(c.finish().code);
+    ASSERT_TRUE(c.writes_done());
+    std::string out;
+    EXPECT_TRUE(c.read(out));
+    status s = c.finish();
+    EXPECT_TRUE(s.ok()) << code_name(s.code) << " " << s.message;
+    EXPECT_EQ(out, "first second");
 }
 
 TEST_P(grpc_server_test, a_grpc_timeout_past_what_nanoseconds_hold_is_no_deadline) {

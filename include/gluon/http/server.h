@@ -30,7 +30,9 @@ struct server_options : net::server_options {
     /// HEADERS frame to the end of its head (its CONTINUATION frames): past it the connection
     /// ends (GOAWAY), as nothing else may come on it meanwhile.
     duration header_timeout = std::chrono::seconds(10);
-    duration body_timeout = std::chrono::seconds(30);    // between reads of a body: 408
+    /// Between reads of a body: 408. A gRPC call (rpc::grpc::server) lifts it, and
+    /// max_body_bytes, off its own request: its deadline bounds its waits.
+    duration body_timeout = std::chrono::seconds(30);
     /// HTTP/1.1: from a request's head to the end of its body, however steadily it comes: 408
     /// (a client trickling its body a byte at a time never waits body_timeout out). The
     /// default takes the default max_body_bytes (1 MiB) at 1.7 KB/s; forever for uploads that

@@ -103,8 +103,8 @@ result<bool> server_context::read(std::string_view& msg) {
             return false;
         }
         if (deadline_ != k_no_deadline && time_left(deadline_) == duration::zero()) return errno_error(ETIMEDOUT);
-        // Waits no longer than the deadline: a client that sent its head and then nothing must
-        // not hold the handler until the connection's body_timeout.
+        // Waits no longer than the deadline, and for ever without one (a call has no
+        // body_timeout): a client that sent its head and then nothing ends with its deadline.
         auto n = im_.req.read_body(im_.in.space(k_chunk), k_chunk, time_left(deadline_));  // straight into the reader
         if (!n) {
             int e = errno_of(n.error());
@@ -173,6 +173,9 @@ http::handler server::as_handler() const {
         // RESOURCE_EXHAUSTED): the server's limit on a whole body cut streams of small messages
         // off with 413 (the client saw UNKNOWN). Flow control bounds what waits unread.
         req.max_body_bytes(UINT64_MAX);
+        // A stream may rightly stay quiet for hours: only the call's deadline, if it has one,
+        // bounds a wait for its next message (body_timeout's 408 ended it, seen as UNKNOWN).
+        req.body_timeout(forever);
         server_context::impl im(req, res, opts_);
         if (std::string_view t = req.header("grpc-timeout"); !t.empty()) {
             duration d;

@@ -37,7 +37,10 @@ public:
     std::string_view metadata(std::string_view key) const noexcept;
     /// The client's deadline (grpc-timeout), or k_no_deadline.
     deadline_t deadline() const noexcept { return deadline_; }
-    /// The next request message into msg; false once the client has sent its last. Errors:
+    /// The next request message into msg; false once the client has sent its last. Waits as
+    /// long as the call's deadline allows, and without one until a message comes, the call
+    /// ends or the connection does: a call's request, a stream that may rightly stay quiet for
+    /// hours, is not held to the HTTP server's body_timeout. Errors:
     /// ECANCELED (the client cancelled: RST_STREAM), ETIMEDOUT (the deadline passed), EPROTO (a
     /// malformed message, or one cut short by the end of the request), ENOTSUP (a compressed
     /// message: no compression is offered), EMSGSIZE (one over max_message_bytes), the stream's.
