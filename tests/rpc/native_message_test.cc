@@ -115,6 +115,67 @@ TEST(rpc_message, lengths_that_do_not_add_up_are_malformed) {
     EXPECT_EQ(decode(huge, out), make_error_code(errc::malformed_frame));
 }
 
+TEST(rpc_message, decoding_the_fixed_part_allocates_nothing_for_the_bytes_to_come) {
+    // A fixed part that announces 8 MiB of text and 8 MiB of values: the fields were sized
+    // (and zero-filled) for them before any arrived, so a peer pinned 16 MiB with a few bytes.
+    std::vector<uint8_t> fixed(fixed_size<inner>());
+    uint32_t eight_mib = 8 << 20;
+    std::memcpy(fixed.data(), &eight_mib, 4);
+    std::memcpy(fixed.data() + 4, &eight_mib, 4);
+    inner m;
+    rx_list t;
+    ASSERT_FALSE(decode_fixed(fixed.data(), size_t(16) << 20, m, t));
+    EXPECT_LT(m.name.capacity(), size_t(64) << 10);
+    EXPECT_LT(m.values.capacity(), size_t(64) << 10);
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_EQ(t[0].len, size_t(8) << 20);
+    EXPECT_EQ(t[1].unit, sizeof(uint32_t));
+
+    // The bytes then come in pieces; storage grows with them.
+    std::string text = std::string(3 << 20, 'a') + std::string((8 << 20) - (3 << 20), 'b');
+    t[0].append(t[0].field, reinterpret_cast<const uint8_t*>(text.data()), 100, t[0].len);
+    EXPECT_EQ(m.name, std::string(100, 'a'));
+    EXPECT_LE(m.name.capacity(), size_t(64) << 10);
+    t[0].append(t[0].field, reinterpret_cast<const uint8_t*>(text.data()) + 100, (3 << 20) - 100,
+                t[0].len);
+    EXPECT_LE(m.name.capacity(), size_t(6) << 20); // within twice what came
+    t[0].append(t[0].field, reinterpret_cast<const uint8_t*>(text.data()) + (3 << 20),
+                text.size() - (3 << 20), t[0].len);
+    EXPECT_EQ(m.name, text);
+    EXPECT_LE(m.name.capacity(), 2 * text.size());
+    std::vector<uint32_t> values(2 << 20);
+    for (size_t i = 0; i < values.size(); ++i)
+        values[i] = uint32_t(i * 2654435761u);
+    auto* v = reinterpret_cast<const uint8_t*>(values.data());
+    t[1].append(t[1].field, v + 1, 4 * 1000, t[1].len); // an odd address: copied, not cast
+    EXPECT_EQ(m.values.size(), 1000u);
+    EXPECT_EQ(std::memcmp(m.values.data(), v + 1, 4000), 0);
+}
+
+TEST(rpc_message, owned_bytes_grow_with_what_came_and_reuse_storage_large_enough) {
+    echo_msg in;
+    std::string data(200 << 10, 'z');
+    in.payload = bytes::view(data.data(), data.size());
+    auto wire = flatten(in);
+    echo_msg out;
+    rx_list t;
+    ASSERT_FALSE(decode_fixed(wire.data(), wire.size() - fixed_size<echo_msg>(), out, t));
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_EQ(t[0].to, nullptr); // no storage yet: it grows as the bytes come
+    EXPECT_TRUE(out.payload.empty());
+    const uint8_t* p = wire.data() + fixed_size<echo_msg>();
+    t[0].append(t[0].field, p, 10, t[0].len);
+    t[0].append(t[0].field, p + 10, data.size() - 10, t[0].len);
+    EXPECT_EQ(out.payload.str(), data);
+    const uint8_t* storage = out.payload.data();
+    // Decoded again into the same message: the storage it has is large enough, and is used
+    // in place.
+    rx_list again;
+    ASSERT_FALSE(decode_fixed(wire.data(), wire.size() - fixed_size<echo_msg>(), out, again));
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].to, storage);
+}
+
 TEST(rpc_message, schema_hash_follows_types_and_version) {
     EXPECT_EQ(schema_hash<echo_msg>(), schema_hash<echo_msg>());
     EXPECT_NE(schema_hash<echo_msg>(), schema_hash<echo_msg_v2>());

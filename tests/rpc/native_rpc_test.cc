@@ -6,6 +6,7 @@
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
 #include "native_messages.h"
+#include "rpc/native/conn.h"
 #include "rpc/native/wire.h"
 #include "test_support.h"
 
@@ -214,6 +215,73 @@ TEST_P(rpc_native, large_reply_lands_in_the_callers_buffer) {
     EXPECT_EQ(r.error(), errc::buffer_too_small);
     ASSERT_TRUE(c.call(echo, req, resp)); // the connection goes on
     EXPECT_EQ(resp.payload.size(), data.size());
+}
+
+TEST_P(rpc_native, a_frame_announcing_16_mib_holds_only_what_came) {
+    // A peer sends a request header and fixed part that announce 16 MiB of text, then 100
+    // bytes. The reader decoded the fixed part by sizing (and zero-filling) the text for all
+    // 16 MiB at once: about 100 bytes pinned 16 MiB per connection. It grows as bytes come.
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    net::stream& peer = pair->second;
+    std::vector<uint8_t> frame(wire::k_header_size + fixed_size<echo_msg>());
+    wire::header h;
+    h.service = echo.service;
+    h.method = echo.id;
+    h.schema = echo.schema();
+    h.length = uint32_t(16 << 20);
+    wire::put(h, frame.data());
+    uint32_t text_len = h.length - uint32_t(fixed_size<echo_msg>());
+    std::memcpy(frame.data() + wire::k_header_size + 8, &text_len, 4);
+    frame.insert(frame.end(), 100, 'x');
+    ASSERT_TRUE(peer.write_all(frame.data(), frame.size()));
+
+    detail::frame_reader rd(pair->first, 64 << 10);
+    auto head = rd.next_header();
+    ASSERT_TRUE(head);
+    ASSERT_FALSE(wire::check(*head, 16 << 20));
+    auto fixed = rd.take(fixed_size<echo_msg>());
+    ASSERT_TRUE(fixed);
+    echo_msg m;
+    rx_list targets;
+    ASSERT_FALSE(decode_fixed(*fixed, head->length - fixed_size<echo_msg>(), m, targets));
+    auto r = rd.fill(targets, deadline_after(100ms)); // the rest never comes
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+    EXPECT_EQ(m.text, std::string(100, 'x'));
+    EXPECT_LE(m.text.capacity(), size_t(64) << 10);
+    EXPECT_EQ(rd.frame_left(), text_len - 100);
+}
+
+TEST_P(rpc_native, large_owned_values_grow_into_place_both_ways) {
+    // Strings, owned bytes and vectors larger than the first piece grow as they arrive, on
+    // the server (the request) and the client (the answer), split at any byte by small socket
+    // buffers; every byte lands where it belongs.
+    start();
+    client c = connect();
+    echo_msg req, resp;
+    req.seq = 7;
+    req.text = pattern((3 << 20) + 5, 1);
+    std::string data = pattern((5 << 20) + 3, 2);
+    req.payload = bytes::view(data.data(), data.size());
+    ASSERT_TRUE(c.call(echo, req, resp, {.timeout = 30s}));
+    EXPECT_EQ(resp.seq, 7u);
+    EXPECT_TRUE(resp.text == req.text);
+    EXPECT_TRUE(resp.payload.str() == data);
+
+    rich r, back;
+    r.in.values.resize((1 << 20) + 1);
+    for (size_t i = 0; i < r.in.values.size(); ++i)
+        r.in.values[i] = uint32_t(i * 2654435761u);
+    r.path.resize(100'003);
+    for (size_t i = 0; i < r.path.size(); ++i)
+        r.path[i] = {int32_t(i), -int32_t(i)};
+    r.second.name = pattern(70'000, 3);
+    ASSERT_TRUE(c.call(mirror, r, back, {.timeout = 30s}));
+    EXPECT_TRUE(back.in.values == r.in.values);
+    ASSERT_EQ(back.path.size(), r.path.size());
+    EXPECT_EQ(std::memcmp(back.path.data(), r.path.data(), r.path.size() * sizeof(point)), 0);
+    EXPECT_TRUE(back.second.name == r.second.name);
 }
 
 TEST_P(rpc_native, mismatches_and_unknown_methods_get_clear_errors) {

@@ -194,7 +194,7 @@ bool client_conn::on_response(const wire::header& h) {
     } else if (auto fixed = rd.take(a.resp_fixed, p->until); !fixed) {
         read_failed(fixed.error());
     } else {
-        iov_list targets;
+        rx_list targets;
         std::error_code e = a.decode(a.resp, *fixed, h.length - a.resp_fixed, targets);
         if (e == errc::malformed_frame) {
             p->err = e;

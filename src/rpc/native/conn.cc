@@ -1,6 +1,7 @@
 // The frame reader and the pipelining writer of a native RPC connection.
 #include "conn.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -193,6 +194,7 @@ frame_reader::frame_reader(net::byte_stream& s, size_t buffer_bytes)
 
 result<void> frame_reader::ensure(size_t n, deadline_t until) {
     if (end_ - pos_ >= n) return {};
+    if (end_ == pos_) pos_ = end_ = 0; // an empty buffer: read from its start
     if (n > cap_) {
         std::unique_ptr<uint8_t[]> b(new uint8_t[n]);
         std::memcpy(b.get(), buf_.get() + pos_, end_ - pos_);
@@ -214,7 +216,6 @@ result<void> frame_reader::ensure(size_t n, deadline_t until) {
 }
 
 result<wire::header> frame_reader::next_header() {
-    if (end_ == pos_) pos_ = end_ = 0; // an empty buffer: read from its start
     GLUON_TRY(ensure(wire::k_header_size));
     wire::header h = wire::get(buf_.get() + pos_);
     pos_ += wire::k_header_size;
@@ -230,54 +231,33 @@ result<const uint8_t*> frame_reader::take(size_t n, deadline_t until) {
     return p;
 }
 
-result<void> frame_reader::fill(iov_list& t, deadline_t until) {
-    size_t i = 0, total = 0;
-    for (size_t k = 0; k < t.size(); ++k)
-        total += t[k].iov_len;
-    // What is buffered already: copied.
-    while (i < t.size() && pos_ < end_) {
-        size_t k = std::min(end_ - pos_, t[i].iov_len);
-        std::memcpy(t[i].iov_base, buf_.get() + pos_, k);
-        pos_ += k;
-        left_ -= k;
-        total -= k;
-        if (k == t[i].iov_len) {
-            ++i;
-        } else {
-            t[i].iov_base = static_cast<uint8_t*>(t[i].iov_base) + k;
-            t[i].iov_len -= k;
-        }
-    }
-    if (total == 0) return {};
-    if (total < cap_ / 2) {
-        // A small rest: read it with whatever follows (the next frames) and copy it out.
-        GLUON_TRY(ensure(total, until));
-        for (; i < t.size(); ++i) {
-            std::memcpy(t[i].iov_base, buf_.get() + pos_, t[i].iov_len);
-            pos_ += t[i].iov_len;
-        }
-        left_ -= total;
-        return {};
-    }
-    return read_into(t.data() + i, t.size() - i, total, until);
-}
-
-result<void> frame_reader::read_into(iovec* v, size_t cnt, size_t total, deadline_t until) {
-    // A large rest: straight from the transport into the message, no copy.
-    while (total > 0) {
-        int n = cnt < size_t(IOV_MAX) ? int(cnt) : IOV_MAX;
-        size_t got = GLUON_TRY(s_.readv(v, n, timeout_left(until)));
-        if (got == 0) return errno_error(ENODATA);
-        total -= got;
-        left_ -= got;
-        while (cnt > 0 && got >= v->iov_len) {
-            got -= v->iov_len;
-            ++v;
-            --cnt;
-        }
-        if (cnt > 0) {
-            v->iov_base = static_cast<uint8_t*>(v->iov_base) + got;
-            v->iov_len -= got;
+result<void> frame_reader::fill(rx_list& t, deadline_t until) {
+    for (size_t i = 0; i < t.size(); ++i) {
+        rx_part& p = t[i];
+        size_t done = 0;
+        while (done < p.len) {
+            size_t want = p.len - done;
+            if (p.to && pos_ == end_ && want >= cap_ / 2) {
+                // A large rest with its room ready: straight from the transport, no copy.
+                size_t got = GLUON_TRY(s_.read_some(p.to + done, want, timeout_left(until)));
+                if (got == 0) return errno_error(ENODATA);
+                done += got;
+                left_ -= got;
+                continue;
+            }
+            // Otherwise through the buffer (with whatever follows: the next frames), a piece
+            // at a time: a field grows only by bytes that came.
+            GLUON_TRY(ensure(p.unit, until));
+            size_t k = std::min(end_ - pos_, want);
+            if (p.to) {
+                std::memcpy(p.to + done, buf_.get() + pos_, k);
+            } else {
+                k -= k % p.unit;
+                p.append(p.field, buf_.get() + pos_, k, p.len);
+            }
+            pos_ += k;
+            left_ -= k;
+            done += k;
         }
     }
     return {};
@@ -285,12 +265,7 @@ result<void> frame_reader::read_into(iovec* v, size_t cnt, size_t total, deadlin
 
 result<void> frame_reader::skip(size_t n) {
     while (n > 0) {
-        if (pos_ == end_) {
-            pos_ = end_ = 0;
-            size_t got = GLUON_TRY(s_.read_some(buf_.get(), cap_));
-            if (got == 0) return errno_error(ENODATA);
-            end_ = got;
-        }
+        GLUON_TRY(ensure(1));
         size_t k = std::min(end_ - pos_, n);
         pos_ += k;
         left_ -= k;

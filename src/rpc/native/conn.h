@@ -92,9 +92,10 @@ public:
     /// The next n bytes of the frame, contiguous, consumed. Errors: as next_header, ETIMEDOUT
     /// (`until` passed; what came is kept, frame_left() says what is still to come).
     result<const uint8_t*> take(size_t n, deadline_t until = k_no_deadline);
-    /// Fills the targets with the frame's next bytes: what is buffered is copied, a large rest
-    /// is read straight into them. Errors: as take.
-    result<void> fill(iov_list& t, deadline_t until = k_no_deadline);
+    /// Gives the frame's next bytes to the targets: what is buffered is copied, a large rest
+    /// for a place sized already is read straight into it, and a field grows as its bytes
+    /// arrive. Errors: as take.
+    result<void> fill(rx_list& t, deadline_t until = k_no_deadline);
     /// Discards the frame's next n bytes. Errors: as next_header.
     result<void> skip(size_t n);
     /// The bytes of the current frame (since next_header) not consumed yet.
@@ -102,7 +103,6 @@ public:
 
 private:
     result<void> ensure(size_t n, deadline_t until = k_no_deadline);
-    result<void> read_into(iovec* v, size_t cnt, size_t total, deadline_t until);
 
     net::byte_stream& s_;
     std::unique_ptr<uint8_t[]> buf_;

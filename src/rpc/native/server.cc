@@ -216,7 +216,7 @@ result<void> server_conn::on_request(const wire::header& h) {
         return rd.skip(h.length);
     }
     server_call* c = server_call::make(this, m);
-    iov_list targets;
+    rx_list targets;
     auto fixed = rd.take(m->req_fixed);
     if (!fixed) {
         server_call::destroy(c);

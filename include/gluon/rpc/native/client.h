@@ -35,7 +35,9 @@ struct client_options {
     /// A response frame larger than this fails its call with errc::frame_too_large (its bytes
     /// are skipped; the connection goes on).
     size_t max_frame_bytes = 64 << 20;
-    /// The read buffer; responses larger than half of it are read into place.
+    /// The read buffer; a response's value larger than half of it is read straight into a
+    /// field that has room for it (a receive buffer); others grow through the buffer as their
+    /// bytes arrive.
     size_t read_buffer_bytes = 64 << 10;
     /// The timeout of calls that give none.
     duration default_timeout = forever;
@@ -62,7 +64,7 @@ struct call_args {
     size_t (*encode)(const void* req, uint8_t* fixed, iov_list& var);
     void* resp;
     size_t resp_fixed;
-    std::error_code (*decode)(void* resp, const uint8_t* fixed, size_t var_len, iov_list& targets);
+    std::error_code (*decode)(void* resp, const uint8_t* fixed, size_t var_len, rx_list& targets);
 };
 result<void> call(client_conn& c, const call_args& a, duration timeout);
 } // namespace detail
@@ -108,7 +110,7 @@ public:
                             },
                             &resp,
                             fixed_size<Resp>(),
-                            [](void* r, const uint8_t* f, size_t n, iov_list& t) {
+                            [](void* r, const uint8_t* f, size_t n, rx_list& t) {
                                 return decode_fixed(f, n, *static_cast<Resp*>(r), t);
                             }};
         return detail::call(*c_, a, o.timeout);

@@ -4,7 +4,8 @@
 //   - a trivially copyable value (integers, floats, enums, fixed arrays, structs of them),
 //     sent as its bytes (little-endian hosts only: the wire is little-endian);
 //   - std::string, std::vector<T> with T trivially copyable, or rpc::bytes: variable parts,
-//     sent from where they are (one iovec each) and received straight into their storage;
+//     sent from where they are (one iovec each) and received into their storage as their
+//     bytes arrive (straight into an rpc::bytes receive buffer);
 //   - another message (nested), whose fields are laid out in place of it.
 //
 // On the wire a message is its fixed part (the values, and a u32 byte length for each variable
@@ -24,6 +25,7 @@
 
 #include "gluon/rpc/native/error.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -49,9 +51,9 @@ static_assert(std::endian::native == std::endian::little, "the native RPC wire i
 namespace gluon::rpc {
 
 /// A byte buffer field. Sending: a view of someone else's bytes (no copy) or owned bytes.
-/// Receiving: into owned storage, or, after receive_into(), straight into the caller's buffer
-/// (no allocation and no copy beyond the transport's own; a longer value fails the call with
-/// errc::buffer_too_small).
+/// Receiving: into owned storage, grown as the bytes arrive, or, after receive_into(), straight
+/// into the caller's buffer (no allocation and no copy beyond the transport's own; a longer
+/// value fails the call with errc::buffer_too_small).
 class bytes {
 public:
     bytes() noexcept = default;
@@ -95,17 +97,44 @@ public:
     std::span<const uint8_t> span() const noexcept { return {ptr_, size_}; }
     std::string_view str() const noexcept { return {reinterpret_cast<const char*>(ptr_), size_}; }
 
-    /// For the decoder: room for n incoming bytes (the receive buffer or owned storage), or
-    /// nullptr if a receive buffer is set and too small.
-    uint8_t* prepare(size_t n) {
+    /// For the decoder, before a value of n bytes arrives: where it can go at once (the
+    /// receive buffer, or owned storage that large already), or nullptr: a receive buffer that
+    /// is too small, or owned storage that append_received() grows as the bytes come (the
+    /// value is empty until then).
+    uint8_t* prepare(size_t n) noexcept {
         if (rx_) {
             if (n > rx_cap_) return nullptr;
             ptr_ = rx_;
             size_ = n;
             return ptr_;
         }
-        return prepare_owned(n);
+        ptr_ = own_.get();
+        if (own_ && own_cap_ >= n) {
+            size_ = n;
+            return ptr_;
+        }
+        size_ = 0;
+        return nullptr;
     }
+    bool receives_into() const noexcept { return rx_ != nullptr; }
+    /// For the decoder: appends n received bytes of a value of len bytes in all. Owned storage
+    /// starts at min(len, 64 KiB) and doubles, never past len: it holds what came, not what
+    /// the peer said would come.
+    void append_received(const uint8_t* p, size_t n, size_t len) {
+        if (size_ + n > own_cap_) {
+            size_t cap = std::min(len, std::max({size_ + n, 2 * own_cap_, k_first_bytes}));
+            std::unique_ptr<uint8_t[]> b(new uint8_t[cap]); // not value-initialised
+            if (size_) std::memcpy(b.get(), ptr_, size_);
+            own_ = std::move(b);
+            own_cap_ = cap;
+            ptr_ = own_.get();
+        }
+        std::memcpy(ptr_ + size_, p, n);
+        size_ += n;
+    }
+
+    /// What a value received piece by piece is given first.
+    static constexpr size_t k_first_bytes = 64 << 10;
 
 private:
     uint8_t* prepare_owned(size_t n) {
@@ -159,6 +188,50 @@ private:
     size_t n_ = 0;
     size_t cap_ = k_inline;
     std::unique_ptr<iovec[]> heap_;
+};
+
+/// Where one variable part of a message being received goes: `to` (room for its len bytes
+/// already: a receive buffer, or storage that large), or else its field, to which `append`
+/// adds the bytes as they arrive (whole elements of `unit` bytes), so that the field's storage
+/// follows the bytes that came rather than the length the peer announced.
+struct rx_part {
+    uint8_t* to = nullptr;
+    size_t len = 0;
+    void* field = nullptr;
+    void (*append)(void* field, const uint8_t* p, size_t n, size_t len) = nullptr;
+    size_t unit = 1;
+};
+
+/// A message's variable parts in wire order, a few inline.
+class rx_list {
+public:
+    rx_list() noexcept = default;
+    rx_list(const rx_list&) = delete;
+    rx_list& operator=(const rx_list&) = delete;
+
+    void push(const rx_part& p) {
+        if (p.len == 0) return;
+        if (n_ == cap_) grow();
+        data_[n_++] = p;
+    }
+    size_t size() const noexcept { return n_; }
+    rx_part& operator[](size_t i) noexcept { return data_[i]; }
+
+private:
+    void grow() {
+        auto h = std::make_unique<rx_part[]>(cap_ * 2);
+        std::copy(data_, data_ + n_, h.get());
+        heap_ = std::move(h);
+        data_ = heap_.get();
+        cap_ *= 2;
+    }
+
+    static constexpr size_t k_inline = 4;
+    rx_part inline_[k_inline];
+    rx_part* data_ = inline_;
+    size_t n_ = 0;
+    size_t cap_ = k_inline;
+    std::unique_ptr<rx_part[]> heap_;
 };
 
 namespace detail {
@@ -267,13 +340,39 @@ struct encoder {
     }
 };
 
-/// Reads a message's fixed part, sizes its variable fields from the lengths there, and lists
-/// where their bytes go (`targets`, in wire order). `var_left` is the frame's byte count after
-/// the fixed part: the lengths must add up to exactly that, or the frame is malformed.
+// Room for `need` elements of a value of `len` elements that arrives piece by piece: from
+// min(len, 64 KiB) up, doubling, up to len (a string's reserve may round that up to twice its
+// capacity: still within twice what came).
+template <typename C> void reserve_received(C& c, size_t need, size_t len, size_t unit) {
+    if (need <= c.capacity()) return;
+    size_t first = std::max<size_t>(bytes::k_first_bytes / unit, 1);
+    c.reserve(std::min(len, std::max({need, 2 * c.capacity(), first})));
+}
+inline void append_string(void* f, const uint8_t* p, size_t n, size_t len) {
+    auto& s = *static_cast<std::string*>(f);
+    reserve_received(s, s.size() + n, len, 1);
+    s.append(reinterpret_cast<const char*>(p), n);
+}
+template <typename V> void append_vector(void* f, const uint8_t* p, size_t n, size_t len) {
+    using E = typename vector_of<V>::elem;
+    auto& v = *static_cast<V*>(f);
+    size_t at = v.size();
+    reserve_received(v, at + n / sizeof(E), len / sizeof(E), sizeof(E));
+    v.resize(at + n / sizeof(E)); // zero-fills only what is copied over next: bytes that came
+    std::memcpy(static_cast<void*>(v.data() + at), p, n);
+}
+inline void append_bytes(void* f, const uint8_t* p, size_t n, size_t len) {
+    static_cast<bytes*>(f)->append_received(p, n, len);
+}
+
+/// Reads a message's fixed part and lists where its variable parts' bytes go (`targets`, in
+/// wire order): a receive buffer, or the field itself, emptied, to grow as they arrive.
+/// `var_left` is the frame's byte count after the fixed part: the lengths must add up to
+/// exactly that, or the frame is malformed.
 struct decoder {
     const uint8_t* fixed;
     size_t var_left;
-    iov_list& targets;
+    rx_list& targets;
     errc err{};
 
     bool take_len(size_t& n, size_t unit = 1) {
@@ -295,21 +394,23 @@ struct decoder {
             f.rpc_fields([&](auto&... g) { (field(g), ...); });
         } else if constexpr (std::is_same_v<F, std::string>) {
             if (!take_len(n)) return;
-            f.resize(n);
-            targets.push(f.data(), n);
+            f.clear();
+            targets.push({.len = n, .field = &f, .append = append_string});
         } else if constexpr (std::is_same_v<F, bytes>) {
             if (!take_len(n)) return;
             uint8_t* p = f.prepare(n);
-            if (!p) {
+            if (p) {
+                targets.push({.to = p, .len = n});
+            } else if (f.receives_into()) {
                 err = errc::buffer_too_small;
-                return;
+            } else {
+                targets.push({.len = n, .field = &f, .append = append_bytes});
             }
-            targets.push(p, n);
         } else if constexpr (vector_of<F>::value) {
             using E = typename vector_of<F>::elem;
             if (!take_len(n, sizeof(E))) return;
-            f.resize(n / sizeof(E));
-            targets.push(f.data(), n);
+            f.clear();
+            targets.push({.len = n, .field = &f, .append = append_vector<F>, .unit = sizeof(E)});
         } else if constexpr (std::is_same_v<F, bool>) {
             f = *fixed++ != 0;
         } else {
@@ -340,10 +441,12 @@ template <typename M> size_t encode(const M& m, uint8_t* fixed, iov_list& var) {
 }
 
 /// Decodes the fixed part of a message whose frame has `var_len` bytes after it into m,
-/// sizing m's variable fields and appending where their bytes go to `targets`. Errors:
-/// errc::malformed_frame (lengths that do not add up to var_len), errc::buffer_too_small.
+/// appending where its variable parts' bytes go to `targets` (m's variable fields are empty
+/// until those bytes are given to them: nothing is allocated for bytes not yet received).
+/// Errors: errc::malformed_frame (lengths that do not add up to var_len),
+/// errc::buffer_too_small.
 template <typename M>
-std::error_code decode_fixed(const uint8_t* fixed, size_t var_len, M& m, iov_list& targets) {
+std::error_code decode_fixed(const uint8_t* fixed, size_t var_len, M& m, rx_list& targets) {
     detail::decoder d{fixed, var_len, targets};
     d.field(m);
     if (d.err == errc{} && d.var_left != 0) d.err = errc::malformed_frame;
@@ -355,12 +458,15 @@ std::error_code decode_fixed(const uint8_t* fixed, size_t var_len, M& m, iov_lis
 template <typename M> std::error_code decode(std::span<const uint8_t> payload, M& m) {
     size_t f = fixed_size<M>();
     if (payload.size() < f) return make_error_code(errc::malformed_frame);
-    iov_list t;
+    rx_list t;
     if (auto e = decode_fixed(payload.data(), payload.size() - f, m, t)) return e;
     const uint8_t* p = payload.data() + f;
     for (size_t i = 0; i < t.size(); ++i) {
-        std::memcpy(t[i].iov_base, p, t[i].iov_len);
-        p += t[i].iov_len;
+        if (t[i].to)
+            std::memcpy(t[i].to, p, t[i].len);
+        else
+            t[i].append(t[i].field, p, t[i].len, t[i].len);
+        p += t[i].len;
     }
     return {};
 }

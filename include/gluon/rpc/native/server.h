@@ -62,7 +62,9 @@ struct server_options {
     /// client that sends requests but does not read its answers), the connection reads no more
     /// requests until the client reads.
     size_t max_in_flight = 1024;
-    /// Each connection's read buffer; requests larger than half of it are read into place.
+    /// Each connection's read buffer; a request's value larger than half of it is read
+    /// straight into a field that has room for it; others grow through the buffer as their
+    /// bytes arrive (a request announcing 16 MiB holds what came of it, not 16 MiB).
     size_t read_buffer_bytes = 64 << 10;
     /// Handler fibers' stack size (0: the runtime's default).
     size_t handler_stack_bytes = 0;
@@ -72,7 +74,7 @@ namespace detail {
 /// The typed part of one server call: its request, response and the handler to run.
 struct call_body {
     virtual ~call_body() = default;
-    virtual std::error_code decode(const uint8_t* fixed, size_t var_len, iov_list& targets) = 0;
+    virtual std::error_code decode(const uint8_t* fixed, size_t var_len, rx_list& targets) = 0;
     virtual std::error_code invoke(call_context& ctx) = 0;
     virtual size_t encode(uint8_t* fixed, iov_list& var) const = 0;
 };
@@ -94,7 +96,7 @@ template <typename Req, typename Resp, typename F> struct typed_entry final : me
         Req req{};
         Resp resp{};
         explicit body(const F& f) : fn(f) {}
-        std::error_code decode(const uint8_t* fixed, size_t var_len, iov_list& t) override {
+        std::error_code decode(const uint8_t* fixed, size_t var_len, rx_list& t) override {
             return decode_fixed(fixed, var_len, req, t);
         }
         std::error_code invoke(call_context& ctx) override {
