@@ -253,6 +253,92 @@ TEST_P(rpc_native, a_frame_announcing_16_mib_holds_only_what_came) {
     EXPECT_EQ(rd.frame_left(), text_len - 100);
 }
 
+// The bytes of an echo request's header and fixed part announcing `text_len` bytes of text.
+std::vector<uint8_t> echo_head(uint32_t text_len) {
+    std::vector<uint8_t> frame(wire::k_header_size + fixed_size<echo_msg>());
+    wire::header h;
+    h.service = echo.service;
+    h.method = echo.id;
+    h.schema = echo.schema();
+    h.id = 1;
+    h.length = uint32_t(fixed_size<echo_msg>()) + text_len;
+    wire::put(h, frame.data());
+    std::memcpy(frame.data() + wire::k_header_size + 8, &text_len, 4);
+    return frame;
+}
+
+TEST_P(rpc_native, a_frame_that_stops_coming_closes_its_connection_only) {
+    // A request announcing 16 MiB whose bytes stop after a few, and a header cut short: each
+    // held its reader fiber (and its buffer) for as long as the client kept the connection.
+    // Past frame_timeout the connection is closed; an idle one, and a busy one, go on.
+    start({.frame_timeout = 200ms});
+    client good = connect();
+    auto idle = net::stream::connect(net_->local_address(), 5s);
+    ASSERT_TRUE(idle);
+
+    auto stalled = net::stream::connect(net_->local_address(), 5s);
+    ASSERT_TRUE(stalled);
+    auto frame = echo_head(uint32_t(16 << 20) - uint32_t(fixed_size<echo_msg>()));
+    frame.insert(frame.end(), 10, 'x');
+    ASSERT_TRUE(stalled->write_all(frame.data(), frame.size()));
+
+    auto cut = net::stream::connect(net_->local_address(), 5s);
+    ASSERT_TRUE(cut);
+    ASSERT_TRUE(cut->write_all(frame.data(), 5)); // 5 bytes of a 32-byte header
+
+    echo_msg req, resp;
+    req.text = "meanwhile";
+    ASSERT_TRUE(good.call(echo, req, resp, {.timeout = 10s}));
+    EXPECT_EQ(resp.text, "meanwhile");
+    EXPECT_TRUE(reaches_the_end(*stalled)) << "a stalled frame kept its connection open";
+    EXPECT_TRUE(reaches_the_end(*cut)) << "a cut header kept its connection open";
+
+    // Both ends came after frame_timeout; the idle connection, older than both, is still
+    // open (its read times out rather than ending) and still served.
+    uint8_t b;
+    auto n = idle->read_some(&b, 1, 50ms);
+    ASSERT_FALSE(n);
+    EXPECT_EQ(n.error(), std::errc::timed_out);
+    auto ping = echo_head(0);
+    ASSERT_TRUE(idle->write_all(ping.data(), ping.size()));
+    std::string body;
+    wire::header h = read_frame(*idle, body);
+    EXPECT_EQ(h.type, wire::kind::response);
+    EXPECT_EQ(h.schema, 0u);
+    EXPECT_EQ(h.id, 1u);
+    ASSERT_TRUE(good.call(echo, req, resp, {.timeout = 10s}));
+}
+
+TEST_P(rpc_native, serve_ends_with_etimedout_when_a_frame_trickles_past_frame_timeout) {
+    // The frame's bytes keep coming, one now and then, but the whole frame takes longer than
+    // frame_timeout: a deadline on each wait alone would never end it.
+    server srv({.frame_timeout = 300ms});
+    ASSERT_TRUE(srv.add(echo, [](call_context&, const echo_msg&, echo_msg&) -> result<void> {
+        return {};
+    }));
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    result<void> served;
+    bool done = false;
+    fiber f = *spawn([&] {
+        served = srv.serve(pair->first);
+        done = true;
+    });
+    auto frame = echo_head(1000);
+    ASSERT_TRUE(pair->second.write_all(frame.data(), frame.size()));
+    // A byte every 20 ms (the frame would take 20 s) until the server gives up.
+    const deadline_t give_up = deadline_after(10s);
+    while (!done && mono_now_ns() < give_up) {
+        (void)pair->second.write_all("x", 1);
+        (void)this_fiber::sleep_for(20ms); // the trickle's pace, not a wait for the server
+    }
+    EXPECT_TRUE(done) << "the trickled frame was still being waited for";
+    if (!done) (void)f.interrupt();
+    ASSERT_TRUE(f.join());
+    ASSERT_FALSE(served);
+    EXPECT_EQ(served.error(), std::errc::timed_out);
+}
+
 TEST_P(rpc_native, large_owned_values_grow_into_place_both_ways) {
     // Strings, owned bytes and vectors larger than the first piece grow as they arrive, on
     // the server (the request) and the client (the answer), split at any byte by small socket

@@ -4,6 +4,7 @@
 // connection's fibers and its callers share these structures without locks.
 #pragma once
 
+#include "gluon/common/clock.h"
 #include "gluon/common/intrusive_list.h"
 #include "gluon/net/byte_stream.h"
 #include "gluon/rpc/native/message.h"
@@ -87,10 +88,17 @@ class frame_reader {
 public:
     frame_reader(net::byte_stream& s, size_t buffer_bytes);
 
-    /// The next frame's header. Errors: ENODATA (the stream ended), the transport's.
+    /// Bounds the wait for the rest of each frame, from its first wait once any of its bytes
+    /// (its header's first) has come; waiting for a frame's first byte is not bounded.
+    /// forever: no bound but the callers' own deadlines.
+    void set_frame_timeout(duration d) noexcept { frame_timeout_ = d; }
+
+    /// The next frame's header. Errors: ENODATA (the stream ended), ETIMEDOUT (the frame
+    /// timeout passed after its first byte), the transport's.
     result<wire::header> next_header();
     /// The next n bytes of the frame, contiguous, consumed. Errors: as next_header, ETIMEDOUT
-    /// (`until` passed; what came is kept, frame_left() says what is still to come).
+    /// (`until` or the frame timeout passed; what came is kept, frame_left() says what is still
+    /// to come).
     result<const uint8_t*> take(size_t n, deadline_t until = k_no_deadline);
     /// Gives the frame's next bytes to the targets: what is buffered is copied, a large rest
     /// for a place sized already is read straight into it, and a field grows as its bytes
@@ -102,12 +110,16 @@ public:
     size_t frame_left() const noexcept { return left_; }
 
 private:
-    result<void> ensure(size_t n, deadline_t until = k_no_deadline);
+    result<void> ensure(size_t n, deadline_t until, bool frame_begun = true);
+    deadline_t bound(deadline_t until) noexcept;
 
     net::byte_stream& s_;
     std::unique_ptr<uint8_t[]> buf_;
     size_t cap_, pos_ = 0, end_ = 0;
     size_t left_ = 0;
+    duration frame_timeout_ = forever;
+    deadline_t frame_until_ = k_no_deadline; // the current frame's, once it waited
+    bool frame_waited_ = false;
 };
 
 } // namespace gluon::rpc::detail

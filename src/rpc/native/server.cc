@@ -79,7 +79,9 @@ struct server_conn {
     }
 
     server_conn(server& s, net::byte_stream& st)
-        : srv(s), o(s.opts_), rd(st, s.opts_.read_buffer_bytes), wr(st) {}
+        : srv(s), o(s.opts_), rd(st, s.opts_.read_buffer_bytes), wr(st) {
+        rd.set_frame_timeout(o.frame_timeout);
+    }
 
     result<void> run();
     size_t answer_limit() const noexcept { return std::max<size_t>(o.max_in_flight, 1); }

@@ -66,6 +66,12 @@ struct server_options {
     /// straight into a field that has room for it; others grow through the buffer as their
     /// bytes arrive (a request announcing 16 MiB holds what came of it, not 16 MiB).
     size_t read_buffer_bytes = 64 << 10;
+    /// The time a frame (a request, a cancel, one being skipped) may take to arrive whole once
+    /// its first byte has come: past it the connection is closed (serve() returns ETIMEDOUT;
+    /// its calls running are interrupted), so a client that sends part of a frame and then
+    /// nothing, or trickles it, holds no fiber and no buffer for long. The wait for a frame's
+    /// first byte is not bounded: an idle connection stays open. forever: no bound.
+    duration frame_timeout = std::chrono::seconds(30);
     /// Handler fibers' stack size (0: the runtime's default).
     size_t handler_stack_bytes = 0;
 };
@@ -136,9 +142,10 @@ public:
     }
 
     /// Serves one connection on the calling vCPU until the peer closes it (success), the
-    /// stream fails, a malformed frame arrives, or the calling fiber is interrupted; then
-    /// interrupts the calls still running, waits for them, and returns. Errors:
-    /// errc::malformed_frame, ECANCELED (interrupted), the transport's.
+    /// stream fails, a malformed frame arrives, a frame takes longer than frame_timeout, or
+    /// the calling fiber is interrupted; then interrupts the calls still running, waits for
+    /// them, and returns. Errors: errc::malformed_frame, ETIMEDOUT (frame_timeout), ECANCELED
+    /// (interrupted), the transport's.
     result<void> serve(net::byte_stream& s);
     /// serve() as a net::server handler (the server must outlive the net::server).
     net::server::handler handler() {
