@@ -106,15 +106,11 @@ struct unlocker {
     ~unlocker() { m.unlock(); }
 };
 
-// Sends one frame; frames never interleave. With coalesce_sends, a data frame or pong sent
-// while a whole received frame is waiting stays in the output buffer (up to k_coalesce_max),
-// to leave with later ones in one write once recv() would have to wait for input. The send
-// lock is waited for `lock_timeout`, the writes take up to `timeout` (or send_timeout).
-result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view data, duration timeout,
-                        duration lock_timeout) {
-    const duration t = min_d(timeout, st.opts.send_timeout);
-    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(lock_timeout));
-    unlocker u{st.send_mu};
+// Sends one frame for the holder of send_mu; frames never interleave. With coalesce_sends, a
+// data frame or pong sent while a whole received frame is waiting stays in the output buffer
+// (up to k_coalesce_max), to leave with later ones in one write once recv() would have to wait
+// for input. The writes take what is left of `t`.
+result<void> send_locked(state& st, uint8_t opcode, bool fin, std::string_view data, step_timeouts& t) {
     if (st.failed || st.ended) return errno_error(EPIPE);
     if (st.close_sent) {
         // A close frame left while this one waited for the lock (close() beside a recv() that
@@ -137,10 +133,9 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
             st.held = true;
             return {};
         }
-        GLUON_TRY(write_out(st, t));
+        GLUON_TRY(write_out(st, t.next()));
     } else {
-        step_timeouts ts(t);
-        if (!st.sbuf.empty()) GLUON_TRY(write_out(st, ts.next()));
+        if (!st.sbuf.empty()) GLUON_TRY(write_out(st, t.next()));
         uint8_t head[k_max_head];
         const bool mask = !st.server;
         const uint32_t key = mask ? random_mask() : 0;
@@ -153,12 +148,12 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
                 auto* p = reinterpret_cast<uint8_t*>(st.sbuf.data());
                 if (off == 0) std::memcpy(p, head, hn), p += hn;
                 mask_copy(p, reinterpret_cast<const uint8_t*>(data.data()) + off, k, key, off);
-                r = write_out(st, ts.next());
+                r = write_out(st, t.next());
                 off += k;
             }
         } else {
             iovec v[2] = {{head, hn}, {const_cast<char*>(data.data()), data.size()}};
-            r = st.s->writev_all(v, 2, ts.next());
+            r = st.s->writev_all(v, 2, t.next());
             if (!r) stop_under_reader(st);  // as in write_out
         }
         GLUON_TRY(r);
@@ -167,18 +162,35 @@ result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view da
     return {};
 }
 
+// Sends one frame: the wait for the send lock and the writes share one deadline, `timeout` (or
+// send_timeout) from now. Each had its own, so a send behind another that let go of the lock
+// late took up to twice its timeout.
 result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view data, duration timeout) {
-    return send_frame(st, opcode, fin, data, timeout, min_d(timeout, st.opts.send_timeout));
+    step_timeouts t(min_d(timeout, st.opts.send_timeout));
+    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(t.next()));
+    unlocker u{st.send_mu};
+    return send_locked(st, opcode, fin, data, t);
 }
 
-// Writes the frames coalesce_sends held back (before recv() waits for input).
+// A pong: the send lock is waited for `lock_timeout` (what is left of the recv() that answers
+// the ping), the writes then take up to `timeout` (or send_timeout).
+result<void> send_frame(state& st, uint8_t opcode, bool fin, std::string_view data, duration timeout,
+                        duration lock_timeout) {
+    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(lock_timeout));
+    unlocker u{st.send_mu};
+    step_timeouts t(min_d(timeout, st.opts.send_timeout));
+    return send_locked(st, opcode, fin, data, t);
+}
+
+// Writes the frames coalesce_sends held back (before recv() waits for input), the wait for the
+// send lock and the write within one `timeout` (or send_timeout).
 result<void> flush_out(state& st, duration timeout) {
     if (!st.held) return {};
-    const duration t = min_d(timeout, st.opts.send_timeout);
-    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(t));
+    step_timeouts t(min_d(timeout, st.opts.send_timeout));
+    if (!st.send_mu.try_lock()) GLUON_TRY(st.send_mu.lock_for(t.next()));
     unlocker u{st.send_mu};
     if (!st.held) return {};
-    return write_out(st, t);
+    return write_out(st, t.next());
 }
 
 std::string close_payload(uint16_t code, std::string_view reason) {

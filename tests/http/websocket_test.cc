@@ -638,6 +638,42 @@ TEST_P(http_websocket_test, a_failed_send_ends_a_parked_recv) {
     ASSERT_TRUE(reader->join());
 }
 
+// A send behind another fiber's send waits for it and writes within one timeout: the wait for
+// the send lock and the write had one each, so a send that got the lock late and then found
+// the peer not reading took up to twice its timeout.
+TEST_P(http_websocket_test, a_send_behind_a_stuck_send_returns_within_its_timeout) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto srv = websocket::over(pair->first, true);
+    ASSERT_TRUE(srv);
+    const std::string big(8 << 20, 'b');  // more than the pair buffers: sent as the peer reads
+    auto first = spawn([&] { EXPECT_TRUE(srv->send_binary(big, 30s)); });
+    ASSERT_TRUE(first);
+    this_fiber::yield();  // the first send holds the send lock, waiting for the peer to read
+    std::error_code second_error;
+    std::chrono::steady_clock::duration took{};
+    auto second = spawn([&] {
+        const auto start = std::chrono::steady_clock::now();
+        auto r = srv->send_binary(big, 1s);
+        took = std::chrono::steady_clock::now() - start;
+        second_error = r ? std::error_code() : r.error();
+    });
+    ASSERT_TRUE(second);
+    this_fiber::yield();  // the second waits for the send lock
+    // The first send stays stuck for most of the second's timeout (the case under test, not a
+    // wait for an event), then the peer takes its message and reads no more: the second gets
+    // the lock with 300 ms left, and its write stalls.
+    ASSERT_TRUE(this_fiber::sleep_for(700ms));
+    std::string in;
+    auto f = read_frame(pair->second, in);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->payload.size(), big.size());
+    ASSERT_TRUE(first->join());
+    ASSERT_TRUE(second->join());
+    EXPECT_EQ(second_error, std::errc::timed_out);
+    EXPECT_LT(took, 1500ms);  // 1 s and a little; 1.7 s when the write had a second of its own
+}
+
 // A stream given to over() stays its owner's: after the closing handshake a client leaves it
 // open for its owner to close, as it does when the connection fails. It closed it, under its
 // owner.

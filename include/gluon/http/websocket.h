@@ -108,12 +108,14 @@ public:
     websocket& operator=(websocket&&) noexcept;
     ~websocket();
 
-    /// Sends one text message (`text` must be UTF-8: not checked) or binary message. Errors:
-    /// EINVAL (a fragmented message is unfinished: messages may not be interleaved, RFC 6455
-    /// 5.4), EPIPE (a close frame was sent or the connection failed), ETIMEDOUT (timeout, or
-    /// send_timeout), ECANCELED, the stream's errors. A write that fails (ETIMEDOUT, ECANCELED
-    /// or the stream's error: a frame may be half written) fails the connection and shuts it
-    /// down: a recv() parked in another fiber returns, finding it gone (close_status() 1006).
+    /// Sends one text message (`text` must be UTF-8: not checked) or binary message. `timeout`
+    /// (and send_timeout) bounds the whole call: the wait for another fiber's send and the
+    /// write. Errors: EINVAL (a fragmented message is unfinished: messages may not be
+    /// interleaved, RFC 6455 5.4), EPIPE (a close frame was sent or the connection failed),
+    /// ETIMEDOUT (timeout, or send_timeout), ECANCELED, the stream's errors. A write that
+    /// fails (ETIMEDOUT, ECANCELED or the stream's error: a frame may be half written) fails the
+    /// connection and shuts it down: a recv() parked in another fiber returns, finding it gone
+    /// (close_status() 1006).
     result<void> send_text(std::string_view text, duration timeout = forever);
     result<void> send_binary(std::string_view data, duration timeout = forever);
     /// Sends one frame of a fragmented message: the first with `first` true (its kind counts),
@@ -149,9 +151,10 @@ public:
     /// and `reason` (UTF-8, up to 123 bytes), reads and discards messages until the peer's
     /// close frame arrives or `timeout` (default close_timeout) passes, then ends the
     /// connection (a client waits for the server to end it first, within the same `timeout`:
-    /// it bounds the whole call but for the close frame's write, send_timeout). While another
-    /// fiber is in recv(), that recv() reads (two reads would share one buffer): close() waits
-    /// for it to return, and at `timeout` shuts the connection down under it. Errors: EINVAL
+    /// it bounds the whole call, the close frame's send included, which send_timeout bounds
+    /// too). While another fiber is in recv(), that recv() reads (two reads would share one
+    /// buffer): close() waits for it to return, and at `timeout` shuts the connection down
+    /// under it. Errors: EINVAL
     /// (a code that may not be sent, or a reason over 123 bytes), ETIMEDOUT (the peer did not
     /// answer; the connection is closed anyway), ECANCELED, the stream's.
     result<void> close(uint16_t code = close_code::normal, std::string_view reason = {},
