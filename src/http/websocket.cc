@@ -443,6 +443,14 @@ result<void> recv_locked(state& st, websocket::message& m, duration timeout) {
     }
 }
 
+// What close() returns once the connection has ended: success only if the peer's close frame
+// came, completing the closing handshake. An end without it (close_status() 1006: the peer
+// ended TCP, or the connection failed) would otherwise pass for a clean close.
+result<void> handshake_result(const state& st) {
+    if (st.close_received) return {};
+    return errno_error(ECONNRESET);
+}
+
 }  // namespace
 
 result<void> websocket::recv(message& m, duration timeout) {
@@ -484,7 +492,7 @@ result<void> websocket::close(uint16_t code, std::string_view reason, duration t
     state& st = *st_;
     if ((code && !sendable_code(code)) || reason.size() > 123 || (!code && !reason.empty()))
         return errno_error(EINVAL);
-    if (st.failed || st.ended) return {};
+    if (st.failed || st.ended) return handshake_result(st);
     if (timeout == forever) timeout = st.opts.close_timeout;
     step_timeouts t(timeout);
     // A fiber parked in recv() reads the peer's close frame: this call waits for its turn, which
@@ -517,7 +525,7 @@ result<void> websocket::close(uint16_t code, std::string_view reason, duration t
         }
         if (!r && r.error() != std::errc::no_message_available) return unexpected(r.error());
     }
-    return {};
+    return handshake_result(st);
 }
 
 websocket::websocket(std::unique_ptr<state> st) noexcept : st_(std::move(st)) {}

@@ -269,6 +269,59 @@ TEST_P(http_websocket_test, close_returns_within_its_timeout_when_the_server_kee
     EXPECT_LT(took, 10s);  // 200 ms and a little; 20 s when close_timeout was waited out
 }
 
+// close() succeeds only once the closing handshake completed. A peer that ends TCP without a
+// close frame (close_status() 1006) fails it with ECONNRESET, then and on a later call; it
+// returned success, as if the peer had answered.
+TEST_P(http_websocket_test, close_fails_when_the_peer_ends_tcp_without_a_close_frame) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(cli);
+    ASSERT_TRUE(pair->first.shutdown(5s));  // the server's FIN, no close frame
+    auto r = cli->close(close_code::normal, {}, 5s);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::connection_reset);
+    EXPECT_EQ(cli->close_status(), close_code::abnormal);
+    r = cli->close(close_code::normal, {}, 5s);  // the connection is gone: still no handshake
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::connection_reset);
+    char echo[2];  // our close frame went out before the end was seen
+    ASSERT_TRUE(pair->first.read_exactly(echo, sizeof echo, 5s));
+    EXPECT_EQ(static_cast<uint8_t>(echo[0]), 0x88);
+}
+
+// A close() called after recv() completed the handshake (the peer closed first) succeeds.
+TEST_P(http_websocket_test, close_after_the_peers_close_succeeds) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto cli = websocket::over(pair->second, false);
+    ASSERT_TRUE(cli);
+    ASSERT_TRUE(pair->first.write_all("\x88\x02\x03\xe8", 4, 5s));  // the server's close frame, 1000
+    ASSERT_TRUE(pair->first.shutdown(5s));  // then its end of TCP
+    auto m = cli->recv(5s);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error(), std::errc::no_message_available);
+    auto r = cli->close(close_code::normal, {}, 5s);
+    EXPECT_TRUE(r) << r.error().message();
+    EXPECT_EQ(cli->close_status(), close_code::normal);
+}
+
+// A message close() reads and discards that breaks the protocol fails the connection as in
+// recv(), and close() returns recv()'s error for it (its Errors list did not say so).
+TEST_P(http_websocket_test, close_reports_a_protocol_error_in_what_it_discards) {
+    auto pair = net::stream::pair();
+    ASSERT_TRUE(pair);
+    auto srv = websocket::over(pair->first, true);
+    ASSERT_TRUE(srv);
+    ASSERT_TRUE(pair->second.write_all("\x81\x02hi", 4, 5s));  // unmasked: a protocol error
+    ASSERT_TRUE(pair->second.shutdown(5s));  // (failing reads what follows: nothing)
+    auto r = srv->close(close_code::normal, {}, 5s);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::protocol_error);
+    EXPECT_EQ(srv->close_status(), close_code::abnormal);
+    EXPECT_FALSE(srv->is_open());
+}
+
 // close() while another fiber is parked in recv(): that recv() takes the peer's close frame and
 // returns ENODATA, and close() returns after it. Both read into the one buffer before: the
 // close frame went to either call, and the other's read met the end of the connection

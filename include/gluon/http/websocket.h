@@ -154,9 +154,13 @@ public:
     /// it bounds the whole call, the close frame's send included, which send_timeout bounds
     /// too). While another fiber is in recv(), that recv() reads (two reads would share one
     /// buffer): close() waits for it to return, and at `timeout` shuts the connection down
-    /// under it. Errors: EINVAL
-    /// (a code that may not be sent, or a reason over 123 bytes), ETIMEDOUT (the peer did not
-    /// answer; the connection is closed anyway), ECANCELED, the stream's.
+    /// under it. Success means the closing handshake completed: the peer's close frame came
+    /// (close_status() its code), now or before the call. Errors: EINVAL (a code that may not
+    /// be sent, or a reason over 123 bytes), ETIMEDOUT (the peer did not answer; the
+    /// connection is closed anyway), ECONNRESET (the connection ended without the peer's close
+    /// frame, close_status() 1006: the peer ended TCP, or the connection had failed), EPROTO,
+    /// EILSEQ, EMSGSIZE (a message read and discarded broke the protocol: the connection was
+    /// failed as recv() fails it), ECANCELED, the stream's.
     result<void> close(uint16_t code = close_code::normal, std::string_view reason = {},
                        duration timeout = forever);
 
