@@ -111,6 +111,10 @@ bool has_token(std::string_view value, std::string_view token) noexcept {
     return !detail::for_each_element(value, [token](std::string_view t) { return !iequals(t, token); });
 }
 
+bool has_exact_token(std::string_view value, std::string_view token) noexcept {
+    return !detail::for_each_element(value, [token](std::string_view t) { return t != token; });
+}
+
 void random_bytes(void* out, size_t n) noexcept {
     // getrandom(2) in 256-byte batches: a client masks every frame with a fresh key, and a
     // system call per frame would cost more than the frame.

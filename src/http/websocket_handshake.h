@@ -21,6 +21,9 @@ std::string accept_value(std::string_view key);
 std::string new_key();
 /// True if the comma-separated field value holds `token` (case-insensitive).
 bool has_token(std::string_view value, std::string_view token) noexcept;
+/// As has_token, case-sensitive: for subprotocol names, which are matched exactly (RFC 7936,
+/// updating RFC 6455: only the registry ignores case).
+bool has_exact_token(std::string_view value, std::string_view token) noexcept;
 
 /// Random bytes for keys and masks, from getrandom(2) in batches (per thread).
 void random_bytes(void* out, size_t n) noexcept;

@@ -24,10 +24,12 @@ unexpected refuse(response& res, int status, std::string_view why) {
     return errno_error(EPROTO);
 }
 
-// The first subprotocol of ours (in our order) that the client offered.
+// The first subprotocol of ours (in our order) that the client offered, matched exactly: a
+// client that offered "Chat" and got "chat" fails the handshake (the client here compares
+// exactly too).
 std::string choose_subprotocol(std::string_view offered, const std::vector<std::string>& ours) {
     for (const auto& p : ours)
-        if (has_token(offered, p)) return p;
+        if (has_exact_token(offered, p)) return p;
     return {};
 }
 

@@ -117,6 +117,9 @@ TEST(http_websocket_codec, accept_value_of_the_rfc_example) {
     EXPECT_EQ(ws::base64_decoded_length(ws::new_key()), 16);
     EXPECT_TRUE(ws::has_token("keep-alive, Upgrade", "upgrade"));
     EXPECT_FALSE(ws::has_token("keep-alive, upgraded", "upgrade"));
+    EXPECT_TRUE(ws::has_exact_token("chat.v1, Chat.v2", "Chat.v2"));
+    EXPECT_FALSE(ws::has_exact_token("chat.v1, Chat.v2", "chat.v2"));
+    EXPECT_FALSE(ws::has_exact_token("chat.v1", "chat"));
 }
 
 // ---- gluon server and client ------------------------------------------------------------------
@@ -215,6 +218,24 @@ TEST_P(http_websocket_test, server_initiated_close_and_subprotocol) {
     EXPECT_EQ(c->close_reason(), "bye");
     EXPECT_FALSE(c->is_open());
     EXPECT_EQ(server_result().err, 0);  // the server's close() completed
+}
+
+// Subprotocol names match exactly on both sides (RFC 7936). The server matched them ignoring
+// case and answered with its own spelling, which the client (matching exactly) refused: an
+// offer of "Chat" to a server speaking "chat" failed the handshake instead of agreeing on none.
+TEST_P(http_websocket_test, subprotocols_match_case_sensitively) {
+    websocket_options so;
+    so.subprotocols = {"chat", "Echo"};
+    start_echo(so);
+    websocket_options co;
+    co.subprotocols = {"Chat"};
+    auto c = websocket::connect(url("/echo"), co);
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(c->subprotocol(), "");  // none agreed on
+    co.subprotocols = {"echo", "Echo"};
+    c = websocket::connect(url("/echo"), co);
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(c->subprotocol(), "Echo");
 }
 
 TEST_P(http_websocket_test, recv_timeout_keeps_the_connection) {
