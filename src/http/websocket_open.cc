@@ -78,6 +78,14 @@ result<websocket> websocket::accept(request& req, response& res, const websocket
 
 namespace {
 
+// Fields a response may hold once (RFC 6455 11.3.3, 11.3.4): find() sees only the first, and a
+// second that says otherwise must fail the handshake rather than go unread.
+bool at_most_once(const response_head& h, std::string_view name) noexcept {
+    size_t n = 0;
+    for (size_t i = 0; i < h.header_count; ++i) n += iequals(h.headers[i].name, name);
+    return n <= 1;
+}
+
 // Writes the upgrade request and reads the answer's head; what follows it stays buffered.
 result<void> client_handshake(websocket::state& st, const url& u, deadline_t d) {
     const std::string key = new_key();
@@ -117,7 +125,8 @@ result<void> client_handshake(websocket::state& st, const url& u, deadline_t d) 
         st.rend += *n;
     }
     if (h.status != 101 || !has_token(h.find("Upgrade"), "websocket") || !has_token(h.find("Connection"), "upgrade") ||
-        h.find("Sec-WebSocket-Accept") != accept_value(key) || !h.find("Sec-WebSocket-Extensions").empty())
+        h.find("Sec-WebSocket-Accept") != accept_value(key) || !h.find("Sec-WebSocket-Extensions").empty() ||
+        !at_most_once(h, "Sec-WebSocket-Accept") || !at_most_once(h, "Sec-WebSocket-Protocol"))
         return errno_error(EPROTO);
     std::string_view proto = h.find("Sec-WebSocket-Protocol");
     if (!proto.empty()) {

@@ -238,6 +238,61 @@ TEST_P(http_websocket_test, subprotocols_match_case_sensitively) {
     EXPECT_EQ(c->subprotocol(), "Echo");
 }
 
+// Sec-WebSocket-Accept and Sec-WebSocket-Protocol may appear once in the server's answer (RFC
+// 6455 11.3.3, 11.3.4): a second one fails the handshake. Only the first was checked, so a
+// second with another accept value or another subprotocol went unread.
+TEST_P(http_websocket_test, a_101_with_a_field_twice_fails_the_handshake) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    auto at = l->local_address();
+    ASSERT_TRUE(at);
+    const std::string where = "ws://127.0.0.1:" + std::to_string(at->port()) + "/";
+    struct answer_case {
+        std::string fields;  // after Sec-WebSocket-Accept, "$" standing for its right value
+        bool ok;
+    };
+    const std::vector<answer_case> cases = {
+        {"", true},
+        {"Sec-WebSocket-Protocol: b\r\n", true},
+        {"Sec-WebSocket-Accept: $\r\n", false},
+        {"Sec-WebSocket-Accept: d3JvbmcgYWNjZXB0IHZhbHVlIQ==\r\n", false},
+        {"Sec-WebSocket-Protocol: a\r\nSec-WebSocket-Protocol: b\r\n", false},
+    };
+    for (const auto& c : cases) {
+        auto answerer = spawn([&] {
+            auto s = l->accept(5s);
+            ASSERT_TRUE(s) << s.error().message();
+            std::string req;
+            char buf[4096];
+            while (req.find("\r\n\r\n") == std::string::npos) {
+                auto n = s->read_some(buf, sizeof buf, 5s);
+                ASSERT_TRUE(n && *n > 0);
+                req.append(buf, *n);
+            }
+            const std::string name = "Sec-WebSocket-Key: ";
+            const size_t k = req.find(name);
+            ASSERT_NE(k, std::string::npos) << req;
+            const std::string key = req.substr(k + name.size(), req.find("\r\n", k) - k - name.size());
+            const std::string accept = ws::accept_value(key);
+            std::string fields = c.fields;
+            if (size_t d = fields.find('$'); d != std::string::npos) fields.replace(d, 1, accept);
+            const std::string answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                       "Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + "\r\n" +
+                                       fields + "\r\n";
+            ASSERT_TRUE(s->write_all(answer.data(), answer.size(), 5s));
+        });
+        ASSERT_TRUE(answerer);
+        websocket_options o;
+        o.subprotocols = {"a", "b"};
+        auto w = websocket::connect(where, o);
+        EXPECT_EQ(w.has_value(), c.ok) << c.fields;
+        if (!c.ok && !w) {
+            EXPECT_EQ(w.error(), std::errc::protocol_error) << c.fields;
+        }
+        ASSERT_TRUE(answerer->join());
+    }
+}
+
 TEST_P(http_websocket_test, recv_timeout_keeps_the_connection) {
     start_echo();
     auto c = websocket::connect(url("/echo"));
