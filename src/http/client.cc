@@ -589,6 +589,9 @@ struct client::impl {
         const std::function<bool(std::string_view)>* h2_on_body = h2_body ? &h2_body : nullptr;
         for (int redirects = 0;; ++redirects) {
             int retries_left = idempotent(verb) && !req.body_source ? opts.retries : 0;
+            // A request the server refused unprocessed (RFC 9113 8.7) goes again whatever its
+            // method; a streamed body cannot be read again.
+            int refused_left = req.body_source ? 0 : opts.retries;
             if (redirects > 0) {
                 if (redirects == 1) first_origin = key;
                 key = pool_key(u);
@@ -599,10 +602,10 @@ struct client::impl {
                 if (auto h2s = h2_session(key)) {
                     auto fields = GLUON_TRY(h2_fields(req, cross_origin));
                     std::string_view name = method_name(verb).empty() ? std::string_view("GET") : method_name(verb);
-                    bool started = false;
+                    bool started = false, refused = false;
                     out.body_length = 0;
                     auto r = h2s->exchange(name, u, req, with_body, fields, opts.max_body_bytes, opts.read_timeout,
-                                           total, h2_on_body, out, started);
+                                           total, h2_on_body, out, started, refused);
                     if (!r && overflowed) return errno_error(EMSGSIZE);  // the body did not fit the caller's buffer
                     if (r && !h2_on_body) out.body_length = out.body.size();
                     {
@@ -610,7 +613,10 @@ struct client::impl {
                         ++st.http2_requests;
                     }
                     if (!r) {
-                        if (!started && !h2s->usable() && connection_failure(r.error()) && retries_left-- > 0) {
+                        const bool again = refused ? refused_left-- > 0
+                                                   : !started && !h2s->usable() && connection_failure(r.error()) &&
+                                                         retries_left-- > 0;
+                        if (again) {
                             std::lock_guard g(lock);
                             ++st.retries;
                             continue;

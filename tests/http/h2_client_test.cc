@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -499,6 +500,122 @@ TEST_P(h2_client_test, an_answer_cut_short_by_a_no_error_reset_fails) {
         }
     }
     ASSERT_TRUE(srv->join());
+}
+
+// One client connection seen by a raw server: the client's frames one by one, past its preface.
+struct raw_h2_peer {
+    struct frame {
+        uint8_t type = 0, flags = 0;
+        uint32_t stream = 0;
+        std::string payload;
+    };
+    net::stream s;
+    std::string in;
+    size_t at = 24;  // the client's preface
+
+    /// The client's next frame; nullopt at its end, or when none came within timeout.
+    std::optional<frame> next(duration timeout) {
+        for (;;) {
+            if (at + 9 <= in.size()) {
+                size_t len = (size_t(uint8_t(in[at])) << 16) | (size_t(uint8_t(in[at + 1])) << 8) | uint8_t(in[at + 2]);
+                if (at + 9 + len <= in.size()) {
+                    frame f;
+                    f.type = uint8_t(in[at + 3]);
+                    f.flags = uint8_t(in[at + 4]);
+                    f.stream = (uint32_t(uint8_t(in[at + 5]) & 0x7f) << 24) | (uint32_t(uint8_t(in[at + 6])) << 16) |
+                               (uint32_t(uint8_t(in[at + 7])) << 8) | uint8_t(in[at + 8]);
+                    f.payload = in.substr(at + 9, len);
+                    at += 9 + len;
+                    return f;
+                }
+            }
+            char buf[16384];
+            auto n = s.read_some(buf, sizeof buf, timeout);
+            if (!n || *n == 0) return std::nullopt;
+            in.append(buf, *n);
+        }
+    }
+    bool send(const std::string& bytes) { return s.write_all(bytes.data(), bytes.size(), 10s).has_value(); }
+};
+
+// Accepts a client and sends it an empty SETTINGS frame.
+std::optional<raw_h2_peer> accept_h2(net::listener& l) {
+    auto s = l.accept(10s);
+    if (!s) return std::nullopt;
+    raw_h2_peer p{std::move(*s)};
+    if (!p.send(h2_frame(4, 0, 0, ""))) return std::nullopt;
+    return p;
+}
+
+std::string be32(uint32_t v) {
+    return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+
+// What a raw server got of a request body on each of its connections.
+struct bodies_seen {
+    std::string refused;  // on the connection whose GOAWAY left the request out
+    std::string served;   // on the next one, up to END_STREAM
+    bool ended = false;
+};
+
+// Answers the first connection's first request with GOAWAY naming stream 0 as the last it
+// processes (so none), reading what the client still sends; serves the second connection's
+// first request with 200.
+void refuse_then_serve(net::listener& l, bodies_seen& seen) {
+    auto first = accept_h2(l);
+    ASSERT_TRUE(first);
+    bool away = false;
+    while (auto f = first->next(10s)) {
+        if (f->type == 4 && !(f->flags & 1)) {
+            ASSERT_TRUE(first->send(h2_frame(4, 1, 0, "")));
+        }
+        if (f->type == 1 && !away) {
+            ASSERT_TRUE(first->send(h2_frame(7, 0, 0, be32(0) + be32(0))));  // GOAWAY, NO_ERROR
+            away = true;
+        }
+        if (f->type == 0) seen.refused += f->payload;
+    }
+    auto second = accept_h2(l);
+    ASSERT_TRUE(second);
+    while (auto f = second->next(10s)) {
+        if (f->type == 4 && !(f->flags & 1)) {
+            ASSERT_TRUE(second->send(h2_frame(4, 1, 0, "")));
+        }
+        if (f->type == 0) seen.served += f->payload;
+        if ((f->type == 0 || f->type == 1) && (f->flags & 1)) {
+            seen.ended = true;
+            ASSERT_TRUE(second->send(h2_frame(1, 4 | 1, f->stream, "\x88")));  // 200, no body
+        }
+    }
+}
+
+// A stream above a GOAWAY's last-stream-id was not processed (RFC 9113 6.8, 8.7): the request
+// may go again on a new connection whatever its method. Only idempotent ones went again, and a
+// POST failed with ECONNRESET.
+TEST_P(h2_client_test, a_post_left_out_by_goaway_is_sent_again_on_a_new_connection) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    bodies_seen seen;
+    auto srv = spawn([&] { refuse_then_serve(*l, seen); });
+    ASSERT_TRUE(srv);
+    client_request req;
+    req.method = method::post;
+    req.url = "http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/";
+    req.body = pattern(5000);
+    {
+        client c({.http2_prior_knowledge = true});
+        auto r = c.send(req);
+        EXPECT_TRUE(r) << r.error().message();  // the server fiber still waits for a second go
+        if (r) {
+            EXPECT_EQ(r->status, 200);
+        }
+        EXPECT_EQ(c.statistics().connections_opened, 2u);
+        EXPECT_EQ(c.statistics().retries, 1u);
+    }
+    ASSERT_TRUE(srv->join());
+    EXPECT_TRUE(seen.ended);
+    EXPECT_EQ(seen.served, req.body);  // whole, once
+    EXPECT_EQ(seen.refused, req.body.substr(0, seen.refused.size()));  // at most a first go
 }
 
 TEST_P(h2_client_test, against_nginx_with_http2) {

@@ -34,6 +34,9 @@ struct client_options {
     // Idempotent requests: new attempts after a connection failed before answering. Such a
     // request takes a connection that was pooled under a second without checking it (a system
     // call), since one the server closed meanwhile fails before answering; others check first.
+    // Over HTTP/2, a request the server refused before processing it (RST_STREAM
+    // REFUSED_STREAM, or a stream above the last one its GOAWAY names, RFC 9113 8.7) gets as
+    // many whatever its method, its body sent whole again (a body_source's cannot be).
     int retries = 1;
     size_t max_idle_per_origin = 8;
     duration idle_timeout = std::chrono::seconds(30);  // an idle pooled connection older is closed

@@ -419,12 +419,18 @@ result<void> h2_client_session::exchange(std::string_view method, const url& u, 
                                          bool with_body, const std::vector<std::pair<std::string, std::string>>& fields,
                                          uint64_t max_body, duration read_timeout, deadline_t total,
                                          const std::function<bool(std::string_view)>* on_body, client_response& out,
-                                         bool& started) {
+                                         bool& started, bool& refused) {
     auto left = [&] {
         duration l = time_left(total);
         return read_timeout < l ? read_timeout : l;
     };
     h2_call call(shared_from_this());
+    // However the exchange ends (the refusal fails a write as well as a wait).
+    struct note_refused {
+        const h2_call& c;
+        bool& r;
+        ~note_refused() { r = c.refused(); }
+    } note{call, refused};
     bool streamed = with_body && req.body_source;
     bool body = streamed || (with_body && !req.body.empty());
     std::vector<std::pair<std::string, std::string>> f = fields;

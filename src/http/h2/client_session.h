@@ -67,6 +67,10 @@ public:
     bool answered_early() const noexcept {
         return closed_ && reset_code_ == NGHTTP2_NO_ERROR && head_done_ && in_done_ && !too_big_;
     }
+    /// The server refused the stream before processing it: RST_STREAM REFUSED_STREAM, or a
+    /// stream above the last one a GOAWAY names (RFC 9113 8.7, 6.8). The request may be sent
+    /// again, whatever its method.
+    bool refused() const noexcept { return closed_ && reset_code_ == NGHTTP2_REFUSED_STREAM && !head_done_; }
     /// Resets the stream (CANCEL) if it is still open.
     void cancel() noexcept;
 
@@ -127,12 +131,15 @@ public:
     /// returns). A pool that keeps a session per vCPU closes them all this way.
     void close() noexcept;
     /// Runs a whole exchange for http::client: the request (body from `body` or `source`), then
-    /// the response into out (or its body to on_body). Errors: those of h2_call, EMSGSIZE,
-    /// ECANCELED (on_body said stop).
+    /// the response into out (or its body to on_body). `started`: the response head came;
+    /// `refused`: the call failed because the server refused its stream unprocessed
+    /// (h2_call::refused), so it may go again. Errors: those of h2_call, EMSGSIZE, ECANCELED
+    /// (on_body said stop).
     result<void> exchange(std::string_view method, const url& u, const client_request& req, bool with_body,
                           const std::vector<std::pair<std::string, std::string>>& fields, uint64_t max_body,
                           duration read_timeout, deadline_t total,
-                          const std::function<bool(std::string_view)>* on_body, client_response& out, bool& started);
+                          const std::function<bool(std::string_view)>* on_body, client_response& out, bool& started,
+                          bool& refused);
 
     // For h2_call.
     nghttp2_session* ng() const noexcept { return ng_; }
