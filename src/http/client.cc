@@ -640,7 +640,8 @@ struct client::impl {
                 if (c.h2) {
                     // HTTP/2: the connection becomes the origin's session (one per vCPU; a
                     // fiber that raced this one to open it keeps its own for this request).
-                    auto sess = detail::h2_client_session::start(std::move(c.s), opts.read_timeout, opts.limits);
+                    auto sess = detail::h2_client_session::start(std::move(c.s), opts.read_timeout, opts.limits,
+                                                                 opts.http2_ping_after, opts.http2_ping_timeout);
                     if (!sess) return unexpected(sess.error());
                     std::lock_guard g(lock);
                     auto& slot = h2[{std::this_thread::get_id(), key}];

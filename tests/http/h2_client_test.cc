@@ -618,6 +618,86 @@ TEST_P(h2_client_test, a_post_left_out_by_goaway_is_sent_again_on_a_new_connecti
     EXPECT_EQ(seen.refused, req.body.substr(0, seen.refused.size()));  // at most a first go
 }
 
+// Reads the first connection's request and then says nothing more, not even to PINGs, reading
+// until the client goes (`pinged`: a PING came meanwhile); serves the second connection's first
+// request with 200.
+void go_silent_then_serve(net::listener& l, bool& pinged) {
+    auto first = accept_h2(l);
+    ASSERT_TRUE(first);
+    bool silent = false;
+    while (auto f = first->next(10s)) {
+        if (f->type == 4 && !(f->flags & 1) && !silent) {
+            ASSERT_TRUE(first->send(h2_frame(4, 1, 0, "")));
+        }
+        if (f->type == 1) silent = true;
+        if (f->type == 6 && !(f->flags & 1)) pinged = true;
+    }
+    auto second = accept_h2(l);
+    ASSERT_TRUE(second);
+    while (auto f = second->next(10s)) {
+        if (f->type == 4 && !(f->flags & 1)) {
+            ASSERT_TRUE(second->send(h2_frame(4, 1, 0, "")));
+        }
+        if (f->type == 1) {
+            ASSERT_TRUE(second->send(h2_frame(1, 4 | 1, f->stream, "\x88")));  // 200, no body
+        }
+    }
+}
+
+// A server that stops answering without closing: a call that has waited http2_ping_after with
+// nothing coming sends a PING, and a PING left unanswered ends the connection. The call waited
+// for read_timeout, and the connection, still taken for usable, held every later call as long.
+TEST_P(h2_client_test, a_server_that_goes_silent_is_pinged_and_dropped) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    bool pinged = false;
+    auto srv = spawn([&] { go_silent_then_serve(*l, pinged); });
+    ASSERT_TRUE(srv);
+    {
+        client_options o;
+        o.http2_prior_knowledge = true;
+        o.read_timeout = 8s;
+        o.http2_ping_after = 100ms;
+        o.http2_ping_timeout = 200ms;
+        client c(o);
+        const std::string u = "http://127.0.0.1:" + std::to_string(l->local_address()->port()) + "/";
+        auto t0 = std::chrono::steady_clock::now();
+        auto r = c.get(u);
+        auto took = std::chrono::steady_clock::now() - t0;
+        EXPECT_FALSE(r);
+        if (!r) {
+            EXPECT_EQ(r.error(), std::errc::timed_out) << r.error().message();
+        }
+        EXPECT_LT(took, 4s);  // half the read timeout
+        auto next = c.get(u);  // on a new connection
+        EXPECT_TRUE(next) << next.error().message();
+        EXPECT_EQ(c.statistics().connections_opened, 2u);
+    }
+    ASSERT_TRUE(srv->join());
+    EXPECT_TRUE(pinged);
+}
+
+// A server slow to answer but alive answers the PINGs: its connection stays, and the call gets
+// its answer.
+TEST_P(h2_client_test, a_slow_server_that_answers_pings_keeps_its_connection) {
+    r_.get("/slow", [](request&, response& res) {
+        (void)this_fiber::sleep_for(700ms);  // a slow handler, several PING periods long
+        res.body("slow");
+    });
+    start();
+    client_options o;
+    o.http2_prior_knowledge = true;
+    o.http2_ping_after = 100ms;
+    o.http2_ping_timeout = 200ms;
+    client c(o);
+    auto r = c.get(url("/slow"));
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "slow");
+    EXPECT_TRUE(c.get(url("/hello")));
+    EXPECT_EQ(c.statistics().connections_opened, 1u);
+    EXPECT_EQ(srv_->connections(), 1u);
+}
+
 TEST_P(h2_client_test, against_nginx_with_http2) {
     std::string why;
     auto ngx = test::nginx::start(why, "", " http2");

@@ -53,6 +53,14 @@ struct client_options {
     /// Speak HTTP/2 to http:// origins without asking first (h2c by prior knowledge, RFC 9113
     /// 3.3): for servers known to accept it. Not through a proxy.
     bool http2_prior_knowledge = false;
+    /// HTTP/2: once a call has waited this long for its answer with nothing at all coming on its
+    /// connection, the client sends a PING; if nothing comes back within http2_ping_timeout
+    /// either, the connection is dead: its calls fail with ETIMEDOUT and later ones go on a new
+    /// connection. A server that stopped answering without closing held each call for
+    /// read_timeout, and its connection took every new one. An idle connection is not pinged;
+    /// one timer per connection, none per call. forever: no PINGs.
+    duration http2_ping_after = std::chrono::seconds(10);
+    duration http2_ping_timeout = std::chrono::seconds(10);
 };
 
 struct client_response {

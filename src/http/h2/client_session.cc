@@ -137,7 +137,7 @@ result<void> h2_call::start(std::string_view method, std::string_view scheme, st
 
 int h2_call::wait(duration timeout) {
     if (closed_ && !in_done_) return ECONNRESET;
-    if (gone_) return ENODATA;
+    if (gone_) return sess_->dead() ? ETIMEDOUT : ENODATA;
     ev_.reset();
     waiting_ = true;
     auto r = ev_.wait(timeout);
@@ -301,9 +301,9 @@ void h2_call::on_gone() noexcept {
 // ---- h2_client_session ------------------------------------------------------------------------
 
 h2_client_session::h2_client_session(private_tag, std::unique_ptr<net::byte_stream> s, duration send_timeout,
-                                     const limits& head_limits)
-    : s_(std::move(s)), send_timeout_(send_timeout), head_limits_(head_limits),
-      home_(gluon::detail::current_vcpu()) {
+                                     const limits& head_limits, duration ping_after, duration ping_timeout)
+    : s_(std::move(s)), send_timeout_(send_timeout), head_limits_(head_limits), ping_after_(ping_after),
+      ping_timeout_(ping_timeout), last_read_ns_(mono_coarse_ns()), home_(gluon::detail::current_vcpu()) {
     const setup& su = nghttp2_setup();
     if (nghttp2_session_client_new2(&ng_, su.cbs, this, su.opt) != 0) throw std::bad_alloc();
 }
@@ -312,8 +312,10 @@ h2_client_session::~h2_client_session() { nghttp2_session_del(ng_); }
 
 result<std::shared_ptr<h2_client_session>> h2_client_session::start(std::unique_ptr<net::byte_stream> s,
                                                                     duration send_timeout,
-                                                                    const limits& head_limits) {
-    auto self = std::make_shared<h2_client_session>(private_tag{}, std::move(s), send_timeout, head_limits);
+                                                                    const limits& head_limits, duration ping_after,
+                                                                    duration ping_timeout) {
+    auto self = std::make_shared<h2_client_session>(private_tag{}, std::move(s), send_timeout, head_limits,
+                                                    ping_after, ping_timeout);
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(k_window)},
@@ -330,6 +332,14 @@ result<std::shared_ptr<h2_client_session>> h2_client_session::start(std::unique_
         return unexpected(r.error());
     }
     (void)r->detach();
+    if (ping_after != forever) {
+        auto d = spawn([self] { self->watchdog(self); });
+        if (!d) {
+            self->close();
+            return unexpected(d.error());
+        }
+        (void)d->detach();
+    }
     self->want_write();
     return self;
 }
@@ -368,6 +378,8 @@ void h2_client_session::reader(std::shared_ptr<h2_client_session> self) {
     while (!gone_ && (nghttp2_session_want_read(ng_) || nghttp2_session_want_write(ng_))) {
         auto n = s_->read_some(buf_, sizeof buf_, forever);
         if (!n || *n == 0) break;
+        ++reads_;
+        last_read_ns_ = mono_coarse_ns();
         auto rv = nghttp2_session_mem_recv(ng_, reinterpret_cast<const uint8_t*>(buf_), *n);
         if (rv < 0) {
             GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http2 client: {}",
@@ -379,6 +391,36 @@ void h2_client_session::reader(std::shared_ptr<h2_client_session> self) {
     gone_ = true;
     while (h2_call* c = calls.pop_front()) c->on_gone();
     want_write();  // the writer sees it and exits
+    dog_.set();    // and so does the watchdog
+    (void)self;
+}
+
+// A server that stops answering without closing the connection held each call until its read
+// timeout, and the session, still usable, took every new one. One fiber and one timer per
+// session watch for it, none per call: only a silence while calls wait is checked, and an idle
+// connection is left alone.
+void h2_client_session::watchdog(std::shared_ptr<h2_client_session> self) {
+    const int64_t after = ping_after_.count();
+    while (!gone_) {
+        const int64_t quiet = mono_coarse_ns() - last_read_ns_;
+        if (calls.empty() || quiet < after) {
+            auto w = dog_.wait(duration(calls.empty() || quiet < 0 ? after : after - quiet));
+            if (!w && w.error() == std::errc::operation_canceled) break;  // the vCPU is stopping
+            continue;
+        }
+        // Anything read after the PING counts as its answer: the ACK comes behind it.
+        const uint64_t seen = reads_;
+        if (nghttp2_submit_ping(ng_, NGHTTP2_FLAG_NONE, nullptr) != 0) break;
+        want_write();
+        auto w = dog_.wait(ping_timeout_);
+        if (!w && w.error() == std::errc::operation_canceled) break;
+        if (gone_ || reads_ != seen) continue;
+        dead_ = true;
+        GLUON_LOG_RATE_LIMITED(debug, std::chrono::seconds(1), "gluon: http2 client: PING unanswered, connection dropped");
+        // The reader's read ends, and with it the calls (ETIMEDOUT: see h2_call::wait).
+        if (net::socket_fd* sock = s_->socket()) (void)sys::shutdown(sock->get(), SHUT_RDWR);
+        break;
+    }
     (void)self;
 }
 

@@ -119,13 +119,19 @@ public:
     /// calling vCPU. Errors: ENOMEM, EPERM (not on a vCPU).
     /// `head_limits` bound each header block of a response (head, interim, trailers), counted
     /// as RFC 9113 6.5.2 measures a field list (HPACK lets a few bytes stand for a long field).
+    /// `ping_after`: once calls have waited that long with nothing at all read, the session
+    /// sends a PING, and if nothing comes within `ping_timeout` either it is dead: no longer
+    /// usable, its calls fail with ETIMEDOUT. forever: no PINGs (one more fiber otherwise).
     static result<std::shared_ptr<h2_client_session>> start(std::unique_ptr<net::byte_stream> s,
                                                             duration send_timeout,
-                                                            const limits& head_limits = {});
+                                                            const limits& head_limits = {},
+                                                            duration ping_after = forever,
+                                                            duration ping_timeout = forever);
     ~h2_client_session();
 
-    /// False once the connection ended or the server sent GOAWAY (no new streams).
-    bool usable() const noexcept { return !gone_ && !goaway_; }
+    /// False once the connection ended, the server sent GOAWAY (no new streams) or left a PING
+    /// unanswered.
+    bool usable() const noexcept { return !gone_ && !goaway_ && !dead_; }
     /// Closes the connection; calls in flight fail. Any thread may call it: from another thread
     /// than the session's vCPU it asks the session's writer, which closes it there (after this
     /// returns). A pool that keeps a session per vCPU closes them all this way.
@@ -144,6 +150,8 @@ public:
     // For h2_call.
     nghttp2_session* ng() const noexcept { return ng_; }
     bool gone() const noexcept { return gone_; }
+    /// The connection was ended for a PING left unanswered (see start()).
+    bool dead() const noexcept { return dead_; }
     const limits& head_limits() const noexcept { return head_limits_; }
     void want_write() noexcept {
         if (!write_wanted_) {
@@ -154,11 +162,12 @@ public:
 
     struct private_tag {};
     h2_client_session(private_tag, std::unique_ptr<net::byte_stream> s, duration send_timeout,
-                      const limits& head_limits);
+                      const limits& head_limits, duration ping_after, duration ping_timeout);
 
 private:
     void reader(std::shared_ptr<h2_client_session> self);
     void writer(std::shared_ptr<h2_client_session> self);
+    void watchdog(std::shared_ptr<h2_client_session> self);
     bool flush();
 
     std::unique_ptr<net::byte_stream> s_;
@@ -170,6 +179,11 @@ private:
     bool gone_ = false;
     bool goaway_ = false;
     bool closing_ = false;
+    bool dead_ = false;  // a PING went unanswered
+    duration ping_after_, ping_timeout_;
+    uint64_t reads_ = 0;        // reads that brought bytes
+    int64_t last_read_ns_ = 0;  // when the last of them did (coarse clock)
+    event dog_;                 // the watchdog's sleep; set once the connection has ended
     gluon::detail::vcpu* home_;             // the vCPU that started it
     std::atomic<bool> close_asked_{false};  // close() from another thread, for the writer
     std::string out_;
