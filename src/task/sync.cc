@@ -42,9 +42,20 @@ long wait_base::finish() noexcept {
     return res_;
 }
 
+// On the task's vCPU. The hook and the timer outlive the wake-up until the task runs: a
+// cancel or timeout after it must not touch the primitive, which may be gone by then.
 void wait_base::on_cancel(cancel_hook* c, int err) noexcept {
     auto* self = static_cast<wait_base*>(c);
-    if (!self->unlink()) return;  // the wake-up is on its way
+    uint8_t st = k_linked;
+    if (!self->state_.compare_exchange_strong(st, k_unlinking, std::memory_order_acquire))
+        return;  // woken (its wake-up is on its way), or unlinked already
+    if (!self->unlink()) {
+        // The wake-up is on its way; a waker that must wait for us does so until this store.
+        st = k_unlinking;
+        (void)self->state_.compare_exchange_strong(st, k_linked, std::memory_order_release);
+        return;
+    }
+    self->state_.store(k_done, std::memory_order_relaxed);  // never woken now
     self->res_ = -err;
     static_cast<task_sched*>(self->sched_)->schedule(self->h_);
 }
@@ -55,8 +66,21 @@ void wait_base::on_wake(void* p, long r) noexcept {
     self->res_ = r;
     auto* s = static_cast<task_sched*>(self->sched_);
     if (s == t_sched) {
+        // on_cancel runs on this thread too, so it is not inside unlink() now.
+        self->state_.store(k_done, std::memory_order_relaxed);
         s->schedule(self->h_);
         return;
+    }
+    if (self->waker_waits_) {
+        // The caller may destroy the primitive once we return: a cancel that the task's vCPU
+        // is making inside it (a lock taken and released, so not for long) ends first.
+        uint8_t st = k_linked;
+        while (!self->state_.compare_exchange_weak(st, k_done, std::memory_order_acq_rel)) {
+            st = k_linked;
+            __builtin_ia32_pause();
+        }
+    } else {
+        self->state_.store(k_done, std::memory_order_release);
     }
     self->wake_.fn = [](vcpu_call* c) noexcept {
         auto* w = reinterpret_cast<wait_base*>(reinterpret_cast<char*>(c) - offsetof(wait_base, wake_));

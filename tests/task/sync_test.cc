@@ -5,10 +5,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <new>
 #include <stop_token>
 
 #include "gluon/runtime/fd.h"
 #include "gluon/runtime/runtime.h"
+#include "gluon/runtime/vcpu_call.h"
 #include "gluon/task/io.h"
 #include "gluon/task/spawn.h"
 #include "test_support.h"
@@ -21,6 +26,25 @@ using namespace std::chrono_literals;
 class task_sync_test : public test::engine_test {};
 
 using test::sock_pair;
+
+// Storage for a primitive that a test destroys: zeroed once the primitive is gone, so that a
+// write to it after that (a use after free) shows.
+template <typename T>
+struct canary_storage {
+    alignas(T) unsigned char bytes[sizeof(T)];
+    template <typename... A>
+    T* make(A&&... a) {
+        return new (bytes) T(std::forward<A>(a)...);
+    }
+    T* get() { return std::launder(reinterpret_cast<T*>(bytes)); }
+    void destroy() {
+        get()->~T();
+        std::memset(bytes, 0, sizeof bytes);
+    }
+    bool untouched() const {
+        return std::all_of(std::begin(bytes), std::end(bytes), [](unsigned char c) { return c == 0; });
+    }
+};
 
 TEST_P(task_sync_test, channel_between_a_fiber_and_a_task) {
     channel<int> to_task(0), to_fiber(4);
@@ -139,6 +163,92 @@ TEST_P(task_sync_test, a_join_cancelled_after_the_fiber_ended_leaves_the_fiber_a
     EXPECT_EQ(h.join(), 0);
     EXPECT_FALSE(f->joinable());
     ASSERT_TRUE(reaper->join());
+}
+
+TEST_P(task_sync_test, a_cancel_after_the_wake_up_leaves_the_destroyed_event_alone) {
+    // A fiber sets the event, which queues the task behind it, and destroys the event, as it
+    // may once nobody waits on it; the task is cancelled before it runs. The cancel must not
+    // look at the event (it took the event's lock, writing into its storage), and the wait
+    // succeeds: the event was set first.
+    canary_storage<event> ev;
+    ev.make();
+    bool started = false;
+    int res = -1;
+    auto t = [](event* e, bool* st, int* out) -> task<void> {
+        *st = true;
+        auto r = co_await co::wait(*e, 10s);  // its timer stays armed until the task runs
+        *out = r ? 0 : r.error().value();
+    };
+    auto h = co_spawn(t(ev.get(), &started, &res)).value();
+    while (!started) this_fiber::yield();
+    ev.get()->set();
+    ev.destroy();
+    h.cancel();
+    h.join();
+    EXPECT_EQ(res, 0);
+    EXPECT_TRUE(ev.untouched());
+}
+
+TEST_P(task_sync_test, a_timeout_after_the_wake_up_leaves_the_destroyed_event_alone) {
+    // A timer sets the event and destroys it; the task's own timeout is due in the same pass
+    // of the event loop, which runs after both deadlines, before the task.
+    struct setter {
+        vcpu_timer timer;  // first: the callback finds the setter from it
+        canary_storage<event> ev;
+    } s;
+    s.ev.make();
+    bool started = false;
+    int res = -1;
+    auto t = [](event* e, bool* st, int* out) -> task<void> {
+        *st = true;
+        auto r = co_await co::wait(*e, 200ms);
+        *out = r ? 0 : r.error().value();
+    };
+    auto h = co_spawn(t(s.ev.get(), &started, &res)).value();
+    while (!started) this_fiber::yield();
+    // The task's deadline is at most 200 ms from now, the setter's well before it.
+    const int64_t past_both = mono_now_ns() + 210'000'000;
+    ASSERT_TRUE(s.timer.arm(deadline_after(1ms), [](vcpu_timer* tm) noexcept {
+        auto* self = reinterpret_cast<setter*>(tm);
+        self->ev.get()->set();
+        self->ev.destroy();
+    }));
+    while (mono_now_ns() < past_both) {
+    }  // holds the vCPU: no timer fires until both are due
+    h.join();
+    EXPECT_EQ(res, 0);
+    EXPECT_TRUE(s.ev.untouched());
+}
+
+TEST_P(task_sync_test, a_cancel_before_a_wake_up_from_another_vcpu_arrives_leaves_the_channel_alone) {
+    // A fiber on another vCPU sends the value the task waits for, which posts the task's
+    // wake-up here, and destroys the channel; this vCPU cancels the task before its event loop
+    // has taken the wake-up. The value was received: the receive succeeds.
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt);
+    canary_storage<channel<int>> ch;
+    ch.make();
+    bool started = false;
+    int got = -1;
+    auto t = [](channel<int>* c, bool* st, int* out) -> task<void> {
+        *st = true;
+        auto v = co_await co::recv(*c, 10s);
+        *out = v ? *v : -v.error().value();
+    };
+    auto h = co_spawn(t(ch.get(), &started, &got)).value();
+    while (!started) this_fiber::yield();
+    std::atomic<bool> sent{false};
+    ASSERT_TRUE((*rt)->post(0, [&] {
+        EXPECT_TRUE(ch.get()->send(7));
+        ch.destroy();
+        sent.store(true, std::memory_order_release);
+    }));
+    while (!sent.load(std::memory_order_acquire)) {
+    }  // no switch: this vCPU's event loop must not run the posted wake-up yet
+    h.cancel();
+    h.join();
+    EXPECT_EQ(got, 7);
+    EXPECT_TRUE(ch.untouched());
 }
 
 TEST_P(task_sync_test, socket_io_with_a_timeout) {

@@ -1,10 +1,15 @@
 // The sync primitives of gluon/sync, awaited by tasks: one mutex, event, semaphore or channel
 // serves fibers, threads and tasks together, in one FIFO (ADR 0012: a task waits as a
 // continuation waiter). Also a task awaiting a fiber's end. Every wait takes an optional
-// timeout (ETIMEDOUT) and ends with ECANCELED when the task is cancelled.
+// timeout (ETIMEDOUT) and ends with ECANCELED when the task is cancelled. As with fibers, the
+// code that wakes a task's wait (a set, a release, a send) may destroy the primitive once that
+// call returns, before the task runs: a cancel or timeout reaching the task then leaves the
+// primitive alone, and the wait gives what woke it.
 #pragma once
 
+#include <atomic>
 #include <coroutine>
+#include <cstdint>
 #include <optional>
 #include <utility>
 
@@ -24,9 +29,19 @@ namespace sync_detail {
 
 
 /// A task's wait on a primitive: a continuation waiter that resumes the task on its vCPU.
+///
+/// Once woken, the wait never looks at its primitive again: the code that woke it may destroy
+/// the primitive as soon as the wake-up returns (as it may when it woke fibers), while the
+/// task's cancel hook and timer stay set until the task runs. A cancel or timeout reaching the
+/// wait after its wake-up leaves it alone, and one in progress on the task's vCPU when a
+/// wake-up comes from another thread is waited for by that wake-up (see on_wake).
 class wait_base : protected task_detail::cancel_hook {
 protected:
-    explicit wait_base(duration timeout) noexcept : w_(&on_wake, this), timeout_(timeout) {}
+    /// waker_waits: false for a wait whose wake-up comes under a lock that unlink() takes (a
+    /// join: fiber_exit wakes under the fiber's join_lock), and whose primitive outlives the
+    /// wake-up anyway (the join's own reference keeps the fiber's record).
+    explicit wait_base(duration timeout, bool waker_waits = true) noexcept
+        : w_(&on_wake, this), timeout_(timeout), waker_waits_(waker_waits) {}
     wait_base(const wait_base&) = delete;
     /// Before linking: false if the task is cancelled already (res_ says so).
     bool prepare(std::coroutine_handle<> h, task_detail::task_ctx* ctx) noexcept;
@@ -43,7 +58,13 @@ protected:
 private:
     static void on_wake(void* self, long r) noexcept;
     static void on_cancel(cancel_hook* c, int err) noexcept;
+    // Who may still touch the primitive: k_linked, a wake-up or a cancel may come; k_unlinking,
+    // on_cancel is inside unlink() on the task's vCPU; k_done, woken or unlinked, it is left
+    // alone from then on.
+    enum : uint8_t { k_linked, k_unlinking, k_done };
+    std::atomic<uint8_t> state_{k_linked};
     duration timeout_;
+    bool waker_waits_;
     std::coroutine_handle<> h_;
     void* sched_ = nullptr;
     task_detail::task_ctx* ctx_ = nullptr;
@@ -106,7 +127,8 @@ inline lock_awaitable lock(mutex& m, duration timeout = forever) noexcept { retu
 template <typename Prim>
 class [[nodiscard]] simple_wait : sync_detail::wait_base {
 public:
-    simple_wait(Prim& p, duration timeout) noexcept : wait_base(timeout), p_(p) {}
+    simple_wait(Prim& p, duration timeout) noexcept
+        : wait_base(timeout, !std::is_same_v<Prim, fiber>), p_(p) {}
     bool await_ready() const noexcept { return false; }
     template <typename P>
     bool await_suspend(std::coroutine_handle<P> h) noexcept {
