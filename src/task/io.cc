@@ -82,7 +82,7 @@ bool sleep_awaitable::start(std::coroutine_handle<> h, task_detail::task_ctx* ct
     return true;
 }
 
-void yield_awaitable::await_suspend(std::coroutine_handle<> h) noexcept { t_sched->schedule(h); }
+void yield_awaitable::schedule(std::coroutine_handle<> h) noexcept { t_sched->schedule(h); }
 
 // As gluon::run_connect: a full Unix backlog's EAGAIN has no readiness to wait for, only time.
 task<result<void>> connect(int fd, const sockaddr* addr, socklen_t len, duration timeout) {

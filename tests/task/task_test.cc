@@ -167,6 +167,26 @@ TEST_P(task_test, detached_tasks_run_to_their_end) {
     EXPECT_EQ(done, 10);
 }
 
+TEST_P(task_test, a_task_that_only_computes_and_yields_sees_its_cancellation) {
+    // It makes no other operation that could fail: its yield must say it is cancelled, or a
+    // cancel's join, and fini, wait for it for ever.
+    auto spin = [](long* rounds, int* err) -> task<int> {
+        for (;;) {
+            ++*rounds;
+            if (auto y = co_await co::yield(); !y) co_return *err = y.error().value();
+        }
+    };
+    long ra = 0, rb = 0;
+    int ea = 0, eb = 0;
+    auto h = co_spawn(spin(&ra, &ea)).value();
+    co_spawn(spin(&rb, &eb))->detach();
+    while (ra < 100 || rb < 100) this_fiber::yield();
+    h.cancel();
+    EXPECT_EQ(h.join(), ECANCELED);
+    ASSERT_TRUE(fini().has_value());  // returns once the detached one has ended
+    EXPECT_EQ(eb, ECANCELED);
+}
+
 TEST_P(task_test, a_plain_thread_and_another_vcpu_join_tasks) {
     auto rt = runtime::start(test::test_runtime(2, GetParam()));
     ASSERT_TRUE(rt);

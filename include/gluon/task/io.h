@@ -224,12 +224,29 @@ private:
 inline sleep_awaitable sleep_for(duration d) noexcept { return sleep_awaitable(deadline_after(d)); }
 inline sleep_awaitable sleep_until(deadline_t deadline) noexcept { return sleep_awaitable(deadline); }
 
-/// Lets other ready tasks (and, now and then, fibers) run first.
-struct yield_awaitable {
+/// Lets other ready tasks (and, now and then, fibers) run first. A task that only computes
+/// and yields learns here that it is cancelled (its vCPU's fini cancels it too, and waits for
+/// it to end): it then fails at once, without yielding.
+class [[nodiscard]] yield_awaitable {
+public:
     bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) noexcept;
-    void await_resume() const noexcept {}
+    template <typename P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        ctx_ = task_detail::ctx_of(h);
+        if (ctx_ && ctx_->cancelled) return false;
+        schedule(h);
+        return true;
+    }
+    result<void> await_resume() const noexcept {
+        if (ctx_ && ctx_->cancelled) return errno_error(ctx_->cancelled);
+        return {};
+    }
+
+private:
+    static void schedule(std::coroutine_handle<> h) noexcept;
+    task_detail::task_ctx* ctx_ = nullptr;
 };
+/// Errors: ECANCELED (the task is cancelled).
 inline yield_awaitable yield() noexcept { return {}; }
 
 }  // namespace gluon::co
