@@ -49,6 +49,7 @@ void wait_base::on_cancel(cancel_hook* c, int err) noexcept {
     uint8_t st = k_linked;
     if (!self->state_.compare_exchange_strong(st, k_unlinking, std::memory_order_acquire))
         return;  // woken (its wake-up is on its way), or unlinked already
+    if (!self->cancel_err_) self->cancel_err_ = err;
     if (!self->unlink()) {
         // The wake-up is on its way; a waker that must wait for us does so until this store.
         st = k_unlinking;

@@ -67,6 +67,40 @@ TEST_P(task_file_test, in_fiber_runs_blocking_calls_and_is_cancelled_by_interrup
     ASSERT_TRUE(f->join());
 }
 
+TEST_P(task_file_test, in_fiber_gives_etimedout_at_its_timeout) {
+    auto t = []() -> task<void> {
+        // The timeout interrupts fn's blocking call: its ECANCELED becomes ETIMEDOUT.
+        auto slept = co_await co::in_fiber([] { return this_fiber::sleep_for(10s); }, 10ms);
+        EXPECT_FALSE(slept);
+        EXPECT_EQ(slept ? 0 : slept.error().value(), ETIMEDOUT);
+        // An fn returning void or a plain value cannot say it was cut short.
+        bool interrupted = false;
+        auto v = co_await co::in_fiber([&] { interrupted = !this_fiber::sleep_for(10s); }, 10ms);
+        EXPECT_TRUE(interrupted);
+        EXPECT_EQ(v ? 0 : v.error().value(), ETIMEDOUT);
+        auto n = co_await co::in_fiber([] {
+            (void)this_fiber::sleep_for(10s);
+            return 5;
+        }, 10ms);
+        EXPECT_EQ(n ? 0 : n.error().value(), ETIMEDOUT);
+        // A value, or another error, that fn returned in spite of the interrupt is passed on.
+        auto kept = co_await co::in_fiber([]() -> result<int> {
+            (void)this_fiber::sleep_for(10s);
+            return 7;
+        }, 10ms);
+        EXPECT_EQ(kept.value_or(0), 7);
+        auto other = co_await co::in_fiber([]() -> result<int> {
+            (void)this_fiber::sleep_for(10s);
+            return errno_error(EIO);
+        }, 10ms);
+        EXPECT_EQ(other ? 0 : other.error().value(), EIO);
+        // Within the timeout, fn's value.
+        auto quick = co_await co::in_fiber([] { return 3; }, 10s);
+        EXPECT_EQ(quick.value_or(0), 3);
+    };
+    ASSERT_TRUE(block_on(t()));
+}
+
 GLUON_ENGINE_TEST_SUITE(task_file_test);
 
 }  // namespace

@@ -54,6 +54,7 @@ protected:
 
     waiter w_;
     long res_ = 0;
+    int cancel_err_ = 0;  // the first cancel or timeout that reached the wait (ECANCELED, ETIMEDOUT)
 
 private:
     static void on_wake(void* self, long r) noexcept;
@@ -220,8 +221,11 @@ recv_awaitable<T> recv(channel<T>& c, duration timeout = forever) noexcept {
 /// way for a task to make a blocking fiber call (a file engine without native asynchronous
 /// I/O, a library written for fibers) without stalling the vCPU's other tasks. Cancelling the
 /// task, or the timeout, interrupts the fiber (its blocking call returns ECANCELED) and still
-/// waits for it, so whatever fn writes is written before the await returns.
-/// Errors: those of spawn (ENOMEM, EPERM); fn's own go in its value.
+/// waits for it, so whatever fn writes is written before the await returns. After the
+/// timeout the await gives ETIMEDOUT where fn gave ECANCELED, and for an fn that returns
+/// void or a plain value (which cannot say whether the interrupt cut it short); a result fn
+/// returned with a value or another error is passed on.
+/// Errors: those of spawn (ENOMEM, EPERM), ETIMEDOUT; fn's own go in its value.
 /// (A result<U> from fn is passed on as it is, not nested.)
 template <typename F, typename R = std::invoke_result_t<F&>>
 task<typename detail::run_result<R>::type> in_fiber(F fn, duration timeout = forever);
@@ -243,7 +247,12 @@ public:
         (void)prepare(h, cancelled ? nullptr : ctx);
         return linked(done_.wait_async(w_));
     }
-    void await_resume() noexcept { (void)finish(); }
+    /// What interrupted the fiber: 0 (nothing), ETIMEDOUT or ECANCELED (not set for a task
+    /// cancelled before the wait began).
+    int await_resume() noexcept {
+        (void)finish();
+        return cancel_err_;
+    }
 
 private:
     bool unlink() noexcept override {
@@ -255,30 +264,47 @@ private:
 };
 
 // The fiber's last use of the task's frame is done.set(); it then only ends, so it is detached.
+// *why: what interrupted it (see fiber_call_wait::await_resume).
 template <typename F>
-task<result<void>> run_fiber_call(F& body, duration timeout) {
+task<result<void>> run_fiber_call(F& body, duration timeout, int* why) {
     event done;
     auto f = spawn([&body, &done] {
         body();
         done.set();
     });
     if (!f) co_return unexpected(f.error());
-    co_await fiber_call_wait(*f, done, timeout);
+    *why = co_await fiber_call_wait(*f, done, timeout);
     (void)f->detach();
     co_return result<void>{};
 }
+
+template <typename T>
+struct is_result : std::false_type {};
+template <typename T>
+struct is_result<result<T>> : std::true_type {};
 
 }  // namespace sync_detail
 
 template <typename F, typename R>
 task<typename detail::run_result<R>::type> in_fiber(F fn, duration timeout) {
+    // The timeout ends the wait as every other wait's does (ETIMEDOUT), where what fn gave is
+    // only the interrupt's ECANCELED, or nothing that would say it was cut short.
+    int why = 0;
     if constexpr (std::is_void_v<R>) {
-        co_return co_await sync_detail::run_fiber_call(fn, timeout);
+        auto r = co_await sync_detail::run_fiber_call(fn, timeout, &why);
+        if (r && why == ETIMEDOUT) co_return errno_error(ETIMEDOUT);
+        co_return r;
     } else {
         std::optional<R> out;
         auto body = [&out, &fn] { out.emplace(fn()); };
-        auto r = co_await sync_detail::run_fiber_call(body, timeout);
+        auto r = co_await sync_detail::run_fiber_call(body, timeout, &why);
         if (!r) co_return unexpected(r.error());
+        if (why == ETIMEDOUT) {
+            if constexpr (!sync_detail::is_result<R>::value)
+                co_return errno_error(ETIMEDOUT);
+            else if (!*out && out->error() == std::errc::operation_canceled)
+                co_return errno_error(ETIMEDOUT);
+        }
         co_return std::move(*out);
     }
 }
