@@ -246,10 +246,19 @@ public:
         const std::string r = GLUON_TRY(rel(p));
         return void_from_syscall(blocking(*e_, [&] { return sys::faccessat(root_, r.c_str(), mode); }));
     }
+    // truncate(2) has no *at form, so the file is opened to be cut. A FIFO or device must not
+    // be: opening a FIFO for writing waits for a reader (the vCPU itself on psync_inline), and
+    // opening a device may act on it. They are refused as truncate(2) refuses them, before the
+    // open; O_NONBLOCK keeps a FIFO put in the file's place since then from waiting, and the
+    // open file is checked again.
     result<void> truncate(std::string_view p, int64_t len) noexcept override {
         if (len < 0) return errno_error(EINVAL);
-        auto f = GLUON_TRY(open(p, O_WRONLY, 0));
-        return (f)->ftruncate(len);
+        const struct stat before = GLUON_TRY(do_stat(p, 0));
+        GLUON_TRY(regular(before.st_mode));
+        auto f = GLUON_TRY(open(p, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0));
+        const struct stat opened = GLUON_TRY(f->fstat());
+        GLUON_TRY(regular(opened.st_mode));
+        return f->ftruncate(len);
     }
     result<void> chmod(std::string_view p, mode_t mode) noexcept override {
         const std::string r = GLUON_TRY(rel(p));
@@ -275,6 +284,12 @@ public:
     }
 
 private:
+    // What truncate(2) says of a file that is not a regular one.
+    static result<void> regular(mode_t mode) noexcept {
+        if (S_ISDIR(mode)) return errno_error(EISDIR);
+        if (!S_ISREG(mode)) return errno_error(EINVAL);
+        return {};
+    }
     result<struct stat> do_stat(std::string_view p, int flags) {
         const std::string r = GLUON_TRY(rel(p));
         auto x = GLUON_TRY(file_io::statx(*e_, root_, r.c_str(), flags));

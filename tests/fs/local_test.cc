@@ -1,13 +1,19 @@
 // The local filesystem on every file engine and event engine.
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <string_view>
+#include <thread>
 
 #include "fs_fixture.h"
 #include "gluon/fs/path.h"
@@ -195,6 +201,62 @@ TEST_P(local_fs_test, a_path_with_a_nul_is_refused) {
             EXPECT_EQ(fs_->lstat(never).error(), std::errc::no_such_file_or_directory) << never;
         EXPECT_EQ(fs::open_local(dir_ + std::string("\0x", 2), file_engine_kind()).error(), einval);
     });
+}
+
+// truncate(2) refuses what is not a regular file (EINVAL) without opening it. The local
+// filesystem opened the path for writing to cut it: a FIFO there held the call (on psync_inline
+// the vCPU) until a reader came, and a socket failed the open with ENXIO. A thread opens the FIFO
+// for reading if the answer has not come within 10 s, so that a call that does wait is released
+// and the test fails instead of hanging (again every 10 s while it has not come).
+TEST_P(local_fs_test, truncate_refuses_a_fifo_or_socket_without_opening_it) {
+    using namespace std::chrono_literals;
+    const std::string fifo = dir_ + "/pipe";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::mutex m;
+    std::condition_variable cv;
+    bool answered = false, released = false;
+    std::thread valve([&] {
+        std::unique_lock g(m);
+        while (!cv.wait_for(g, 10s, [&] { return answered; })) {
+            const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+            if (fd >= 0) ::close(fd);
+            released = true;
+        }
+    });
+    result<void> piped, linked;
+    in_fiber([&] {
+        piped = fs_->truncate("pipe", 0);
+        ASSERT_TRUE(fs_->symlink("pipe", "to-pipe").has_value());  // followed, as by truncate(2)
+        linked = fs_->truncate("to-pipe", 0);
+    });
+    {
+        std::lock_guard g(m);
+        answered = true;
+    }
+    cv.notify_one();
+    valve.join();
+    EXPECT_FALSE(released) << "truncate waited in open(2) for a reader";
+    EXPECT_EQ(piped.error(), std::errc::invalid_argument);
+    EXPECT_EQ(linked.error(), std::errc::invalid_argument);
+
+    const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(s, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const std::string sock = dir_ + "/sock";
+    ASSERT_LT(sock.size(), sizeof a.sun_path);
+    std::memcpy(a.sun_path, sock.c_str(), sock.size() + 1);
+    ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    in_fiber([&] {
+        EXPECT_EQ(fs_->truncate("sock", 0).error(), std::errc::invalid_argument);
+        ASSERT_TRUE(fs_->mkdir("dir").has_value());
+        EXPECT_EQ(fs_->truncate("dir", 0).error(), std::errc::is_a_directory);
+        EXPECT_EQ(fs_->truncate("missing", 0).error(), std::errc::no_such_file_or_directory);
+        ASSERT_TRUE(make("file", "0123456789"));
+        ASSERT_TRUE(fs_->truncate("file", 4).has_value());
+        EXPECT_EQ(slurp("file"), "0123");
+    });
+    ::close(s);
 }
 
 TEST_P(local_fs_test, direct_io_alignment_is_checked_before_the_kernel) {

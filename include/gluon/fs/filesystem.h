@@ -62,7 +62,8 @@ public:
     virtual result<struct statvfs> statfs(std::string_view path) noexcept = 0;
     /// F_OK, R_OK, W_OK, X_OK. Errors: ENOENT, EACCES.
     virtual result<void> access(std::string_view path, int mode) noexcept = 0;
-    /// Errors: ENOENT, EISDIR, EINVAL (negative length).
+    /// Follows symlinks, as truncate(2). Errors: ENOENT, EISDIR, EINVAL (negative length; not a
+    /// regular file: a FIFO, socket or device is refused without being opened), EACCES.
     virtual result<void> truncate(std::string_view path, int64_t len) noexcept = 0;
     /// Sets the permission bits (and set-id and sticky bits: mode & 07777), following
     /// symlinks. Errors: ENOENT, EPERM (not the owner), EROFS.
