@@ -215,10 +215,22 @@ public:
         const std::string t(target), l = GLUON_TRY(rel(lp));
         return void_from_syscall(blocking(*e_, [&] { return sys::symlinkat(t.c_str(), root_, l.c_str()); }));
     }
+    // readlink(2) cuts a target longer than the buffer without saying so: one that fills it
+    // is read again into one twice the size. Targets can be longer than PATH_MAX (a FUSE or
+    // network filesystem's, a page of 64 KiB); most are short, so the first buffer is small and
+    // the rare retry costs a system call, within the same hand-off to the offload pool.
     result<std::string> readlink(std::string_view p) noexcept override {
+        constexpr size_t k_first = 256, k_most = size_t{1} << 20;
         const std::string r = GLUON_TRY(rel(p));
-        std::string out(PATH_MAX, '\0');
-        long n = blocking(*e_, [&] { return sys::readlinkat(root_, r.c_str(), out.data(), out.size()); });
+        std::string out;
+        long n = blocking(*e_, [&] {
+            for (size_t size = k_first;; size *= 2) {
+                out.resize(size);
+                const long got = sys::readlinkat(root_, r.c_str(), out.data(), size);
+                if (got < 0 || static_cast<size_t>(got) < size) return got;
+                if (size >= k_most) return long{-ENAMETOOLONG};
+            }
+        });
         if (n < 0) return errno_error(static_cast<int>(-n));
         out.resize(static_cast<size_t>(n));
         return out;

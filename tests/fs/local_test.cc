@@ -259,6 +259,32 @@ TEST_P(local_fs_test, truncate_refuses_a_fifo_or_socket_without_opening_it) {
     ::close(s);
 }
 
+// readlink(2) fills its buffer with as much of the target as fits and does not say whether it
+// cut it. Targets of each size the local filesystem's buffer takes (256 bytes, then twice as
+// much each time one fills it), one byte either side, and the longest symlink(2) makes (4095
+// bytes: PATH_MAX with the NUL; a filesystem may store less, and ENAMETOOLONG ends the series)
+// come back whole. (Longer ones exist only where a filesystem makes them itself: FUSE, network
+// filesystems, a page of 64 KiB; readlink(2) does the same there.)
+TEST_P(local_fs_test, readlink_returns_a_long_target_whole) {
+    in_fiber([&] {
+        size_t longest = 0;
+        for (size_t len : {1, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 2048, 4095}) {
+            std::string target(len, 'x');
+            for (size_t i = 0; i < len; ++i)
+                target[i] = i % 64 == 63 ? '/' : static_cast<char>('a' + i % 26);
+            const std::string name = "l" + std::to_string(len);
+            auto made = fs_->symlink(target, name);
+            if (!made && made.error() == std::errc::filename_too_long) break;
+            ASSERT_TRUE(made.has_value()) << len << ": " << made.error().message();
+            auto got = fs_->readlink(name);
+            ASSERT_TRUE(got.has_value()) << len << ": " << got.error().message();
+            EXPECT_EQ(*got, target) << len;
+            longest = len;
+        }
+        EXPECT_GE(longest, 513u);  // past the second size at least
+    });
+}
+
 TEST_P(local_fs_test, direct_io_alignment_is_checked_before_the_kernel) {
     in_fiber([&] {
         auto f = fs_->open("direct", O_RDWR | O_CREAT | O_DIRECT);

@@ -54,7 +54,8 @@ public:
     virtual result<void> link(std::string_view existing, std::string_view new_path) noexcept = 0;
     /// Creates link_path pointing at target (stored as given, not resolved). Errors: EEXIST.
     virtual result<void> symlink(std::string_view target, std::string_view link_path) noexcept = 0;
-    /// Errors: EINVAL (not a symlink), ENOENT.
+    /// The whole target, never cut short. Errors: EINVAL (not a symlink), ENOENT, ENAMETOOLONG
+    /// (the local filesystem: a target of 1 MiB or more).
     virtual result<std::string> readlink(std::string_view path) noexcept = 0;
     /// stat follows symlinks, lstat does not. Errors: ENOENT, ENOTDIR, EACCES, ELOOP.
     virtual result<struct stat> stat(std::string_view path) noexcept = 0;
