@@ -2,6 +2,7 @@
 #include "gluon/file_io/file_engine.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -356,6 +357,45 @@ TEST_P(file_engine_test, an_interrupt_that_cuts_a_partly_cached_read_short_stays
     }
     ::close(direct);
     ::close(fd);
+}
+
+// glibc reports a POSIX AIO completion by starting a thread (SIGEV_THREAD), and says nothing
+// when it cannot (a thread or memory limit): the read is done, aio_error says so, and no
+// notification comes. The engine waited for it for ever. Here no new thread can start (every
+// new thread's default stack is larger than the address space; glibc's own I/O threads set their
+// size and still start), in a fresh process, as the limit stays.
+TEST_P(file_engine_test, a_posix_aio_read_whose_notification_is_lost_still_returns) {
+    if (file_engine_kind() != file_io::engine_kind::posix_aio) GTEST_SKIP() << "POSIX AIO only";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            ::alarm(20);  // a read that never returns ends the process instead of hanging it
+            // The process ends here, without TearDown: its own directory goes first.
+            auto leave = [&](int code) {
+                (void)::unlinkat(dfd_, "lost", 0);
+                (void)::rmdir(dir_.c_str());
+                std::_Exit(code);
+            };
+            const int fd = ::openat(dfd_, "lost", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            if (fd < 0 || ::pwrite(fd, "notice", 6, 0) != 6) leave(2);
+            pthread_attr_t a;
+            pthread_attr_init(&a);
+            if (pthread_attr_setstacksize(&a, size_t{1} << 50) != 0 ||
+                pthread_setattr_default_np(&a) != 0)
+                leave(3);
+            pthread_t t;
+            if (pthread_create(&t, nullptr, [](void*) -> void* { return nullptr; }, nullptr) == 0)
+                leave(4);  // threads still start: the test would prove nothing
+            long got = 0;
+            auto f = spawn([&] {
+                char buf[16];
+                auto r = file_io::pread(*e_, fd, buf, sizeof buf, 0);
+                got = r ? static_cast<long>(*r) : -r.error().value();
+            });
+            if (!f || !f->join()) leave(5);
+            leave(got == 6 ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 TEST_P(file_engine_test, registered_buffers_and_files) {

@@ -7,7 +7,8 @@
 //                 O_DIRECT (on buffered files io_submit itself blocks, like the kernel does).
 //                 Other operations go to the offload pool.
 //   posix_aio     glibc's POSIX AIO (a thread pool inside libc) for positioned reads, writes
-//                 and fsync; others go to the offload pool.
+//                 and fsync; others go to the offload pool. glibc starts a thread to report
+//                 each completion; one it cannot report (a thread limit) is found within 10 ms.
 //   psync         blocking syscalls on the offload thread pool: the vCPU never blocks, each
 //                 operation pays two thread hand-offs.
 //   psync_inline  blocking syscalls on the vCPU itself: the fastest for page-cache hits, but a
