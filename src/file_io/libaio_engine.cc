@@ -123,8 +123,13 @@ public:
         }
         long w = rq.done.wait_until(d);
         if (w < 0) {
-            // Timed out or interrupted: try to cancel, then wait for the kernel to let go of
-            // the buffer either way.
+            // Timed out or interrupted. Linux AIO cancels only requests whose file provides a
+            // cancel (a USB gadget endpoint's): a read or write of any other file gets EINVAL,
+            // and the fiber waits until the device is done. A cancel that works has returned
+            // -EINPROGRESS since Linux 3.11, its event coming through the ring like any other,
+            // so the fiber waits for that too; only older kernels returned 0, having handed the
+            // event back in `ev` and posting none to the ring or the eventfd: the request is
+            // then no longer the kernel's.
             io_event ev;
             bool cancelled = sys::aio_cancel(a.ctx, &rq.cb, &ev) == 0;
             if (cancelled) {

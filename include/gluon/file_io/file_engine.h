@@ -5,7 +5,8 @@
 //                 event engine is epoll, on a second ring that the epoll loop polls).
 //   libaio        Linux AIO for positioned reads and writes; asynchronous only with
 //                 O_DIRECT (on buffered files io_submit itself blocks, like the kernel does).
-//                 Other operations go to the offload pool.
+//                 They cannot be cancelled once submitted: a timeout or an interrupt waits
+//                 for the device. Other operations go to the offload pool.
 //   posix_aio     glibc's POSIX AIO (a thread pool inside libc) for positioned reads, writes
 //                 and fsync; others go to the offload pool. glibc starts a thread to report
 //                 each completion; one it cannot report (a thread limit) is found within 10 ms.
@@ -50,8 +51,9 @@ public:
     /// interrupt ends the wait with -ETIMEDOUT / -ECANCELED once the operation has been
     /// cancelled, or with its real result if it had already completed (an interrupt then stays
     /// pending for the fiber's next blocking call, as gluon/runtime/fiber.h says): the caller's
-    /// buffer is never written after this returns. Operations on the offload pool cannot be
-    /// cancelled.
+    /// buffer is never written after this returns. Operations on the offload pool, and libaio's
+    /// reads and writes (io_cancel refuses them), cannot be cancelled: the wait lasts until they
+    /// complete, and returns their result.
     virtual long execute(engine::io_op& op, deadline_t deadline = k_no_deadline) noexcept = 0;
 };
 

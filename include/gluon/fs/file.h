@@ -6,9 +6,11 @@
 // *_exactly helpers, which say so.
 //
 // Reads and writes take a timeout for the whole call (ETIMEDOUT) and end with ECANCELED when the
-// fiber is interrupted. The local filesystem honours both on the io_uring and libaio engines
-// (the operation is cancelled in flight; a completed one returns its result); on the psync and
-// POSIX AIO engines an operation already handed to a thread runs to its end first.
+// fiber is interrupted. The local filesystem honours both on the io_uring engine (the operation
+// is cancelled in flight; a completed one returns its result). On the libaio engine an operation
+// the kernel has taken runs to its end first (Linux AIO cannot cancel file reads and writes), as
+// one already handed to a thread does on the psync and POSIX AIO engines; the call then returns
+// its result.
 // Implementations override the protected do_* calls, which get the call's deadline.
 #pragma once
 
