@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -252,6 +253,70 @@ TEST_P(fd_test, zerocopy_send_never_reuses_the_buffer_early) {
     }
     (void)fd::close(tcp[0]);
     (void)fd::close(tcp[1]);
+}
+
+// A transfer of 2^32 bytes or more moves what one syscall would, not its length's low 32 bits:
+// io_uring's SQE has only 32 of them, and the io_uring engine sent and wrote 0 bytes of 2^32 (a
+// writer looping to the end gives up, a reader sees a false end of the stream) and 16 of 2^32 +
+// 16. Each call gets a fresh pair, whose empty buffer takes far more than 16 bytes at once; a
+// fiber drains what a send moved (a zero-copy send ends only once its bytes are taken). The sends
+// come from address space only (read-only and unreserved: nothing is committed); the receives
+// write only the 64 bytes that came.
+TEST_P(fd_test, a_transfer_of_4_gib_or_more_is_not_cut_to_its_low_32_bits) {
+    constexpr size_t n = size_t{1} << 32;
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    void* out = ::mmap(nullptr, n + 4096, PROT_READ, flags, -1, 0);
+    void* in = ::mmap(nullptr, n + 4096, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (out == MAP_FAILED || in == MAP_FAILED) {
+        if (out != MAP_FAILED) ::munmap(out, n + 4096);
+        if (in != MAP_FAILED) ::munmap(in, n + 4096);
+        GTEST_SKIP() << "no 2 x 4 GiB of address space";
+    }
+    enum op_kind { k_send, k_write, k_send_zc, k_recv, k_read };
+    for (op_kind k : {k_send, k_write, k_send_zc, k_recv, k_read}) {
+        for (size_t len : {n, n + 16}) {
+            SCOPED_TRACE(testing::Message() << "op " << k << ", " << len << " bytes");
+            int p[2];
+            if (k == k_send_zc) {
+                tcp_pair(p);  // (zero-copy needs TCP: AF_UNIX falls back to a plain send)
+            } else {
+                ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p), 0);
+            }
+            result<size_t> r = errno_error(EINPROGRESS);
+            if (k == k_recv || k == k_read) {
+                ASSERT_TRUE(fd::send_all(p[1], std::string(64, 'x').data(), 64));
+                r = k == k_recv ? fd::recv_some(p[0], in, len, 0, 5s) : fd::read_some(p[0], in, len, 5s);
+                ASSERT_TRUE(r) << r.error().message();
+                EXPECT_EQ(*r, 64u);
+            } else {
+                size_t drained = 0;
+                auto drainer = spawn([&] {
+                    std::string b(65536, '\0');
+                    while (auto got = fd::recv_some(p[1], b.data(), b.size(), 0, 5s)) {
+                        if (*got == 0) return;
+                        drained += *got;
+                    }
+                });
+                ASSERT_TRUE(drainer);
+                if (k == k_send_zc) {
+                    auto op = engine::io_op::transfer(engine::opcode::send_zc, p[0], out, len);
+                    r = from_syscall<size_t>(run_op(op, timeout_deadline(5s)));
+                } else {
+                    r = k == k_send ? fd::send_some(p[0], out, len, 0, 5s) : fd::write_some(p[0], out, len, 5s);
+                }
+                ASSERT_EQ(::shutdown(p[0], SHUT_WR), 0);
+                ASSERT_TRUE(drainer->join());
+                ASSERT_TRUE(r) << r.error().message();
+                EXPECT_GT(*r, 16u);
+                EXPECT_LE(*r, size_t{0x7ffff000});
+                EXPECT_EQ(drained, *r);
+            }
+            (void)fd::close(p[0]);
+            (void)fd::close(p[1]);
+        }
+    }
+    ::munmap(out, n + 4096);
+    ::munmap(in, n + 4096);
 }
 
 // sendfile from a temporary file into one end of a socket pair while a fiber reads the other,

@@ -67,6 +67,8 @@ using completion_fn = void (*)(io_op* op, long result);
 struct io_op {
     // ---- typed constructors -------------------------------------------------------------------
     /// read/write/recv/send/send_zc of n bytes (at `off` for files, -1: the current position).
+    /// One moves at most 0x7ffff000 bytes, as read(2) and send(2) do, on every engine: a longer
+    /// one comes back short (io_uring cuts it there: its SQE holds the length in 32 bits).
     static io_op transfer(opcode c, int fd, void* buf, size_t n, int64_t off = -1, int flags = 0) noexcept {
         io_op op;
         op.code = c;

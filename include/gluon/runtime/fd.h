@@ -38,7 +38,8 @@ long run_connect(engine::io_op& op, deadline_t deadline = k_no_deadline) noexcep
 
 namespace fd {
 
-/// May be short. 0 means end of file.
+/// May be short. 0 means end of file. One call moves at most 0x7ffff000 bytes (as read(2),
+/// write(2), recv(2) and send(2) do, on every engine): a longer one comes back short.
 result<size_t> read_some(int fd, void* buf, size_t n, duration timeout = forever) noexcept;
 result<size_t> write_some(int fd, const void* buf, size_t n, duration timeout = forever) noexcept;
 result<size_t> pread(int fd, void* buf, size_t n, int64_t off, duration timeout = forever) noexcept;

@@ -88,6 +88,15 @@ bool is_socket_like(opcode c) {
 // inside io_uring_enter, so submitting earlier only adds system calls.
 constexpr unsigned k_file_io_batch = 4;
 
+// The most bytes one read(2), write(2), recv(2) or send(2) moves (the kernel's MAX_RW_COUNT:
+// INT_MAX rounded down to a page). The SQE carries a transfer's length in 32 bits, so a longer
+// one would lose its high bits (2^32 bytes went in as 0: a send moved nothing, a read said end of
+// file; 2^32 + 16 as 16); cut to this, it comes back short, as the syscall's and epoll's do. The
+// vectored and msghdr forms count iovecs, whose total the kernel cuts itself.
+constexpr size_t k_max_rw = 0x7ffff000;
+
+unsigned rw_len(size_t n) { return static_cast<unsigned>(std::min(n, k_max_rw)); }
+
 // -ECANCELED from the kernel after cancel(): say why it was cancelled.
 // ECANCELED is the reason we cancelled for (ETIMEDOUT, ...), or, when we gave none, the fd was
 // closed under the operation (cancel_in_kernel): EBADF, as on epoll.
@@ -326,8 +335,8 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
     const auto off = static_cast<__u64>(op.offset);
     switch (op.code) {
         case opcode::nop: io_uring_prep_nop(sqe); break;
-        case opcode::read: io_uring_prep_read(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), off); break;
-        case opcode::write: io_uring_prep_write(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), off); break;
+        case opcode::read: io_uring_prep_read(sqe, op.fd, op.buf, rw_len(op.len), off); break;
+        case opcode::write: io_uring_prep_write(sqe, op.fd, op.buf, rw_len(op.len), off); break;
         case opcode::readv:
             io_uring_prep_readv(sqe, op.fd, static_cast<iovec*>(op.buf), static_cast<unsigned>(op.len), off);
             break;
@@ -336,7 +345,7 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
             break;
         case opcode::recv:
             // Tried at once, never IORING_RECVSEND_POLL_FIRST: ADR 0010, decision 2.
-            io_uring_prep_recv(sqe, op.fd, op.buf, op.len, op.flags);
+            io_uring_prep_recv(sqe, op.fd, op.buf, rw_len(op.len), op.flags);
             break;
         case opcode::recv_pooled:
             // With a buffer ring the kernel picks the buffer when data is there (the CQE names
@@ -347,7 +356,7 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
                 sqe->buf_group = 0;
             }
             break;
-        case opcode::send: io_uring_prep_send(sqe, op.fd, op.buf, op.len, op.flags | MSG_NOSIGNAL); break;
+        case opcode::send: io_uring_prep_send(sqe, op.fd, op.buf, rw_len(op.len), op.flags | MSG_NOSIGNAL); break;
         case opcode::recvmsg: io_uring_prep_recvmsg(sqe, op.fd, static_cast<msghdr*>(op.buf), op.flags); break;
         case opcode::sendmsg:
             io_uring_prep_sendmsg(sqe, op.fd, static_cast<msghdr*>(op.buf), op.flags | MSG_NOSIGNAL);
@@ -360,7 +369,9 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
             break;
         case opcode::poll: io_uring_prep_poll_add(sqe, op.fd, op.poll_events); break;
         case opcode::fsync: io_uring_prep_fsync(sqe, op.fd, (op.flags & 1) ? IORING_FSYNC_DATASYNC : 0); break;
-        case opcode::send_zc: io_uring_prep_send_zc(sqe, op.fd, op.buf, op.len, op.flags | MSG_NOSIGNAL, 0); break;
+        case opcode::send_zc:
+            io_uring_prep_send_zc(sqe, op.fd, op.buf, rw_len(op.len), op.flags | MSG_NOSIGNAL, 0);
+            break;
         case opcode::openat:
             io_uring_prep_openat(sqe, op.fd, static_cast<const char*>(op.buf), op.flags,
                                  static_cast<mode_t>(op.len));
@@ -386,10 +397,10 @@ void io_uring_engine::prep(io_uring_sqe* sqe, io_op& op) noexcept {
             io_uring_prep_rw(k_op_ftruncate, sqe, op.fd, nullptr, 0, off);
             break;
         case opcode::read_fixed:
-            io_uring_prep_read_fixed(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), off, op.flags);
+            io_uring_prep_read_fixed(sqe, op.fd, op.buf, rw_len(op.len), off, op.flags);
             break;
         case opcode::write_fixed:
-            io_uring_prep_write_fixed(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), off, op.flags);
+            io_uring_prep_write_fixed(sqe, op.fd, op.buf, rw_len(op.len), off, op.flags);
             break;
     }
     if (op.fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
