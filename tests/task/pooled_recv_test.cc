@@ -168,6 +168,36 @@ TEST_P(task_pooled_recv_test, closing_the_socket_ends_a_receive_waiting_for_a_bu
     ASSERT_TRUE(block_on(t()));
 }
 
+// A read-ahead receive whose single-shot receive (the socket's first read) found every buffer
+// out, and that then timed out waiting for one, leaves its socket with no operation in the
+// kernel. It stayed counted as one on io_uring, and every later close of the fd number sent the
+// kernel a cancel for nothing, whose completion is waiting right after the close (epoll has
+// none to wait).
+TEST_P(task_pooled_recv_test, a_read_ahead_receive_that_timed_out_waiting_for_a_buffer_leaves_nothing_to_cancel) {
+    constexpr unsigned total = engine::engine::pooled_buffer_count;
+    std::vector<std::unique_ptr<sock_pair>> pairs;
+    for (unsigned i = 0; i <= total; ++i) pairs.push_back(std::make_unique<sock_pair>());
+    auto t = [&]() -> task<void> {
+        std::vector<co::pooled_buffer> held;
+        if (!co_await take_every_buffer(pairs, total, held)) co_return;
+        const int last = pairs[total]->fd[0];
+        EXPECT_EQ(::send(pairs[total]->fd[1], "last", 4, 0), 4);
+        auto r = co_await co::recv_pooled_ahead(last, 20ms);  // data, but no buffer
+        EXPECT_FALSE(r);
+        if (!r) {
+            EXPECT_EQ(r.error().value(), ETIMEDOUT);
+        }
+        held.clear();
+        co_await settle();
+        EXPECT_FALSE(current_engine()->has_pending());  // nothing else on its way
+        EXPECT_TRUE(fd::close(last));
+        pairs[total]->fd[0] = -1;
+        EXPECT_FALSE(current_engine()->has_pending()) << "the close cancelled a receive that was not there";
+        EXPECT_EQ(out(), 0u);
+    };
+    ASSERT_TRUE(block_on(t()));
+}
+
 TEST_P(task_pooled_recv_test, a_timeout_ends_a_receive_waiting_for_data) {
     sock_pair sp;
     auto t = [](int a) -> task<void> {

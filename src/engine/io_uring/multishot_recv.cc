@@ -167,7 +167,10 @@ bool io_uring_engine::cancel_recv_waiter(io_op& op, int err) noexcept {
     intrusive_list<io_op, &io_op::hook>::unlink(op);
     recv_queue* q = static_cast<size_t>(op.fd) < recvs_.size() ? recvs_[op.fd] : nullptr;
     if (q && q->waiters.empty() && q->armed && !q->cancelling) cancel_recv(*q);
-    op.on_complete(&op, -err);
+    // complete(), not on_complete: a pooled recv that went the single-shot way and found every
+    // buffer out waits among the buffer waiters still counted in the kernel (count_in), and
+    // left counted, every later close of the fd number sent the kernel a cancel for nothing.
+    complete(op, -err);
     return true;
 }
 
