@@ -144,6 +144,37 @@ TEST_P(read_ahead_test, a_small_read_leaves_the_rest_for_the_next_and_poll_sees_
     EXPECT_EQ(look.error(), std::errc::timed_out);
 }
 
+// Two fibers reading at once, each with less room than what arrives: the second takes the part
+// the first left, not the next arrival. On io_uring the second waited on after the first took
+// its part of "abcdefgh", and got "ijkl", while "efgh", kept, went to a read after it.
+TEST_P(read_ahead_test, two_reads_at_once_take_the_data_in_the_order_it_came) {
+    auto [a, p] = connected_pair();
+    std::string got[2];
+    int started = 0;
+    std::vector<fiber> readers;
+    for (int i = 0; i < 2; ++i) {
+        auto f = spawn([&a, &got, &started] {
+            char b[4];
+            std::string& g = got[started++];  // in the order they wait (nothing runs between)
+            auto n = a.read_some(b, sizeof b, 5s);
+            ASSERT_TRUE(n) << n.error().message();
+            g.assign(b, *n);
+        });
+        ASSERT_TRUE(f);
+        readers.push_back(std::move(*f));
+    }
+    while (started < 2) (void)this_fiber::yield();
+    (void)this_fiber::yield();  // both wait in their reads
+    ASSERT_TRUE(p.write_all("abcdefgh", 8, 5s));
+    ASSERT_TRUE(test::eventually([&] { return !got[0].empty(); }, 5s));
+    ASSERT_TRUE(p.write_all("ijkl", 4, 5s));
+    for (fiber& r : readers) ASSERT_TRUE(r.join());
+    char b[8];
+    auto n = a.read_some(b, sizeof b, 5s);
+    ASSERT_TRUE(n) << n.error().message();
+    EXPECT_EQ(got[0] + got[1] + std::string(b, *n), "abcdefghijkl");
+}
+
 // The peer's end of stream reads as 0 after the data, and again on every later read.
 TEST_P(read_ahead_test, the_end_of_the_stream_reads_zero_after_the_data_every_time) {
     auto [a, p] = connected_pair();

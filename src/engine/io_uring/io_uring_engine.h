@@ -127,6 +127,7 @@ private:
     void fall_back_to_single_recvs(recv_queue& q) noexcept;
     size_t copy_queued(recv_queue& q, char* out, size_t n) noexcept;
     long hand_over_queued(recv_queue& q, io_op& op) noexcept;
+    void serve_kept(recv_queue& q) noexcept;
     void finish_recv_cqe(recv_queue& q) noexcept;
     static uint64_t recv_tag(recv_queue& q) noexcept;
 

@@ -115,6 +115,20 @@ long io_uring_engine::hand_over_queued(recv_queue& q, io_op& op) noexcept {
     return static_cast<long>(c.len - c.off);
 }
 
+// The recvs still waiting while data is kept (fibers reading the socket at once) take it now,
+// in order. Left waiting behind a first one that took only part of an arrival, the next
+// arrival went to them ahead of the part kept, which a later recv got after it.
+void io_uring_engine::serve_kept(recv_queue& q) noexcept {
+    while (q.has_data()) {
+        io_op* op = q.waiters.pop_front();
+        if (!op) return;
+        const long r = op->code == opcode::recv_pooled
+                           ? hand_over_queued(q, *op)
+                           : static_cast<long>(copy_queued(q, static_cast<char*>(op->buf), op->len));
+        op->on_complete(op, r);
+    }
+}
+
 long io_uring_engine::submit_recv(io_op& op) noexcept {
     const bool pooled = op.code == opcode::recv_pooled;
     if (op.flags != 0 || op.fd < 0 || op.fixed_file || (op.len == 0 && !pooled)) return k_single_shot;
@@ -224,6 +238,7 @@ void io_uring_engine::on_recv_cqe(recv_queue* q, int res, unsigned flags) noexce
             recycle(c.id);
         }
         if (op) op->on_complete(op, static_cast<long>(c.off));
+        serve_kept(*q);
     } else if (res == 0) {
         q->end = 1;  // end of stream: every waiting recv, and every later one, reads 0
         while (io_op* op = q->waiters.pop_front()) complete_empty(*op, 0);
