@@ -97,6 +97,36 @@ TEST_P(fd_test, an_interrupt_before_the_receive_reaches_the_kernel_is_ecanceled)
     }
 }
 
+// MSG_DONTWAIT does not keep recv_some and send_some from waiting (fd.h): on every engine, a
+// receive from an empty socket and a send into a full one wait for readiness, not fail with
+// EAGAIN, and end with the data.
+TEST_P(fd_test, msg_dontwait_still_waits_for_readiness) {
+    char buf[8] = {};
+    result<size_t> got = errno_error(EINPROGRESS);
+    auto reader = spawn([&] { got = fd::recv_some(sv_[0], buf, sizeof buf, MSG_DONTWAIT, 5s); });
+    ASSERT_TRUE(reader);
+    this_fiber::yield();
+    this_fiber::yield();
+    EXPECT_TRUE(!got && got.error() == std::errc::operation_in_progress);  // still waiting
+    ASSERT_TRUE(fd::write_all(sv_[1], "data", 4));
+    ASSERT_TRUE(reader->join());
+    ASSERT_TRUE(got) << got.error().message();
+    EXPECT_EQ(std::string(buf, *got), "data");
+
+    char block[4096] = {};
+    while (::send(sv_[0], block, sizeof block, MSG_DONTWAIT) > 0) {}  // its send buffer full
+    result<size_t> sent = errno_error(EINPROGRESS);
+    auto sender = spawn([&] { sent = fd::send_some(sv_[0], "x", 1, MSG_DONTWAIT, 5s); });
+    ASSERT_TRUE(sender);
+    this_fiber::yield();
+    this_fiber::yield();
+    EXPECT_TRUE(!sent && sent.error() == std::errc::operation_in_progress);  // still waiting
+    while (::recv(sv_[1], block, sizeof block, MSG_DONTWAIT) > 0) {}  // the peer takes it all
+    ASSERT_TRUE(sender->join());
+    ASSERT_TRUE(sent) << sent.error().message();
+    EXPECT_EQ(*sent, 1u);
+}
+
 TEST_P(fd_test, large_transfer_round_trips_exactly) {
     std::string out(1 << 20, '\0');
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 7 + 3);

@@ -46,6 +46,10 @@ result<size_t> pread(int fd, void* buf, size_t n, int64_t off, duration timeout 
 result<size_t> pwrite(int fd, const void* buf, size_t n, int64_t off, duration timeout = forever) noexcept;
 result<size_t> readv(int fd, const iovec* iov, int iovcnt, duration timeout = forever) noexcept;
 result<size_t> writev(int fd, const iovec* iov, int iovcnt, duration timeout = forever) noexcept;
+/// recv_some, send_some, recvmsg and sendmsg pass flags to the kernel, but MSG_DONTWAIT does not
+/// keep them from waiting: where the kernel has nothing to take or no room (EAGAIN), the call
+/// waits for readiness as without it, on every engine (which treat every fd as non-blocking
+/// anyway). gluon::posix::recv, send, recvmsg and sendmsg honour it: EAGAIN instead of a wait.
 result<size_t> recv_some(int fd, void* buf, size_t n, int flags = 0, duration timeout = forever) noexcept;
 result<size_t> send_some(int fd, const void* buf, size_t n, int flags = 0, duration timeout = forever) noexcept;
 /// recv_some for a socket read ahead: on io_uring, one multishot receive is kept armed on the
