@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -408,6 +409,24 @@ TEST_P(grpc_server_test, trailing_metadata_cannot_smuggle_in_fields) {
         EXPECT_EQ(c.trailing_metadata("x-note"), "") << "write " << write;
         EXPECT_EQ(c.trailing_metadata("x-a"), "") << "write " << write;
         EXPECT_EQ(c.trailing_metadata("x-ok"), "fine") << "write " << write;
+    }
+}
+
+TEST_P(grpc_server_test, a_handlers_exception_text_stays_on_the_server) {
+    // The exception's text went to the client as grpc-message (INTERNAL): a query, a path or a
+    // key in it told the client about the server's insides. gRPC C++ answers UNKNOWN with a
+    // fixed message.
+    server g;
+    g.add("/t.S/Throws", [](server_context&) -> status { throw std::runtime_error("secret: db password hunter2"); });
+    g.add("/t.S/ThrowsInt", [](server_context&) -> status { throw 42; });
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    for (const char* m : {"/t.S/Throws", "/t.S/ThrowsInt"}) {
+        std::string out;
+        status s = ch.unary(m, "hi", out);
+        EXPECT_EQ(s.code, code::unknown) << m << ": " << code_name(s.code);
+        EXPECT_EQ(s.message, "Unexpected error in RPC handling") << m;
     }
 }
 

@@ -43,6 +43,8 @@ namespace {
 
 int errno_of(const std::error_code& e) { return e.value(); }
 
+constexpr const char* k_handler_threw = "Unexpected error in RPC handling";
+
 void answer(server_context::impl& im, const status& s) {
     std::string code = std::to_string(static_cast<int>(s.code));
     std::string msg = detail::percent_encode(s.message);
@@ -192,12 +194,18 @@ http::handler server::as_handler() const {
             im.tell_encodings();
             s = {code::unimplemented, "grpc-encoding " + std::string(encoding) + " is not supported"};
         } else {
+            // An exception's text is the server's business (a query, a path, a key): it is
+            // logged, and the client gets what gRPC C++ sends, UNKNOWN with a fixed message.
             try {
                 s = it->second(im.ctx);
             } catch (const std::exception& e) {
-                s = {code::internal, e.what()};
+                GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: grpc handler for {} threw: {}",
+                                       req.path(), e.what());
+                s = {code::unknown, k_handler_threw};
             } catch (...) {
-                s = {code::internal, "the handler threw"};
+                GLUON_LOG_RATE_LIMITED(error, std::chrono::seconds(1), "gluon: grpc handler for {} threw",
+                                       req.path());
+                s = {code::unknown, k_handler_threw};
             }
         }
         if (s.ok() && im.ctx.deadline() != k_no_deadline && time_left(im.ctx.deadline()) == duration::zero())

@@ -95,7 +95,9 @@ struct server_options {
 class server {
 public:
     explicit server(server_options o = {}) : opts_(o) {}
-    /// Registers a method ("/package.Service/Method"). A handler that throws answers INTERNAL.
+    /// Registers a method ("/package.Service/Method"). A handler that throws answers UNKNOWN
+    /// with "Unexpected error in RPC handling", as gRPC C++ does: the exception's text is
+    /// logged, not sent (it may tell a client about the server's internals).
     void add(std::string full_name, method_handler h) { methods_[std::move(full_name)] = std::move(h); }
     /// The handler to give http::server::start (it refers to this server: keep it alive).
     http::handler as_handler() const;
