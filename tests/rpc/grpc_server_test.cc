@@ -430,6 +430,38 @@ TEST_P(grpc_server_test, a_handlers_exception_text_stays_on_the_server) {
     }
 }
 
+TEST_P(grpc_server_test, a_message_over_2_gib_is_refused_not_truncated) {
+    // gRPC's length prefix is 32 bits: a message of 4 GiB and more went out with its length
+    // modulo 2^32, and the rest of its bytes as garbage messages. write_with is asked for the
+    // size without a buffer of that size (refused before anything is allocated or filled);
+    // write goes through it.
+    server g;
+    std::vector<std::pair<size_t, result<void>>> seen;
+    bool filled = false;
+    g.add("/t.S/Huge", [&](server_context& ctx) -> status {
+        for (size_t n : {(size_t(1) << 32) + 3, size_t(INT32_MAX) + 1}) {
+            seen.emplace_back(n, ctx.write_with(n, [&](char*) {
+                filled = true;
+                return false;
+            }));
+        }
+        return ctx.write("fine") ? status{} : status{code::unavailable, "write failed"};
+    });
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    std::string out;
+    status s = ch.unary("/t.S/Huge", "hi", out);
+    EXPECT_TRUE(s.ok()) << code_name(s.code) << " " << s.message;
+    EXPECT_EQ(out, "fine");
+    EXPECT_FALSE(filled);
+    ASSERT_EQ(seen.size(), 2u);
+    for (const auto& [n, r] : seen) {
+        ASSERT_FALSE(r) << n;
+        EXPECT_EQ(r.error(), std::errc::message_size) << n;
+    }
+}
+
 GLUON_ENGINE_TEST_SUITE(grpc_server_test);
 
 }  // namespace

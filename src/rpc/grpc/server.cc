@@ -154,8 +154,10 @@ result<void> server_context::end_write() {
 }
 
 result<void> server_context::write(std::string_view msg) {
-    std::memcpy(begin_write(msg.size()), msg.data(), msg.size());
-    return end_write();
+    return write_with(msg.size(), [msg](char* p) {
+        std::memcpy(p, msg.data(), msg.size());
+        return true;
+    });
 }
 
 http::handler server::as_handler() const {

@@ -48,14 +48,21 @@ public:
     /// The same without a copy: msg views the message in the call's buffer, valid until the
     /// next read.
     result<bool> read(std::string_view& msg);
+    /// The largest message write sends: gRPC's length prefix is 32 bits, and peers read it as a
+    /// signed int (gRPC Java refuses a larger one; protobuf's messages stop at 2 GiB too).
+    static constexpr size_t k_max_message = INT32_MAX;
     /// Sends a response message (the response head first, with the metadata added so far).
-    /// Errors: ECANCELED, EPIPE (the connection is gone), ETIMEDOUT.
+    /// Errors: ECANCELED, EPIPE (the connection is gone), ETIMEDOUT, EMSGSIZE (over
+    /// k_max_message: nothing is sent).
     result<void> write(std::string_view msg);
     /// Sends a message written in place: fill(p) writes exactly n bytes at p and returns true
     /// (a serializer writing into the call's buffer, saving a copy); false sends nothing.
-    /// Errors: those of write, EINVAL (fill returned false).
+    /// Errors: those of write, EINVAL (fill returned false); fill is not called for EMSGSIZE.
     template <typename Fill>
     result<void> write_with(size_t n, Fill&& fill) {
+        // The prefix would hold n modulo 2^32, and the stream carry a message of that length
+        // followed by the rest as garbage.
+        if (n > k_max_message) return errno_error(EMSGSIZE);
         if (!fill(begin_write(n))) return errno_error(EINVAL);
         return end_write();
     }
@@ -115,7 +122,7 @@ namespace detail {
 template <typename Msg>
 result<void> write_message(server_context& ctx, const Msg& m) {
     size_t n = m.ByteSizeLong();
-    if (n > INT32_MAX) return errno_error(EMSGSIZE);
+    if (n > server_context::k_max_message) return errno_error(EMSGSIZE);
     auto w = ctx.write_with(n, [&](char* p) { return m.SerializeToArray(p, static_cast<int>(n)); });
     if (!w && w.error() == std::errc::invalid_argument) return errno_error(EMSGSIZE);
     return w;
