@@ -462,6 +462,38 @@ TEST_P(grpc_server_test, a_message_over_2_gib_is_refused_not_truncated) {
     }
 }
 
+TEST_P(grpc_server_test, a_malformed_grpc_timeout_is_refused) {
+    // A grpc-timeout that did not parse was ignored: the call ran with no deadline at all,
+    // though its client meant one. It is answered INTERNAL before the handler runs, as
+    // grpc-go does.
+    server g;
+    bool ran = false;
+    g.add("/t.S/Echo", [&](server_context& ctx) -> status {
+        ran = true;
+        std::string in;
+        if (!ctx.read(in)) return {code::internal, "read failed"};
+        return ctx.write(in) ? status{} : status{code::unavailable, "write failed"};
+    });
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    for (const char* t : {"soon", "10", "10x", "-5S", "123456789S", "1.5S", "S"}) {
+        ran = false;
+        call_options o;
+        o.metadata = {{"grpc-timeout", t}};
+        std::string out;
+        status s = ch.unary("/t.S/Echo", "hi", out, o);
+        EXPECT_EQ(s.code, code::internal) << t << ": " << code_name(s.code) << " " << s.message;
+        EXPECT_FALSE(ran) << t;
+    }
+    std::string out;
+    call_options o;
+    o.metadata = {{"grpc-timeout", "10S"}};
+    status s = ch.unary("/t.S/Echo", "hi", out, o);
+    EXPECT_TRUE(s.ok()) << code_name(s.code) << " " << s.message;
+    EXPECT_EQ(out, "hi");
+}
+
 GLUON_ENGINE_TEST_SUITE(grpc_server_test);
 
 }  // namespace

@@ -181,14 +181,20 @@ http::handler server::as_handler() const {
         // bounds a wait for its next message (body_timeout's 408 ended it, seen as UNKNOWN).
         req.body_timeout(forever);
         server_context::impl im(req, res, opts_);
+        bool bad_timeout = false;
         if (std::string_view t = req.header("grpc-timeout"); !t.empty()) {
             duration d;
             if (detail::parse_timeout(t, d)) im.set_deadline(deadline_after(d));
+            else bad_timeout = true;
         }
         status s;
         auto it = methods_.find(req.path());
         std::string_view encoding = req.header("grpc-encoding");
-        if (it == methods_.end()) {
+        if (bad_timeout) {
+            // The client meant a deadline that cannot be read: running without one could hold
+            // the call for ever. grpc-go answers INTERNAL, and gRPC C++ fails the stream.
+            s = {code::internal, "malformed grpc-timeout"};
+        } else if (it == methods_.end()) {
             s = {code::unimplemented, "unknown method " + std::string(req.path())};
         } else if (!encoding.empty() && !ascii_iequals(encoding, "identity")) {
             // Its messages may be compressed with it: refused before the handler runs, as

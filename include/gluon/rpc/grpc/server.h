@@ -4,7 +4,8 @@
 // message types (ParseFromArray, ByteSizeLong, SerializeToArray) without generated stubs.
 //
 // Status codes, the grpc-status / grpc-message trailers (percent-encoded), grpc-timeout
-// deadlines and metadata follow the gRPC-over-HTTP/2 protocol; message compression is not
+// deadlines and metadata follow the gRPC-over-HTTP/2 protocol (a grpc-timeout that does not
+// parse is answered INTERNAL before the handler runs, as grpc-go does); message compression is not
 // offered: a request whose grpc-encoding is not identity is answered UNIMPLEMENTED before its
 // handler runs, and a message with the compressed flag cannot be read (ENOTSUP; the typed
 // helpers answer UNIMPLEMENTED), both with grpc-accept-encoding: identity. Malformed framing
