@@ -494,6 +494,49 @@ TEST_P(grpc_server_test, a_malformed_grpc_timeout_is_refused) {
     EXPECT_EQ(out, "hi");
 }
 
+TEST_P(grpc_server_test, a_second_request_message_to_a_unary_request_method_is_unimplemented) {
+    // A unary or server-streaming method read its one message and answered as if the rest were
+    // not there. gRPC's status codes call that a cardinality violation: UNIMPLEMENTED.
+    server g;
+    int ran = 0;
+    for (auto& [name, h] : small_echo_methods()) {
+        g.add(name, [h = std::move(h), &ran](server_context& ctx) {
+            ++ran;
+            return h(ctx);
+        });
+    }
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    for (const char* m : {"/t.S/Unary", "/t.S/ServerStream"}) {
+        ran = 0;
+        client_call c = ch.call(m);
+        ASSERT_TRUE(c.write("one"));
+        (void)c.write("two");  // the answer may have ended the call already
+        (void)c.writes_done();
+        std::string out;
+        std::vector<std::string> got;
+        while (c.read(out)) got.push_back(out);
+        status s = c.finish();
+        EXPECT_EQ(s.code, code::unimplemented) << m << ": " << code_name(s.code) << " " << s.message;
+        EXPECT_TRUE(got.empty()) << m << ": answered " << got.size() << " message(s)";
+        EXPECT_EQ(ran, 1) << m;
+        // One message is still answered.
+        s = ch.unary(m, "one", out);
+        EXPECT_TRUE(s.ok()) << m << ": " << code_name(s.code) << " " << s.message;
+        EXPECT_EQ(out, "one") << m;
+    }
+    // A stream of them is what the streaming methods take.
+    client_call c = ch.call("/t.S/ClientStream");
+    ASSERT_TRUE(c.write("one"));
+    ASSERT_TRUE(c.write("two"));
+    ASSERT_TRUE(c.writes_done());
+    std::string out;
+    EXPECT_TRUE(c.read(out));
+    EXPECT_TRUE(c.finish().ok());
+    EXPECT_EQ(out, "onetwo");
+}
+
 GLUON_ENGINE_TEST_SUITE(grpc_server_test);
 
 }  // namespace

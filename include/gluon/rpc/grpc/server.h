@@ -143,8 +143,21 @@ inline status no_request(const result<bool>& got) {
         default: return {code::internal, "no request message: " + got.error().message()};
     }
 }
+/// For a method that takes one request message (unary, server streaming), once it has been read:
+/// the client's end of stream must follow. Another message is what gRPC's status codes call a
+/// cardinality violation, answered UNIMPLEMENTED as that table says (grpc-go says INTERNAL)
+/// rather than dropped unread. A failed read keeps its reason.
+inline status no_more_requests(server_context& ctx) {
+    std::string_view extra;
+    auto got = ctx.read(extra);
+    if (!got) return no_request(got);
+    if (*got) return {code::unimplemented, "more than one request message for a method that takes one"};
+    return {};
+}
 }  // namespace detail
 
+/// Unary: fn answers the one request message with one response. The request's end of stream is
+/// waited for before fn runs (a second request message is refused: detail::no_more_requests).
 template <typename Req, typename Resp>
 method_handler unary(std::function<status(server_context&, const Req&, Resp&)> fn) {
     return [fn = std::move(fn)](server_context& ctx) -> status {
@@ -153,6 +166,7 @@ method_handler unary(std::function<status(server_context&, const Req&, Resp&)> f
         if (!got || !*got) return detail::no_request(got);
         Req req;
         if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return {code::internal, "request does not parse"};
+        if (status s = detail::no_more_requests(ctx); !s.ok()) return s;
         Resp resp;
         status s = fn(ctx, req, resp);
         if (!s.ok()) return s;
@@ -161,7 +175,8 @@ method_handler unary(std::function<status(server_context&, const Req&, Resp&)> f
     };
 }
 
-/// Server streaming: fn writes its responses through `send`.
+/// Server streaming: fn writes its responses through `send`, once the request's end of stream
+/// has come after its one message (as for unary).
 template <typename Req, typename Resp>
 method_handler server_streaming(std::function<status(server_context&, const Req&, const std::function<bool(const Resp&)>& send)> fn) {
     return [fn = std::move(fn)](server_context& ctx) -> status {
@@ -170,6 +185,7 @@ method_handler server_streaming(std::function<status(server_context&, const Req&
         if (!got || !*got) return detail::no_request(got);
         Req req;
         if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return {code::internal, "request does not parse"};
+        if (status s = detail::no_more_requests(ctx); !s.ok()) return s;
         auto send = [&](const Resp& r) { return detail::write_message(ctx, r).has_value(); };
         return fn(ctx, req, send);
     };
