@@ -42,6 +42,8 @@ public:
     result<void> finish_body(response& r, bool short_body) override;
     result<std::string_view> upgrade(response& r, std::string_view raw_head) override;
     result<void> wait_abandoned(duration) override { return errno_error(EOPNOTSUPP); }
+    bool abandoned() const noexcept override { return false; }
+    result<void> interrupt_when_abandoned(deadline_t) override { return errno_error(EOPNOTSUPP); }
     std::string_view client_ip() override { return client_ip_.get(s_); }
 
 private:

@@ -42,6 +42,10 @@ public:
     /// Waits until the client abandons the request. Errors: ETIMEDOUT, ECANCELED,
     /// EOPNOTSUPP (HTTP/1.1: no way to tell without reading what may follow).
     virtual result<void> wait_abandoned(duration timeout) = 0;
+    /// See request::abandoned.
+    virtual bool abandoned() const noexcept = 0;
+    /// See request::interrupt_when_abandoned. Errors: EOPNOTSUPP (HTTP/1.1).
+    virtual result<void> interrupt_when_abandoned(deadline_t at) = 0;
     /// See request::client_ip.
     virtual std::string_view client_ip() = 0;
 

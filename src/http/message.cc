@@ -46,6 +46,10 @@ net::byte_stream& request::stream() noexcept { return conn_.stream(); }
 
 result<void> request::wait_abandoned(duration timeout) { return conn_.wait_abandoned(timeout); }
 
+bool request::abandoned() const noexcept { return conn_.abandoned(); }
+
+result<void> request::interrupt_when_abandoned(deadline_t at) { return conn_.interrupt_when_abandoned(at); }
+
 std::string_view request::client_ip() { return conn_.client_ip(); }
 
 std::string_view detail::peer_ip_cache::get(net::byte_stream& s) {

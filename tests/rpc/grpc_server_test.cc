@@ -4,6 +4,8 @@
 // typed helpers answer when a request cannot be read.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -13,6 +15,7 @@
 
 #include "gluon/http/client.h"
 #include "gluon/http/server.h"
+#include "gluon/net/socket.h"
 #include "gluon/rpc/grpc.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/sync/semaphore.h"
@@ -410,6 +413,89 @@ TEST_P(grpc_server_test, trailing_metadata_cannot_smuggle_in_fields) {
         EXPECT_EQ(c.trailing_metadata("x-a"), "") << "write " << write;
         EXPECT_EQ(c.trailing_metadata("x-ok"), "fine") << "write " << write;
     }
+}
+
+TEST_P(grpc_server_test, a_handler_is_interrupted_when_the_client_cancels) {
+    // A handler blocked in something other than the call's own reads (a sleep here) went on
+    // after the client's RST_STREAM: nothing told it, and nobody waited for its answer.
+    server g;
+    event parked, done;
+    std::optional<result<void>> slept;
+    bool cancelled = false;
+    g.add("/t.S/Sleepy", [&](server_context& ctx) -> status {
+        parked.set();  // on this vCPU: the handler runs on into the sleep, and parks there
+        slept = this_fiber::sleep_for(10s);
+        cancelled = ctx.cancelled();
+        done.set();
+        return {code::internal, "slept through"};
+    });
+    // For the next call: the interrupt must have been the cancelled call's alone.
+    g.add("/t.S/Nap", [](server_context& ctx) -> status {
+        std::string in;
+        if (!ctx.read(in)) return {code::internal, "read failed"};
+        if (!this_fiber::sleep_for(1ms)) return {code::internal, "the nap was interrupted"};
+        if (ctx.cancelled()) return {code::internal, "cancelled"};
+        return ctx.write(in) ? status{} : status{code::unavailable, "write failed"};
+    });
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    client_call c = ch.call("/t.S/Sleepy");
+    ASSERT_TRUE(c.write("hi"));
+    ASSERT_TRUE(parked.wait(10s));
+    int64_t start = mono_now_ns();
+    c.cancel();
+    EXPECT_EQ(c.finish().code, code::cancelled);
+    ASSERT_TRUE(done.wait(5s)) << "the handler slept on after the cancel";
+    EXPECT_LT(std::chrono::nanoseconds(mono_now_ns() - start), 5s);
+    ASSERT_TRUE(slept.has_value());
+    ASSERT_FALSE(*slept);
+    EXPECT_EQ(slept->error(), std::errc::operation_canceled);
+    EXPECT_TRUE(cancelled);
+    std::string out;
+    status s = ch.unary("/t.S/Nap", "again", out);
+    EXPECT_TRUE(s.ok()) << code_name(s.code) << " " << s.message;
+    EXPECT_EQ(out, "again");
+}
+
+TEST_P(grpc_server_test, a_handler_is_interrupted_when_its_deadline_passes) {
+    // A handler blocked on another resource (a socket that never brings anything) ran on past
+    // its deadline. The client here does not enforce the deadline itself (it only sends
+    // grpc-timeout), so that only the server's deadline can end the wait.
+    server g;
+    auto ends = net::stream::pair();
+    ASSERT_TRUE(ends) << ends.error().message();
+    event done;
+    std::optional<result<size_t>> got;
+    bool cancelled = false;
+    g.add("/t.S/Stuck", [&](server_context& ctx) -> status {
+        char b[16];
+        got = ends->first.read_some(b, sizeof b);
+        cancelled = ctx.cancelled();
+        done.set();
+        return cancelled ? status{code::deadline_exceeded, "gave up"} : status{code::internal, "not cancelled"};
+    });
+    auto srv = http::server::start(net::address::ipv4_loopback(0), g.as_handler());
+    ASSERT_TRUE(srv) << srv.error().message();
+    channel ch("127.0.0.1", (*srv)->local_address().port());
+    call_options o;
+    o.metadata = {{"grpc-timeout", "200m"}};
+    int64_t start = mono_now_ns();
+    client_call c = ch.call("/t.S/Stuck", o);
+    ASSERT_TRUE(c.write("hi"));
+    ASSERT_TRUE(c.writes_done());
+    bool in_time = done.wait(5s).has_value();
+    (void)ends->second.shutdown(SHUT_RDWR);  // ends a read left blocked, so that the server can stop
+    ASSERT_TRUE(in_time) << "the handler's read went on past the deadline";
+    EXPECT_LT(std::chrono::nanoseconds(mono_now_ns() - start), 5s);
+    ASSERT_TRUE(got.has_value());
+    ASSERT_FALSE(*got);
+    EXPECT_EQ(got->error(), std::errc::operation_canceled);
+    EXPECT_TRUE(cancelled);
+    std::string out;
+    while (c.read(out)) {
+    }
+    EXPECT_EQ(c.finish().code, code::deadline_exceeded);
 }
 
 TEST_P(grpc_server_test, a_handlers_exception_text_stays_on_the_server) {

@@ -109,6 +109,18 @@ public:
     /// connection ends), for a handler with nothing to read that should stop when nobody waits
     /// for its answer. Errors: ETIMEDOUT, ECANCELED (interrupted), EOPNOTSUPP (HTTP/1.1).
     result<void> wait_abandoned(duration timeout);
+    /// True once the client has given the request up (HTTP/2: it reset the stream, or the
+    /// connection ended); always false over HTTP/1.1. Errors: none.
+    bool abandoned() const noexcept;
+    /// Interrupts the handler's fiber (fiber::interrupt: its blocking call in progress, or its
+    /// next, fails with ECANCELED) once the client gives the request up, as wait_abandoned
+    /// sees it, or `at` passes, whichever comes first (at once if the client has already):
+    /// for a handler whose work, not only its reads of the body, should stop when nobody waits
+    /// for its answer (a gRPC call's cancel and deadline). One interrupt, which holds until the
+    /// handler returns; one that no blocking call took by then is dropped, so that it never
+    /// reaches the fiber's next request. Call it from the handler's own fiber. Errors:
+    /// EOPNOTSUPP (HTTP/1.1, as wait_abandoned), EPERM (not on a vCPU).
+    result<void> interrupt_when_abandoned(deadline_t at = k_no_deadline);
 
     const request_head& head() const noexcept { return head_; }
 

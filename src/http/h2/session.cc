@@ -205,7 +205,9 @@ void h2_session::work(worker* w) {
         }
         h2_stream* st = pending_.front();
         pending_.pop_front();
+        st->handler_fiber = &w->f;  // for interrupt_when_abandoned
         if (!st->closed && !gone_) st->serve();  // a stream reset while queued is not served
+        st->handler_fiber = nullptr;
         handler_finished(*st);
     }
     workers_.erase(*w);
@@ -400,6 +402,7 @@ void h2_session::run(std::string_view preread) {
     streams_.for_each([](h2_stream& st) {
         st.wake(st.in_ready);
         st.wake(st.out_room);
+        st.interrupt_handler();
     });
     // Workers hold the session: it outlives them. If this fiber is interrupted (the server's
     // grace ran out), so are they, whether the interrupt came now or ended the read above (an
@@ -506,6 +509,7 @@ void h2_session::writer() {
             streams_.for_each([](h2_stream& st) {
                 st.wake(st.in_ready);
                 st.wake(st.out_room);
+                st.interrupt_handler();
             });
         }
         if (writer_done_) break;

@@ -2,12 +2,14 @@
 
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 #include "../date.h"
 #include "../http_counters.h"
 #include "../path.h"
 #include "fields.h"
 #include "gluon/common/log.h"
+#include "gluon/runtime/waiter.h"
 #include "gluon/sys/ops.h"
 #include "session.h"
 
@@ -122,6 +124,7 @@ void h2_stream::serve() {
                                    req.head_.target);
             fail_response();
         }
+        end_interrupts();
         // A body left unread that is over the limit is refused as if it had been read (as over
         // HTTP/1.1, where the server reads the rest).
         if (!in_error && (in_pos < in.size() || !in_done) && body_over_limit()) in_error = EMSGSIZE;
@@ -271,7 +274,9 @@ void h2_stream::reuse(int32_t new_id) noexcept {
     out.clear();
     out_pos = 0;
     body_off = 0;
-    closed = handler_done = handler_started = false;
+    closed = reset = handler_done = handler_started = false;
+    handler_fiber = nullptr;
+    interrupt_armed_ = interrupted_ = false;
 }
 
 result<void> h2_stream::wait_abandoned(duration timeout) {
@@ -332,10 +337,45 @@ void h2_stream::on_data(const uint8_t* data, size_t len) {
     wake(in_ready);
 }
 
-void h2_stream::on_close(uint32_t) noexcept {
+void h2_stream::on_close(uint32_t error_code) noexcept {
     closed = true;
+    // A stream closes cleanly only once both sides ended it, so after the response's last
+    // frame went (submitted, no longer sending); before that the client gave it up.
+    reset = error_code != NGHTTP2_NO_ERROR || !submitted || sending;
     wake(in_ready);
     wake(out_room);
+    if (reset) interrupt_handler();
+}
+
+bool h2_stream::abandoned() const noexcept { return reset || sess.gone(); }
+
+result<void> h2_stream::interrupt_when_abandoned(deadline_t at) {
+    interrupt_armed_ = true;
+    if (abandoned()) {
+        interrupt_handler();
+        return {};
+    }
+    if (at == k_no_deadline) return {};
+    interrupt_at_.st = this;
+    return interrupt_at_.arm(at, [](vcpu_timer* t) noexcept { static_cast<interrupt_timer*>(t)->st->interrupt_handler(); });
+}
+
+// Everything here runs on the session's vCPU (the reader, the writer, the timer and the
+// handler), and interrupt_armed_ is cleared as the handler returns, before its worker takes
+// another stream: the interrupt never reaches another request's handler.
+void h2_stream::interrupt_handler() noexcept {
+    if (!interrupt_armed_ || interrupted_ || !handler_fiber) return;
+    interrupted_ = true;
+    interrupt_at_.disarm();
+    (void)handler_fiber->interrupt();
+}
+
+// The interrupt was for this request only: one that the handler left pending would fail the
+// worker's wait for the next stream, or that stream's handler.
+void h2_stream::end_interrupts() noexcept {
+    interrupt_armed_ = false;
+    interrupt_at_.disarm();
+    if (std::exchange(interrupted_, false)) (void)take_interrupt();
 }
 
 void h2_stream::give_up() noexcept {

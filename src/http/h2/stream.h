@@ -10,6 +10,8 @@
 
 #include "../exchange.h"
 #include "gluon/common/intrusive_list.h"
+#include "gluon/runtime/fiber.h"
+#include "gluon/runtime/vcpu_call.h"
 #include "gluon/sync/semaphore.h"
 
 namespace gluon::http::detail {
@@ -26,6 +28,8 @@ public:
     result<void> finish_body(response& r, bool short_body) override;
     result<std::string_view> upgrade(response&, std::string_view) override { return errno_error(EPROTONOSUPPORT); }
     result<void> wait_abandoned(duration timeout) override;
+    bool abandoned() const noexcept override;
+    result<void> interrupt_when_abandoned(deadline_t at) override;
     std::string_view client_ip() override;
 
     /// Builds the request head from the received fields; 0, or the status to refuse it with.
@@ -35,8 +39,12 @@ public:
     void fail_response();
     /// Hands received body bytes on; false: the stream refuses them (they are consumed).
     void on_data(const uint8_t* data, size_t len);
-    /// nghttp2 closed the stream: wakes the handler's waits.
+    /// nghttp2 closed the stream: wakes the handler's waits, and interrupts it if it asked
+    /// (interrupt_when_abandoned) and the close ended its answer early.
     void on_close(uint32_t error_code) noexcept;
+    /// The request is given up (a reset, the connection's end, the time given passed): the
+    /// handler's fiber is interrupted, once, if the handler asked for it.
+    void interrupt_handler() noexcept;
     /// How many response body bytes the next DATA frame carries (at most length), with its
     /// flags (a nghttp2_data_source_read_callback's work); emit_data then appends them to the
     /// output (false: the body could not be read, the stream is reset).
@@ -101,8 +109,10 @@ public:
     event out_room;
 
     bool closed = false;
+    bool reset = false;  // closed before the response ended, or by an RST_STREAM
     bool handler_done = false;
     bool handler_started = false;
+    fiber* handler_fiber = nullptr;  // the worker running the handler (the session sets it)
 
 private:
     result<void> submit(bool streaming);
@@ -111,6 +121,13 @@ private:
     uint64_t body_length() const noexcept;
     event* waiting_ = nullptr;
     int wait(event& e, duration timeout);
+    void end_interrupts() noexcept;  // the handler returned: see interrupt_when_abandoned
+    struct interrupt_timer : vcpu_timer {
+        h2_stream* st = nullptr;
+    };
+    interrupt_timer interrupt_at_;
+    bool interrupt_armed_ = false;
+    bool interrupted_ = false;
 };
 
 }  // namespace gluon::http::detail

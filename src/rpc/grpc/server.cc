@@ -8,6 +8,7 @@
 #include "gluon/common/ascii.h"
 #include "gluon/common/log.h"
 #include "gluon/rpc/grpc/server.h"
+#include "gluon/runtime/waiter.h"
 
 namespace gluon::rpc::grpc {
 
@@ -66,14 +67,34 @@ void answer(server_context::impl& im, const status& s) {
 
 std::string_view server_context::method() const noexcept { return im_.method; }
 
+// A stream error as the call's: a reset is the client's cancel, and the interrupt that its
+// deadline sent the handler (which may come before the read's own timeout) is the deadline's.
+int server_context::call_error(int e) const noexcept {
+    if (e == ECONNRESET) return ECANCELED;
+    if (e == ECANCELED && deadline_passed()) return ETIMEDOUT;
+    return e;
+}
+
 std::string_view server_context::metadata(std::string_view key) const noexcept { return im_.req.header(key); }
 
+bool server_context::deadline_passed() const noexcept {
+    return deadline_ != k_no_deadline && time_left(deadline_) == duration::zero();
+}
+
+bool server_context::cancelled() const noexcept { return deadline_passed() || im_.req.abandoned(); }
+
 bool server_context::wait_cancelled(duration timeout) {
+    if (cancelled()) return true;
     duration left = time_left(deadline_);
     bool deadline_first = left <= timeout;
     auto r = im_.req.wait_abandoned(deadline_first ? left : timeout);
     if (r) return true;
-    return r.error() == std::errc::timed_out && deadline_first;
+    if (r.error() == std::errc::timed_out) return deadline_first;
+    // The call's interrupt (its cancel or deadline) is what this waited for; another is the
+    // caller's to see.
+    if (cancelled()) return true;
+    if (r.error() == std::errc::operation_canceled) restore_interrupt();
+    return false;
 }
 
 void server_context::add_metadata(std::string_view key, std::string_view value) {
@@ -108,10 +129,7 @@ result<bool> server_context::read(std::string_view& msg) {
         // Waits no longer than the deadline, and for ever without one (a call has no
         // body_timeout): a client that sent its head and then nothing ends with its deadline.
         auto n = im_.req.read_body(im_.in.space(k_chunk), k_chunk, time_left(deadline_));  // straight into the reader
-        if (!n) {
-            int e = errno_of(n.error());
-            return errno_error(e == ECONNRESET ? ECANCELED : e);
-        }
+        if (!n) return errno_error(call_error(errno_of(n.error())));
         if (*n == 0) im_.in_done = true;
         else im_.in.filled(*n);
     }
@@ -146,10 +164,7 @@ char* server_context::begin_write(size_t n) {
 result<void> server_context::end_write() {
     im_.start_head();
     auto r = im_.res.write({im_.out.get(), im_.out_len});
-    if (!r) {
-        int e = errno_of(r.error());
-        return errno_error(e == ECONNRESET ? ECANCELED : e);
-    }
+    if (!r) return errno_error(call_error(errno_of(r.error())));
     return {};
 }
 
@@ -202,6 +217,8 @@ http::handler server::as_handler() const {
             im.tell_encodings();
             s = {code::unimplemented, "grpc-encoding " + std::string(encoding) + " is not supported"};
         } else {
+            // The handler's blocking calls end when nobody waits for its answer any more.
+            (void)req.interrupt_when_abandoned(im.ctx.deadline());
             // An exception's text is the server's business (a query, a path, a key): it is
             // logged, and the client gets what gRPC C++ sends, UNKNOWN with a fixed message.
             try {

@@ -30,6 +30,13 @@ namespace gluon::rpc::grpc {
 
 /// The server side of one call: the request's metadata and deadline, its messages to read, and
 /// the response messages and metadata to write. Lives for the handler's run.
+///
+/// The handler runs on a fiber of its own, which is interrupted (fiber::interrupt) once the
+/// client cancels the call (RST_STREAM, or the connection ends) or its deadline passes: the
+/// blocking call it is in then, or its next one, of any kind (a sleep, a lock, a read of
+/// another socket, a call to another server), fails with ECANCELED, so that work nobody waits
+/// for stops. One interrupt: a handler that goes on (to clean up) blocks as usual after it, and
+/// tells why from cancelled(). This context's own calls report ETIMEDOUT for the deadline.
 class server_context {
 public:
     /// "/package.Service/Method".
@@ -38,11 +45,15 @@ public:
     std::string_view metadata(std::string_view key) const noexcept;
     /// The client's deadline (grpc-timeout), or k_no_deadline.
     deadline_t deadline() const noexcept { return deadline_; }
+    /// True once the client has cancelled the call (RST_STREAM, or the connection ended) or its
+    /// deadline has passed: nobody waits for the answer any more (gRPC C++'s IsCancelled).
+    bool cancelled() const noexcept;
     /// The next request message into msg; false once the client has sent its last. Waits as
     /// long as the call's deadline allows, and without one until a message comes, the call
     /// ends or the connection does: a call's request, a stream that may rightly stay quiet for
     /// hours, is not held to the HTTP server's body_timeout. Errors:
-    /// ECANCELED (the client cancelled: RST_STREAM), ETIMEDOUT (the deadline passed), EPROTO (a
+    /// ECANCELED (the client cancelled: RST_STREAM, or the connection ended; or an interrupt of
+    /// the handler's fiber from elsewhere, a server's stop), ETIMEDOUT (the deadline passed), EPROTO (a
     /// malformed message, or one cut short by the end of the request), ENOTSUP (a compressed
     /// message: no compression is offered), EMSGSIZE (one over max_message_bytes), the stream's.
     result<bool> read(std::string& msg);
@@ -53,7 +64,7 @@ public:
     /// signed int (gRPC Java refuses a larger one; protobuf's messages stop at 2 GiB too).
     static constexpr size_t k_max_message = INT32_MAX;
     /// Sends a response message (the response head first, with the metadata added so far).
-    /// Errors: ECANCELED, EPIPE (the connection is gone), ETIMEDOUT, EMSGSIZE (over
+    /// Errors: ECANCELED (as read's), EPIPE (the connection is gone), ETIMEDOUT, EMSGSIZE (over
     /// k_max_message: nothing is sent).
     result<void> write(std::string_view msg);
     /// Sends a message written in place: fill(p) writes exactly n bytes at p and returns true
@@ -69,6 +80,7 @@ public:
     }
     /// Waits until the client cancels the call or its deadline passes (true), or `timeout`
     /// passes first (false): for a handler with nothing to read that works until nobody waits.
+    /// An interrupt from elsewhere (a server's stop) ends it too (false), and stays pending.
     bool wait_cancelled(duration timeout);
     /// Response metadata: added to the head if no message was written yet. A key or value
     /// holding CR, LF or NUL, or a key holding ':', is dropped (http::response::header's rule:
@@ -83,6 +95,8 @@ public:
 private:
     char* begin_write(size_t n);
     result<void> end_write();
+    bool deadline_passed() const noexcept;
+    int call_error(int e) const noexcept;
     impl& im_;
     deadline_t deadline_ = k_no_deadline;
     friend struct impl;
@@ -143,6 +157,7 @@ inline status no_request(const result<bool>& got) {
         default: return {code::internal, "no request message: " + got.error().message()};
     }
 }
+
 /// For a method that takes one request message (unary, server streaming), once it has been read:
 /// the client's end of stream must follow. Another message is what gRPC's status codes call a
 /// cardinality violation, answered UNIMPLEMENTED as that table says (grpc-go says INTERNAL)
