@@ -158,7 +158,7 @@ inline status no_request(const result<bool>& got) {
     }
 }
 
-/// For a method that takes one request message (unary, server streaming), once it has been read:
+/// For a unary method, once its one request message has been read:
 /// the client's end of stream must follow. Another message is what gRPC's status codes call a
 /// cardinality violation, answered UNIMPLEMENTED as that table says (grpc-go says INTERNAL)
 /// rather than dropped unread. A failed read keeps its reason.
@@ -190,8 +190,10 @@ method_handler unary(std::function<status(server_context&, const Req&, Resp&)> f
     };
 }
 
-/// Server streaming: fn writes its responses through `send`, once the request's end of stream
-/// has come after its one message (as for unary).
+/// Server streaming: fn writes its responses through `send`, from its one request message on.
+/// The request's end of stream is not waited for: a client may keep its side open while the
+/// responses stream (gRPC C++'s server does not wait either), and a message after the first is
+/// left unread.
 template <typename Req, typename Resp>
 method_handler server_streaming(std::function<status(server_context&, const Req&, const std::function<bool(const Resp&)>& send)> fn) {
     return [fn = std::move(fn)](server_context& ctx) -> status {
@@ -200,7 +202,6 @@ method_handler server_streaming(std::function<status(server_context&, const Req&
         if (!got || !*got) return detail::no_request(got);
         Req req;
         if (!req.ParseFromArray(in.data(), static_cast<int>(in.size()))) return {code::internal, "request does not parse"};
-        if (status s = detail::no_more_requests(ctx); !s.ok()) return s;
         auto send = [&](const Resp& r) { return detail::write_message(ctx, r).has_value(); };
         return fn(ctx, req, send);
     };
