@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -192,6 +193,26 @@ TEST_P(grpc_client_test, calls_gluon_server_in_clear_text) {
     slow_.await(2);
     EXPECT_EQ(slow_.expired, 1);
     EXPECT_EQ(slow_.cancelled, 1);
+}
+
+// gRPC's length prefix is 32 bits: a request message of 4 GiB or more went out with its length
+// modulo 2^32 and the rest of its bytes as garbage. One over 2 GiB ends the call with
+// RESOURCE_EXHAUSTED before any of it is read (the message here is an unbacked mapping) or sent,
+// and the channel goes on serving.
+TEST_P(grpc_client_test, a_request_message_over_2_gib_is_refused_not_truncated) {
+    const size_t n = k_max_message + 1;
+    void* p = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) GTEST_SKIP() << "no room for a 2 GiB mapping";
+    channel ch("127.0.0.1", start_gluon_server(nullptr));
+    client_call c = ch.call("/gluon.test.Echo/ClientStream");
+    EXPECT_FALSE(c.write(std::string_view(static_cast<const char*>(p), n)));
+    status s = c.finish();
+    EXPECT_EQ(s.code, code::resource_exhausted) << code_name(s.code) << " " << s.message;
+    ::munmap(p, n);
+    Msg req, resp;
+    req.set_text("after");
+    EXPECT_TRUE(unary(ch, "/gluon.test.Echo/Unary", req, resp).ok());
+    EXPECT_EQ(resp.text(), "after");
 }
 
 TEST_P(grpc_client_test, calls_gluon_server_over_tls_by_alpn) {

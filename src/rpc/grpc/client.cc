@@ -179,6 +179,10 @@ client_call::~client_call() {
 bool client_call::write(std::string_view msg) {
     state& s = *st_;
     if (s.end || s.half_closed) return false;
+    if (msg.size() > k_max_message) {  // its 32-bit prefix would hold the size modulo 2^32
+        s.fail({code::resource_exhausted, "a request message over 2 GiB"});
+        return false;
+    }
     std::string framed;
     framed.reserve(msg.size() + 5);
     detail::append_message(framed, msg);

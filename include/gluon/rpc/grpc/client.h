@@ -60,7 +60,8 @@ public:
     ~client_call();
 
     /// Sends a request message; waits while the stream's send buffer is full. False: the call
-    /// has ended (finish() says why).
+    /// has ended (finish() says why; RESOURCE_EXHAUSTED for a message over k_max_message, which
+    /// ends the call without sending it).
     bool write(std::string_view msg);
     /// Tells the server that no more requests follow (half-close). False: the call has ended.
     bool writes_done();

@@ -60,9 +60,8 @@ public:
     /// The same without a copy: msg views the message in the call's buffer, valid until the
     /// next read.
     result<bool> read(std::string_view& msg);
-    /// The largest message write sends: gRPC's length prefix is 32 bits, and peers read it as a
-    /// signed int (gRPC Java refuses a larger one; protobuf's messages stop at 2 GiB too).
-    static constexpr size_t k_max_message = INT32_MAX;
+    /// The largest message write sends (status.h).
+    static constexpr size_t k_max_message = grpc::k_max_message;
     /// Sends a response message (the response head first, with the metadata added so far).
     /// Errors: ECANCELED (as read's), EPIPE (the connection is gone), ETIMEDOUT, EMSGSIZE (over
     /// k_max_message: nothing is sent).

@@ -1,6 +1,8 @@
 // gRPC's status: a code and a message, what every call ends with (gRPC status codes).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace gluon::rpc::grpc {
@@ -17,6 +19,10 @@ struct status {
     std::string message;
     bool ok() const noexcept { return code == code::ok; }
 };
+
+/// The largest message either side sends: gRPC's length prefix is 32 bits, and peers read it
+/// as a signed int (gRPC Java refuses a larger one; protobuf's messages stop at 2 GiB too).
+inline constexpr size_t k_max_message = INT32_MAX;
 
 /// The code's name as gRPC spells it ("DEADLINE_EXCEEDED"), for logs and messages.
 const char* code_name(code c) noexcept;
