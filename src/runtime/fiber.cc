@@ -18,6 +18,11 @@
 #include "scheduler.h"
 
 namespace gluon::detail {
+
+/// What fiber_exit wakes a joiner with when the joiner's handle reference is still the
+/// joiner's to drop (see fiber_exit); 0 when it was dropped for it.
+constexpr long k_join_ref_kept = 1;
+
 namespace {
 
 [[noreturn, gnu::always_inline]] inline void fiber_exit(fiber_impl* f) noexcept {
@@ -25,11 +30,16 @@ namespace {
     vcpu* v = f->owner;
     f->join_lock.lock();
     f->finished = true;
-    // A parked joiner's handle reference is dropped here, for it (see fiber::join_for); once
-    // woken it never touches f again, so waking under the lock is safe.
+    // A joiner's handle reference is dropped here, for it, when nothing of the joiner can look
+    // at f once woken: a fiber of this vCPU (ready at once, so its timeout and interrupt no
+    // longer run), or a continuation (join_async holds a reference of its own). A fiber of
+    // another vCPU, or a thread, keeps it until it runs (see fiber::join_for): its timeout or
+    // interrupt may take join_lock before the wake-up reaches it, and wake_inline, under the
+    // lock, cannot wait for that.
     while (waiter* w = f->joiners.pop_front()) {
-        --f->refs;
-        wake_inline(*w, 0);
+        const bool drop = w->fiber ? impl(w->fiber)->owner == v : w->resume != nullptr;
+        if (drop) --f->refs;
+        wake_inline(*w, drop ? 0 : k_join_ref_kept);
     }
     // Only the running reference left: nobody can reach f any more, so reap_zombies frees it
     // without taking the lock.
@@ -185,9 +195,10 @@ result<void> fiber::join_for(duration timeout) {
         f->joiners.push_back(w);
         long r = park(f->join_lock, w, {.deadline = deadline_after(timeout)});
         if (r < 0) return errno_error(static_cast<int>(-r));  // still joinable
-        // Woken by fiber_exit, which dropped our reference under its lock: one lock round
-        // trip fewer on the path of every join.
+        // Woken by fiber_exit, which dropped our reference under its lock if we are a fiber of
+        // its vCPU: one lock round trip fewer on the path of such joins. Else it is ours.
         f_ = nullptr;
+        if (r == k_join_ref_kept) fiber_release(f);
         return {};
     }
     const bool last = --f->refs == 0;

@@ -261,9 +261,11 @@ inline void resume(fiber_impl* f, long result) noexcept {
     resume_remote(f);
 }
 
-/// wake()'s futex path, for a waiter that is a plain OS thread.
+/// wake_inline's futex path, for a waiter that is a plain OS thread.
 void wake_thread(waiter& w) noexcept;
-/// wake(), inline for the runtime's own hot paths (fiber exit).
+/// wake() that does not wait for a timeout or interrupt of w under way on its vCPU or thread,
+/// for a waker holding w's lock (fiber exit, wake_holding_lock): the primitive must outlive
+/// that cancel by other means (see fiber_exit).
 inline void wake_inline(waiter& w, long result) noexcept {
     w.result = result;
     if (w.fiber)

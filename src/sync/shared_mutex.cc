@@ -4,12 +4,14 @@
 #include "gluon/sync/wait_list.h"
 
 namespace gluon {
-// Wakes every queued reader (lk_ held). They own their read lock when they wake.
+// Wakes every queued reader (lk_ held). They own their read lock when they wake, so this
+// mutex outlives a timeout or interrupt of theirs still to come: it may take lk_ then, and is
+// not waited for (wake() would wait, holding lk_, for ever).
 void shared_mutex::admit_readers_locked() noexcept {
     woken_batch woken;
     detail::take_all(readers_q_, woken);
     readers_ += static_cast<decltype(readers_)>(woken.size());
-    detail::wake_all(woken, 0);
+    woken.wake_all_holding_lock(0);
 }
 
 // A queued writer gave up: readers that queued only because of it may go now.

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gluon/runtime/fiber_local.h"
+#include "gluon/runtime/runtime.h"
 #include "gluon/runtime/vcpu_call.h"
 #include "gluon/sync/channel.h"
 #include "gluon/sync/semaphore.h"
@@ -240,6 +243,46 @@ TEST_P(fiber_test, an_interrupted_join_is_ecanceled_and_the_fiber_stays_joinable
     EXPECT_TRUE(target->joinable());
     release.set();
     EXPECT_TRUE(target->join());
+}
+
+TEST_P(fiber_test, a_join_interrupted_after_the_fiber_ended_on_another_vcpu_leaves_it_alone) {
+    // A fiber of another vCPU ends, which posts the joiner's wake-up here, and a spawn there
+    // reaps it (its stack, not of the default size, is unmapped rather than cached unless
+    // something still holds it); this vCPU interrupts the joiner before its event loop has
+    // taken the wake-up. The interrupt takes the fiber's join lock, which must still be there,
+    // and the join succeeds: the fiber ended first.
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt);
+    std::atomic<bool> spawned{false}, go{false}, ending{false}, reaped{false};
+    std::optional<fiber> target;
+    ASSERT_TRUE((*rt)->post(0, [&] {
+        target = spawn(fiber_options{.stack_size = 64 * 1024}, [&] {
+                     while (!go.load(std::memory_order_acquire)) {
+                     }
+                     ending.store(true, std::memory_order_release);
+                 }).value();
+        spawned.store(true, std::memory_order_release);
+    }));
+    while (!spawned.load(std::memory_order_acquire)) this_fiber::yield();
+    std::error_code got = std::make_error_code(std::errc::interrupted);
+    auto joiner = spawn([&] {
+        auto r = target->join_for(10s);
+        got = r ? std::error_code{} : r.error();
+    });
+    ASSERT_TRUE(joiner);
+    this_fiber::yield();  // the joiner parks in join_for
+    ASSERT_TRUE((*rt)->post(0, [&] {
+        while (!ending.load(std::memory_order_acquire)) this_fiber::yield();  // it has left
+        ASSERT_TRUE(spawn([] {})->join());  // this spawn reaps it
+        reaped.store(true, std::memory_order_release);
+    }));
+    go.store(true, std::memory_order_release);
+    while (!reaped.load(std::memory_order_acquire)) {
+    }  // no switch: this vCPU's event loop must not run the posted wake-up yet
+    ASSERT_TRUE(joiner->interrupt());
+    ASSERT_TRUE(joiner->join());
+    EXPECT_FALSE(got);
+    EXPECT_FALSE(target->joinable());
 }
 
 TEST_P(fiber_test, detached_fibers_run_to_completion) {

@@ -1,12 +1,18 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gluon/runtime/fiber.h"
+#include "gluon/runtime/runtime.h"
+#include "gluon/runtime/vcpu_call.h"
 #include "gluon/sync.h"
 #include "support/half_speed_clock.h"
 #include "test_support.h"
@@ -18,6 +24,25 @@ using namespace std::chrono_literals;
 
 class sync_test : public test::engine_test {};
 GLUON_ENGINE_TEST_SUITE(sync_test);
+
+// Storage for a primitive that a test destroys: zeroed once the primitive is gone, so that a
+// write to it after that (a use after free: taking its lock writes into it) shows.
+template <typename T>
+struct canary_storage {
+    alignas(T) unsigned char bytes[sizeof(T)];
+    template <typename... A>
+    T* make(A&&... a) {
+        return new (bytes) T(std::forward<A>(a)...);
+    }
+    T* get() { return std::launder(reinterpret_cast<T*>(bytes)); }
+    void destroy() {
+        get()->~T();
+        std::memset(bytes, 0, sizeof bytes);
+    }
+    bool untouched() const {
+        return std::all_of(std::begin(bytes), std::end(bytes), [](unsigned char c) { return c == 0; });
+    }
+};
 
 TEST_P(sync_test, mutex_serialises_fibers_that_yield_inside) {
     mutex m;
@@ -463,6 +488,122 @@ TEST_P(sync_test, threads_and_fibers_interoperate) {
     producer.join();
     locker.join();
     EXPECT_EQ(sum, 1000 + 500500);
+}
+
+TEST_P(sync_test, an_interrupt_after_a_wake_up_from_another_vcpu_leaves_the_destroyed_channel_alone) {
+    // A fiber of another vCPU sends the value a fiber here waits for, which posts its wake-up
+    // here, and destroys the channel, as it may once nobody waits on it; this vCPU interrupts
+    // the receiver before its event loop has taken the wake-up. The interrupt must not look at
+    // the channel (it took the channel's lock), and the receive succeeds: the value came first.
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt);
+    canary_storage<channel<int>> ch;
+    ch.make();
+    int got = -1;
+    auto f = spawn([&] {
+        auto v = ch.get()->recv(10s);  // its timer stays armed until the fiber runs
+        got = v ? *v : -v.error().value();
+    });
+    ASSERT_TRUE(f);
+    this_fiber::yield();  // f parks in recv
+    std::atomic<bool> sent{false};
+    ASSERT_TRUE((*rt)->post(0, [&] {
+        EXPECT_TRUE(ch.get()->send(7));
+        ch.destroy();
+        sent.store(true, std::memory_order_release);
+    }));
+    while (!sent.load(std::memory_order_acquire)) {
+    }  // no switch: this vCPU's event loop must not run the posted wake-up yet
+    ASSERT_TRUE(f->interrupt());
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(got, 7);
+    EXPECT_TRUE(ch.untouched());
+}
+
+TEST_P(sync_test, a_timeout_after_a_wake_up_from_another_vcpu_leaves_the_destroyed_event_alone) {
+    // The fiber's timeout is due in the same pass of the event loop as a timer before it, in
+    // which a fiber of another vCPU sets the event and destroys it: the wake-up it posts here
+    // waits in the inbox, drained before the timers, while the timeout runs.
+    auto rt = runtime::start(test::test_runtime(1, GetParam()));
+    ASSERT_TRUE(rt);
+    struct setter {
+        vcpu_timer timer;  // first: the callback finds the setter from it
+        std::atomic<bool> go{false}, done{false};
+    } s;
+    canary_storage<event> ev;
+    ev.make();
+    int res = -1;
+    auto f = spawn([&] {
+        auto r = ev.get()->wait(200ms);
+        res = r ? 0 : r.error().value();
+    });
+    ASSERT_TRUE(f);
+    this_fiber::yield();  // f parks in wait
+    const int64_t past_both = mono_now_ns() + 210'000'000;
+    ASSERT_TRUE((*rt)->post(0, [&] {
+        while (!s.go.load(std::memory_order_acquire)) {
+        }
+        ev.get()->set();
+        ev.destroy();
+        s.done.store(true, std::memory_order_release);
+    }));
+    ASSERT_TRUE(s.timer.arm(deadline_after(1ms), [](vcpu_timer* tm) noexcept {
+        auto* self = reinterpret_cast<setter*>(tm);
+        self->go.store(true, std::memory_order_release);
+        while (!self->done.load(std::memory_order_acquire)) {
+        }
+    }));
+    while (mono_now_ns() < past_both) {
+    }  // holds the vCPU: no timer fires until both are due
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(res, 0);
+    EXPECT_TRUE(ev.untouched());
+}
+
+TEST_P(sync_test, an_interrupt_after_a_wake_up_on_the_same_vcpu_leaves_the_destroyed_event_alone) {
+    canary_storage<event> ev;
+    ev.make();
+    int res = -1;
+    auto f = spawn([&] {
+        auto r = ev.get()->wait(10s);
+        res = r ? 0 : r.error().value();
+    });
+    ASSERT_TRUE(f);
+    this_fiber::yield();  // f parks in wait
+    ev.get()->set();      // f is queued behind us
+    ev.destroy();
+    ASSERT_TRUE(f->interrupt());
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(res, 0);
+    EXPECT_TRUE(ev.untouched());
+}
+
+TEST_P(sync_test, a_timeout_after_a_wake_up_on_the_same_vcpu_leaves_the_destroyed_event_alone) {
+    // A timer sets the event and destroys it; the fiber's own timeout is due in the same pass
+    // of the event loop, which runs after both deadlines, before the fiber.
+    struct setter {
+        vcpu_timer timer;  // first: the callback finds the setter from it
+        canary_storage<event> ev;
+    } s;
+    s.ev.make();
+    int res = -1;
+    auto f = spawn([&] {
+        auto r = s.ev.get()->wait(200ms);
+        res = r ? 0 : r.error().value();
+    });
+    ASSERT_TRUE(f);
+    this_fiber::yield();  // f parks in wait
+    const int64_t past_both = mono_now_ns() + 210'000'000;
+    ASSERT_TRUE(s.timer.arm(deadline_after(1ms), [](vcpu_timer* tm) noexcept {
+        auto* self = reinterpret_cast<setter*>(tm);
+        self->ev.get()->set();
+        self->ev.destroy();
+    }));
+    while (mono_now_ns() < past_both) {
+    }  // holds the vCPU: no timer fires until both are due
+    ASSERT_TRUE(f->join());
+    EXPECT_EQ(res, 0);
+    EXPECT_TRUE(s.ev.untouched());
 }
 
 }  // namespace

@@ -2,6 +2,14 @@
 // the fiber (or plain OS thread) that waits; the primitive links it into its own intrusive list
 // under its own prim_lock. Waking, timing out and interrupting race safely: whoever unlinks the
 // waiter (under the lock) owns the wake-up.
+//
+// A primitive may be destroyed once the call that woke its last waiter returns (an event or a
+// channel in the waker's frame, once the waiter is known to be woken). A parked fiber keeps its
+// timer and interrupt hook until it runs again, which for a wake-up from another vCPU or a
+// thread is later, on its own vCPU: so wake() marks the waiter woken, and a timeout or interrupt
+// that comes after that leaves the primitive alone; one that was already inside the primitive
+// (its lock taken to unlink the waiter, which it found gone) is waited for by wake() before it
+// returns. A thread's timeout does the same.
 #pragma once
 
 #include <atomic>
@@ -28,6 +36,7 @@ struct waiter {
 
     list_hook hook;
     detail::fiber_hot* fiber;  // the waiting fiber; nullptr: a thread or a continuation
+    // A fiber's or a thread's wake state (detail::k_parked, ...); a thread's futex word too.
     std::atomic<uint32_t> word{0};
     long result = 0;
     void* data = nullptr;  // for the primitive (a channel's value slot, a reader flag, ...)
@@ -66,6 +75,8 @@ public:
     size_t size() const noexcept { return count_; }
     /// Wakes them all, in order (call without the lock).
     void wake_all(long result) noexcept;
+    /// Wakes them all with the lock still held: see detail::wake_holding_lock.
+    void wake_all_holding_lock(long result) noexcept;
 
 private:
     waiter* head_ = nullptr;
@@ -92,6 +103,11 @@ struct park_options {
 };
 
 namespace detail {
+/// waiter::word of a fiber or a thread: parked (and linked, or being woken by its unlinker);
+/// woken (from another thread: its timeout and interrupt leave the primitive alone); or being
+/// cancelled (its own vCPU or thread is inside the primitive, which a waker waits out).
+inline constexpr uint32_t k_parked = 0, k_woken = 1, k_cancelling = 2;
+
 struct park_ctx {
     prim_lock* lk;
     waiter* w;
@@ -110,6 +126,9 @@ long park_slow(prim_lock& lk, waiter& w, const park_options& opts) noexcept;
 /// happens in the caller's frame, and the fiber that resumes returns up its own call chain
 /// instead of one the CPU's return predictor does not expect (see detail/hot.h).
 inline long park(prim_lock& lk, waiter& w, const park_options& opts = {}) noexcept {
+    // A plain store (the lock is held, so no waker sees it yet): a waiter parked again, after a
+    // wake-up or a timeout, is parked anew.
+    w.word.store(detail::k_parked, std::memory_order_relaxed);
 #if GLUON_INLINE_YIELD
     detail::vcpu_hot* v = detail::t_hot;
     if (w.fiber && opts.deadline == k_no_deadline) {
@@ -128,8 +147,20 @@ inline long park(prim_lock& lk, waiter& w, const park_options& opts = {}) noexce
     return detail::park_slow(lk, w, opts);
 }
 
-/// Wakes a waiter that the caller has unlinked (under the primitive's lock); any thread.
+/// Wakes a waiter that the caller has unlinked (under the primitive's lock); any thread, with
+/// the lock released. Once it returns, the primitive is no longer needed for this waiter: a
+/// timeout or interrupt still to reach it leaves the primitive alone (see the top of this file).
+/// Waking a fiber of another vCPU, or a thread, it may wait for a timeout of that waiter that
+/// is inside the primitive's lock at that moment; so it must not be called with that lock held.
 void wake(waiter& w, long result) noexcept;
+
+namespace detail {
+/// wake() for a caller that still holds the lock of w's primitive: it does not wait for a
+/// timeout or interrupt of w, which may be waiting for that lock, and so leaves w's cancel free
+/// to take the lock later. Only for a waiter that holds part of the primitive once woken (a
+/// shared_mutex reader, its read lock), so that the primitive outlives that cancel anyway.
+void wake_holding_lock(waiter& w, long result) noexcept;
+}  // namespace detail
 
 inline void woken_batch::wake_all(long result) noexcept {
     waiter* w = head_;
@@ -138,6 +169,17 @@ inline void woken_batch::wake_all(long result) noexcept {
     while (w) {
         waiter* next = w->next_woken;  // before the wake-up: w may be gone after it
         wake(*w, result);
+        w = next;
+    }
+}
+
+inline void woken_batch::wake_all_holding_lock(long result) noexcept {
+    waiter* w = head_;
+    head_ = tail_ = nullptr;
+    count_ = 0;
+    while (w) {
+        waiter* next = w->next_woken;
+        detail::wake_holding_lock(*w, result);
         w = next;
     }
 }
