@@ -15,34 +15,17 @@
 #include "gluon/runtime/vcpu_call.h"
 #include "gluon/sync.h"
 #include "support/half_speed_clock.h"
+#include "support/canary_storage.h"
 #include "test_support.h"
 
 namespace gluon {
 namespace {
 
 using namespace std::chrono_literals;
+using test::canary_storage;
 
 class sync_test : public test::engine_test {};
 GLUON_ENGINE_TEST_SUITE(sync_test);
-
-// Storage for a primitive that a test destroys: zeroed once the primitive is gone, so that a
-// write to it after that (a use after free: taking its lock writes into it) shows.
-template <typename T>
-struct canary_storage {
-    alignas(T) unsigned char bytes[sizeof(T)];
-    template <typename... A>
-    T* make(A&&... a) {
-        return new (bytes) T(std::forward<A>(a)...);
-    }
-    T* get() { return std::launder(reinterpret_cast<T*>(bytes)); }
-    void destroy() {
-        get()->~T();
-        std::memset(bytes, 0, sizeof bytes);
-    }
-    bool untouched() const {
-        return std::all_of(std::begin(bytes), std::end(bytes), [](unsigned char c) { return c == 0; });
-    }
-};
 
 TEST_P(sync_test, mutex_serialises_fibers_that_yield_inside) {
     mutex m;

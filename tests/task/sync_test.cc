@@ -16,6 +16,7 @@
 #include "gluon/runtime/vcpu_call.h"
 #include "gluon/task/io.h"
 #include "gluon/task/spawn.h"
+#include "support/canary_storage.h"
 #include "test_support.h"
 
 namespace gluon {
@@ -25,26 +26,8 @@ using namespace std::chrono_literals;
 
 class task_sync_test : public test::engine_test {};
 
+using test::canary_storage;
 using test::sock_pair;
-
-// Storage for a primitive that a test destroys: zeroed once the primitive is gone, so that a
-// write to it after that (a use after free) shows.
-template <typename T>
-struct canary_storage {
-    alignas(T) unsigned char bytes[sizeof(T)];
-    template <typename... A>
-    T* make(A&&... a) {
-        return new (bytes) T(std::forward<A>(a)...);
-    }
-    T* get() { return std::launder(reinterpret_cast<T*>(bytes)); }
-    void destroy() {
-        get()->~T();
-        std::memset(bytes, 0, sizeof bytes);
-    }
-    bool untouched() const {
-        return std::all_of(std::begin(bytes), std::end(bytes), [](unsigned char c) { return c == 0; });
-    }
-};
 
 TEST_P(task_sync_test, channel_between_a_fiber_and_a_task) {
     channel<int> to_task(0), to_fiber(4);
