@@ -4,7 +4,9 @@
 #include "gluon/http/proxy.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <set>
 #include <string>
@@ -509,6 +511,41 @@ TEST_P(proxy_test, a_reverse_proxy_answers_connect_501_without_an_upstream) {
     ASSERT_TRUE(got);
     EXPECT_EQ(got->status, 501);
     EXPECT_EQ(up.served, 0);
+}
+
+// A request whose declared length is over its limit is answered 413 without an upstream
+// connection: the limit is checked at the body's first read, once the proxy's handler runs, and
+// the proxy took (opened) a connection to the upstream first, only to close it unused. The
+// upstream is a plain listening socket: the proxy's connect completes in the kernel before its
+// answer can leave, so a connection it opened is still waiting to be accepted.
+TEST_P(proxy_test, a_body_over_the_limit_is_refused_without_an_upstream_connection) {
+    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(l, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    ASSERT_EQ(::listen(l, 16), 0);
+    ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+    const std::string up = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+    const std::string length = std::to_string((64 << 20) + 1);  // over start_proxy's limit
+    for (bool forward : {false, true}) {
+        SCOPED_TRACE(forward ? "forward" : "reverse");
+        if (forward) start_proxy(forward_proxy({}));
+        else start_reverse({up});
+        auto c = net::stream::connect(proxy_->local_address(), 5s);
+        ASSERT_TRUE(c);
+        const std::string target = forward ? "http://" + up + "/upload" : "/upload";
+        auto got = roundtrip(*c, "POST " + target + " HTTP/1.1\r\nHost: t\r\nContent-Length: " + length + "\r\n\r\n");
+        ASSERT_TRUE(got);
+        EXPECT_EQ(got->status, 413);
+        const int opened = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+        EXPECT_LT(opened, 0) << "the proxy connected to its upstream";
+        if (opened >= 0) ::close(opened);
+        proxy_.reset();
+    }
+    ::close(l);
 }
 
 TEST_P(proxy_test, reuses_pooled_upstream_connections) {

@@ -17,7 +17,8 @@
 // a body, or a method that is not idempotent, or any through the forward proxy): it is checked
 // first. Others take a connection that idled under a second unchecked, and are sent again on a
 // new one if it fails unanswered. Request bodies count against server_options::max_body_bytes:
-// raise it on a proxy's server.
+// raise it on a proxy's server (or a middleware, for its request: request::max_body_bytes). A
+// declared length over it is answered 413 before any upstream connection is taken.
 #pragma once
 
 #include <cstdint>

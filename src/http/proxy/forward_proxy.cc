@@ -110,6 +110,7 @@ struct forward_state {
         a.authority = (u->host.find(':') != std::string::npos ? "[" + u->host + "]" : u->host) + ":" +
                       std::to_string(u->port);
         if (auto ip = net::address::from_ip(a.host, a.port)) a.ip = *ip;
+        if (detail::body_refused(req)) return;
         auto c = pool.take(a.authority, a, true);  // (no request is sent again here)
         if (!c) {
             detail::log_failure(a.authority, c.error().value());

@@ -76,6 +76,13 @@ void log_failure(std::string_view upstream, int error) {
                            std::generic_category().message(error));
 }
 
+bool body_refused(request& req) {
+    if (req.head().body != framing::length || req.content_length() <= req.max_body_bytes()) return false;
+    char b;
+    (void)req.read_body(&b, 1);  // EMSGSIZE, and the server's 413
+    return true;
+}
+
 relay_outcome relay(upstream_conn& c, request& req, response& res, const request_line& line,
                     const proxy_common_options& o) {
     const method verb = req.method();

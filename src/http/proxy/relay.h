@@ -19,6 +19,12 @@ struct relay_outcome {
     bool keep = false;       // the connection may go back to the pool
 };
 
+/// True for a request whose declared Content-Length is over its body limit
+/// (request::max_body_bytes): its body's first read has then failed, and the server answers 413.
+/// Asked before an upstream connection is taken, which such a request would only open and
+/// close: the limit is checked at the first read, after the handler has started.
+bool body_refused(request& req);
+
 /// Sends req to the upstream on c and relays its answer into res.
 relay_outcome relay(upstream_conn& c, request& req, response& res, const request_line& line,
                     const proxy_common_options& o);

@@ -53,6 +53,7 @@ struct reverse_state {
             res.body("CONNECT is not supported by this proxy\n");
             return;
         }
+        if (detail::body_refused(req)) return;
         if (ups.empty()) return detail::answer_failure(res, ECONNREFUSED);
         // An HTTP/1.1 client may send absolute-form to a reverse proxy too (RFC 9112 3.2.2).
         std::string origin_form;
