@@ -152,6 +152,21 @@ TEST_P(tls_test, hostname_mismatch_is_rejected) {
     expect_rejected(certs().server, client_ctx(), "example.com", "hostname mismatch");
 }
 
+// Only subjectAltName DNS names count (RFC 9525 6.3): a certificate whose name is only in its
+// subject's CN matches nothing, and a wildcard must be a whole left-most label.
+TEST_P(tls_test, names_match_dns_subject_alt_names_only_and_whole_label_wildcards) {
+    const identity cn_only = make_cert("cn-only.test", false, &certs().ca, -1, 30);
+    expect_rejected(cn_only, client_ctx(), "cn-only.test", "hostname mismatch");
+    const identity partial = make_cert("partial", false, &certs().ca, -1, 30, "DNS:w*.gluon.test");
+    expect_rejected(partial, client_ctx(), "www.gluon.test", "hostname mismatch");
+    // A whole-label wildcard still matches one label.
+    const identity whole = make_cert("whole", false, &certs().ca, -1, 30, "DNS:*.gluon.test");
+    tls_server srv(server_ctx({}, whole));
+    auto c = dial(srv.addr(), client_ctx(), "www.gluon.test");
+    ASSERT_TRUE(c) << tls::last_error_message();
+    ping(*c);
+}
+
 TEST_P(tls_test, verification_can_be_turned_off) {
     tls_server srv(server_ctx({}, certs().self_signed));
     tls::context_options o;

@@ -9,7 +9,9 @@
 // in tls::last_error_message().
 //
 // Certificate verification is on by default for clients: a client checks the server's chain
-// against the configured trust anchors (the system's by default) and the name it connects to.
+// against the configured trust anchors (the system's by default) and the name it connects to:
+// a DNS name of the certificate's subjectAltName (never the subject's CN), with a wildcard only
+// as a whole left-most label ("*.example.com"), or for an IP address, an IP subjectAltName.
 #pragma once
 
 #include <cstddef>

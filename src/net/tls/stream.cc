@@ -295,6 +295,11 @@ result<void> set_peer_name(stream::impl& s) {
         if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s.ssl), s.name.c_str()) == 1) return {};
     } else if (SSL_set_tlsext_host_name(s.ssl, host.c_str()) == 1 &&
                SSL_set1_host(s.ssl, host.c_str()) == 1) {
+        // Only the certificate's DNS names count, and a wildcard only as a whole left-most
+        // label (RFC 9525 6.3): OpenSSL by default also matched the subject's CN when the
+        // certificate lists no DNS name, and "f*.example.com" against "foo.example.com".
+        SSL_set_hostflags(s.ssl,
+                          X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
         return {};
     }
     return stream_fail(s, errno_code(EINVAL),
