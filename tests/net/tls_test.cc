@@ -100,6 +100,24 @@ TEST_P(tls_test, tls12_handshake_and_session_resumption) {
     }
 }
 
+// In TLS 1.2 the server name belongs to the session: a resumed connection's server still
+// tells the name its client sent.
+TEST_P(tls_test, a_tls12_server_tells_the_sni_of_a_resumed_connection) {
+    tls_server srv(server_ctx());
+    tls::context_options o;
+    o.max_version = tls::version::tls1_2;
+    auto ctx = client_ctx(o);
+    for (int i = 0; i < 2; ++i) {
+        auto c = dial(srv.addr(), ctx, "gluon.test");
+        ASSERT_TRUE(c) << tls::last_error_message();
+        ASSERT_EQ(c->session_reused(), i == 1);
+        outcome got = srv.next();
+        EXPECT_EQ(got.reused, i == 1);
+        EXPECT_EQ(got.sni, "gluon.test") << "connection " << i;
+        ping(*c);
+    }
+}
+
 TEST_P(tls_test, tls13_session_resumption_on_a_second_connection) {
     tls_server srv(server_ctx());
     auto ctx = client_ctx();

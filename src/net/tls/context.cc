@@ -185,6 +185,13 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const un
     return SSL_TLSEXT_ERR_OK;
 }
 
+// Accepts the client's server name, whatever it is (a context has one certificate). Without a
+// callback saying so OpenSSL does not keep the name in the TLS 1.2 session, and a resumed
+// connection's SSL_get_servername, which then reads the session's, gave nothing.
+int accept_server_name(SSL*, int*, void*) {
+    return SSL_TLSEXT_ERR_OK;
+}
+
 // TLS 1.3 servers send tickets after the handshake; the client sees them in a later SSL_read.
 int on_new_session(SSL* ssl, SSL_SESSION* sess) {
     auto* im = static_cast<context::impl*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
@@ -215,6 +222,7 @@ result<void> configure(context::impl& im, const context_options& o) {
     }
     auto alpn = GLUON_TRY(alpn_wire(o.alpn));
     if (im.server) {
+        SSL_CTX_set_tlsext_servername_callback(c, accept_server_name);
         im.alpn_wire = std::move(alpn);
         if (!im.alpn_wire.empty()) SSL_CTX_set_alpn_select_cb(c, select_alpn, &im);
     } else if (!alpn.empty() &&
