@@ -216,6 +216,12 @@ TEST_P(tls_test, a_fully_qualified_name_with_a_trailing_dot_verifies_and_sends_s
     ping(*c);
     // Only the one dot of a fully qualified name goes; a wrong name still fails.
     expect_rejected(certs().server, client_ctx(), "gluon.test..", "hostname mismatch");
+    // An address with the dot is still an address: no SNI (RFC 6066 3), checked as an IP.
+    auto d = dial(srv.addr(), client_ctx(), "127.0.0.1.");
+    ASSERT_TRUE(d) << tls::last_error_message();
+    EXPECT_EQ(srv.next().sni, "");
+    ping(*d);
+    expect_rejected(certs().server, client_ctx(), "127.0.0.2.", "IP address mismatch");
 }
 
 TEST_P(tls_test, alpn_negotiation) {

@@ -290,9 +290,11 @@ result<void> set_peer_name(stream::impl& s) {
     // server as another name and never matched the certificate.
     std::string host = s.name;
     if (host.size() > 1 && host.back() == '.') host.pop_back();
-    if (is_ip_literal(s.name)) {
-        // No SNI for addresses (RFC 6066); the certificate must list the IP instead.
-        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s.ssl), s.name.c_str()) == 1) return {};
+    // Checked without the dot: "127.0.0.1." went out as SNI "127.0.0.1" (and OpenSSL then
+    // verified it as an address anyway).
+    if (is_ip_literal(host)) {
+        // No SNI for addresses (RFC 6066 3); the certificate must list the IP instead.
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s.ssl), host.c_str()) == 1) return {};
     } else if (SSL_set_tlsext_host_name(s.ssl, host.c_str()) == 1 &&
                SSL_set1_host(s.ssl, host.c_str()) == 1) {
         // Only the certificate's DNS names count, and a wildcard only as a whole left-most
