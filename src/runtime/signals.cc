@@ -81,6 +81,10 @@ private:
 }  // namespace
 
 result<int> wait_for_signals(std::initializer_list<int> sigs, duration timeout) {
+    return wait_for_signals(sigs, timeout, {});
+}
+
+result<int> wait_for_signals(std::initializer_list<int> sigs, duration timeout, const std::function<void()>& ready) {
     if (!is_vcpu()) return errno_error(EPERM);
     if (sigs.size() == 0) return errno_error(EINVAL);
     for (int s : sigs)
@@ -94,6 +98,8 @@ result<int> wait_for_signals(std::initializer_list<int> sigs, duration timeout) 
     drain_stale(g_read_fd);
     handlers h;
     GLUON_TRY(h.install(sigs));
+    // Only now: a signal sent in answer to what ready() tells finds the handler.
+    if (ready) ready();
     unsigned char b = 0;
     GLUON_TRY(fd::read_some(g_read_fd, &b, 1, timeout));
     return static_cast<int>(b);

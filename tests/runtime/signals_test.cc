@@ -93,6 +93,45 @@ TEST_P(signals_test, bad_sets_and_a_second_waiter_are_refused) {
     ASSERT_TRUE(w.join());
 }
 
+TEST_P(signals_test, ready_runs_once_the_signals_are_caught) {
+    ASSERT_TRUE(handler_is_default(SIGUSR1));
+    bool caught = false;
+    // raise() runs the handler before it returns: a default disposition would end the process.
+    auto got = wait_for_signals({SIGUSR1}, 5s, [&] {
+        caught = !handler_is_default(SIGUSR1);
+        ASSERT_EQ(::raise(SIGUSR1), 0);
+    });
+    EXPECT_TRUE(caught);
+    ASSERT_TRUE(got) << got.error().message();
+    EXPECT_EQ(*got, SIGUSR1);
+    EXPECT_TRUE(handler_is_default(SIGUSR1));
+    int calls = 0;
+    EXPECT_EQ(wait_for_signals({SIGKILL}, 5s, [&] { ++calls; }).error(), std::errc::invalid_argument);
+    EXPECT_EQ(calls, 0) << "ready is not called when the wait fails first";
+}
+
+// A server that is signalled the moment its port is asked for, i.e. as "listening" is printed:
+// what a script does that sends SIGTERM as soon as it reads the line.
+struct signalled_on_listening {
+    struct address {
+        uint16_t port() const { return 0; }
+    };
+    bool stopped = false;
+    address local_address() const {
+        (void)::raise(SIGTERM);
+        return {};
+    }
+    void stop(duration) { stopped = true; }
+};
+
+TEST_P(signals_test, a_signal_sent_as_listening_is_printed_stops_the_server) {
+    ASSERT_TRUE(handler_is_default(SIGTERM));
+    signalled_on_listening srv;
+    ASSERT_TRUE(serve_until_signalled(srv, 1s));  // not the end of the process
+    EXPECT_TRUE(srv.stopped);
+    EXPECT_TRUE(handler_is_default(SIGTERM));
+}
+
 TEST(signals, outside_a_vcpu_the_call_is_refused) {
     EXPECT_EQ(wait_for_signals({SIGUSR1}).error(), std::errc::operation_not_permitted);
 }
