@@ -11,13 +11,13 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "gluon/http/metrics.h"
 #include "gluon/http/router.h"
 #include "gluon/http/websocket.h"
+#include "gluon/runtime/cli.h"
 #include "gluon/runtime/signals.h"
 #include "gluon/runtime/vcpu.h"
 
@@ -73,11 +73,9 @@ result<int> run_mode(int argc, char** argv) {
         return answer == "hello, websocket" ? 0 : 1;
     }
     uint16_t port = 0;
-    if (argc == 3 && std::strcmp(argv[1], "--port") == 0) port = static_cast<uint16_t>(std::atoi(argv[2]));
-    else if (argc != 1) {
-        std::fprintf(stderr, "usage: websocket_echo [--port N] | --connect URL TEXT | --self-test\n");
-        return 2;
-    }
+    cli::parser p("usage: websocket_echo [--port N] | --connect URL TEXT | --self-test");
+    p.option("--port", port);
+    if (!p.parse(argc, argv)) return p.usage();
     auto srv = GLUON_TRY(start(port));
     GLUON_TRY(serve_until_signalled(*srv, 5s));
     return 0;
