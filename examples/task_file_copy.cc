@@ -3,10 +3,13 @@
 //
 //   task_file_copy SRC DST [--file-engine io_uring|libaio|posix_aio|psync|psync_inline]
 //                  [--engine io_uring|epoll] [--chunk KiB] [--depth N]
+//
+// --chunk is at most 1048576 (1 GiB), --depth at most 4096.
 #include <fcntl.h>
 
 #include <cstdio>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -30,7 +33,8 @@ struct job {
 
 // Copies chunks until none is left; returns the bytes it copied.
 task<result<uint64_t>> worker(job* j) {
-    std::unique_ptr<char[]> buf(new char[j->chunk]);
+    std::unique_ptr<char[]> buf(new (std::nothrow) char[j->chunk]);
+    if (!buf) co_return errno_error(ENOMEM);
     uint64_t copied = 0;
     while (j->next < j->size) {
         const uint64_t off = j->next;
@@ -98,6 +102,9 @@ result<void> run_copy(const std::string& src, const std::string& dst, file_io::e
     return {};
 }
 
+constexpr size_t k_max_chunk_kib = size_t{1} << 20;
+constexpr unsigned k_max_depth = 4096;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,9 +113,13 @@ int main(int argc, char** argv) {
     size_t chunk_kib = 256;
     unsigned depth = 8;
     init_options vcpu;
-    cli::parser p("usage: task_file_copy SRC DST [--file-engine KIND] [--engine io_uring|epoll] [--chunk KiB] [--depth N]");
+    cli::parser p("usage: task_file_copy SRC DST [--file-engine KIND] [--engine io_uring|epoll] [--chunk KiB (1..1048576)] [--depth N (1..4096)]");
     p.positional(paths).option("--file-engine", engine_name).option("--chunk", chunk_kib).option("--depth", depth).engine(vcpu);
-    if (!p.parse(argc, argv) || paths.size() != 2 || chunk_kib == 0 || depth == 0) return p.usage();
+    // A chunk over 1 GiB gains nothing (one read moves under 2 GiB) and its KiB could overflow
+    // size_t: 2^54 KiB made a chunk of 0 bytes, copied for ever.
+    if (!p.parse(argc, argv) || paths.size() != 2 || chunk_kib == 0 || chunk_kib > k_max_chunk_kib || depth == 0 ||
+        depth > k_max_depth)
+        return p.usage();
     auto kind = file_io::parse_kind(engine_name);
     if (!kind) return p.usage();
     auto r = run(vcpu, [&] { return run_copy(paths[0], paths[1], *kind, chunk_kib * 1024, depth); });
