@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
         cpu_set_t set;
         CPU_ZERO(&set);
         CPU_SET(o.cpu, &set);
-        sched_setaffinity(0, sizeof set, &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0)
+            die("--cpu=" + std::to_string(o.cpu) + ": " + std::strerror(errno));
     }
     if (auto r = bench::layout(o); !r.empty()) die(r);
 

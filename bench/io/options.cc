@@ -1,5 +1,11 @@
 #include "options.h"
 
+#include <sched.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -7,22 +13,48 @@
 namespace bench {
 namespace {
 
+// A count with fio's suffixes k, m, g (binary: kb_base 1024, fio's default), optionally
+// followed by i, b or B. Digits only before the suffix: strtoull took "-1" for 2^64 - 1, and a
+// product past 2^64 wrapped; both are refused, as is anything over 2^63 - 1 (an off_t).
 bool parse_size(std::string_view s, uint64_t& out) {
-    if (s.empty()) return false;
-    char* end = nullptr;
-    std::string str(s);
-    unsigned long long v = std::strtoull(str.c_str(), &end, 10);
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc()) return false;
+    std::string_view rest(p, static_cast<size_t>(s.data() + s.size() - p));
     uint64_t mult = 1;
-    switch (*end) {
-        case 'k': case 'K': mult = 1ULL << 10; ++end; break;
-        case 'm': case 'M': mult = 1ULL << 20; ++end; break;
-        case 'g': case 'G': mult = 1ULL << 30; ++end; break;
-        default: break;
+    if (!rest.empty()) {
+        switch (rest[0]) {
+            case 'k': case 'K': mult = 1ULL << 10; rest.remove_prefix(1); break;
+            case 'm': case 'M': mult = 1ULL << 20; rest.remove_prefix(1); break;
+            case 'g': case 'G': mult = 1ULL << 30; rest.remove_prefix(1); break;
+            default: break;
+        }
     }
-    if (*end == 'i' || *end == 'b' || *end == 'B') ++end;
-    if (*end != '\0' || end == str.c_str()) return false;
+    if (!rest.empty() && (rest[0] == 'i' || rest[0] == 'b' || rest[0] == 'B')) rest.remove_prefix(1);
+    if (!rest.empty() || v > static_cast<uint64_t>(INT64_MAX) / mult) return false;
     out = v * mult;
     return true;
+}
+
+// A time as fio reads one: seconds, or with a unit (us, ms, s, m, h, d); "1m" is a minute, not
+// a second. Decimals are allowed. Up to a year, so that the end time stays in range.
+bool parse_time(std::string_view s, double& seconds) {
+    std::string str(s);
+    char* end = nullptr;
+    const double v = std::strtod(str.c_str(), &end);
+    if (end == str.c_str() || !std::isfinite(v) || v <= 0 || std::isspace(static_cast<unsigned char>(str[0])))
+        return false;
+    const std::string_view unit(end);
+    double scale;
+    if (unit.empty() || unit == "s" || unit == "sec") scale = 1;
+    else if (unit == "us" || unit == "usec") scale = 1e-6;
+    else if (unit == "ms" || unit == "msec") scale = 1e-3;
+    else if (unit == "m" || unit == "min") scale = 60;
+    else if (unit == "h" || unit == "hr") scale = 3600;
+    else if (unit == "d" || unit == "day") scale = 86400;
+    else return false;
+    seconds = v * scale;
+    return seconds <= 366.0 * 86400;
 }
 
 }  // namespace
@@ -30,7 +62,7 @@ bool parse_size(std::string_view s, uint64_t& out) {
 const char* fio_usage() {
     return "usage: gluon-fio --filename=PATH [--rw=randread|read|randwrite|write] [--bs=4k]\n"
            "       [--iodepth=1] [--direct=0|1] [--engine=io_uring|libaio|posix_aio|psync|psync_inline]\n"
-           "       [--size=1g] [--runtime=10] [--numjobs=1] [--cpu=N] [--fixedbufs] [--registerfiles]\n"
+           "       [--size=1g] [--runtime=10|500ms|2m] [--numjobs=1] [--cpu=N] [--fixedbufs] [--registerfiles]\n"
            "       [--sqpoll] [--hugepages] [--no-lat] [--json] [--quick]\n";
 }
 
@@ -59,6 +91,7 @@ std::string parse_fio_options(int argc, char** argv, fio_options& o) {
             if (!parse_size(val, n) || n == 0 || n > 4096) return "bad --iodepth: " + val;
             o.iodepth = static_cast<unsigned>(n);
         } else if (key == "direct") {
+            if (val != "0" && val != "1") return "bad --direct: " + val + " (0 or 1)";
             o.direct = val == "1";
         } else if (key == "engine" || key == "ioengine") {
             auto k = gluon::file_io::parse_kind(val);
@@ -69,13 +102,14 @@ std::string parse_fio_options(int argc, char** argv, fio_options& o) {
             o.size = n;
             size_set = true;
         } else if (key == "runtime") {
-            o.runtime_s = std::atof(val.c_str());
-            if (o.runtime_s <= 0) return "bad --runtime: " + val;
+            if (!parse_time(val, o.runtime_s)) return "bad --runtime: " + val;
             runtime_set = true;
         } else if (key == "numjobs") {
             if (val != "1") return "only --numjobs=1 is supported (one vCPU, iodepth fibers)";
         } else if (key == "cpu") {
-            o.cpu = std::atoi(val.c_str());
+            auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), o.cpu);
+            if (ec != std::errc() || p != val.data() + val.size() || o.cpu < 0 || o.cpu >= CPU_SETSIZE)
+                return "bad --cpu: " + val;
         } else if (key == "fixedbufs") {
             o.fixedbufs = true;
         } else if (key == "registerfiles") {
