@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -26,24 +27,33 @@ bool stamped(int fd, uint64_t size) {
     return true;
 }
 
-}  // namespace
-
-void stamp(char* buf, size_t n, int64_t off) noexcept {
-    if (off % static_cast<int64_t>(k_block) != 0) return;
-    for (size_t i = 0; i + sizeof(uint64_t) <= n; i += k_block) {
-        uint64_t v = stamp_of(off + static_cast<int64_t>(i));
-        std::memcpy(buf + i, &v, sizeof v);
+// Calls fn(i, v, from, len) for each stamp, or part of one, that falls in buf, which holds the
+// file's bytes [off, off + n): bytes [from, from + len) of stamp v belong at buf + i. Blocks
+// start at every 4 KiB of the file, whatever the block size of the I/O: a write of 6 KiB at
+// 6 KiB carries the stamp of the block at 8 KiB, and a write cut through a stamp carries part.
+template <typename F>
+void each_stamp(size_t n, int64_t off, F fn) {
+    const uint64_t begin = static_cast<uint64_t>(off), end = begin + n;
+    for (uint64_t b = begin / k_block * k_block; b < end; b += k_block) {
+        const uint64_t lo = std::max(b, begin), hi = std::min(b + sizeof(uint64_t), end);
+        if (lo < hi) fn(lo - begin, stamp_of(static_cast<int64_t>(b)), lo - b, hi - lo);
     }
 }
 
+}  // namespace
+
+void stamp(char* buf, size_t n, int64_t off) noexcept {
+    each_stamp(n, off, [buf](uint64_t i, uint64_t v, uint64_t from, uint64_t len) {
+        std::memcpy(buf + i, reinterpret_cast<const char*>(&v) + from, len);
+    });
+}
+
 bool check_stamp(const char* buf, size_t n, int64_t off) noexcept {
-    if (off % static_cast<int64_t>(k_block) != 0) return true;
-    for (size_t i = 0; i + sizeof(uint64_t) <= n; i += k_block) {
-        uint64_t v;
-        std::memcpy(&v, buf + i, sizeof v);
-        if (v != stamp_of(off + static_cast<int64_t>(i))) return false;
-    }
-    return true;
+    bool ok = true;
+    each_stamp(n, off, [&](uint64_t i, uint64_t v, uint64_t from, uint64_t len) {
+        ok = ok && std::memcmp(buf + i, reinterpret_cast<const char*>(&v) + from, len) == 0;
+    });
+    return ok;
 }
 
 std::string layout(const fio_options& o) {

@@ -1,10 +1,13 @@
 // gluon-fio (bench/io): its options read as fio reads them, and what a hostile value cannot do.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "layout.h"
 #include "options.h"
 
 namespace bench {
@@ -70,6 +73,46 @@ TEST(gluon_fio, direct_and_cpu_take_only_what_they_mean) {
         fio_options bad;
         EXPECT_NE(parse({v}, bad), "") << v;
     }
+}
+
+// A file of stamped blocks in memory: what layout() writes.
+std::vector<char> laid_out(size_t size) {
+    std::vector<char> file(size, 'g');
+    stamp(file.data(), file.size(), 0);
+    return file;
+}
+
+TEST(gluon_fio, writes_of_any_block_size_keep_the_stamps_reads_check) {
+    // A write run, then a read run of another block size, each over the whole file as fio's
+    // sequential modes go: every read must find its stamps. A 6 KiB write at 6 KiB used to
+    // leave its buffer's old bytes where the block at 8 KiB starts (its stamp was skipped, as
+    // 6 KiB is no multiple of 4), and 4097 cuts through stamps.
+    for (size_t wbs : {size_t{4096}, size_t{6144}, size_t{4097}, size_t{512}, size_t{65536}}) {
+        for (size_t rbs : {size_t{4096}, size_t{6144}, size_t{512}, size_t{1000}}) {
+            std::vector<char> file = laid_out(256 * 1024);
+            std::vector<char> buf(wbs, 'w');
+            for (size_t off = 0; off + wbs <= file.size(); off += wbs) {
+                stamp(buf.data(), wbs, static_cast<int64_t>(off));
+                std::copy(buf.begin(), buf.end(), file.begin() + static_cast<std::ptrdiff_t>(off));
+            }
+            for (size_t off = 0; off + rbs <= file.size(); off += rbs)
+                ASSERT_TRUE(check_stamp(file.data() + off, rbs, static_cast<int64_t>(off)))
+                    << "written in " << wbs << ", read in " << rbs << " at " << off;
+        }
+    }
+}
+
+TEST(gluon_fio, a_read_from_the_wrong_place_fails_its_check) {
+    std::vector<char> file = laid_out(64 * 1024);
+    // Every block size sees a stamp that is not its own: 6 KiB at 12 KiB holds the block at
+    // 12 KiB, checked as if read at 6 KiB (whose 8 KiB block then starts 2 KiB in); 512 bytes
+    // at 4 KiB, read as if from 8 KiB.
+    EXPECT_FALSE(check_stamp(file.data() + 12288, 6144, 6144));
+    EXPECT_FALSE(check_stamp(file.data() + 4096, 512, 8192));
+    EXPECT_TRUE(check_stamp(file.data() + 6144, 6144, 6144));
+    // A read that did nothing (zeros) cannot pass once its range holds a stamp.
+    std::vector<char> zeros(6144, 0);
+    EXPECT_FALSE(check_stamp(zeros.data(), zeros.size(), 6144));
 }
 
 }  // namespace
