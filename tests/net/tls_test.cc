@@ -605,6 +605,27 @@ TEST_P(tls_test, renegotiation_requests_from_a_peer_that_reads_nothing_end_the_c
     EXPECT_FALSE(put);
 }
 
+// A shutdown whose close_notify cannot go out in time fails, and leaves the stream broken: a
+// second shutdown must not report that close_notify went out.
+TEST_P(tls_test, a_second_shutdown_after_a_failed_one_fails_too) {
+    auto [mine, theirs] = *stream::pair();
+    ASSERT_TRUE(mine.set_buffer_sizes(0, 4096));
+    openssl_peer peer(theirs.release(), tls::version::tls1_3,
+                      [](SSL*, openssl_peer& p) { p.wait(); });  // reads nothing meanwhile
+    auto c = tls::stream::connect(std::move(mine), client_ctx(), "localhost", 5s);
+    ASSERT_TRUE(c) << tls::last_error_message();
+    fill_send_buffer(*c);
+    auto first = c->shutdown(100ms);
+    ASSERT_FALSE(first);
+    EXPECT_EQ(first.error(), std::errc::timed_out) << c->last_error_message();
+    auto second = c->shutdown(100ms);
+    ASSERT_FALSE(second);
+    EXPECT_EQ(second.error(), tls::errc::broken) << second.error().message();
+    EXPECT_NE(c->last_error_message().find("failed earlier"), std::string::npos)
+        << c->last_error_message();
+    peer.release();
+}
+
 TEST(tls_context, configuration_errors_are_clear) {
     EXPECT_STREQ(tls::category().name(), "tls");
     EXPECT_EQ(make_error_code(tls::errc::verify_failed).message(),

@@ -115,9 +115,10 @@ private:
 /// (a send of this stream parked on it), rather than keeping them without bound.
 /// Writes: at most 64 KiB per write_some; EPIPE after shutdown(); a failed write leaves the
 /// stream broken (records may be half sent): close it. shutdown() sends close_notify (once)
-/// without waiting for the peer's. close() frees the TLS state and closes the socket without
-/// close_notify; calls of other fibers parked on the stream fail (a read with EBADF), and
-/// close() returns once they have returned.
+/// without waiting for the peer's; a later shutdown() succeeds only if the first one did (after
+/// a failed one it fails with broken, as every call does). close() frees the TLS state and
+/// closes the socket without close_notify; calls of other fibers parked on the stream fail (a
+/// read with EBADF), and close() returns once they have returned.
 class stream final : public byte_stream {
 public:
     /// Client handshake over a connected socket (which the stream takes over; on failure it is

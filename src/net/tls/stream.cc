@@ -408,8 +408,10 @@ result<size_t> stream::do_writev(const iovec* iov, int cnt, duration timeout) {
 result<void> stream::do_shutdown(duration timeout) {
     if (!impl_) return detail::fail(errno_code(EBADF), "TLS shutdown on an empty stream");
     impl& s = *impl_;
-    if (s.shut) return {};
+    // failed first: a first shutdown that failed (its close_notify timed out) has set shut too,
+    // and a second call must not tell its caller that close_notify went out.
     if (s.failed) return already_failed(s, "TLS shutdown");
+    if (s.shut) return {};
     s.shut = true;
     in_call busy(s);
     // SSL_shutdown returns 0 once our close_notify is queued: we do not wait for the peer's.
