@@ -224,6 +224,35 @@ TEST_P(tls_test, a_fully_qualified_name_with_a_trailing_dot_verifies_and_sends_s
     expect_rejected(certs().server, client_ctx(), "127.0.0.2.", "IP address mismatch");
 }
 
+// OpenSSL takes the name as a C string: a name holding a NUL was sent and verified cut at it,
+// so "localhost\0..." connected as localhost. Names that cannot be host names (a control byte,
+// over 253 bytes, a label over 63; RFC 1035 2.3.4) are refused before anything is sent.
+TEST_P(tls_test, a_server_name_that_cannot_be_a_host_name_is_refused) {
+    tls_server srv(server_ctx());
+    const std::string label63(63, 'a');
+    const std::string long254 = label63 + '.' + label63 + '.' + label63 + '.' + label63.substr(1);
+    const std::string bad[] = {
+        std::string("localhost\0.evil.example", 23),
+        "local\nhost",
+        std::string("localhost\x7f"),
+        long254,
+        long254.substr(1) + '.' + '.',  // the dot of a fully qualified name does not count
+        label63 + "a.gluon.test",
+    };
+    ASSERT_EQ(long254.size(), 254u);
+    for (const std::string& name : bad) {
+        auto c = dial(srv.addr(), client_ctx(), name);
+        ASSERT_FALSE(c) << "connected with a name of " << name.size() << " bytes";
+        EXPECT_EQ(c.error(), std::errc::invalid_argument) << tls::last_error_message();
+        EXPECT_NE(tls::last_error_message().find("invalid server name"), std::string::npos)
+            << tls::last_error_message();
+    }
+    // At the limits a name is a name: it goes out and fails only against the certificate.
+    expect_rejected(certs().server, client_ctx(), long254.substr(1), "hostname mismatch");
+    expect_rejected(certs().server, client_ctx(), long254.substr(1) + '.', "hostname mismatch");
+    expect_rejected(certs().server, client_ctx(), label63 + ".gluon.test", "hostname mismatch");
+}
+
 TEST_P(tls_test, alpn_negotiation) {
     tls::context_options so;
     so.alpn = {"h2", "http/1.1"};

@@ -127,7 +127,9 @@ public:
     /// ("example.com."); empty means no SNI and, with verify_peer, a chain-only check.
     /// Errors: verify_failed, no_application_protocol, handshake_failed, peer_alert,
     /// protocol_error, record_too_large, unexpected_eof, socket errors (ECONNRESET, ...),
-    /// ETIMEDOUT, ECANCELED, EINVAL (not a client context).
+    /// ETIMEDOUT, ECANCELED, EINVAL (not a client context, or a server_name that cannot be a
+    /// host name: one holding a control byte such as NUL, longer than 253 bytes or with a label
+    /// longer than 63, without its trailing dot; RFC 1035 2.3.4).
     static result<stream> connect(net::stream sock, const context& ctx,
                                   std::string_view server_name, duration timeout = forever);
     /// Server handshake. Errors: as for connect (verify_failed only with

@@ -284,12 +284,28 @@ result<std::unique_ptr<stream::impl>> make_impl(net::stream sock,
     return s;
 }
 
+// Why host (without its trailing dot) cannot be a host name, or nullptr. OpenSSL takes the
+// name as a C string: one holding a NUL was sent and verified cut at it ("good.example\0evil"
+// checked as good.example). Names are at most 253 bytes and labels 63 (RFC 1035 2.3.4).
+const char* host_name_problem(std::string_view host) {
+    if (host.size() > 253) return "longer than 253 bytes";
+    size_t label = 0;
+    for (unsigned char c : host) {
+        if (c < 0x20 || c == 0x7f) return "it holds a control byte";
+        label = c == '.' ? 0 : label + 1;
+        if (label > 63) return "a label is longer than 63 bytes";
+    }
+    return nullptr;
+}
+
 result<void> set_peer_name(stream::impl& s) {
     // A fully qualified name ("example.com.") is the same host, but SNI carries no trailing
     // dot (RFC 6066 3) and certificates name hosts without one: sent as given, it reached the
     // server as another name and never matched the certificate.
     std::string host = s.name;
     if (host.size() > 1 && host.back() == '.') host.pop_back();
+    if (const char* why = host_name_problem(host))
+        return stream_fail(s, errno_code(EINVAL), std::string("TLS: invalid server name: ") + why);
     // Checked without the dot: "127.0.0.1." went out as SNI "127.0.0.1" (and OpenSSL then
     // verified it as an address anyway).
     if (is_ip_literal(host)) {
