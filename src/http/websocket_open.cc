@@ -24,12 +24,20 @@ unexpected refuse(response& res, int status, std::string_view why) {
     return errno_error(EPROTO);
 }
 
+// Whether req's Sec-WebSocket-Protocol list holds p: a request may split the list over several
+// field lines (RFC 6455 11.3.4; RFC 9110 5.3 makes them one list), and header() sees the first.
+bool offered(const request& req, std::string_view p) noexcept {
+    for (const header& f : req.headers())
+        if (iequals(f.name, "Sec-WebSocket-Protocol") && has_exact_token(f.value, p)) return true;
+    return false;
+}
+
 // The first subprotocol of ours (in our order) that the client offered, matched exactly: a
 // client that offered "Chat" and got "chat" fails the handshake (the client here compares
 // exactly too).
-std::string choose_subprotocol(std::string_view offered, const std::vector<std::string>& ours) {
+std::string choose_subprotocol(const request& req, const std::vector<std::string>& ours) {
     for (const auto& p : ours)
-        if (has_exact_token(offered, p)) return p;
+        if (offered(req, p)) return p;
     return {};
 }
 
@@ -64,7 +72,7 @@ result<websocket> websocket::accept(request& req, response& res, const websocket
     if (base64_decoded_length(key) != 16) return refuse(res, 400, "invalid Sec-WebSocket-Key");
 
     auto st = std::make_unique<state>(req.stream(), true, opts);
-    st->subprotocol = choose_subprotocol(req.header("Sec-WebSocket-Protocol"), opts.subprotocols);
+    st->subprotocol = choose_subprotocol(req, opts.subprotocols);
     std::string head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                        "Sec-WebSocket-Accept: ";
     head += accept_value(key);

@@ -238,6 +238,37 @@ TEST_P(http_websocket_test, subprotocols_match_case_sensitively) {
     EXPECT_EQ(c->subprotocol(), "Echo");
 }
 
+// A request may split its Sec-WebSocket-Protocol list over several field lines (RFC 6455
+// 11.3.4): the server reads them all. It read only the first, so here it chose chat.v1 (the
+// only one it saw) over chat.v3, which it prefers, and a client offering chat.v3 on its second
+// line only got no subprotocol.
+TEST_P(http_websocket_test, a_subprotocol_list_over_several_request_fields_is_one_list) {
+    websocket_options so;
+    so.subprotocols = {"chat.v3", "chat.v1"};
+    start_echo(so);
+    const std::string upgrade = "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    struct offer_case {
+        std::string fields;
+        std::string chosen;
+    };
+    const offer_case cases[] = {
+        {"Sec-WebSocket-Protocol: chat.v1\r\nSec-WebSocket-Protocol: chat.v2, chat.v3\r\n", "chat.v3"},
+        {"Sec-WebSocket-Protocol: chat.v2\r\nsec-websocket-protocol: chat.v1\r\n", "chat.v1"},
+        {"Sec-WebSocket-Protocol: chat.v2\r\nSec-WebSocket-Protocol: \r\n", ""},
+    };
+    for (const auto& c : cases) {
+        auto s = raw_connect();
+        std::string rest;
+        const std::string head = raw_handshake(s, upgrade + c.fields, rest);
+        EXPECT_EQ(head.rfind("HTTP/1.1 101 ", 0), 0u) << head;
+        if (c.chosen.empty())
+            EXPECT_EQ(head.find("Sec-WebSocket-Protocol"), std::string::npos) << head;
+        else
+            EXPECT_NE(head.find("Sec-WebSocket-Protocol: " + c.chosen + "\r\n"), std::string::npos) << head;
+        (void)s.close();
+    }
+}
+
 // Sec-WebSocket-Accept and Sec-WebSocket-Protocol may appear once in the server's answer (RFC
 // 6455 11.3.3, 11.3.4): a second one fails the handshake. Only the first was checked, so a
 // second with another accept value or another subprotocol went unread.

@@ -64,8 +64,9 @@ struct websocket_options {
     /// written: call flush() before waiting on anything other than recv().
     bool coalesce_sends = false;
     /// Server: the subprotocols it speaks, preferred first (the first one the client offers is
-    /// chosen). Client: the ones it offers (the server must choose one of them or none). Names
-    /// match exactly, case included (RFC 7936).
+    /// chosen; a request's Sec-WebSocket-Protocol fields count as one list). Client: the ones
+    /// it offers (the server must choose one of them or none). Names match exactly, case
+    /// included (RFC 7936).
     std::vector<std::string> subprotocols;
 
     // Client only.
