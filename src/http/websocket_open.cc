@@ -94,6 +94,15 @@ bool at_most_once(const response_head& h, std::string_view name) noexcept {
     return n <= 1;
 }
 
+// Whether the answer agrees on an extension: we offer none, so that fails the handshake (RFC
+// 6455 4.1). Every field line counts: find() sees the first, and an empty one let a second
+// that names an extension through.
+bool names_extensions(const response_head& h) noexcept {
+    for (size_t i = 0; i < h.header_count; ++i)
+        if (iequals(h.headers[i].name, "Sec-WebSocket-Extensions") && !h.headers[i].value.empty()) return true;
+    return false;
+}
+
 // Writes the upgrade request and reads the answer's head; what follows it stays buffered.
 result<void> client_handshake(websocket::state& st, const url& u, deadline_t d) {
     const std::string key = new_key();
@@ -133,7 +142,7 @@ result<void> client_handshake(websocket::state& st, const url& u, deadline_t d) 
         st.rend += *n;
     }
     if (h.status != 101 || !has_token(h.find("Upgrade"), "websocket") || !has_token(h.find("Connection"), "upgrade") ||
-        h.find("Sec-WebSocket-Accept") != accept_value(key) || !h.find("Sec-WebSocket-Extensions").empty() ||
+        h.find("Sec-WebSocket-Accept") != accept_value(key) || names_extensions(h) ||
         !at_most_once(h, "Sec-WebSocket-Accept") || !at_most_once(h, "Sec-WebSocket-Protocol"))
         return errno_error(EPROTO);
     std::string_view proto = h.find("Sec-WebSocket-Protocol");

@@ -271,7 +271,9 @@ TEST_P(http_websocket_test, a_subprotocol_list_over_several_request_fields_is_on
 
 // Sec-WebSocket-Accept and Sec-WebSocket-Protocol may appear once in the server's answer (RFC
 // 6455 11.3.3, 11.3.4): a second one fails the handshake. Only the first was checked, so a
-// second with another accept value or another subprotocol went unread.
+// second with another accept value or another subprotocol went unread. Sec-WebSocket-Extensions
+// must name nothing (the client offers no extension) on any of its lines: an empty first line
+// let a second that agrees on permessage-deflate through.
 TEST_P(http_websocket_test, a_101_with_a_field_twice_fails_the_handshake) {
     auto l = net::listener::listen(net::address::ipv4_loopback(0));
     ASSERT_TRUE(l) << l.error().message();
@@ -288,6 +290,10 @@ TEST_P(http_websocket_test, a_101_with_a_field_twice_fails_the_handshake) {
         {"Sec-WebSocket-Accept: $\r\n", false},
         {"Sec-WebSocket-Accept: d3JvbmcgYWNjZXB0IHZhbHVlIQ==\r\n", false},
         {"Sec-WebSocket-Protocol: a\r\nSec-WebSocket-Protocol: b\r\n", false},
+        {"Sec-WebSocket-Extensions: \r\n", true},
+        {"Sec-WebSocket-Extensions: permessage-deflate\r\n", false},
+        {"Sec-WebSocket-Extensions: \r\nSec-WebSocket-Extensions: permessage-deflate\r\n", false},
+        {"Sec-WebSocket-Extensions:\r\nsec-websocket-extensions: x-custom\r\n", false},
     };
     for (const auto& c : cases) {
         auto answerer = spawn([&] {
