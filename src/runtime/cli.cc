@@ -2,8 +2,8 @@
 
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "gluon/engine/engine.h"
@@ -105,10 +105,11 @@ bool parser::to_unsigned(std::string_view v, unsigned long long& out, unsigned l
 }
 
 bool parser::to_double(std::string_view v, double& out) {
-    std::string s(v);
-    char* end = nullptr;
-    out = std::strtod(s.c_str(), &end);
-    return !s.empty() && end == s.c_str() + s.size();
+    // from_chars, not strtod: no leading spaces, '+' or hex, whatever the locale, and a value
+    // past a double's range ("1e400") is an error instead of an infinity. "nan" and "inf" parse,
+    // but are no number an option means.
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    return ec == std::errc() && p == v.data() + v.size() && std::isfinite(out);
 }
 
 }  // namespace gluon::cli

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,15 @@ TEST(cli, every_mistake_is_refused) {
         {"stray"},   // positional, none expected
         {"--engine", "kqueue"},
         {"--seconds", "soon"},
+        {"--seconds", "nan"},  // a double option takes finite numbers only
+        {"--seconds", "inf"},
+        {"--seconds", "-inf"},
+        {"--seconds", "1e400"},  // past a double's range: was taken as infinity
+        {"--seconds", " 1"},     // strtod skipped leading spaces
+        {"--seconds", "+1"},
+        {"--seconds", "0x10"},
+        {"--ratio", "1e300"},  // past a float's range: converting it was undefined behaviour
+        {"--ratio", "-1e39"},
         {"--wait", "-1"},  // a duration is never negative
         {"--wait", "nan"},
         {"--wait", "inf"},
@@ -85,12 +95,27 @@ TEST(cli, every_mistake_is_refused) {
         args bad(words);
         uint16_t port = 0;
         double secs = 0;
+        float ratio = 0;
         duration wait{};
         init_options vcpu;
         parser p("usage");
-        p.option("--port", port).option("--seconds", secs).option("--wait", wait).engine(vcpu);
+        p.option("--port", port).option("--seconds", secs).option("--ratio", ratio).option("--wait", wait).engine(vcpu);
         EXPECT_FALSE(p.parse(bad.argc(), bad.argv())) << bad.s[1];
     }
+}
+
+TEST(cli, floating_point_options_take_finite_numbers_in_range) {
+    double big = 0, small = 0, neg = 0;
+    float f = 0, fmax = 0;
+    parser p("usage");
+    p.option("--big", big).option("--small", small).option("--neg", neg).option("--f", f).option("--fmax", fmax);
+    args a{"--big", "1e300", "--small", ".5e-3", "--neg", "-2.5", "--f", "0.25", "--fmax", "3.4028234663852886e38"};
+    ASSERT_TRUE(p.parse(a.argc(), a.argv()));
+    EXPECT_EQ(big, 1e300);
+    EXPECT_EQ(small, 0.5e-3);
+    EXPECT_EQ(neg, -2.5);
+    EXPECT_EQ(f, 0.25f);
+    EXPECT_EQ(fmax, std::numeric_limits<float>::max());
 }
 
 TEST(cli, parsing_starts_where_asked_and_usage_exits_2) {

@@ -6,7 +6,8 @@
 //     if (!p.parse(argc, argv)) return p.usage();
 //
 // Options take their value from the next argument ("--port 80"); numbers are checked (digits,
-// in range of the target's type). Arguments that do not start with '-' are positional, kept in
+// in range of the target's type; a floating-point number is a finite decimal such as "0.5" or
+// "1e-3", in the type's range, without leading spaces or '+': "nan", "inf" and "1e400" are refused). Arguments that do not start with '-' are positional, kept in
 // order unless positional() says otherwise.
 #pragma once
 
@@ -36,7 +37,8 @@ public:
     parser& option(std::string_view name, std::string& out);
     /// An option that adds to a list each time it is given.
     parser& option(std::string_view name, std::vector<std::string>& out);
-    /// An option that sets a number (integers in the type's range, or a double).
+    /// An option that sets a number (integers in the type's range, or a finite floating-point
+    /// number in the type's range).
     template <typename T>
         requires std::is_arithmetic_v<T>
     parser& option(std::string_view name, T& out) {
@@ -66,7 +68,10 @@ private:
     static bool to_number(std::string_view v, T& out) {
         if constexpr (std::is_floating_point_v<T>) {
             double d;
-            if (!to_double(v, d)) return false;
+            // A double past T's range (a float's 3.4e38) has no value in T: converting it is
+            // undefined behaviour.
+            if (!to_double(v, d) || d < std::numeric_limits<T>::lowest() || d > std::numeric_limits<T>::max())
+                return false;
             out = static_cast<T>(d);
             return true;
         } else if constexpr (std::is_same_v<T, bool>) {
