@@ -360,6 +360,26 @@ TEST_P(fuse_test, unmounts_on_sigint) {
     EXPECT_FALSE(mounted(mnt_));
 }
 
+// A program that prints its "mounted" line from ready may be signalled the moment the line is
+// out: SIGINT raised there finds the handler (the default disposition would end this test
+// program, the mount left dead) and the mount goes.
+TEST_P(fuse_test, ready_runs_once_sigint_is_caught) {
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::move(*local));
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto old = ::signal(SIGINT, SIG_DFL);  // as a program starts (not ignored, as sh's background jobs are)
+    int calls = 0;
+    auto r = m_->run_until_signalled([&] {
+        ++calls;
+        (void)::raise(SIGINT);  // the handler runs before raise returns
+    });
+    EXPECT_TRUE(r) << r.error().message();
+    EXPECT_EQ(calls, 1);
+    EXPECT_FALSE(mounted(mnt_));
+    EXPECT_EQ(::signal(SIGINT, old), SIG_DFL) << "the disposition is given back";
+}
+
 TEST_P(fuse_test, refuses_a_missing_mountpoint_or_a_file) {
     auto local = open_local(src_);
     ASSERT_TRUE(local);

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -71,9 +72,13 @@ public:
     void stop() noexcept;
     /// Parks until the mount ends: stop(), or an unmount from outside. Errors: ECANCELED.
     result<void> wait();
-    /// Parks until SIGINT, SIGTERM or an unmount from outside, then stops.
+    /// Parks until SIGINT, SIGTERM or an unmount from outside, then stops. ready, when given,
+    /// is called once both signals are caught (wait_for_signals' ready): a "mounted" line
+    /// printed there lets a script signal the program as soon as it reads it, where one printed
+    /// before the call could meet the default disposition, ending the process and leaving a
+    /// dead mount behind. It runs on another fiber of the calling vCPU.
     /// Errors: those of wait_for_signals (the mount is stopped all the same).
-    result<void> run_until_signalled();
+    result<void> run_until_signalled(const std::function<void()>& ready = {});
 
     const std::string& mountpoint() const noexcept;
     fuse_stats statistics() const noexcept;

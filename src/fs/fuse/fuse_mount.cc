@@ -144,11 +144,11 @@ result<void> fuse_mount::wait() {
     return {};
 }
 
-result<void> fuse_mount::run_until_signalled() {
+result<void> fuse_mount::run_until_signalled(const std::function<void()>& ready) {
     // One fiber waits for the signals, this one for the mount to end; whichever comes first
-    // ends the other.
-    auto watcher = spawn([this] {
-        if (wait_for_signals({SIGINT, SIGTERM})) {
+    // ends the other. ready outlives the watcher: it is joined before this returns.
+    auto watcher = spawn([this, &ready] {
+        if (wait_for_signals({SIGINT, SIGTERM}, forever, ready)) {
             std::lock_guard g(s_->m);
             s_->ended = true;
             s_->changed.notify_all();
