@@ -3,6 +3,9 @@
 //
 //   file_copy SRC DST [--engine=io_uring|libaio|posix_aio|psync|psync_inline] [--chunk=KiB]
 //             [--depth=N] [--fsync]
+//
+// --chunk is at most 1048576 (1 GiB), --depth at most 4096.
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,9 +22,15 @@ namespace {
 int usage(const char* why) {
     std::fprintf(stderr,
                  "file_copy: %s\nusage: file_copy SRC DST [--engine=io_uring|libaio|posix_aio|psync|psync_inline]"
-                 " [--chunk=KiB] [--depth=N] [--fsync]\n",
+                 " [--chunk=KiB (1..1048576)] [--depth=N (1..4096)] [--fsync]\n",
                  why);
     return 2;
+}
+
+// A number in lo..hi, digits only: strtoul took "-1" for ULONG_MAX and "4x" for 4.
+bool number_in(std::string_view v, unsigned long long lo, unsigned long long hi, unsigned long long& out) {
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    return ec == std::errc() && p == v.data() + v.size() && out >= lo && out <= hi;
 }
 
 std::string absolute(const char* p) {
@@ -74,11 +83,14 @@ int main(int argc, char** argv) {
             if (!k) return usage("unknown engine");
             engine = *k;
         } else if (a.rfind("--chunk=", 0) == 0) {
-            opts.chunk = std::strtoul(argv[i] + 8, nullptr, 10) * 1024;
-            if (opts.chunk == 0) return usage("bad --chunk");
+            // Up to 1 GiB (as task_file_copy): more gains nothing, and its KiB could wrap size_t.
+            unsigned long long kib;
+            if (!number_in(a.substr(8), 1, 1ULL << 20, kib)) return usage("bad --chunk");
+            opts.chunk = static_cast<size_t>(kib) * 1024;
         } else if (a.rfind("--depth=", 0) == 0) {
-            opts.depth = static_cast<unsigned>(std::strtoul(argv[i] + 8, nullptr, 10));
-            if (opts.depth == 0) return usage("bad --depth");
+            unsigned long long depth;
+            if (!number_in(a.substr(8), 1, 4096, depth)) return usage("bad --depth");
+            opts.depth = static_cast<unsigned>(depth);
         } else if (a == "--fsync") {
             opts.fsync = true;
         } else if (a.rfind("--", 0) == 0) {

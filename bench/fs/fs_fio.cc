@@ -13,7 +13,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "gluon/fs/path.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/vcpu.h"
+#include "fs/fs_options.h"
 #include "io/layout.h"
 #include "io/options.h"
 
@@ -30,38 +30,9 @@ using namespace gluon;
 
 namespace {
 
-struct extra {
-    std::string via = "local", url, disk_cache;
-    size_t cache_mib = 1024, block_kib = 1024, read_ahead = 4;
-    bool warm = false, drop_memory = false, once = false;
-};
-
 [[noreturn]] void die(const std::string& msg) {
     std::fprintf(stderr, "gluon-fs-fio: error: %s\n", msg.c_str());
     std::exit(1);
-}
-
-/// Takes this program's own options out of argv; the rest are gluon-fio's.
-std::vector<char*> split_options(int argc, char** argv, extra& x) {
-    std::vector<char*> rest{argv[0]};
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto val = [&](const char* key) -> const char* {
-            size_t n = std::strlen(key);
-            return a.compare(0, n, key) == 0 ? argv[i] + n : nullptr;
-        };
-        if (auto v = val("--via=")) x.via = v;
-        else if (auto v = val("--url=")) x.url = v;
-        else if (auto v = val("--disk-cache=")) x.disk_cache = v;
-        else if (auto v = val("--cache-mib=")) x.cache_mib = std::strtoull(v, nullptr, 10);
-        else if (auto v = val("--block-kib=")) x.block_kib = std::strtoull(v, nullptr, 10);
-        else if (auto v = val("--read-ahead=")) x.read_ahead = std::strtoull(v, nullptr, 10);
-        else if (a == "--warm") x.warm = true;
-        else if (a == "--drop-memory") x.drop_memory = true;
-        else if (a == "--once") x.once = true;
-        else rest.push_back(argv[i]);
-    }
-    return rest;
 }
 
 struct run_state {
@@ -102,7 +73,7 @@ double seconds_between(const timeval& x, const timeval& y) {
     return static_cast<double>(y.tv_sec - x.tv_sec) + static_cast<double>(y.tv_usec - x.tv_usec) / 1e6;
 }
 
-result<std::unique_ptr<fs::filesystem>> make_fs(const bench::fio_options& o, const extra& x) {
+result<std::unique_ptr<fs::filesystem>> make_fs(const bench::fio_options& o, const bench::fs_fio_options& x) {
     if (x.via == "local") return fs::open_local(fs::path::dirname(o.filename), o.engine);
     if (x.url.empty()) return errno_error(EINVAL);
     fs::http_fs_options h;
@@ -120,9 +91,10 @@ result<std::unique_ptr<fs::filesystem>> make_fs(const bench::fio_options& o, con
 }  // namespace
 
 int main(int argc, char** argv) {
-    extra x;
+    bench::fs_fio_options x;
     bench::fio_options o;
-    auto rest = split_options(argc, argv, x);
+    std::vector<char*> rest;
+    if (auto err = bench::split_fs_fio_options(argc, argv, x, rest); !err.empty()) die(err);
     if (auto err = bench::parse_fio_options(static_cast<int>(rest.size()), rest.data(), o); !err.empty())
         die(err);
     if (o.write) die("reads only");
