@@ -72,18 +72,24 @@ result<void> client(const net::address& addr, int argc, char** argv) {
     return s.close();
 }
 
+int usage() {
+    std::fprintf(stderr, "usage: ipc_echo [server PATH | client PATH TEXT...]\n");
+    return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string mode = argc > 1 ? argv[1] : "both";
     if ((mode == "server" && argc != 3) || (mode == "client" && argc < 4) ||
-        (mode != "server" && mode != "client" && argc != 1)) {
-        std::fprintf(stderr, "usage: ipc_echo [server PATH | client PATH TEXT...]\n");
-        return 2;
-    }
+        (mode != "server" && mode != "client" && argc != 1))
+        return usage();
     std::string path = argc > 2 ? argv[2] : "@gluon-ipc-echo-" + std::to_string(::getpid());
     auto addr = path[0] == '@' ? net::address::unix_abstract(path.substr(1)) : net::address::unix_path(path);
-    if (!addr) return 2;
+    if (!addr) {  // empty, or too long for a socket address
+        std::fprintf(stderr, "ipc_echo: bad PATH '%s': %s\n", path.c_str(), addr.error().message().c_str());
+        return usage();
+    }
     auto r = run({}, [&]() -> result<void> {
         if (mode == "client") return client(*addr, argc - 3, argv + 3);
         ipc::listener l = GLUON_TRY(ipc::listener::listen(*addr, {}, true));

@@ -4,8 +4,9 @@
 //
 //   redis_counter [--host H] [--port P | --unix PATH] [--fibers N] [--visits M] [--engine E]
 //
-// Needs a Redis server (6379 on this machine by default). The exit status is 0 when every count
-// adds up, 1 otherwise.
+// N * M, the expected total, is at most 2147483647. Needs a Redis server (6379 on this machine by
+// default). The exit status is 0 when every count adds up, 1 otherwise.
+#include <climits>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -74,10 +75,11 @@ int main(int argc, char** argv) {
     init_options io;
     int fibers = 100, visits = 50;
     cli::parser p("usage: redis_counter [--host H] [--port P | --unix PATH] [--fibers N] [--visits M] "
-                  "[--engine io_uring|epoll]");
+                  "[--engine io_uring|epoll] (N * M at most 2147483647)");
     p.option("--host", o.host).option("--port", o.port).option("--unix", o.unix_path);
     p.option("--fibers", fibers).option("--visits", visits).engine(io);
-    if (!p.parse(argc, argv) || fibers < 1 || visits < 1) return p.usage();
+    // The total, fibers * visits, is an int: past INT_MAX it overflowed (undefined behaviour).
+    if (!p.parse(argc, argv) || fibers < 1 || visits < 1 || visits > INT_MAX / fibers) return p.usage();
     auto r = run(io, [&] { return count(o, fibers, visits); });
     if (!r) {
         std::fprintf(stderr, "redis_counter: %s\n", r.error().message().c_str());
