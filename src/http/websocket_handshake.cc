@@ -115,6 +115,12 @@ bool has_exact_token(std::string_view value, std::string_view token) noexcept {
     return !detail::for_each_element(value, [token](std::string_view t) { return t != token; });
 }
 
+bool fields_have_token(std::span<const header> fields, std::string_view name, std::string_view token) noexcept {
+    for (const header& f : fields)
+        if (iequals(f.name, name) && has_token(f.value, token)) return true;
+    return false;
+}
+
 void random_bytes(void* out, size_t n) noexcept {
     // getrandom(2) in 256-byte batches: a client masks every frame with a fresh key, and a
     // system call per frame would cost more than the frame.

@@ -64,8 +64,10 @@ result<websocket> websocket::over(net::byte_stream& s, bool server_side, std::st
 
 result<websocket> websocket::accept(request& req, response& res, const websocket_options& opts) {
     if (req.method() != method::get || req.version_minor() < 1) return refuse(res, 400, "WebSocket upgrade needs GET over HTTP/1.1");
-    if (!has_token(req.header("Upgrade"), "websocket")) return refuse(res, 400, "no Upgrade: websocket");
-    if (!has_token(req.header("Connection"), "upgrade")) return refuse(res, 400, "no Connection: upgrade");
+    // Every line of each field counts: header() sees the first, and a client may send
+    // "Connection: keep-alive" and "Connection: Upgrade" apart (RFC 9110 5.3).
+    if (!fields_have_token(req.headers(), "Upgrade", "websocket")) return refuse(res, 400, "no Upgrade: websocket");
+    if (!fields_have_token(req.headers(), "Connection", "upgrade")) return refuse(res, 400, "no Connection: upgrade");
     if (req.has_body()) return refuse(res, 400, "an upgrade request has no body");
     if (req.header("Sec-WebSocket-Version") != "13") return refuse(res, 426, "WebSocket version 13 only");
     std::string_view key = req.header("Sec-WebSocket-Key");
@@ -141,7 +143,11 @@ result<void> client_handshake(websocket::state& st, const url& u, deadline_t d) 
         if (*n == 0) return errno_error(ENODATA);
         st.rend += *n;
     }
-    if (h.status != 101 || !has_token(h.find("Upgrade"), "websocket") || !has_token(h.find("Connection"), "upgrade") ||
+    // Upgrade and Connection are lists that may span several field lines (RFC 9110 5.3);
+    // find() sees only the first.
+    const std::span<const header> lines(h.headers, h.header_count);
+    if (h.status != 101 || !fields_have_token(lines, "Upgrade", "websocket") ||
+        !fields_have_token(lines, "Connection", "upgrade") ||
         h.find("Sec-WebSocket-Accept") != accept_value(key) || names_extensions(h) ||
         !at_most_once(h, "Sec-WebSocket-Accept") || !at_most_once(h, "Sec-WebSocket-Protocol"))
         return errno_error(EPROTO);

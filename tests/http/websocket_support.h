@@ -155,7 +155,11 @@ protected:
     }
     /// Sends an upgrade request with the given version and key lines; returns the answer's head.
     std::string raw_handshake(net::stream& s, const std::string& lines, std::string& rest) {
-        std::string req = "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" + lines + "\r\n";
+        return raw_request(s, "Upgrade: websocket\r\nConnection: Upgrade\r\n" + lines, rest);
+    }
+    /// Sends a GET /echo with the given field lines (Host aside); returns the answer's head.
+    std::string raw_request(net::stream& s, const std::string& lines, std::string& rest) {
+        std::string req = "GET /echo HTTP/1.1\r\nHost: x\r\n" + lines + "\r\n";
         EXPECT_TRUE(s.write_all(req.data(), req.size(), 5s));
         rest.clear();
         char buf[4096];

@@ -269,6 +269,60 @@ TEST_P(http_websocket_test, a_subprotocol_list_over_several_request_fields_is_on
     }
 }
 
+// Upgrade and Connection are lists that a request may split over several field lines (RFC 9110
+// 5.3): the server reads them all. It read only the first line of each, so the valid upgrades
+// here were answered 400.
+TEST_P(http_websocket_test, upgrade_and_connection_over_several_request_fields_are_one_list) {
+    start_echo();
+    const std::string key = "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    struct upgrade_case {
+        std::string fields;
+        bool ok;
+    };
+    const upgrade_case cases[] = {
+        {"Upgrade: websocket\r\nConnection: keep-alive\r\nConnection: Upgrade\r\n", true},
+        {"Upgrade: h2c\r\nupgrade: WebSocket\r\nConnection: Upgrade\r\n", true},
+        {"Connection: \r\nUpgrade: \r\nconnection: upgrade\r\nUpgrade: websocket\r\n", true},
+        {"Upgrade: websocket\r\nConnection: keep-alive\r\nConnection: close\r\n", false},
+        {"Upgrade: h2c\r\nUpgrade: websockets\r\nConnection: Upgrade\r\n", false},
+    };
+    for (const auto& c : cases) {
+        auto s = raw_connect();
+        std::string rest;
+        const std::string head = raw_request(s, c.fields + key, rest);
+        EXPECT_EQ(head.rfind(c.ok ? "HTTP/1.1 101 " : "HTTP/1.1 400 ", 0), 0u) << c.fields << head;
+        (void)s.close();
+    }
+}
+
+// A client's handshake with a peer on l that answers its one connection with `answer`, a 101's
+// head in which "$" stands for the right Sec-WebSocket-Accept value.
+result<websocket> connect_to_answer(net::listener& l, std::string answer, const websocket_options& o) {
+    auto at = l.local_address();
+    if (!at) return unexpected(at.error());
+    auto answerer = spawn([&] {
+        auto s = l.accept(5s);
+        ASSERT_TRUE(s) << s.error().message();
+        std::string req;
+        char buf[4096];
+        while (req.find("\r\n\r\n") == std::string::npos) {
+            auto n = s->read_some(buf, sizeof buf, 5s);
+            ASSERT_TRUE(n && *n > 0);
+            req.append(buf, *n);
+        }
+        const std::string name = "Sec-WebSocket-Key: ";
+        const size_t k = req.find(name);
+        ASSERT_NE(k, std::string::npos) << req;
+        const std::string key = req.substr(k + name.size(), req.find("\r\n", k) - k - name.size());
+        for (size_t d; (d = answer.find('$')) != std::string::npos;) answer.replace(d, 1, ws::accept_value(key));
+        ASSERT_TRUE(s->write_all(answer.data(), answer.size(), 5s));
+    });
+    if (!answerer) return unexpected(answerer.error());
+    auto w = websocket::connect("ws://127.0.0.1:" + std::to_string(at->port()) + "/", o);
+    EXPECT_TRUE(answerer->join());
+    return w;
+}
+
 // Sec-WebSocket-Accept and Sec-WebSocket-Protocol may appear once in the server's answer (RFC
 // 6455 11.3.3, 11.3.4): a second one fails the handshake. Only the first was checked, so a
 // second with another accept value or another subprotocol went unread. Sec-WebSocket-Extensions
@@ -277,9 +331,6 @@ TEST_P(http_websocket_test, a_subprotocol_list_over_several_request_fields_is_on
 TEST_P(http_websocket_test, a_101_with_a_field_twice_fails_the_handshake) {
     auto l = net::listener::listen(net::address::ipv4_loopback(0));
     ASSERT_TRUE(l) << l.error().message();
-    auto at = l->local_address();
-    ASSERT_TRUE(at);
-    const std::string where = "ws://127.0.0.1:" + std::to_string(at->port()) + "/";
     struct answer_case {
         std::string fields;  // after Sec-WebSocket-Accept, "$" standing for its right value
         bool ok;
@@ -296,37 +347,40 @@ TEST_P(http_websocket_test, a_101_with_a_field_twice_fails_the_handshake) {
         {"Sec-WebSocket-Extensions:\r\nsec-websocket-extensions: x-custom\r\n", false},
     };
     for (const auto& c : cases) {
-        auto answerer = spawn([&] {
-            auto s = l->accept(5s);
-            ASSERT_TRUE(s) << s.error().message();
-            std::string req;
-            char buf[4096];
-            while (req.find("\r\n\r\n") == std::string::npos) {
-                auto n = s->read_some(buf, sizeof buf, 5s);
-                ASSERT_TRUE(n && *n > 0);
-                req.append(buf, *n);
-            }
-            const std::string name = "Sec-WebSocket-Key: ";
-            const size_t k = req.find(name);
-            ASSERT_NE(k, std::string::npos) << req;
-            const std::string key = req.substr(k + name.size(), req.find("\r\n", k) - k - name.size());
-            const std::string accept = ws::accept_value(key);
-            std::string fields = c.fields;
-            if (size_t d = fields.find('$'); d != std::string::npos) fields.replace(d, 1, accept);
-            const std::string answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                                       "Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + "\r\n" +
-                                       fields + "\r\n";
-            ASSERT_TRUE(s->write_all(answer.data(), answer.size(), 5s));
-        });
-        ASSERT_TRUE(answerer);
         websocket_options o;
         o.subprotocols = {"a", "b"};
-        auto w = websocket::connect(where, o);
+        auto w = connect_to_answer(*l, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                       "Connection: Upgrade\r\nSec-WebSocket-Accept: $\r\n" + c.fields + "\r\n", o);
         EXPECT_EQ(w.has_value(), c.ok) << c.fields;
         if (!c.ok && !w) {
             EXPECT_EQ(w.error(), std::errc::protocol_error) << c.fields;
         }
-        ASSERT_TRUE(answerer->join());
+    }
+}
+
+// A 101 may split its Upgrade and Connection lists over several field lines (RFC 9110 5.3): the
+// client reads them all. It read only the first line of each, so the valid answers here failed
+// the handshake (EPROTO).
+TEST_P(http_websocket_test, upgrade_and_connection_over_several_101_fields_are_one_list) {
+    auto l = net::listener::listen(net::address::ipv4_loopback(0));
+    ASSERT_TRUE(l) << l.error().message();
+    struct answer_case {
+        std::string fields;
+        bool ok;
+    };
+    const answer_case cases[] = {
+        {"Upgrade: websocket\r\nConnection: keep-alive\r\nConnection: Upgrade\r\n", true},
+        {"Upgrade: h2c\r\nupgrade: WebSocket\r\nConnection: Upgrade\r\n", true},
+        {"Connection: \r\nUpgrade: \r\nconnection: upgrade\r\nUpgrade: websocket\r\n", true},
+        {"Upgrade: websocket\r\nConnection: keep-alive\r\nConnection: close\r\n", false},
+        {"Upgrade: h2c\r\nUpgrade: websockets\r\nConnection: Upgrade\r\n", false},
+    };
+    for (const auto& c : cases) {
+        auto w = connect_to_answer(*l, "HTTP/1.1 101 Switching Protocols\r\n" + c.fields + "Sec-WebSocket-Accept: $\r\n\r\n", {});
+        EXPECT_EQ(w.has_value(), c.ok) << c.fields;
+        if (!c.ok && !w) {
+            EXPECT_EQ(w.error(), std::errc::protocol_error) << c.fields;
+        }
     }
 }
 

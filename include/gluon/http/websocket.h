@@ -87,11 +87,11 @@ public:
     };
 
     /// Accepts the upgrade request `req` (GET, Upgrade: websocket, Connection: upgrade,
-    /// Sec-WebSocket-Version: 13, a valid Sec-WebSocket-Key): answers 101 and returns the
-    /// WebSocket over req.stream(), valid until the handler returns (which closes the
-    /// connection). Errors: EPROTO if req is not a valid upgrade (res then holds the answer: 400,
-    /// or 426 with the version spoken; return from the handler to send it); the stream's write
-    /// errors.
+    /// Sec-WebSocket-Version: 13, a valid Sec-WebSocket-Key; the lines of the Upgrade or
+    /// Connection field count as one list): answers 101 and returns the WebSocket over
+    /// req.stream(), valid until the handler returns (which closes the connection). Errors:
+    /// EPROTO if req is not a valid upgrade (res then holds the answer: 400, or 426 with the
+    /// version spoken; return from the handler to send it); the stream's write errors.
     static result<websocket> accept(request& req, response& res,
                                     const websocket_options& opts = {});
     /// Connects to a ws:// or wss:// URL and runs the opening handshake. Errors: EINVAL (a
