@@ -24,6 +24,7 @@
 #include "gluon/net/tls.h"
 #include "gluon/runtime/fiber.h"
 #include "gluon/runtime/runtime.h"
+#include "gluon/runtime/signals.h"
 #include "gluon/sync/semaphore.h"
 #include "forwarding_fs.h"
 #include "support/nginx.h"
@@ -378,6 +379,39 @@ TEST_P(fuse_test, ready_runs_once_sigint_is_caught) {
     EXPECT_EQ(calls, 1);
     EXPECT_FALSE(mounted(mnt_));
     EXPECT_EQ(::signal(SIGINT, old), SIG_DFL) << "the disposition is given back";
+}
+
+// run_until_signalled while another call waits for signals: wait_for_signals refuses it
+// (EBUSY), and the mount ends with that error, as a signal would end it. The error was dropped
+// and the call went on waiting for an unmount from outside, which no signal could bring.
+TEST_P(fuse_test, run_until_signalled_beside_another_signal_waiter_unmounts_with_its_error) {
+    auto local = open_local(src_);
+    ASSERT_TRUE(local);
+    mount(std::move(*local));
+    if (IsSkipped() || HasFatalFailure()) return;
+    event holding;
+    auto holder = spawn([&] { (void)wait_for_signals({SIGUSR2}, forever, [&] { holding.set(); }); });
+    ASSERT_TRUE(holder);
+    EXPECT_TRUE(holding.wait(30s));
+    result<void> r = errno_error(EINPROGRESS);
+    auto runner = spawn([&] { r = m_->run_until_signalled(); });
+    EXPECT_TRUE(runner);
+    if (runner) {
+        const bool ended = runner->join_for(30s).has_value();
+        EXPECT_TRUE(ended) << "run_until_signalled waits on";
+        if (!ended) {  // end it, so the test fails rather than hangs
+            m_->stop();
+            (void)runner->join();
+        }
+        EXPECT_FALSE(r);
+        if (!r) {
+            EXPECT_EQ(r.error(), std::errc::device_or_resource_busy) << r.error().message();
+        }
+        EXPECT_FALSE(mounted(mnt_));
+    }
+    // The holder's wait ends before the test's locals go.
+    EXPECT_TRUE(holder->interrupt());
+    EXPECT_TRUE(holder->join());
 }
 
 TEST_P(fuse_test, refuses_a_missing_mountpoint_or_a_file) {

@@ -77,7 +77,8 @@ public:
     /// printed there lets a script signal the program as soon as it reads it, where one printed
     /// before the call could meet the default disposition, ending the process and leaving a
     /// dead mount behind. It runs on another fiber of the calling vCPU.
-    /// Errors: those of wait_for_signals (the mount is stopped all the same).
+    /// Errors: those of wait_for_signals (EBUSY: another call waits for signals already),
+    /// returned once the mount is stopped, as a signal would stop it.
     result<void> run_until_signalled(const std::function<void()>& ready = {});
 
     const std::string& mountpoint() const noexcept;

@@ -146,20 +146,26 @@ result<void> fuse_mount::wait() {
 
 result<void> fuse_mount::run_until_signalled(const std::function<void()>& ready) {
     // One fiber waits for the signals, this one for the mount to end; whichever comes first
-    // ends the other. ready outlives the watcher: it is joined before this returns.
-    auto watcher = spawn([this, &ready] {
-        if (wait_for_signals({SIGINT, SIGTERM}, forever, ready)) {
-            std::lock_guard g(s_->m);
-            s_->ended = true;
-            s_->changed.notify_all();
-        }
+    // ends the other. ready and failed outlive the watcher: it is joined before this returns.
+    // A wait for the signals that fails (EBUSY: another waiter has them) ends the mount too,
+    // as a signal would: waiting on, no signal could end it. Its error is kept only if it
+    // came before the mount ended (the interrupt below makes the wait fail too).
+    std::error_code failed;
+    auto watcher = spawn([this, &ready, &failed] {
+        auto sig = wait_for_signals({SIGINT, SIGTERM}, forever, ready);
+        std::lock_guard g(s_->m);
+        if (!sig && !s_->ended) failed = sig.error();
+        s_->ended = true;
+        s_->changed.notify_all();
     });
     if (!watcher) return unexpected(watcher.error());
     auto r = wait();
     (void)watcher->interrupt();
     (void)watcher->join();
     stop();
-    return r;
+    if (!r) return r;
+    if (failed) return unexpected(failed);
+    return {};
 }
 
 const std::string& fuse_mount::mountpoint() const noexcept { return s_->opts.mountpoint; }
