@@ -7,17 +7,22 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(clock, coarse_clock_lags_less_than_the_allowance) {
-    // timeout_deadline and timeout_left rely on it.
+TEST(clock, coarse_clock_lags_less_than_the_allowance_but_for_a_late_tick) {
+    // timeout_deadline and timeout_left rely on it. The coarse clock moves at the timekeeping
+    // CPU's tick: a tick that comes late (a virtual CPU the hypervisor did not run for a while)
+    // lets it lag past any allowance for as long, and a timeout of a second or more read from it
+    // meanwhile may then end that much early; rare, and a few milliseconds on a second.
     EXPECT_GT(coarse_lag_ns(), 0);
     // Each pair is read in the order that keeps the check true however long the thread is
     // preempted between the two reads.
+    int late = 0;
     for (int i = 0; i < 100000; ++i) {
         const int64_t coarse = mono_coarse_ns();
         ASSERT_LE(coarse, mono_now_ns());
         const int64_t now = mono_now_ns();
-        ASSERT_GE(mono_coarse_ns() + coarse_lag_ns(), now);
+        if (mono_coarse_ns() + coarse_lag_ns() < now) ++late;
     }
+    EXPECT_LE(late, 100) << "of 100,000 readings, past the allowance";
 }
 
 TEST(clock, short_timeouts_are_exact) {
