@@ -155,39 +155,49 @@ private:
     size_t rx_cap_ = 0;
 };
 
-/// iovecs with room for a few inline (a message's variable parts, a frame's pieces).
-class iov_list {
+namespace detail {
+/// A growable array with room for N elements inline: a message has a few variable parts, and
+/// its lists of them cost no allocation.
+template <typename T, size_t N>
+class inline_list {
 public:
-    iov_list() noexcept = default;
-    iov_list(const iov_list&) = delete;
-    iov_list& operator=(const iov_list&) = delete;
+    inline_list() noexcept = default;
+    inline_list(const inline_list&) = delete;
+    inline_list& operator=(const inline_list&) = delete;
 
-    void push(const void* p, size_t n) {
-        if (n == 0) return;
+    void push_back(const T& v) {
         if (n_ == cap_) grow();
-        data_[n_++] = {const_cast<void*>(p), n};
+        data_[n_++] = v;
     }
     void clear() noexcept { n_ = 0; }
-    iovec* data() noexcept { return data_; }
-    const iovec* data() const noexcept { return data_; }
+    T* data() noexcept { return data_; }
+    const T* data() const noexcept { return data_; }
     size_t size() const noexcept { return n_; }
-    iovec& operator[](size_t i) noexcept { return data_[i]; }
+    T& operator[](size_t i) noexcept { return data_[i]; }
 
 private:
     void grow() {
-        auto h = std::make_unique<iovec[]>(cap_ * 2);
-        std::memcpy(h.get(), data_, n_ * sizeof(iovec));
+        auto h = std::make_unique<T[]>(cap_ * 2);
+        std::copy(data_, data_ + n_, h.get());
         heap_ = std::move(h);
         data_ = heap_.get();
         cap_ *= 2;
     }
 
-    static constexpr size_t k_inline = 6;
-    iovec inline_[k_inline];
-    iovec* data_ = inline_;
+    T inline_[N];
+    T* data_ = inline_;
     size_t n_ = 0;
-    size_t cap_ = k_inline;
-    std::unique_ptr<iovec[]> heap_;
+    size_t cap_ = N;
+    std::unique_ptr<T[]> heap_;
+};
+}  // namespace detail
+
+/// iovecs with room for a few inline (a message's variable parts, a frame's pieces).
+class iov_list : public detail::inline_list<iovec, 6> {
+public:
+    void push(const void* p, size_t n) {
+        if (n != 0) push_back({const_cast<void*>(p), n});
+    }
 };
 
 /// Where one variable part of a message being received goes: `to` (room for its len bytes
@@ -203,35 +213,11 @@ struct rx_part {
 };
 
 /// A message's variable parts in wire order, a few inline.
-class rx_list {
+class rx_list : public detail::inline_list<rx_part, 4> {
 public:
-    rx_list() noexcept = default;
-    rx_list(const rx_list&) = delete;
-    rx_list& operator=(const rx_list&) = delete;
-
     void push(const rx_part& p) {
-        if (p.len == 0) return;
-        if (n_ == cap_) grow();
-        data_[n_++] = p;
+        if (p.len != 0) push_back(p);
     }
-    size_t size() const noexcept { return n_; }
-    rx_part& operator[](size_t i) noexcept { return data_[i]; }
-
-private:
-    void grow() {
-        auto h = std::make_unique<rx_part[]>(cap_ * 2);
-        std::copy(data_, data_ + n_, h.get());
-        heap_ = std::move(h);
-        data_ = heap_.get();
-        cap_ *= 2;
-    }
-
-    static constexpr size_t k_inline = 4;
-    rx_part inline_[k_inline];
-    rx_part* data_ = inline_;
-    size_t n_ = 0;
-    size_t cap_ = k_inline;
-    std::unique_ptr<rx_part[]> heap_;
 };
 
 namespace detail {
