@@ -115,9 +115,11 @@ bool has_exact_token(std::string_view value, std::string_view token) noexcept {
     return !detail::for_each_element(value, [token](std::string_view t) { return t != token; });
 }
 
-bool fields_have_token(std::span<const header> fields, std::string_view name, std::string_view token) noexcept {
+bool fields_have_token(std::span<const header> fields, std::string_view name, std::string_view token,
+                       bool exact) noexcept {
     for (const header& f : fields)
-        if (iequals(f.name, name) && has_token(f.value, token)) return true;
+        if (iequals(f.name, name) && (exact ? has_exact_token(f.value, token) : has_token(f.value, token)))
+            return true;
     return false;
 }
 

@@ -27,10 +27,11 @@ bool has_token(std::string_view value, std::string_view token) noexcept;
 /// As has_token, case-sensitive: for subprotocol names, which are matched exactly (RFC 7936,
 /// updating RFC 6455: only the registry ignores case).
 bool has_exact_token(std::string_view value, std::string_view token) noexcept;
-/// As has_token, over every field line named `name` (case-insensitive): lines of one name are
-/// one comma-separated list (RFC 9110 5.3), so "Connection: keep-alive" then "Connection:
-/// Upgrade" holds upgrade.
-bool fields_have_token(std::span<const header> fields, std::string_view name, std::string_view token) noexcept;
+/// As has_token (has_exact_token when `exact`), over every field line named `name`
+/// (case-insensitive): lines of one name are one comma-separated list (RFC 9110 5.3), so
+/// "Connection: keep-alive" then "Connection: Upgrade" holds upgrade.
+bool fields_have_token(std::span<const header> fields, std::string_view name, std::string_view token,
+                       bool exact = false) noexcept;
 
 /// Random bytes for keys and masks, from getrandom(2) in batches (per thread).
 void random_bytes(void* out, size_t n) noexcept;

@@ -24,20 +24,13 @@ unexpected refuse(response& res, int status, std::string_view why) {
     return errno_error(EPROTO);
 }
 
-// Whether req's Sec-WebSocket-Protocol list holds p: a request may split the list over several
-// field lines (RFC 6455 11.3.4; RFC 9110 5.3 makes them one list), and header() sees the first.
-bool offered(const request& req, std::string_view p) noexcept {
-    for (const header& f : req.headers())
-        if (iequals(f.name, "Sec-WebSocket-Protocol") && has_exact_token(f.value, p)) return true;
-    return false;
-}
-
 // The first subprotocol of ours (in our order) that the client offered, matched exactly: a
 // client that offered "Chat" and got "chat" fails the handshake (the client here compares
 // exactly too).
 std::string choose_subprotocol(const request& req, const std::vector<std::string>& ours) {
+    // Over every Sec-WebSocket-Protocol line: a request may split the list (RFC 6455 11.3.4).
     for (const auto& p : ours)
-        if (offered(req, p)) return p;
+        if (fields_have_token(req.headers(), "Sec-WebSocket-Protocol", p, /*exact=*/true)) return p;
     return {};
 }
 
